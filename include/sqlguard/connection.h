@@ -1,0 +1,201 @@
+// sqlguard/connection.h — connections, values, results and transactions.
+//
+// A Connection is ONE database session. It is not thread-safe: use one
+// connection per thread (or guard it yourself). Pooling is the caller's
+// business; every sqlguard object that takes a Connection& borrows it and
+// must not outlive it.
+//
+// URIs (make_connection):
+//   sqlite:///abs/path.db      absolute path
+//   sqlite://relative.db       relative to the current directory
+//   sqlite::memory:            private in-memory database
+//   postgresql://user:pw@host:port/db?connect_timeout=5   (libpq syntax;
+//                              postgres:// also accepted)
+//   mysql://user:pw@host:port/db   (mariadb:// also accepted)
+// Passwords never appear in messages, logs or exceptions (see mask_uri()).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "sqlguard/errors.h"
+
+namespace sqlguard {
+
+enum class DialectKind { kSqlite, kPostgres, kMysql };
+// "sqlite", "postgresql", "mysql".
+std::string_view to_string(DialectKind kind) noexcept;
+
+// What a dialect can do; strategies refuse early with NotSupported otherwise.
+struct Capabilities {
+  bool row_locks = false;          // SELECT ... FOR UPDATE locks single rows
+  bool nowait = false;             // FOR UPDATE NOWAIT
+  bool skip_locked = false;        // FOR UPDATE SKIP LOCKED
+  bool shared_row_locks = false;   // FOR SHARE / LOCK IN SHARE MODE
+  bool listen_notify = false;      // LISTEN / NOTIFY wake-ups
+  bool transactional_ddl = false;  // DDL can roll back
+};
+
+// A bound parameter or a result cell. Values are ALWAYS bound, never
+// spliced into SQL text.
+class Value {
+ public:
+  struct Blob {
+    std::string bytes;
+    bool operator==(const Blob&) const = default;
+  };
+
+  Value() = default;  // SQL NULL
+  Value(std::nullptr_t) {}
+  template <typename T,
+            std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  Value(T v) : v_(static_cast<std::int64_t>(v)) {}
+  Value(bool v) : v_(static_cast<std::int64_t>(v ? 1 : 0)) {}
+  Value(double v) : v_(v) {}
+  Value(std::string v) : v_(std::move(v)) {}
+  Value(std::string_view v) : v_(std::string(v)) {}
+  Value(const char* v) : v_(std::string(v)) {}
+  Value(Blob b) : v_(std::move(b)) {}
+  template <typename T>
+  Value(const std::optional<T>& v) {
+    if (v) *this = Value(*v);
+  }
+  static Value blob(std::string bytes) { return Value(Blob{std::move(bytes)}); }
+
+  bool is_null() const noexcept { return std::holds_alternative<std::monostate>(v_); }
+  bool is_int() const noexcept { return std::holds_alternative<std::int64_t>(v_); }
+  bool is_double() const noexcept { return std::holds_alternative<double>(v_); }
+  bool is_text() const noexcept { return std::holds_alternative<std::string>(v_); }
+  bool is_blob() const noexcept { return std::holds_alternative<Blob>(v_); }
+
+  // Conversions used by result readers. Integers stored as text (drivers
+  // that return decimals as strings) are parsed. Throws Error(kInternal) on
+  // NULL or an unconvertible value.
+  std::int64_t as_int() const;
+  double as_double() const;
+  // Text or blob bytes; integers are formatted.
+  std::string as_string() const;
+  std::optional<std::int64_t> as_opt_int() const;
+  std::optional<std::string> as_opt_string() const;
+
+  bool operator==(const Value&) const = default;
+
+ private:
+  std::variant<std::monostate, std::int64_t, double, std::string, Blob> v_;
+};
+
+using Params = std::vector<Value>;
+
+struct Row {
+  std::vector<Value> cells;
+  const Value& operator[](std::size_t i) const { return cells.at(i); }
+  std::size_t size() const noexcept { return cells.size(); }
+};
+
+struct Result {
+  std::vector<Row> rows;
+  std::int64_t affected = 0;  // rows affected by INSERT/UPDATE/DELETE
+  bool empty() const noexcept { return rows.empty(); }
+};
+
+enum class Isolation {
+  kDefault,         // the server's default
+  kReadCommitted,
+  kRepeatableRead,
+  kSerializable,
+};
+
+struct ConnectOptions {
+  // Bound on establishing a connection (TCP + auth). Default: 10 s.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
+  // SQLite: how long a writer waits for the database lock. Default: 5 s.
+  std::chrono::milliseconds busy_timeout{std::chrono::seconds(5)};
+  // MySQL/MariaDB: read/write socket timeout, 0 = none. A dead server is
+  // then detected within this bound. Default: 0 (none).
+  std::chrono::milliseconds io_timeout{0};
+};
+
+class Dialect;  // SQL builder, internal
+
+class Connection {
+ public:
+  virtual ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  virtual DialectKind kind() const noexcept = 0;
+  virtual const Capabilities& capabilities() const noexcept = 0;
+  // Internal SQL builder of this dialect (src/dialect/dialect.h).
+  virtual const Dialect& dialect() const noexcept = 0;
+  // The URI with the password masked.
+  virtual const std::string& description() const noexcept = 0;
+
+  // Runs one statement with `?` placeholders and bound parameters; the
+  // statement is prepared once per connection and cached. Outside an open
+  // transaction the statement autocommits.
+  virtual Result execute(std::string_view sql, const Params& params = {}) = 0;
+  // Runs a parameterless multi-statement script (migrations).
+  virtual void execute_script(std::string_view sql) = 0;
+
+  virtual void begin(Isolation isolation = Isolation::kDefault) = 0;
+  virtual void commit() = 0;
+  virtual void rollback() = 0;
+  virtual bool in_transaction() const noexcept = 0;
+
+  // The database clock in milliseconds since the Unix epoch (UTC), read
+  // fresh by this call (never a transaction-start timestamp).
+  std::int64_t db_now_ms();
+
+  // Re-establishes a broken connection (no-op if healthy and SQLite).
+  // Statements prepared before are prepared again on use.
+  virtual void reconnect() = 0;
+  // Opaque server-side session id (PostgreSQL backend pid, MySQL
+  // CONNECTION_ID()); 0 for SQLite. Used by tests/chaos to kill sessions.
+  virtual std::int64_t session_id() = 0;
+
+ protected:
+  Connection() = default;
+};
+
+// Opens a connection. Throws Error with kInvalidArgument (bad URI / unknown
+// scheme / dialect not compiled in: kNotSupported), kConnectionLost
+// (unreachable, timed out), kUnauthenticated, kNotFound (missing database).
+std::unique_ptr<Connection> make_connection(std::string_view uri,
+                                            const ConnectOptions& options = {});
+
+// Which dialects this build of sqlguard has compiled in.
+bool dialect_available(DialectKind kind) noexcept;
+
+// Replaces the password in a URI (or libpq "password=" keyword) with ***.
+std::string mask_uri(std::string_view uri);
+
+// RAII transaction: rolls back in the destructor unless committed. The
+// destructor never throws; a failed rollback is reported to the log hook.
+class Transaction {
+ public:
+  explicit Transaction(Connection& conn, Isolation isolation = Isolation::kDefault);
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  void commit();
+  void rollback();
+  bool active() const noexcept { return active_; }
+  Connection& connection() noexcept { return conn_; }
+  Result execute(std::string_view sql, const Params& params = {}) {
+    return conn_.execute(sql, params);
+  }
+
+ private:
+  Connection& conn_;
+  bool active_ = true;
+};
+
+}  // namespace sqlguard

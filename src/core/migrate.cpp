@@ -1,0 +1,192 @@
+#include "sqlguard/migrate.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/crypto.h"
+#include "core/embedded_migrations.h"
+#include "dialect/dialect.h"
+
+namespace sqlguard {
+namespace {
+
+constexpr const char* kCreateVersionTable =
+    "CREATE TABLE IF NOT EXISTS sqlguard_schema_version ("
+    " version INTEGER NOT NULL PRIMARY KEY,"
+    " name VARCHAR(255) NOT NULL,"
+    " checksum VARCHAR(64) NOT NULL,"
+    " applied_at BIGINT NOT NULL)";
+
+struct Applied {
+  std::string name;
+  std::string checksum;
+  std::int64_t applied_at;
+};
+
+std::map<int, Applied> read_applied(Connection& conn) {
+  std::map<int, Applied> out;
+  auto r = conn.execute("SELECT version, name, checksum, applied_at FROM sqlguard_schema_version");
+  for (const auto& row : r.rows)
+    out[static_cast<int>(row[0].as_int())] = {row[1].as_string(), row[2].as_string(), row[3].as_int()};
+  return out;
+}
+
+std::vector<MigrationState> compare(const std::vector<Migration>& migrations, const std::map<int, Applied>& applied) {
+  std::vector<MigrationState> out;
+  for (const auto& m : migrations) {
+    MigrationState s;
+    s.version = m.version;
+    s.name = m.name;
+    s.checksum = m.checksum;
+    auto it = applied.find(m.version);
+    if (it != applied.end()) {
+      s.applied = true;
+      s.applied_at_ms = it->second.applied_at;
+      s.applied_checksum = it->second.checksum;
+      s.checksum_mismatch = it->second.checksum != m.checksum;
+    }
+    out.push_back(std::move(s));
+  }
+  for (const auto& [version, a] : applied) {
+    bool known = std::any_of(migrations.begin(), migrations.end(), [&](const Migration& m) { return m.version == version; });
+    if (known) continue;
+    MigrationState s;
+    s.version = version;
+    s.name = a.name;
+    s.applied = true;
+    s.applied_at_ms = a.applied_at;
+    s.applied_checksum = a.checksum;
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.version < b.version; });
+  return out;
+}
+
+std::string label(int version, const std::string& name) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%04d_", version);
+  return buf + name;
+}
+
+void check_mismatch(const std::vector<MigrationState>& states, DialectKind kind) {
+  for (const auto& s : states) {
+    if (s.checksum_mismatch)
+      throw Error(ErrorCode::kSchemaMismatch,
+                  "checksum mismatch: migration " + label(s.version, s.name) + " was applied with checksum " +
+                      s.applied_checksum.substr(0, 12) + "... but the file now has " + s.checksum.substr(0, 12) +
+                      "...; it is not re-run. Restore the original file or repair the database by hand.",
+                  std::string(to_string(kind)));
+  }
+}
+
+// Holds the dialect's migration mutex for its lifetime.
+class MigrationMutex {
+ public:
+  explicit MigrationMutex(Connection& conn) : conn_(conn) {
+    auto sql = conn.dialect().migration_lock_sql();
+    if (sql.empty()) return;
+    auto r = conn.execute(sql);
+    if (r.rows.empty() || r.rows[0][0].is_null() || r.rows[0][0].as_int() != 1)
+      throw Error(ErrorCode::kLockBusy, "could not take the migration lock within 300 s",
+                  std::string(to_string(conn.kind())));
+    held_ = true;
+  }
+  ~MigrationMutex() {
+    if (!held_) return;
+    try {
+      conn_.execute(conn_.dialect().migration_unlock_sql());
+    } catch (const std::exception& e) {
+      // The lock is session-scoped: it goes away with the connection.
+      log(LogLevel::kWarning, std::string("releasing the migration lock failed: ") + e.what());
+    }
+  }
+
+ private:
+  Connection& conn_;
+  bool held_ = false;
+};
+
+}  // namespace
+
+std::vector<Migration> embedded_migrations(DialectKind kind) {
+  std::vector<Migration> out;
+  std::string_view want = to_string(kind);
+  for (std::size_t i = 0; i < detail::kEmbeddedMigrationCount; ++i) {
+    const auto& e = detail::kEmbeddedMigrations[i];
+    if (want != e.dialect) continue;
+    out.push_back({e.version, e.name, e.sql, detail::sha256_hex(e.sql)});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.version < b.version; });
+  return out;
+}
+
+MigrateReport migrate(Connection& conn) { return migrate(conn, embedded_migrations(conn.kind())); }
+
+MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations) {
+  if (conn.in_transaction())
+    throw Error(ErrorCode::kInvalidArgument, "migrate() must not run inside an open transaction");
+  MigrateReport report;
+  MigrationMutex mutex(conn);
+  const bool whole_run_tx = conn.dialect().migration_lock_sql().empty();
+  const bool per_migration_tx = !whole_run_tx && conn.capabilities().transactional_ddl;
+  std::unique_ptr<Transaction> run_tx;
+  if (whole_run_tx) run_tx = std::make_unique<Transaction>(conn);
+  conn.execute(kCreateVersionTable);
+  auto states = compare(migrations, read_applied(conn));
+  check_mismatch(states, conn.kind());
+  for (const auto& m : migrations) {
+    auto st = std::find_if(states.begin(), states.end(), [&](const auto& s) { return s.version == m.version; });
+    if (st->applied) {
+      report.already.push_back(*st);
+      continue;
+    }
+    std::unique_ptr<Transaction> tx;
+    if (per_migration_tx) tx = std::make_unique<Transaction>(conn);
+    try {
+      conn.execute_script(m.sql);
+      std::string ins = "INSERT INTO sqlguard_schema_version (version, name, checksum, applied_at) VALUES (?, ?, ?, ";
+      ins += conn.dialect().now_ms();
+      ins += ")";
+      conn.execute(ins, {m.version, m.name, m.checksum});
+    } catch (const Error& e) {
+      throw e.with_context("migration " + label(m.version, m.name) + " failed");
+    }
+    if (tx) tx->commit();
+    st->applied = true;
+    report.applied_now.push_back(*st);
+  }
+  if (run_tx) run_tx->commit();
+  return report;
+}
+
+std::vector<MigrationState> migration_status(Connection& conn) {
+  return migration_status(conn, embedded_migrations(conn.kind()));
+}
+
+std::vector<MigrationState> migration_status(Connection& conn, const std::vector<Migration>& migrations) {
+  std::map<int, Applied> applied;
+  try {
+    applied = read_applied(conn);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kSchemaMismatch) throw;  // table missing: nothing applied yet
+  }
+  return compare(migrations, applied);
+}
+
+void require_migrated(Connection& conn) {
+  auto want = embedded_migrations(conn.kind());
+  int max_version = want.empty() ? 0 : want.back().version;
+  std::int64_t have = 0;
+  try {
+    auto r = conn.execute("SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?", {max_version});
+    have = r.rows.at(0)[0].as_int();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kSchemaMismatch) throw;
+  }
+  if (have < static_cast<std::int64_t>(want.size()))
+    throw Error(ErrorCode::kSchemaMismatch,
+                "the sqlguard tables are missing or out of date on " + conn.description() + ": run `sqlguard migrate`",
+                std::string(to_string(conn.kind())));
+}
+
+}  // namespace sqlguard

@@ -1,0 +1,390 @@
+// MySQL / MariaDB dialect over mysqlcppconn 1.1 (JDBC-like API).
+//
+// Session setup on every (re)connect: time_zone '+00:00' (so no DST or
+// session zone can shift a timestamp), strict sql_mode (oversize values are
+// errors, never silently truncated), READ COMMITTED (fewer gap locks, hence
+// fewer deadlocks on hot keys), CLIENT_FOUND_ROWS (rows affected = rows
+// matched, as on PostgreSQL and SQLite).
+#include <mysql_driver.h>
+#include <mysql_error.h>
+#include <cppconn/connection.h>
+#include <cppconn/datatype.h>
+#include <cppconn/exception.h>
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <cppconn/resultset_metadata.h>
+#include <cppconn/statement.h>
+
+#include <algorithm>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/uri.h"
+#include "dialect/dialect.h"
+#include "dialect/factory.h"
+#include "sqlguard/mysql.h"
+
+namespace sqlguard {
+namespace {
+
+class MysqlDialect final : public Dialect {
+ public:
+  DialectKind kind() const noexcept override { return DialectKind::kMysql; }
+  // NOW(3) is per statement (not per transaction) and, with the session
+  // time zone pinned to UTC, UNIX_TIMESTAMP() is an exact epoch.
+  std::string_view now_ms() const noexcept override {
+    return "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+  }
+  std::string quote(std::string_view v) const override { return quote_parts(v, '`'); }
+  std::string_view blob_type() const noexcept override { return "LONGBLOB"; }
+  std::string_view migration_lock_sql() const noexcept override {
+    return "SELECT GET_LOCK('sqlguard_migrate', 300)";
+  }
+  std::string_view migration_unlock_sql() const noexcept override {
+    return "SELECT RELEASE_LOCK('sqlguard_migrate')";
+  }
+};
+const MysqlDialect kDialect;
+
+// Classification table: server/client error number -> portable code.
+struct Row {
+  int code;
+  ErrorCode mapped;
+};
+constexpr Row kTable[] = {
+    {1062, ErrorCode::kAlreadyExists},    // ER_DUP_ENTRY
+    {1213, ErrorCode::kConflict},         // ER_LOCK_DEADLOCK (whole transaction rolled back)
+    {1205, ErrorCode::kLockBusy},         // ER_LOCK_WAIT_TIMEOUT (MariaDB: also NOWAIT)
+    {3572, ErrorCode::kLockBusy},         // ER_LOCK_NOWAIT (MySQL 8)
+    {1969, ErrorCode::kTimeout},          // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
+    {3024, ErrorCode::kTimeout},          // ER_QUERY_TIMEOUT (MySQL max_execution_time)
+    {1317, ErrorCode::kTimeout},          // ER_QUERY_INTERRUPTED
+    {1045, ErrorCode::kUnauthenticated},  // ER_ACCESS_DENIED_ERROR
+    {1698, ErrorCode::kUnauthenticated},  // ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+    {1049, ErrorCode::kNotFound},         // ER_BAD_DB_ERROR
+    {1146, ErrorCode::kSchemaMismatch},   // ER_NO_SUCH_TABLE
+    {1406, ErrorCode::kInvalidArgument},  // ER_DATA_TOO_LONG
+    {1053, ErrorCode::kConnectionLost},   // ER_SERVER_SHUTDOWN
+    {1927, ErrorCode::kConnectionLost},   // ER_CONNECTION_KILLED (MariaDB)
+    {2002, ErrorCode::kConnectionLost},   // CR_CONNECTION_ERROR
+    {2003, ErrorCode::kConnectionLost},   // CR_CONN_HOST_ERROR
+    {2005, ErrorCode::kConnectionLost},   // CR_UNKNOWN_HOST
+    {2006, ErrorCode::kConnectionLost},   // CR_SERVER_GONE_ERROR
+    {2013, ErrorCode::kConnectionLost},   // CR_SERVER_LOST
+    {2055, ErrorCode::kConnectionLost},   // CR_SERVER_LOST_EXTENDED
+    {4031, ErrorCode::kConnectionLost},   // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
+};
+
+ErrorCode classify(int code) {
+  for (const auto& r : kTable)
+    if (r.code == code) return r.mapped;
+  return ErrorCode::kInternal;
+}
+
+bool returns_rows(std::string_view sql) {
+  std::size_t i = 0;
+  while (i < sql.size() && (sql[i] == ' ' || sql[i] == '\n' || sql[i] == '(' || sql[i] == '\t')) ++i;
+  std::string head;
+  for (; i < sql.size() && head.size() < 6 && std::isalpha(static_cast<unsigned char>(sql[i])); ++i)
+    head += static_cast<char>(std::toupper(static_cast<unsigned char>(sql[i])));
+  return head == "SELECT" || head == "WITH" || head == "SHOW";
+}
+
+class MysqlConnection final : public Connection {
+ public:
+  MysqlConnection(detail::ParsedUri u, std::string description, const ConnectOptions& opt)
+      : uri_(std::move(u)), description_(std::move(description)), opt_(opt) {
+    caps_.row_locks = caps_.nowait = caps_.skip_locked = caps_.shared_row_locks = true;
+    connect();
+  }
+  ~MysqlConnection() override {
+    cache_.clear();
+    if (conn_) {
+      try {
+        conn_->close();
+      } catch (...) {
+        // Closing a dead connection fails; there is nothing to report.
+      }
+    }
+  }
+
+  DialectKind kind() const noexcept override { return DialectKind::kMysql; }
+  const Capabilities& capabilities() const noexcept override { return caps_; }
+  const Dialect& dialect() const noexcept override { return kDialect; }
+  const std::string& description() const noexcept override { return description_; }
+
+  Result execute(std::string_view sql, const Params& params) override {
+    if (!in_tx_ && broken_) reconnect();
+    try {
+      sql::PreparedStatement* ps = prepare(sql);
+      std::vector<std::unique_ptr<std::istringstream>> blobs;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const Value& v = params[i];
+        auto idx = static_cast<unsigned int>(i + 1);
+        if (v.is_null()) ps->setNull(idx, sql::DataType::SQLNULL);
+        else if (v.is_int()) ps->setInt64(idx, v.as_int());
+        else if (v.is_double()) ps->setDouble(idx, v.as_double());
+        else if (v.is_blob()) {
+          blobs.push_back(std::make_unique<std::istringstream>(v.as_string()));
+          ps->setBlob(idx, blobs.back().get());
+        } else ps->setString(idx, v.as_string());
+      }
+      Result out;
+      if (returns_rows(sql)) {
+        std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
+        read_all(*rs, out);
+      } else {
+        out.affected = ps->executeUpdate();
+      }
+      return out;
+    } catch (...) {
+      rethrow(sql, false);
+    }
+  }
+
+  void execute_script(std::string_view script) override {
+    if (!in_tx_ && broken_) reconnect();
+    // Our migration files separate statements with ';' at end of line.
+    std::string s(script);
+    std::size_t start = 0;
+    while (start < s.size()) {
+      auto end = s.find(";\n", start);
+      if (end == std::string::npos) end = s.size();
+      std::string stmt = s.substr(start, end - start);
+      start = end + 2;
+      bool blank = std::all_of(stmt.begin(), stmt.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+      std::string no_comments;
+      std::istringstream lines(stmt);
+      for (std::string line; std::getline(lines, line);) {
+        auto first = line.find_first_not_of(" \t");
+        if (first != std::string::npos && line.compare(first, 2, "--") == 0) continue;
+        no_comments += line + "\n";
+      }
+      if (blank || no_comments.find_first_not_of(" \t\n;") == std::string::npos) continue;
+      run_plain(no_comments);
+    }
+  }
+
+  void begin(Isolation iso) override {
+    if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "a transaction is already open on this connection", "mysql");
+    if (broken_) reconnect();
+    switch (iso) {
+      case Isolation::kDefault: break;
+      case Isolation::kReadCommitted: run_plain("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); break;
+      case Isolation::kRepeatableRead: run_plain("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"); break;
+      case Isolation::kSerializable: run_plain("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"); break;
+    }
+    run_plain("START TRANSACTION");
+    in_tx_ = true;
+  }
+  void commit() override {
+    if (!in_tx_) throw Error(ErrorCode::kInvalidArgument, "commit() without an open transaction", "mysql");
+    in_tx_ = false;
+    try {
+      stmt()->execute("COMMIT");
+    } catch (...) {
+      rethrow("COMMIT", true);
+    }
+  }
+  void rollback() override {
+    if (!in_tx_) return;
+    in_tx_ = false;
+    if (broken_) return;  // the server rolled back when the session died
+    run_plain("ROLLBACK");
+  }
+  bool in_transaction() const noexcept override { return in_tx_; }
+
+  void reconnect() override {
+    cache_.clear();
+    stmt_.reset();
+    if (conn_) {
+      try {
+        conn_->close();
+      } catch (...) {
+        // The old session is already gone; closing it can only fail.
+      }
+    }
+    conn_.reset();
+    in_tx_ = false;
+    connect();
+  }
+  std::int64_t session_id() override { return execute("SELECT CONNECTION_ID()", {}).rows.at(0)[0].as_int(); }
+
+  sql::Connection* handle() {
+    if (!in_tx_ && broken_) reconnect();
+    return conn_.get();
+  }
+
+ private:
+  void connect() {
+    broken_ = true;
+    sql::ConnectOptionsMap o;
+    std::string host = uri_.host.empty() ? "127.0.0.1" : uri_.host;
+    int port = uri_.port ? uri_.port : 3306;
+    o["hostName"] = sql::SQLString("tcp://" + host + ":" + std::to_string(port));
+    o["userName"] = sql::SQLString(uri_.user);
+    o["password"] = sql::SQLString(uri_.password);
+    if (!uri_.path.empty()) o["schema"] = sql::SQLString(uri_.path);
+    int ct = static_cast<int>(std::max<long long>(1, (opt_.connect_timeout.count() + 999) / 1000));
+    auto q = uri_.query.find("connect_timeout");
+    if (q != uri_.query.end()) {
+      try {
+        ct = std::stoi(q->second);
+      } catch (const std::exception&) {
+        throw Error(ErrorCode::kInvalidArgument, "connect_timeout '" + q->second + "' is not a number of seconds", "mysql");
+      }
+    }
+    o["OPT_CONNECT_TIMEOUT"] = ct;
+    if (opt_.io_timeout.count() > 0) {
+      int io = static_cast<int>(std::max<long long>(1, (opt_.io_timeout.count() + 999) / 1000));
+      o["OPT_READ_TIMEOUT"] = io;
+      o["OPT_WRITE_TIMEOUT"] = io;
+    }
+    o["OPT_RECONNECT"] = false;
+    o["CLIENT_FOUND_ROWS"] = true;
+    o["OPT_CHARSET_NAME"] = sql::SQLString("utf8mb4");
+    try {
+      conn_.reset(sql::mysql::get_mysql_driver_instance()->connect(o));
+      broken_ = false;
+      run_plain("SET time_zone = '+00:00'");
+      run_plain("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'");
+      run_plain("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    } catch (const sql::SQLException& e) {
+      conn_.reset();
+      broken_ = true;
+      ErrorCode code = classify(e.getErrorCode());
+      if (code == ErrorCode::kInternal) code = ErrorCode::kConnectionLost;
+      throw Error(code, "cannot connect to " + description_ + ": " + detail::scrub(e.what(), uri_.password), "mysql",
+                  std::to_string(e.getErrorCode()));
+    }
+  }
+
+  sql::Statement* stmt() {
+    if (!stmt_) stmt_.reset(conn_->createStatement());
+    return stmt_.get();
+  }
+
+  void run_plain(const std::string& sql) {
+    try {
+      if (returns_rows(sql)) {
+        std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql));
+        Result ignored;
+        read_all(*rs, ignored);
+      } else {
+        stmt()->execute(sql);
+      }
+    } catch (...) {
+      rethrow(sql.substr(0, 200), false);
+    }
+  }
+
+  sql::PreparedStatement* prepare(std::string_view sql) {
+    auto it = cache_.find(std::string(sql));
+    if (it != cache_.end()) return it->second.get();
+    std::unique_ptr<sql::PreparedStatement> ps(conn_->prepareStatement(std::string(sql)));
+    return cache_.emplace(std::string(sql), std::move(ps)).first->second.get();
+  }
+
+  static void read_all(sql::ResultSet& rs, Result& out) {
+    sql::ResultSetMetaData* md = rs.getMetaData();
+    unsigned int ncol = md->getColumnCount();
+    std::vector<int> types(ncol);
+    for (unsigned int c = 0; c < ncol; ++c) types[c] = md->getColumnType(c + 1);
+    while (rs.next()) {
+      sqlguard::Row row;
+      row.cells.reserve(ncol);
+      for (unsigned int c = 1; c <= ncol; ++c) {
+        if (rs.isNull(c)) {
+          row.cells.emplace_back();
+          continue;
+        }
+        switch (types[c - 1]) {
+          case sql::DataType::BIT: case sql::DataType::TINYINT: case sql::DataType::SMALLINT:
+          case sql::DataType::MEDIUMINT: case sql::DataType::INTEGER: case sql::DataType::BIGINT:
+          case sql::DataType::YEAR:
+            row.cells.emplace_back(static_cast<std::int64_t>(rs.getInt64(c)));
+            break;
+          case sql::DataType::REAL: case sql::DataType::DOUBLE:
+            row.cells.emplace_back(static_cast<double>(rs.getDouble(c)));
+            break;
+          case sql::DataType::BINARY: case sql::DataType::VARBINARY: case sql::DataType::LONGVARBINARY: {
+            std::unique_ptr<std::istream> in(rs.getBlob(c));
+            std::string bytes((std::istreambuf_iterator<char>(*in)), std::istreambuf_iterator<char>());
+            row.cells.push_back(Value::blob(std::move(bytes)));
+            break;
+          }
+          default:
+            row.cells.emplace_back(std::string(rs.getString(c)));
+        }
+      }
+      out.rows.push_back(std::move(row));
+    }
+  }
+
+  [[noreturn]] void rethrow(std::string_view sql, bool committing) {
+    std::string st(sql);
+    try {
+      throw;
+    } catch (const Error&) {
+      throw;
+    } catch (const sql::SQLException& e) {
+      int n = e.getErrorCode();
+      ErrorCode code = classify(n);
+      std::string msg = detail::scrub(e.what(), uri_.password);
+      if (code == ErrorCode::kConnectionLost) {
+        broken_ = true;
+        in_tx_ = false;
+        cache_.clear();
+        stmt_.reset();
+        if (committing)
+          throw Error(ErrorCode::kCommitInDoubt,
+                      "connection lost during COMMIT; the transaction may or may not have committed: " + msg, "mysql",
+                      std::to_string(n), st);
+      }
+      // A deadlock rolls back the whole transaction on the server.
+      if (n == 1213) in_tx_ = false;
+      if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
+      throw Error(code, msg, "mysql", std::to_string(n), st);
+    } catch (const std::exception& e) {
+      throw Error(ErrorCode::kInternal, detail::scrub(e.what(), uri_.password), "mysql", "", st);
+    }
+  }
+
+  detail::ParsedUri uri_;
+  std::string description_;
+  ConnectOptions opt_;
+  Capabilities caps_;
+  std::unique_ptr<sql::Connection> conn_;
+  std::unique_ptr<sql::Statement> stmt_;
+  std::unordered_map<std::string, std::unique_ptr<sql::PreparedStatement>> cache_;
+  bool in_tx_ = false;
+  bool broken_ = true;
+};
+
+}  // namespace
+
+namespace detail {
+const bool kHaveMysql = true;
+
+std::unique_ptr<Connection> open_mysql(std::string_view uri, const ConnectOptions& options) {
+  ParsedUri u = parse_uri(uri);
+  if (u.host.empty())
+    throw Error(ErrorCode::kInvalidArgument, "malformed MySQL URI '" + mask_uri(uri) + "': no host", "mysql");
+  if (u.path.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "malformed MySQL URI '" + mask_uri(uri) + "': no database name (mysql://user:pw@host:port/db)", "mysql");
+  return std::make_unique<MysqlConnection>(std::move(u), mask_uri(uri), options);
+}
+}  // namespace detail
+
+namespace mysql {
+sql::Connection* native_handle(Connection& conn) {
+  auto* c = dynamic_cast<MysqlConnection*>(&conn);
+  if (!c)
+    throw Error(ErrorCode::kInvalidArgument,
+                "mysql::native_handle() needs a MySQL/MariaDB connection, got " + std::string(to_string(conn.kind())));
+  return c->handle();
+}
+}  // namespace mysql
+
+}  // namespace sqlguard

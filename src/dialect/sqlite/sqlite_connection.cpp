@@ -1,0 +1,260 @@
+// SQLite dialect: embedded, one writer at a time. Read-modify-write
+// transactions use BEGIN IMMEDIATE so the write lock is taken up front (a
+// deferred transaction upgrading to a writer can fail with SQLITE_BUSY that
+// no busy timeout resolves).
+#include <sqlite3.h>
+
+#include <string>
+#include <unordered_map>
+
+#include "dialect/dialect.h"
+#include "dialect/factory.h"
+#include "sqlguard/sqlite.h"
+
+namespace sqlguard {
+namespace {
+
+class SqliteDialect final : public Dialect {
+ public:
+  DialectKind kind() const noexcept override { return DialectKind::kSqlite; }
+  // julianday('now') is fixed for the duration of one sqlite3_step(), has
+  // sub-millisecond resolution and is computed inside the statement.
+  std::string_view now_ms() const noexcept override {
+    return "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+  }
+  std::string quote(std::string_view v) const override { return quote_parts(v, '"'); }
+  std::string_view greatest() const noexcept override { return "MAX"; }
+  std::string_view least() const noexcept override { return "MIN"; }
+  std::string_view blob_type() const noexcept override { return "BLOB"; }
+};
+
+const SqliteDialect kDialect;
+
+// Classification table: SQLite (extended) result code -> portable code.
+struct Row {
+  int code;
+  ErrorCode mapped;
+};
+constexpr Row kTable[] = {
+    {SQLITE_BUSY, ErrorCode::kLockBusy},
+    {SQLITE_LOCKED, ErrorCode::kLockBusy},
+    {SQLITE_CONSTRAINT_PRIMARYKEY, ErrorCode::kAlreadyExists},
+    {SQLITE_CONSTRAINT_UNIQUE, ErrorCode::kAlreadyExists},
+    {SQLITE_CANTOPEN, ErrorCode::kNotFound},
+    {SQLITE_INTERRUPT, ErrorCode::kTimeout},
+    {SQLITE_AUTH, ErrorCode::kUnauthenticated},
+    {SQLITE_READONLY, ErrorCode::kInvalidArgument},
+};
+
+ErrorCode classify(int extended, std::string_view msg) {
+  for (const auto& r : kTable)
+    if (r.code == extended) return r.mapped;
+  int primary = extended & 0xff;
+  for (const auto& r : kTable)
+    if (r.code == primary) return r.mapped;
+  if (msg.find("no such table") != std::string_view::npos) return ErrorCode::kSchemaMismatch;
+  return ErrorCode::kInternal;
+}
+
+class SqliteConnection final : public Connection {
+ public:
+  SqliteConnection(std::string path, std::string description, const ConnectOptions& opt)
+      : path_(std::move(path)), description_(std::move(description)) {
+    caps_.row_locks = false;
+    caps_.transactional_ddl = true;
+    int rc = sqlite3_open_v2(path_.c_str(), &db_,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw Error(rc == SQLITE_CANTOPEN ? ErrorCode::kNotFound : classify(rc, msg),
+                  "cannot open SQLite database '" + path_ + "': " + msg, "sqlite", std::to_string(rc));
+    }
+    sqlite3_extended_result_codes(db_, 1);
+    sqlite3_busy_timeout(db_, static_cast<int>(opt.busy_timeout.count()));
+    if (path_ != ":memory:") {
+      // WAL lets readers run beside the single writer; NORMAL sync is
+      // durable against process crashes (the demo's kill -9), not power loss.
+      execute_script("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    }
+  }
+
+  ~SqliteConnection() override {
+    for (auto& [sql, st] : cache_) sqlite3_finalize(st);
+    sqlite3_close_v2(db_);
+  }
+
+  DialectKind kind() const noexcept override { return DialectKind::kSqlite; }
+  const Capabilities& capabilities() const noexcept override { return caps_; }
+  const Dialect& dialect() const noexcept override { return kDialect; }
+  const std::string& description() const noexcept override { return description_; }
+
+  Result execute(std::string_view sql, const Params& params) override {
+    sqlite3_stmt* st = prepare(sql);
+    struct Reset {
+      sqlite3_stmt* s;
+      ~Reset() {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+      }
+    } reset{st};
+    int expected = sqlite3_bind_parameter_count(st);
+    if (expected != static_cast<int>(params.size()))
+      throw Error(ErrorCode::kInternal,
+                  "statement expects " + std::to_string(expected) + " parameters, got " +
+                      std::to_string(params.size()),
+                  "sqlite", "", std::string(sql));
+    for (std::size_t i = 0; i < params.size(); ++i) bind(st, static_cast<int>(i + 1), params[i], sql);
+    Result result;
+    int ncol = sqlite3_column_count(st);
+    for (;;) {
+      int rc = sqlite3_step(st);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) fail(rc, sql);
+      sqlguard::Row row;
+      row.cells.reserve(static_cast<std::size_t>(ncol));
+      for (int c = 0; c < ncol; ++c) row.cells.push_back(column(st, c));
+      result.rows.push_back(std::move(row));
+    }
+    if (!sqlite3_stmt_readonly(st)) result.affected = sqlite3_changes64(db_);
+    return result;
+  }
+
+  void execute_script(std::string_view sql) override {
+    char* err = nullptr;
+    std::string s(sql);
+    int rc = sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+      std::string msg = err ? err : sqlite3_errmsg(db_);
+      sqlite3_free(err);
+      int ext = sqlite3_extended_errcode(db_);
+      throw Error(classify(ext, msg), msg, "sqlite", std::to_string(ext), s.substr(0, 200));
+    }
+  }
+
+  void begin(Isolation) override {
+    if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "a transaction is already open on this connection", "sqlite");
+    execute("BEGIN IMMEDIATE", {});
+    in_tx_ = true;
+  }
+  void commit() override {
+    if (!in_tx_) throw Error(ErrorCode::kInvalidArgument, "commit() without an open transaction", "sqlite");
+    try {
+      execute("COMMIT", {});
+    } catch (...) {
+      // A failed COMMIT leaves the transaction open (e.g. BUSY); roll back
+      // so the connection is usable, then report the original error.
+      if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      in_tx_ = false;
+      throw;
+    }
+    in_tx_ = false;
+  }
+  void rollback() override {
+    in_tx_ = false;
+    if (sqlite3_get_autocommit(db_)) return;  // already rolled back by SQLite
+    execute("ROLLBACK", {});
+  }
+  bool in_transaction() const noexcept override { return in_tx_; }
+  void reconnect() override {}
+  std::int64_t session_id() override { return 0; }
+
+  sqlite3* handle() const noexcept { return db_; }
+
+ private:
+  sqlite3_stmt* prepare(std::string_view sql) {
+    auto it = cache_.find(std::string(sql));
+    if (it != cache_.end()) return it->second;
+    sqlite3_stmt* st = nullptr;
+    int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &st,
+                                nullptr);
+    if (rc != SQLITE_OK) fail(rc, sql);
+    cache_.emplace(std::string(sql), st);
+    return st;
+  }
+
+  void bind(sqlite3_stmt* st, int i, const Value& v, std::string_view sql) {
+    int rc;
+    if (v.is_null()) rc = sqlite3_bind_null(st, i);
+    else if (v.is_int()) rc = sqlite3_bind_int64(st, i, v.as_int());
+    else if (v.is_double()) rc = sqlite3_bind_double(st, i, v.as_double());
+    else if (v.is_blob()) {
+      std::string b = v.as_string();
+      rc = sqlite3_bind_blob64(st, i, b.data(), b.size(), SQLITE_TRANSIENT);
+    } else {
+      std::string s = v.as_string();
+      rc = sqlite3_bind_text64(st, i, s.data(), s.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+    }
+    if (rc != SQLITE_OK) fail(rc, sql);
+  }
+
+  static Value column(sqlite3_stmt* st, int c) {
+    switch (sqlite3_column_type(st, c)) {
+      case SQLITE_NULL: return Value();
+      case SQLITE_INTEGER: return Value(static_cast<std::int64_t>(sqlite3_column_int64(st, c)));
+      case SQLITE_FLOAT: return Value(sqlite3_column_double(st, c));
+      case SQLITE_BLOB: {
+        const void* p = sqlite3_column_blob(st, c);
+        int n = sqlite3_column_bytes(st, c);
+        return Value::blob(std::string(static_cast<const char*>(p), static_cast<std::size_t>(n)));
+      }
+      default: {
+        const unsigned char* p = sqlite3_column_text(st, c);
+        int n = sqlite3_column_bytes(st, c);
+        return Value(std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n)));
+      }
+    }
+  }
+
+  [[noreturn]] void fail(int rc, std::string_view sql) {
+    int ext = sqlite3_extended_errcode(db_);
+    if ((ext & 0xff) != (rc & 0xff)) ext = rc;
+    std::string msg = sqlite3_errmsg(db_);
+    ErrorCode code = classify(ext, msg);
+    if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
+    throw Error(code, msg, "sqlite", std::to_string(ext), std::string(sql));
+  }
+
+  std::string path_;
+  std::string description_;
+  Capabilities caps_;
+  sqlite3* db_ = nullptr;
+  bool in_tx_ = false;
+  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+};
+
+}  // namespace
+
+namespace detail {
+const bool kHaveSqlite = true;
+
+std::unique_ptr<Connection> open_sqlite(std::string_view uri, const ConnectOptions& options) {
+  // sqlite::memory:, sqlite:///abs/path, sqlite://relative/path, sqlite:path
+  std::string_view rest = uri.substr(uri.find(':') + 1);
+  std::string path;
+  if (rest == ":memory:" || rest == "//:memory:") path = ":memory:";
+  else if (rest.substr(0, 2) == "//") path = std::string(rest.substr(2));
+  else path = std::string(rest);
+  auto q = path.find('?');
+  if (q != std::string::npos) path.resize(q);
+  if (path.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "malformed SQLite URI '" + std::string(uri) +
+                    "': no file path (use sqlite:///abs/path.db, sqlite://relative.db or sqlite::memory:)",
+                "sqlite");
+  return std::make_unique<SqliteConnection>(path, std::string(uri), options);
+}
+}  // namespace detail
+
+namespace sqlite {
+sqlite3* native_handle(Connection& conn) {
+  auto* c = dynamic_cast<SqliteConnection*>(&conn);
+  if (!c)
+    throw Error(ErrorCode::kInvalidArgument, "sqlite::native_handle() needs an SQLite connection, got " +
+                                                 std::string(to_string(conn.kind())));
+  return c->handle();
+}
+}  // namespace sqlite
+
+}  // namespace sqlguard

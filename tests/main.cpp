@@ -1,0 +1,122 @@
+// Test entry point: builds the per-dialect context, then hands over to
+// Catch2's own session. A dialect whose server is unavailable is a failure
+// when required (SQLGUARD_REQUIRE_DIALECTS lists it, or CI=true), else the
+// run exits 77, which CTest reports as skipped.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <random>
+
+#include "sqlguard/migrate.h"
+#include "test_context.h"
+
+namespace sgtest::detail {
+extern Context g_ctx;
+extern std::vector<std::string>* g_fresh_dbs;
+
+std::string with_database(const std::string& uri, const std::string& db) {
+  // scheme://authority[/db][?query] -> scheme://authority/<db>[?query]
+  auto authority = uri.find("://") + 3;
+  auto q = uri.find('?');
+  std::string query = q == std::string::npos ? "" : uri.substr(q);
+  std::string rest = uri.substr(0, q);
+  auto slash = rest.find('/', authority);
+  return rest.substr(0, slash) + "/" + db + query;
+}
+}  // namespace sgtest::detail
+
+namespace {
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool required(const std::string& dialect) {
+  if (env("CI") == "true") return true;
+  std::string list = "," + env("SQLGUARD_REQUIRE_DIALECTS") + ",";
+  return list.find("," + dialect + ",") != std::string::npos;
+}
+
+int unavailable(const std::string& dialect, const std::string& why) {
+  if (required(dialect)) {
+    std::cerr << "FAIL: dialect " << dialect << " is required but unavailable: " << why << "\n";
+    return 1;
+  }
+  std::cerr << "SKIP: dialect " << dialect << " unavailable (" << why
+            << "); set SQLGUARD_REQUIRE_DIALECTS to make this a failure\n";
+  return 77;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sgtest;
+  auto& c = detail::g_ctx;
+  c.name = env("SQLGUARD_TEST_DIALECT");
+  if (c.name.empty()) c.name = "sqlite";
+  std::random_device rd;
+  char id[16];
+  std::snprintf(id, sizeof id, "%08x", rd());
+  c.run_id = id;
+  std::vector<std::string> fresh;
+  detail::g_fresh_dbs = &fresh;
+  std::string tmpdir;
+  std::string dbname = "sgtest_" + c.run_id;
+
+  if (c.name == "sqlite") {
+    c.kind = sqlguard::DialectKind::kSqlite;
+    char tmpl[] = "/tmp/sqlguard-test-XXXXXX";
+    if (!mkdtemp(tmpl)) return unavailable(c.name, "mkdtemp failed");
+    tmpdir = tmpl;
+    c.base_uri = c.uri = "sqlite://" + tmpdir + "/test.db";
+  } else if (c.name == "postgresql" || c.name == "mysql") {
+    c.kind = c.name == "mysql" ? sqlguard::DialectKind::kMysql : sqlguard::DialectKind::kPostgres;
+    c.base_uri = env(c.name == "mysql" ? "SQLGUARD_TEST_MYSQL_URI" : "SQLGUARD_TEST_PG_URI");
+    if (c.base_uri.empty())
+      return unavailable(c.name, std::string(c.name == "mysql" ? "SQLGUARD_TEST_MYSQL_URI" : "SQLGUARD_TEST_PG_URI") +
+                                     " is not set (start servers with tools/dbservers.sh start; eval \"$(tools/dbservers.sh env)\")");
+    if (!sqlguard::dialect_available(c.kind)) return unavailable(c.name, "not compiled into this build");
+    try {
+      auto admin = sqlguard::make_connection(c.base_uri);
+      admin->execute_script("CREATE DATABASE " + dbname);
+    } catch (const std::exception& e) {
+      return unavailable(c.name, e.what());
+    }
+    c.uri = detail::with_database(c.base_uri, dbname);
+  } else {
+    std::cerr << "unknown SQLGUARD_TEST_DIALECT '" << c.name << "'\n";
+    return 2;
+  }
+  try {
+    auto conn = sqlguard::make_connection(c.uri);
+    sqlguard::migrate(*conn);
+  } catch (const std::exception& e) {
+    std::cerr << "FAIL: cannot prepare the test database: " << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "sqlguard tests on " << c.name << " (" << sqlguard::mask_uri(c.uri) << ")\n";
+
+  int rc = Catch::Session().run(argc, argv);
+
+  if (env("SQLGUARD_TEST_KEEP").empty()) {
+    if (!tmpdir.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(tmpdir, ec);
+    } else {
+      fresh.push_back(dbname);
+      try {
+        auto admin = sqlguard::make_connection(c.base_uri);
+        for (const auto& db : fresh)
+          admin->execute_script(std::string("DROP DATABASE IF EXISTS ") + db +
+                                (c.kind == sqlguard::DialectKind::kPostgres ? " WITH (FORCE)" : ""));
+      } catch (const std::exception& e) {
+        std::cerr << "warning: dropping test databases failed: " << e.what() << "\n";
+      }
+    }
+  }
+  return rc;
+}

@@ -1,0 +1,238 @@
+// Error classification: one row per table entry, each triggered for real
+// against the real server.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <thread>
+
+#include "sqlguard/connection.h"
+#include "test_context.h"
+#ifdef SQLGUARD_TEST_SQLITE
+#include <sqlite3.h>
+#include "sqlguard/sqlite.h"
+#endif
+
+using namespace sqlguard;
+using sgtest::ctx;
+
+namespace {
+struct Caught {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string native;
+  bool thrown = false;
+};
+
+Caught catch_error(const std::function<void()>& f) {
+  Caught c;
+  try {
+    f();
+  } catch (const Error& e) {
+    c.code = e.code();
+    c.native = e.native_code();
+    c.thrown = true;
+  }
+  return c;
+}
+
+std::string make_table(Connection& c) {
+  std::string t = ctx().unique("err");
+  c.execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, u INTEGER, v INTEGER, UNIQUE (u))");
+  c.execute("INSERT INTO " + t + " (id, u, v) VALUES (1, 1, 0)");
+  c.execute("INSERT INTO " + t + " (id, u, v) VALUES (2, 2, 0)");
+  return t;
+}
+
+// Two sessions lock rows 1 and 2 in opposite orders; one of them must be
+// chosen as the deadlock victim.
+Caught provoke_deadlock(const std::string& t) {
+  auto a = ctx().connect();
+  auto b = ctx().connect();
+  a->begin();
+  b->begin();
+  a->execute("UPDATE " + t + " SET v = v + 1 WHERE id = 1");
+  b->execute("UPDATE " + t + " SET v = v + 1 WHERE id = 2");
+  auto fa = std::async(std::launch::async, [&] {
+    return catch_error([&] { a->execute("UPDATE " + t + " SET v = v + 1 WHERE id = 2"); });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Caught cb = catch_error([&] { b->execute("UPDATE " + t + " SET v = v + 1 WHERE id = 1"); });
+  if (cb.thrown) b->rollback();  // lets a proceed
+  Caught ca = fa.get();
+  if (ca.thrown) a->rollback();
+  if (a->in_transaction()) a->rollback();
+  if (b->in_transaction()) b->rollback();
+  return ca.thrown ? ca : cb;
+}
+}  // namespace
+
+TEST_CASE("a duplicate key is classified AlreadyExists", "[errors]") {
+  auto c = ctx().connect();
+  auto t = make_table(*c);
+  auto pk = catch_error([&] { c->execute("INSERT INTO " + t + " (id, u, v) VALUES (1, 9, 0)"); });
+  CHECK(pk.code == ErrorCode::kAlreadyExists);
+  auto uq = catch_error([&] { c->execute("INSERT INTO " + t + " (id, u, v) VALUES (9, 1, 0)"); });
+  CHECK(uq.code == ErrorCode::kAlreadyExists);
+  switch (ctx().kind) {
+    case DialectKind::kPostgres: CHECK(pk.native == "23505"); break;
+    case DialectKind::kMysql: CHECK(pk.native == "1062"); break;
+    case DialectKind::kSqlite:
+      CHECK(pk.native == std::to_string(SQLITE_CONSTRAINT_PRIMARYKEY));
+      CHECK(uq.native == std::to_string(SQLITE_CONSTRAINT_UNIQUE));
+      break;
+  }
+}
+
+TEST_CASE("a deadlock is classified Conflict", "[errors]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite has one writer at a time: no deadlocks, only BUSY (tested below)");
+    return;
+  }
+  auto c = ctx().connect();
+  auto t = make_table(*c);
+  auto got = provoke_deadlock(t);
+  REQUIRE(got.thrown);
+  CHECK(got.code == ErrorCode::kConflict);
+  CHECK(got.native == (ctx().is(DialectKind::kPostgres) ? "40P01" : "1213"));
+}
+
+TEST_CASE("a serialization failure is classified Conflict", "[errors]") {
+  if (!ctx().is(DialectKind::kPostgres)) {
+    SUCCEED("40001 serialization failures are PostgreSQL's; MySQL reports them as 1213 deadlocks (above)");
+    return;
+  }
+  auto c = ctx().connect();
+  auto t = make_table(*c);
+  auto a = ctx().connect();
+  a->begin(Isolation::kRepeatableRead);
+  a->execute("SELECT v FROM " + t + " WHERE id = 1");
+  c->execute("UPDATE " + t + " SET v = 42 WHERE id = 1");
+  auto got = catch_error([&] { a->execute("UPDATE " + t + " SET v = v + 1 WHERE id = 1"); });
+  a->rollback();
+  CHECK(got.code == ErrorCode::kConflict);
+  CHECK(got.native == "40001");
+}
+
+TEST_CASE("NOWAIT on a locked row is classified LockBusy", "[errors]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite has no row locks");
+    return;
+  }
+  auto c = ctx().connect();
+  auto t = make_table(*c);
+  auto holder = ctx().connect();
+  holder->begin();
+  holder->execute("SELECT v FROM " + t + " WHERE id = 1 FOR UPDATE");
+  auto b = ctx().connect();
+  b->begin();
+  auto got = catch_error([&] { b->execute("SELECT v FROM " + t + " WHERE id = 1 FOR UPDATE NOWAIT"); });
+  b->rollback();
+  holder->rollback();
+  CHECK(got.code == ErrorCode::kLockBusy);
+  if (ctx().is(DialectKind::kPostgres)) CHECK(got.native == "55P03");
+  // MariaDB reports NOWAIT as 1205; MySQL 8 as 3572. Both map to LockBusy.
+  else CHECK((got.native == "1205" || got.native == "3572"));
+}
+
+TEST_CASE("a lock wait timeout is classified LockBusy", "[errors]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite's equivalent is BUSY (tested below)");
+    return;
+  }
+  auto c = ctx().connect();
+  auto t = make_table(*c);
+  auto holder = ctx().connect();
+  holder->begin();
+  holder->execute("UPDATE " + t + " SET v = 1 WHERE id = 1");
+  auto b = ctx().connect();
+  if (ctx().is(DialectKind::kPostgres)) b->execute_script("SET lock_timeout = '200ms'");
+  else b->execute_script("SET SESSION innodb_lock_wait_timeout = 1");
+  auto got = catch_error([&] { b->execute("UPDATE " + t + " SET v = 2 WHERE id = 1"); });
+  holder->rollback();
+  CHECK(got.code == ErrorCode::kLockBusy);
+  CHECK(got.native == (ctx().is(DialectKind::kPostgres) ? "55P03" : "1205"));
+}
+
+TEST_CASE("a statement timeout is classified Timeout", "[errors]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite has no statement timeout (interrupts map to Timeout in its table)");
+    return;
+  }
+  auto c = ctx().connect();
+  Caught got;
+  if (ctx().is(DialectKind::kPostgres)) {
+    c->execute_script("SET statement_timeout = 100");
+    got = catch_error([&] { c->execute("SELECT pg_sleep(2)"); });
+    CHECK(got.native == "57014");
+  } else {
+    c->execute_script("SET SESSION max_statement_time = 0.1");
+    got = catch_error([&] { c->execute("SELECT SLEEP(2) FROM DUAL WHERE 1 = (SELECT 1 FROM DUAL)"); });
+    // MariaDB: SLEEP() interrupted by max_statement_time returns 1 instead
+    // of failing; a real statement (a long scan) reports 1969.
+    if (!got.thrown) {
+      got = catch_error([&] {
+        c->execute("SELECT COUNT(*) FROM information_schema.columns a, information_schema.columns b, "
+                   "information_schema.columns c");
+      });
+    }
+    CHECK(got.native == "1969");
+  }
+  CHECK(got.code == ErrorCode::kTimeout);
+}
+
+TEST_CASE("SQLite writer contention is classified LockBusy", "[errors]") {
+  if (!ctx().is_sqlite()) {
+    SUCCEED("SQLite only");
+    return;
+  }
+  auto a = ctx().connect();
+  ConnectOptions o;
+  o.busy_timeout = std::chrono::milliseconds(0);
+  auto b = make_connection(ctx().uri, o);
+  a->begin();
+  auto got = catch_error([&] { b->begin(); });
+  a->rollback();
+  CHECK(got.code == ErrorCode::kLockBusy);
+  CHECK(got.native == std::to_string(SQLITE_BUSY));
+}
+
+TEST_CASE("SQLite table-locked is classified LockBusy", "[errors]") {
+#ifdef SQLGUARD_TEST_SQLITE
+  if (!ctx().is_sqlite()) {
+    SUCCEED("SQLite only");
+    return;
+  }
+  auto c = ctx().connect();
+  auto t = make_table(*c);
+  sqlite3* db = sqlite::native_handle(*c);
+  sqlite3_stmt* st = nullptr;
+  std::string sel = "SELECT id FROM " + t;
+  REQUIRE(sqlite3_prepare_v2(db, sel.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);  // a reader is mid-table
+  auto got = catch_error([&] { c->execute_script("DROP TABLE " + t); });
+  sqlite3_finalize(st);
+  CHECK(got.code == ErrorCode::kLockBusy);
+  CHECK((std::stoi(got.native) & 0xff) == SQLITE_LOCKED);
+#else
+  SUCCEED("SQLite not compiled in");
+#endif
+}
+
+TEST_CASE("a missing table is classified SchemaMismatch and hints at migrate", "[errors]") {
+  auto c = ctx().connect();
+  try {
+    c->execute("SELECT * FROM no_such_table_sqlguard");
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kSchemaMismatch);
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("sqlguard migrate"));
+    CHECK(e.statement() == "SELECT * FROM no_such_table_sqlguard");
+  }
+}
+
+TEST_CASE("retry semantics: CommitInDoubt is never retryable", "[errors]") {
+  CHECK(is_retryable(ErrorCode::kLockBusy));
+  CHECK(is_retryable(ErrorCode::kConflict));
+  CHECK_FALSE(is_retryable(ErrorCode::kCommitInDoubt));
+  CHECK_FALSE(is_retryable(ErrorCode::kInvalidArgument));
+  CHECK(to_string(ErrorCode::kCommitInDoubt) == "commit_in_doubt");
+}

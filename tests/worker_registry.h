@@ -1,0 +1,17 @@
+// Registry of worker modes (see worker_main.cpp). Register with:
+//   static sgworker::Register reg("mode-name", [](const std::string& uri,
+//       const std::vector<std::string>& args) -> int { ...; return 0; });
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sgworker {
+using Mode = std::function<int(const std::string& uri, const std::vector<std::string>& args)>;
+std::map<std::string, Mode>& registry();
+struct Register {
+  Register(const std::string& name, Mode m) { registry()[name] = std::move(m); }
+};
+}  // namespace sgworker

@@ -1,0 +1,619 @@
+#!/usr/bin/env bash
+# Throwaway PostgreSQL and MariaDB servers for sqlguard's tests, on loopback only.
+#
+# Usage: tools/dbservers.sh start|stop|restart|status|env [pg|mariadb|all] [--purge]
+#
+#   start    initialise (first time) and start; a no-op if already running
+#   stop     graceful stop, escalating to SIGKILL after a timeout; no-op if stopped
+#            --purge (stop only) also deletes the data directories
+#   restart  stop + start, keeping the data (used by chaos tests)
+#   status   print running/stopped per server; exit 0 if all selected servers
+#            run, 3 otherwise
+#   env      print `export SQLGUARD_TEST_*_URI=...` lines for eval
+#
+# Environment:
+#   SQLGUARD_SERVERS_DIR   base directory for data, sockets, logs
+#                          (default /tmp/sqlguard-servers)
+#   SQLGUARD_PG_PORT       PostgreSQL TCP port (default 55432)
+#   SQLGUARD_MARIADB_PORT  MariaDB TCP port (default 53306)
+#   SQLGUARD_DURABLE=1     durable settings (PG fsync/synchronous_commit/
+#                          full_page_writes on, InnoDB flush_log_at_trx_commit=1);
+#                          default is fast, non-durable test settings.
+#                          Applied at every start/restart.
+#   SQLGUARD_PG_BIN        PostgreSQL bin dir (default /usr/lib/postgresql/15/bin)
+#   SQLGUARD_START_TIMEOUT seconds to wait for readiness (default 30)
+#   SQLGUARD_STOP_TIMEOUT  seconds before escalating to SIGKILL (default 15)
+#
+# Never touches a system-wide server: own data dirs, own sockets, own ports,
+# no systemctl/service. As root, PostgreSQL runs as `postgres` and MariaDB as
+# `mysql`; otherwise both run as the current user.
+set -euo pipefail
+
+log() { printf 'dbservers: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() { # the header comment above
+  awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2
+}
+
+# Client environment that could redirect our admin connections elsewhere.
+unset PGHOST PGHOSTADDR PGPORT PGUSER PGDATABASE PGPASSWORD PGPASSFILE PGOPTIONS \
+  PGSERVICE PGSERVICEFILE PGSSLMODE PGDATA \
+  MYSQL_HOST MYSQL_TCP_PORT MYSQL_UNIX_PORT MYSQL_PWD
+
+# ---------------------------------------------------------------- settings ---
+
+BASE=${SQLGUARD_SERVERS_DIR:-/tmp/sqlguard-servers}
+[[ "$BASE" == /* ]] || BASE="$PWD/$BASE"
+while [[ "$BASE" == */ && "$BASE" != / ]]; do BASE=${BASE%/}; done
+[[ "$BASE" != / ]] || die "SQLGUARD_SERVERS_DIR must not be /"
+
+PG_PORT=${SQLGUARD_PG_PORT:-55432}
+MY_PORT=${SQLGUARD_MARIADB_PORT:-53306}
+DURABLE=${SQLGUARD_DURABLE:-0}
+START_TIMEOUT=${SQLGUARD_START_TIMEOUT:-30}
+STOP_TIMEOUT=${SQLGUARD_STOP_TIMEOUT:-15}
+
+check_port_value() { # value varname
+  if ! [[ "$1" =~ ^[0-9]+$ ]] || (( $1 < 1 || $1 > 65535 )); then
+    die "$2='$1' is not a valid TCP port"
+  fi
+}
+check_port_value "$PG_PORT" SQLGUARD_PG_PORT
+check_port_value "$MY_PORT" SQLGUARD_MARIADB_PORT
+[[ "$START_TIMEOUT" =~ ^[0-9]+$ ]] || die "SQLGUARD_START_TIMEOUT must be an integer"
+[[ "$STOP_TIMEOUT" =~ ^[0-9]+$ ]] || die "SQLGUARD_STOP_TIMEOUT must be an integer"
+case "$DURABLE" in
+  1|true|yes|on) DURABLE=1 ;;
+  0|false|no|off|'') DURABLE=0 ;;
+  *) die "SQLGUARD_DURABLE must be 0 or 1 (got '$DURABLE')" ;;
+esac
+
+PG_DIR=$BASE/pg
+PG_DATA=$PG_DIR/data
+PG_SOCK_DIR=$PG_DIR/run
+PG_LOG=$PG_DIR/postgres.log
+PG_PIDFILE=$PG_DATA/postmaster.pid
+PG_MARKER=$PG_DIR/.initialized
+
+MY_DIR=$BASE/mariadb
+MY_DATA=$MY_DIR/data
+MY_SOCK=$MY_DIR/mariadb.sock
+MY_PIDFILE=$MY_DIR/mariadb.pid
+MY_LOG=$MY_DIR/mariadb.log
+MY_MARKER=$MY_DIR/.initialized
+
+TEST_USER=sqlguard
+TEST_PASSWORD=sqlguard
+TEST_DB=sqlguard_test
+
+if (( EUID == 0 )); then
+  IS_ROOT=1
+  PG_OS_USER=postgres
+  MY_OS_USER=mysql
+  MY_ADMIN_USER=root   # root@localhost via unix_socket auth
+else
+  IS_ROOT=0
+  PG_OS_USER=$(id -un)
+  MY_OS_USER=$PG_OS_USER
+  MY_ADMIN_USER=$PG_OS_USER  # created by mariadb-install-db --auth-root-socket-user
+fi
+
+# ----------------------------------------------------------------- helpers ---
+
+now_us() { local t=${EPOCHREALTIME//[!0-9]/}; printf '%s' "$t"; }
+elapsed() { # start_us -> "1.23s"
+  local d=$(( $(now_us) - $1 ))
+  printf '%d.%02ds' $(( d / 1000000 )) $(( (d % 1000000) / 10000 ))
+}
+
+# A PID is alive if ps knows it and it is not a zombie: the reaper here is lazy,
+# so a dead daemon can linger as <defunct> and still pass `kill -0`.
+proc_alive() {
+  local st
+  st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  st=${st//[[:space:]]/}
+  [[ -n "$st" && "$st" != Z* ]]
+}
+
+proc_comm() { ps -o comm= -p "$1" 2>/dev/null | tr -d '[:space:]'; }
+
+# First line of a pid file, if it is a number.
+read_pidfile() {
+  local pid
+  [[ -r "$1" ]] || return 1
+  pid=$(head -n 1 "$1" 2>/dev/null | tr -d '[:space:]') || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  printf '%s' "$pid"
+}
+
+# Wait until PID is gone (or a zombie); returns 1 on timeout.
+wait_gone() { # pid timeout_seconds
+  local pid=$1 deadline=$(( $(now_us) + $2 * 1000000 ))
+  while proc_alive "$pid"; do
+    (( $(now_us) < deadline )) || return 1
+    sleep 0.1
+  done
+}
+
+port_listeners() { ss -ltnpH "sport = :$1" 2>/dev/null || true; }
+
+# Fail clearly if someone else listens on the port we want.
+require_free_port() { # port envvar what
+  local port=$1 var=$2 what=$3 who
+  who=$(port_listeners "$port")
+  [[ -z "$who" ]] && return 0
+  who=$(grep -o 'users:(.*)' <<<"$who" | head -n 1 || true)
+  die "$what: TCP port $port is already in use by another process${who:+ ($who)}," \
+      "not by our $what server. Set $var to a free port (e.g. $var=$(( port + 1 )))" \
+      "or stop whatever is listening there."
+}
+
+show_log_tail() { # file what
+  if [[ -s "$1" ]]; then
+    log "$2: last 30 lines of $1:"
+    tail -n 30 "$1" | sed 's/^/    /' >&2
+  else
+    log "$2: log $1 is empty or missing"
+  fi
+}
+
+check_socket_path() { # path what
+  (( ${#1} < 100 )) \
+    || die "$2: unix socket path '$1' is ${#1} chars (must be < 100); use a shorter SQLGUARD_SERVERS_DIR"
+}
+
+# Make BASE exist and be traversable (o+x) along its whole path, so that
+# postgres/mysql can reach their directories when we run as root.
+prepare_base() {
+  if [[ ! -d "$BASE" ]]; then
+    mkdir -p "$BASE"
+    chmod 0755 "$BASE"
+  fi
+  if (( IS_ROOT )); then
+    local d=$BASE perms
+    while :; do
+      perms=$(stat -Lc '%A' "$d")
+      case "${perms:9:1}" in
+        x|t) ;;
+        *) log "making $d traversable (chmod o+x) for $PG_OS_USER/$MY_OS_USER"
+           chmod o+x "$d" ;;
+      esac
+      [[ "$d" == / ]] && break
+      d=$(dirname "$d")
+    done
+  fi
+}
+
+# Serialise start/stop/restart across concurrent invocations (e.g. parallel
+# tests restarting a server). fd 9 is closed for every daemon we spawn.
+take_lock() {
+  exec 9>"$BASE/.lock"
+  flock -w 120 9 || die "timed out waiting for lock $BASE/.lock"
+}
+
+make_owned_dir() { # dir owner mode
+  mkdir -p "$1"
+  if (( IS_ROOT )); then chown "$2": "$1"; fi
+  chmod "$3" "$1"
+}
+
+mode_name() { if (( DURABLE )); then echo durable; else echo fast; fi; }
+
+# -------------------------------------------------------------- PostgreSQL ---
+
+pick_pg_bin() {
+  local d
+  if [[ -n "${SQLGUARD_PG_BIN:-}" ]]; then
+    PG_BIN=$SQLGUARD_PG_BIN
+  elif [[ -x /usr/lib/postgresql/15/bin/pg_ctl ]]; then
+    PG_BIN=/usr/lib/postgresql/15/bin
+  else
+    PG_BIN=
+    for d in /usr/lib/postgresql/*/bin; do
+      [[ -x "$d/pg_ctl" ]] && PG_BIN=$d
+    done
+  fi
+  [[ -n "$PG_BIN" && -x "$PG_BIN/pg_ctl" && -x "$PG_BIN/initdb" ]] \
+    || die "postgresql: pg_ctl/initdb not found (looked in ${PG_BIN:-/usr/lib/postgresql/*/bin}); run tools/deps.sh or set SQLGUARD_PG_BIN"
+}
+
+# Run a PostgreSQL tool as the server's OS user, from a directory it can read.
+pg_as() {
+  if (( IS_ROOT )); then
+    (cd "$PG_DIR" && runuser -u "$PG_OS_USER" -- "$@")
+  else
+    (cd "$PG_DIR" && "$@")
+  fi
+}
+
+pg_pid() {
+  local pid
+  pid=$(read_pidfile "$PG_PIDFILE") || return 1
+  proc_alive "$pid" || return 1
+  [[ "$(proc_comm "$pid")" == postgres* ]] || return 1
+  printf '%s' "$pid"
+}
+
+pg_running_port() { sed -n 4p "$PG_PIDFILE" 2>/dev/null | tr -d '[:space:]'; }
+
+pg_write_conf() {
+  local on=off
+  (( DURABLE )) && on=on
+  cat >"$PG_DATA/sqlguard.conf" <<EOF
+# Generated by tools/dbservers.sh at every start; edits are overwritten.
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$PG_SOCK_DIR'
+max_connections = 200
+fsync = $on
+synchronous_commit = $on
+full_page_writes = $on
+EOF
+  if (( IS_ROOT )); then chown "$PG_OS_USER": "$PG_DATA/sqlguard.conf"; fi
+  mode_name >"$PG_DIR/mode"
+}
+
+pg_init() {
+  if [[ -e "$PG_DATA" ]]; then
+    log "postgresql: removing incomplete data dir $PG_DATA"
+    rm -rf "$PG_DATA"
+  fi
+  log "postgresql: initdb in $PG_DATA"
+  if ! pg_as "$PG_BIN/initdb" -D "$PG_DATA" -U postgres --encoding=UTF8 --no-locale \
+       --auth-local=trust --auth-host=scram-sha-256 --no-sync >>"$PG_LOG" 2>&1 9>&-; then
+    show_log_tail "$PG_LOG" postgresql
+    die "postgresql: initdb failed"
+  fi
+  printf "\ninclude_if_exists = 'sqlguard.conf'\n" >>"$PG_DATA/postgresql.conf"
+  touch "$PG_MARKER"
+}
+
+pg_psql_admin() { # SQL on stdin
+  local psql=$PG_BIN/psql
+  [[ -x "$psql" ]] || psql=psql
+  pg_as "$psql" -X -q -v ON_ERROR_STOP=1 -h "$PG_SOCK_DIR" -p "$PG_PORT" \
+    -U postgres -d postgres
+}
+
+pg_bootstrap() {
+  pg_psql_admin <<SQL
+DO \$\$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '$TEST_USER') THEN
+    CREATE ROLE $TEST_USER LOGIN CREATEDB SUPERUSER PASSWORD '$TEST_PASSWORD';
+  ELSE
+    ALTER ROLE $TEST_USER LOGIN CREATEDB SUPERUSER PASSWORD '$TEST_PASSWORD';
+  END IF;
+END
+\$\$;
+SELECT 'CREATE DATABASE $TEST_DB OWNER $TEST_USER ENCODING ''UTF8'''
+WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_database WHERE datname = '$TEST_DB')\gexec
+SQL
+}
+
+pg_start() {
+  local pid t0 isready rport
+  pick_pg_bin
+  if pid=$(pg_pid); then
+    rport=$(pg_running_port)
+    log "postgresql: already running (pid $pid, port ${rport:-?})"
+    if [[ -n "$rport" && "$rport" != "$PG_PORT" ]]; then
+      log "postgresql: warning: it listens on $rport but SQLGUARD_PG_PORT=$PG_PORT; use restart to apply"
+    fi
+    return 0
+  fi
+  t0=$(now_us)
+  require_free_port "$PG_PORT" SQLGUARD_PG_PORT postgresql
+  check_socket_path "$PG_SOCK_DIR/.s.PGSQL.$PG_PORT" postgresql
+  prepare_base
+  make_owned_dir "$PG_DIR" "$PG_OS_USER" 0755
+  make_owned_dir "$PG_SOCK_DIR" "$PG_OS_USER" 0755
+  touch "$PG_LOG"
+  if (( IS_ROOT )); then chown "$PG_OS_USER": "$PG_LOG"; fi
+  [[ -f "$PG_MARKER" && -f "$PG_DATA/PG_VERSION" ]] || pg_init
+  pg_write_conf
+  # Leftovers of a killed server. postgres itself would refuse to start while
+  # the old PID still "exists" -- and a zombie does, until the lazy reaper
+  # collects it. pg_pid already said no live postmaster owns them.
+  if [[ -e "$PG_PIDFILE" ]]; then
+    log "postgresql: removing stale postmaster.pid (pid $(read_pidfile "$PG_PIDFILE" || echo '?') is gone)"
+    rm -f "$PG_PIDFILE"
+  fi
+  rm -f "$PG_SOCK_DIR/.s.PGSQL.$PG_PORT" "$PG_SOCK_DIR/.s.PGSQL.$PG_PORT.lock"
+
+  log "postgresql: starting on 127.0.0.1:$PG_PORT ($(mode_name) settings, data $PG_DATA)"
+  # pg_ctl -w notices a postmaster that dies during startup; fd 9 (our lock)
+  # must not leak into the daemon.
+  if ! pg_as "$PG_BIN/pg_ctl" start -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" -s \
+       </dev/null >/dev/null 9>&-; then
+    show_log_tail "$PG_LOG" postgresql
+    die "postgresql: server failed to start (pg_ctl start -w, timeout ${START_TIMEOUT}s)"
+  fi
+  isready=$PG_BIN/pg_isready
+  [[ -x "$isready" ]] || isready=pg_isready
+  local deadline=$(( $(now_us) + START_TIMEOUT * 1000000 ))
+  until "$isready" -h 127.0.0.1 -p "$PG_PORT" -t 1 -q; do
+    if (( $(now_us) >= deadline )); then
+      show_log_tail "$PG_LOG" postgresql
+      die "postgresql: not accepting TCP connections on 127.0.0.1:$PG_PORT after ${START_TIMEOUT}s"
+    fi
+    sleep 0.1
+  done
+  if ! pg_bootstrap; then
+    show_log_tail "$PG_LOG" postgresql
+    die "postgresql: could not create role/database $TEST_USER/$TEST_DB"
+  fi
+  log "postgresql: ready on 127.0.0.1:$PG_PORT (pid $(pg_pid || echo '?')) in $(elapsed "$t0")"
+}
+
+pg_stop() {
+  local pid t0 kids
+  if ! pid=$(pg_pid); then
+    log "postgresql: not running"
+    return 0
+  fi
+  pick_pg_bin
+  t0=$(now_us)
+  log "postgresql: stopping (pid $pid)"
+  pg_as "$PG_BIN/pg_ctl" stop -D "$PG_DATA" -m fast -W -s </dev/null 9>&- \
+    || log "postgresql: pg_ctl stop reported an error; waiting for pid $pid anyway"
+  if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
+    kids=$(ps -o pid= --ppid "$pid" 2>/dev/null | tr -s '[:space:]' ' ' || true)
+    log "postgresql: still running after ${STOP_TIMEOUT}s; sending SIGKILL to $pid${kids:+ and children$kids}"
+    # shellcheck disable=SC2086 # kids is a list of pids
+    kill -KILL "$pid" $kids 2>/dev/null || true
+    wait_gone "$pid" 5 || die "postgresql: pid $pid survived SIGKILL"
+  fi
+  log "postgresql: stopped in $(elapsed "$t0")"
+}
+
+pg_status() {
+  local pid
+  if pid=$(pg_pid); then
+    echo "postgresql: running  port $(pg_running_port)  pid $pid  mode $(cat "$PG_DIR/mode" 2>/dev/null || echo '?')  data $PG_DATA"
+    return 0
+  fi
+  echo "postgresql: stopped  port $PG_PORT"
+  return 1
+}
+
+# ----------------------------------------------------------------- MariaDB ---
+
+find_mariadb_tools() {
+  MARIADBD=$(command -v mariadbd || true)
+  [[ -n "$MARIADBD" ]] || { [[ -x /usr/sbin/mariadbd ]] && MARIADBD=/usr/sbin/mariadbd; }
+  [[ -n "$MARIADBD" ]] || die "mariadb: mariadbd not found; run tools/deps.sh"
+  command -v mariadb-install-db >/dev/null || die "mariadb: mariadb-install-db not found; run tools/deps.sh"
+  command -v mariadb-admin >/dev/null || die "mariadb: mariadb-admin not found; run tools/deps.sh"
+  command -v mariadb >/dev/null || die "mariadb: mariadb client not found; run tools/deps.sh"
+}
+
+my_pid() {
+  local pid
+  pid=$(read_pidfile "$MY_PIDFILE") || return 1
+  proc_alive "$pid" || return 1
+  [[ "$(proc_comm "$pid")" == mariadbd* || "$(proc_comm "$pid")" == mysqld* ]] || return 1
+  printf '%s' "$pid"
+}
+
+my_init() {
+  local args
+  if [[ -e "$MY_DATA" ]]; then
+    log "mariadb: removing incomplete data dir $MY_DATA"
+    rm -rf "$MY_DATA"
+  fi
+  log "mariadb: mariadb-install-db in $MY_DATA"
+  # --no-defaults must come first: the system my.cnf points at /run/mysqld.
+  args=(--no-defaults --datadir="$MY_DATA" --skip-test-db --skip-name-resolve
+        --auth-root-authentication-method=socket)
+  if (( IS_ROOT )); then
+    args+=(--user="$MY_OS_USER")
+  else
+    args+=(--auth-root-socket-user="$MY_ADMIN_USER")
+  fi
+  if ! (cd "$MY_DIR" && mariadb-install-db "${args[@]}") </dev/null >>"$MY_LOG" 2>&1 9>&-; then
+    show_log_tail "$MY_LOG" mariadb
+    die "mariadb: mariadb-install-db failed"
+  fi
+  touch "$MY_MARKER"
+}
+
+my_admin_sql() { # SQL on stdin, via the unix socket as the socket-auth admin
+  mariadb --no-defaults --socket="$MY_SOCK" -u"$MY_ADMIN_USER" --batch --skip-column-names
+}
+
+my_bootstrap() {
+  local host
+  {
+    for host in 127.0.0.1 localhost; do
+      echo "CREATE USER IF NOT EXISTS '$TEST_USER'@'$host' IDENTIFIED BY '$TEST_PASSWORD';"
+      echo "ALTER USER '$TEST_USER'@'$host' IDENTIFIED BY '$TEST_PASSWORD';"
+      echo "GRANT ALL PRIVILEGES ON *.* TO '$TEST_USER'@'$host';"
+    done
+    echo "CREATE DATABASE IF NOT EXISTS \`$TEST_DB\` CHARACTER SET utf8mb4;"
+  } | my_admin_sql
+}
+
+my_start() {
+  local pid t0 flush=2 args spawned deadline
+  find_mariadb_tools
+  if pid=$(my_pid); then
+    log "mariadb: already running (pid $pid, port $(cat "$MY_DIR/port" 2>/dev/null || echo '?'))"
+    if [[ "$(cat "$MY_DIR/port" 2>/dev/null)" != "$MY_PORT" ]]; then
+      log "mariadb: warning: SQLGUARD_MARIADB_PORT=$MY_PORT differs from the running port; use restart to apply"
+    fi
+    return 0
+  fi
+  t0=$(now_us)
+  require_free_port "$MY_PORT" SQLGUARD_MARIADB_PORT mariadb
+  check_socket_path "$MY_SOCK" mariadb
+  prepare_base
+  make_owned_dir "$MY_DIR" "$MY_OS_USER" 0755
+  touch "$MY_LOG"
+  if (( IS_ROOT )); then chown "$MY_OS_USER": "$MY_LOG"; fi
+  [[ -f "$MY_MARKER" && -d "$MY_DATA/mysql" ]] || my_init
+  # Leftovers of a crashed/killed server (nothing of ours runs, port is free).
+  rm -f "$MY_PIDFILE" "$MY_SOCK" "$MY_SOCK.lock"
+
+  (( DURABLE )) && flush=1
+  # --no-defaults must be the FIRST option.
+  args=(--no-defaults --datadir="$MY_DATA" --socket="$MY_SOCK" --port="$MY_PORT"
+        --bind-address=127.0.0.1 --skip-name-resolve --skip-log-bin
+        --pid-file="$MY_PIDFILE"
+        --innodb-flush-log-at-trx-commit="$flush"
+        --max-connections=300 --character-set-server=utf8mb4)
+  if (( IS_ROOT )); then args+=(--user="$MY_OS_USER"); fi
+  mode_name >"$MY_DIR/mode"
+  echo "$MY_PORT" >"$MY_DIR/port"
+
+  log "mariadb: starting on 127.0.0.1:$MY_PORT ($(mode_name) settings, data $MY_DATA)"
+  # setsid: own session, so a signal to our process group (e.g. a killed test
+  # job) does not take the server down. fd 9 (our lock) must not leak.
+  (cd "$MY_DIR" && exec setsid "$MARIADBD" "${args[@]}") </dev/null >>"$MY_LOG" 2>&1 9>&- &
+  spawned=$!
+
+  deadline=$(( $(now_us) + START_TIMEOUT * 1000000 ))
+  # Ready = answers on its unix socket (as the socket-auth admin). A TCP ping
+  # as root is useless here: root@127.0.0.1 does not exist and this client
+  # then fails with 1130 instead of reporting "alive". TCP is checked below
+  # with the test user once it exists.
+  until mariadb-admin --no-defaults --socket="$MY_SOCK" -u"$MY_ADMIN_USER" \
+          --connect-timeout=1 ping >/dev/null 2>&1; do
+    if ! proc_alive "$spawned"; then
+      show_log_tail "$MY_LOG" mariadb
+      die "mariadb: server exited during startup"
+    fi
+    if (( $(now_us) >= deadline )); then
+      show_log_tail "$MY_LOG" mariadb
+      kill -TERM "$spawned" 2>/dev/null || true
+      die "mariadb: not ready on 127.0.0.1:$MY_PORT after ${START_TIMEOUT}s"
+    fi
+    sleep 0.1
+  done
+  if ! my_bootstrap; then
+    show_log_tail "$MY_LOG" mariadb
+    die "mariadb: could not create user/database $TEST_USER/$TEST_DB"
+  fi
+  local tcp_err
+  if ! tcp_err=$(mariadb-admin --no-defaults -h127.0.0.1 -P"$MY_PORT" -u"$TEST_USER" \
+                   -p"$TEST_PASSWORD" --connect-timeout=5 ping 2>&1 >/dev/null); then
+    show_log_tail "$MY_LOG" mariadb
+    die "mariadb: answers on its socket but not on 127.0.0.1:$MY_PORT as $TEST_USER: $tcp_err"
+  fi
+  # The pid file is written before the server accepts connections.
+  pid=$(my_pid) || die "mariadb: server answers but pid file $MY_PIDFILE is missing"
+  log "mariadb: ready on 127.0.0.1:$MY_PORT (pid $pid) in $(elapsed "$t0")"
+}
+
+my_stop() {
+  local pid t0
+  if ! pid=$(my_pid); then
+    log "mariadb: not running"
+    return 0
+  fi
+  t0=$(now_us)
+  log "mariadb: stopping (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
+    log "mariadb: still running after ${STOP_TIMEOUT}s; sending SIGKILL to $pid"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait_gone "$pid" 5 || die "mariadb: pid $pid survived SIGKILL"
+  fi
+  rm -f "$MY_PIDFILE"
+  log "mariadb: stopped in $(elapsed "$t0")"
+}
+
+my_status() {
+  local pid
+  if pid=$(my_pid); then
+    echo "mariadb: running  port $(cat "$MY_DIR/port" 2>/dev/null || echo '?')  pid $pid  mode $(cat "$MY_DIR/mode" 2>/dev/null || echo '?')  data $MY_DATA"
+    return 0
+  fi
+  echo "mariadb: stopped  port $MY_PORT"
+  return 1
+}
+
+# -------------------------------------------------------------------- main ---
+
+action=
+target=
+purge=0
+for arg in "$@"; do
+  case "$arg" in
+    -h|--help|help) usage; exit 0 ;;
+    --purge) purge=1 ;;
+    start|stop|restart|status|env)
+      [[ -z "$action" ]] || { usage; die "more than one action given"; }
+      action=$arg ;;
+    pg|postgres|postgresql) [[ -z "$target" ]] || die "more than one target given"; target=pg ;;
+    mariadb|mysql) [[ -z "$target" ]] || die "more than one target given"; target=mariadb ;;
+    all) [[ -z "$target" ]] || die "more than one target given"; target=all ;;
+    *) usage; die "unknown argument: $arg" ;;
+  esac
+done
+[[ -n "$action" ]] || { usage; die "no action given"; }
+target=${target:-all}
+(( purge == 0 )) || [[ "$action" == stop ]] || die "--purge is only valid with stop"
+
+want_pg=0 want_my=0
+[[ "$target" == pg || "$target" == all ]] && want_pg=1
+[[ "$target" == mariadb || "$target" == all ]] && want_my=1
+
+for tool in ss ps flock setsid; do
+  command -v "$tool" >/dev/null || die "'$tool' not found; run tools/deps.sh (iproute2/procps/util-linux)"
+done
+if (( IS_ROOT )); then
+  command -v runuser >/dev/null || die "'runuser' not found (util-linux)"
+  id "$PG_OS_USER" >/dev/null 2>&1 || die "OS user '$PG_OS_USER' missing; install postgresql (tools/deps.sh)"
+  id "$MY_OS_USER" >/dev/null 2>&1 || die "OS user '$MY_OS_USER' missing; install mariadb-server (tools/deps.sh)"
+fi
+
+if [[ "$action" == start || "$action" == restart ]]; then
+  (( want_pg )) && check_socket_path "$PG_SOCK_DIR/.s.PGSQL.$PG_PORT" postgresql
+  (( want_my )) && check_socket_path "$MY_SOCK" mariadb
+fi
+
+case "$action" in
+  env)
+    (( want_pg )) && printf 'export SQLGUARD_TEST_PG_URI=%q\n' \
+      "postgresql://$TEST_USER:$TEST_PASSWORD@127.0.0.1:$PG_PORT/$TEST_DB"
+    (( want_my )) && printf 'export SQLGUARD_TEST_MYSQL_URI=%q\n' \
+      "mysql://$TEST_USER:$TEST_PASSWORD@127.0.0.1:$MY_PORT/$TEST_DB"
+    exit 0 ;;
+  status)
+    rc=0
+    if (( want_pg )); then pg_status || rc=3; fi
+    if (( want_my )); then my_status || rc=3; fi
+    exit "$rc" ;;
+  start)
+    prepare_base
+    take_lock
+    (( want_pg )) && pg_start
+    (( want_my )) && my_start
+    ;;
+  stop)
+    if [[ -d "$BASE" ]]; then
+      take_lock
+      (( want_pg )) && pg_stop
+      (( want_my )) && my_stop
+    else
+      log "nothing to stop ($BASE does not exist)"
+    fi
+    if (( purge )); then
+      if (( want_pg )) && [[ -e "$PG_DIR" ]]; then log "postgresql: purging $PG_DIR"; rm -rf "$PG_DIR"; fi
+      if (( want_my )) && [[ -e "$MY_DIR" ]]; then log "mariadb: purging $MY_DIR"; rm -rf "$MY_DIR"; fi
+      if [[ "$target" == all && -d "$BASE" ]]; then
+        rm -f "$BASE/.lock"
+        rmdir "$BASE" 2>/dev/null || log "kept $BASE (not empty)"
+      fi
+    fi
+    ;;
+  restart)
+    prepare_base
+    take_lock
+    if (( want_pg )); then pg_stop; pg_start; fi
+    if (( want_my )); then my_stop; my_start; fi
+    ;;
+esac
+exit 0

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Install every Debian package sqlguard needs (build, tests, throwaway DB servers).
+#
+# Usage: tools/deps.sh [--no-servers]
+#   --no-servers   skip PostgreSQL / MariaDB servers and clients (enough for the
+#                  SQLite-only demo path).
+#
+# Idempotent: when everything is already installed it prints nothing and touches
+# nothing (no apt-get update). Missing packages are installed with apt-get,
+# via sudo when not running as root.
+set -euo pipefail
+
+log() { printf 'deps: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() { # the header comment above
+  awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2
+}
+
+with_servers=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-servers) with_servers=0 ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage; die "unknown argument: $arg" ;;
+  esac
+done
+
+packages=(
+  build-essential cmake pkg-config
+  libpqxx-dev libpq-dev
+  libsqlite3-dev sqlite3
+  libmysqlcppconn-dev
+  catch2 libcli11-dev nlohmann-json3-dev libssl-dev
+  procps iproute2
+)
+if (( with_servers )); then
+  packages+=(postgresql postgresql-client mariadb-server mariadb-client)
+fi
+
+command -v dpkg-query >/dev/null 2>&1 \
+  || die "dpkg-query not found: this script supports Debian/Ubuntu only"
+
+# Prints the packages of "$@" that are not fully installed (one dpkg-query call;
+# unknown packages make it exit non-zero, which just means "missing").
+not_installed() {
+  local installed
+  installed=$(dpkg-query -W -f='${Package} ${Status}\n' "$@" 2>/dev/null \
+                | awk '$2 == "install" && $3 == "ok" && $4 == "installed" { print $1 }' \
+              || true)
+  local pkg
+  for pkg in "$@"; do
+    grep -qxF "$pkg" <<<"$installed" || printf '%s\n' "$pkg"
+  done
+}
+
+mapfile -t missing < <(not_installed "${packages[@]}")
+
+if (( ${#missing[@]} == 0 )); then
+  exit 0
+fi
+
+log "missing packages: ${missing[*]}"
+
+as_root=()
+if (( EUID != 0 )); then
+  if command -v sudo >/dev/null 2>&1; then
+    log "not running as root; using sudo to install them"
+    as_root=(sudo)
+  else
+    die "not running as root and sudo is not available; as root run:
+  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
+  fi
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+log "running apt-get update"
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+  || die "apt-get update failed"
+log "installing: ${missing[*]}"
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+  || die "apt-get install failed for: ${missing[*]}"
+
+# Verify: a typo'd or unavailable package would otherwise slip through silently.
+mapfile -t still_missing < <(not_installed "${missing[@]}")
+(( ${#still_missing[@]} == 0 )) || die "still not installed: ${still_missing[*]}"
+log "done"

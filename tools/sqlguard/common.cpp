@@ -1,0 +1,49 @@
+#include "common.h"
+
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include "sqlguard/validate.h"
+
+namespace sqlguard::cli {
+
+Global& global() {
+  static Global g;
+  return g;
+}
+
+int& exit_code() {
+  static int code = kExitOk;
+  return code;
+}
+
+std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text) {
+  try {
+    return parse_duration(text);
+  } catch (const Error& e) {
+    throw e.with_context(flag);
+  }
+}
+
+std::unique_ptr<Connection> open_db() {
+  ConnectOptions o;
+  o.connect_timeout = duration_flag("--connect-timeout", global().connect_timeout);
+  return make_connection(global().db, o);
+}
+
+void print_json(const nlohmann::json& j) {
+  std::cout << j.dump() << std::endl;
+}
+
+std::string iso8601(std::int64_t epoch_ms) {
+  std::time_t secs = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(epoch_ms % 1000));
+  return buf;
+}
+
+}  // namespace sqlguard::cli

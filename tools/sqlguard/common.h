@@ -1,0 +1,54 @@
+// Shared plumbing of the sqlguard CLI: global options, output, exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "sqlguard/connection.h"
+
+namespace sqlguard::cli {
+
+// Exit codes (documented in README.md "CLI reference").
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;       // an error; one line on stderr
+inline constexpr int kExitUsage = 2;       // bad command line
+inline constexpr int kExitNotHeld = 3;     // renew/release: the caller does not hold the lock
+inline constexpr int kExitInvariant = 4;   // demo/chaos: an invariant was violated
+inline constexpr int kExitLeaseLost = 5;   // run: the lease was lost while CMD ran
+inline constexpr int kExitTempFail = 75;   // EX_TEMPFAIL: lock not acquired within --wait
+
+struct Global {
+  std::string db = "sqlite://sqlguard.db";
+  bool json = false;
+  std::string connect_timeout = "10s";
+};
+
+Global& global();
+
+// Opens --db with --connect-timeout.
+std::unique_ptr<Connection> open_db();
+
+// Parses a duration flag, naming the flag in the error.
+std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text);
+
+// Prints JSON (one object per line) to stdout.
+void print_json(const nlohmann::json& j);
+
+// Formats ms-since-epoch as ISO-8601 UTC with milliseconds.
+std::string iso8601(std::int64_t epoch_ms);
+
+// Each subcommand registers itself: add_X(app) returns nothing and sets a
+// callback that stores the exit code in exit_code().
+int& exit_code();
+void add_migrate(CLI::App& app);
+void add_lock(CLI::App& app);
+void add_run(CLI::App& app);
+void add_cleanup(CLI::App& app);
+void add_demo(CLI::App& app);
+void add_bench(CLI::App& app);
+
+}  // namespace sqlguard::cli

@@ -32,6 +32,22 @@ class Dialect {
   virtual std::string_view migration_lock_sql() const noexcept { return {}; }
   virtual std::string_view migration_unlock_sql() const noexcept { return {}; }
 
+  // DELETE at most N rows of `table` that match `where` (which may hold ?
+  // placeholders; N is bound as the LAST parameter). `key_cols` is the
+  // comma-separated primary key. Bounded batches keep cleanup from holding
+  // locks for long.
+  virtual std::string delete_limited(std::string_view table, std::string_view key_cols,
+                                     std::string_view where) const {
+    std::string k(key_cols);
+    std::string keys = k.find(',') == std::string::npos ? k : "(" + k + ")";
+    return "DELETE FROM " + std::string(table) + " WHERE " + keys + " IN (SELECT " + k + " FROM " +
+           std::string(table) + " WHERE " + std::string(where) + " LIMIT ?)";
+  }
+
+  // ---- strategy SQL pieces (row locks, CAS, transitions) ----------------
+
+  // ---- strategy SQL pieces (idempotency, inbox) --------------------------
+
   // Throws Error(kNotSupported) naming the dialect and the feature.
   [[noreturn]] void not_supported(std::string_view feature) const;
 };

@@ -37,6 +37,10 @@ class MysqlDialect final : public Dialect {
   }
   std::string quote(std::string_view v) const override { return quote_parts(v, '`'); }
   std::string_view blob_type() const noexcept override { return "LONGBLOB"; }
+  // MariaDB refuses LIMIT inside IN (subquery); DELETE ... LIMIT is native.
+  std::string delete_limited(std::string_view table, std::string_view, std::string_view where) const override {
+    return "DELETE FROM " + std::string(table) + " WHERE " + std::string(where) + " LIMIT ?";
+  }
   std::string_view migration_lock_sql() const noexcept override {
     return "SELECT GET_LOCK('sqlguard_migrate', 300)";
   }

@@ -1,1 +1,687 @@
-// (in progress)
+// Lease lock: the invariants of design.md §3 on every dialect.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "sqlguard/cleanup.h"
+#include "sqlguard/lease_lock.h"
+#include "test_context.h"
+
+using namespace sqlguard;
+using namespace std::chrono_literals;
+using sgtest::ctx;
+using std::chrono::milliseconds;
+
+namespace {
+LeaseOptions ttl(milliseconds t) {
+  LeaseOptions o;
+  o.ttl = t;
+  return o;
+}
+
+ErrorCode code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  FAIL("expected sqlguard::Error");
+  return ErrorCode::kInternal;
+}
+
+// Captures log lines for the duration of a test.
+struct LogCapture {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  LogCapture() {
+    set_log_hook([this](LogLevel, std::string_view m) {
+      std::lock_guard<std::mutex> lk(mu);
+      lines.emplace_back(m);
+    });
+  }
+  ~LogCapture() { set_log_hook(nullptr); }
+  bool contains(const std::string& s) {
+    std::lock_guard<std::mutex> lk(mu);
+    return std::any_of(lines.begin(), lines.end(), [&](const auto& l) { return l.find(s) != std::string::npos; });
+  }
+};
+}  // namespace
+
+TEST_CASE("a second owner cannot acquire a held lock, and different names are independent", "[lease]") {
+  auto c1 = ctx().connect();
+  auto c2 = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c1, name), b(*c2, name), other(*c2, name + "-other");
+  REQUIRE(a.try_acquire());
+  CHECK(a.owns());
+  CHECK(a.fence() > 0);
+  CHECK_FALSE(b.try_acquire());
+  CHECK_FALSE(b.owns());
+  CHECK(other.try_acquire());
+  CHECK(a.release());
+  CHECK(b.try_acquire());
+  CHECK(b.fence() > a.fence());
+}
+
+TEST_CASE("after expiry on the database clock another owner gets the lock", "[lease]") {
+  auto c1 = ctx().connect();
+  auto c2 = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c1, name, ttl(200ms)), b(*c2, name, ttl(5s));
+  REQUIRE(a.try_acquire());
+  CHECK_FALSE(b.try_acquire());
+  std::this_thread::sleep_for(300ms);
+  CHECK_FALSE(a.owns());  // trust window over
+  REQUIRE(b.try_acquire());
+  CHECK(b.fence() > a.fence());
+}
+
+TEST_CASE("a pre-existing expired row is taken over with no duplicate-key error", "[lease]") {
+  auto c = ctx().connect();
+  auto name = ctx().unique("lk");
+  c->execute("INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at) "
+             "VALUES (?, 'crashed-owner', 1, 0, 0, 0, 0)", {name});
+  LeaseLock a(*c, name);
+  REQUIRE(a.try_acquire());
+  auto info = lease_info(*c, name);
+  REQUIRE(info);
+  CHECK(info->owner == a.owner());
+  CHECK(info->owner != "crashed-owner");
+}
+
+TEST_CASE("release and renew by a non-owner return false and change nothing", "[lease]") {
+  auto c = ctx().connect();
+  auto name = ctx().unique("lk");
+  auto got = acquire_lease(*c, name, "owner-a", 5s);
+  REQUIRE(got.acquired);
+  auto before = lease_info(*c, name);
+  CHECK_FALSE(release_lease(*c, name, "owner-b"));
+  CHECK_FALSE(renew_lease(*c, name, "owner-b", 60s));
+  auto after = lease_info(*c, name);
+  REQUIRE(after);
+  CHECK(after->owner == "owner-a");
+  CHECK(after->fence == before->fence);
+  CHECK(after->expire_at_ms == before->expire_at_ms);
+  CHECK(after->held());
+}
+
+TEST_CASE("release after expiry and take-over does not touch the new holder, and renew after loss fails", "[lease]") {
+  LogCapture logs;
+  auto c1 = ctx().connect();
+  auto c2 = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c1, name, ttl(150ms)), b(*c2, name, ttl(10s));
+  REQUIRE(a.try_acquire());
+  std::this_thread::sleep_for(250ms);
+  REQUIRE(b.try_acquire());
+  CHECK_FALSE(a.renew());
+  REQUIRE(a.last_loss());
+  CHECK(a.last_loss()->cause == LossCause::kTakenOver);
+  CHECK_FALSE(a.release());  // reported, not silent
+  CHECK(logs.contains("no longer held"));
+  auto info = lease_info(*c1, name);
+  REQUIRE(info);
+  CHECK(info->owner == b.owner());
+  CHECK(info->held());
+  CHECK(b.owns());
+}
+
+TEST_CASE("releasing a lock that was never acquired is reported", "[lease]") {
+  LogCapture logs;
+  auto c = ctx().connect();
+  LeaseLock a(*c, ctx().unique("lk"));
+  CHECK_FALSE(a.release());
+  CHECK(logs.contains("does not hold"));
+}
+
+TEST_CASE("the same handle is re-entrant: n acquires need n releases", "[lease]") {
+  auto c1 = ctx().connect();
+  auto c2 = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c1, name), b(*c2, name);
+  REQUIRE(a.try_acquire());
+  auto fence = a.fence();
+  REQUIRE(a.try_acquire());
+  REQUIRE(a.acquire(0ms));
+  CHECK(a.hold_count() == 3);
+  CHECK(a.fence() == fence);
+  CHECK(a.release());
+  CHECK(a.release());
+  CHECK_FALSE(b.try_acquire());  // still held once
+  CHECK(a.release());
+  CHECK(a.hold_count() == 0);
+  CHECK(b.try_acquire());
+}
+
+TEST_CASE("a minimum hold keeps the lease after an early release", "[lease]") {
+  auto c1 = ctx().connect();
+  auto c2 = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseOptions o;
+  o.ttl = 10s;
+  o.min_hold = 600ms;
+  LeaseLock a(*c1, name, o), b(*c2, name);
+  REQUIRE(a.try_acquire());
+  REQUIRE(a.release());
+  CHECK_FALSE(b.try_acquire());
+  std::this_thread::sleep_for(800ms);
+  CHECK(b.try_acquire());
+}
+
+TEST_CASE("lease options and names are validated with clear errors", "[lease][validate]") {
+  auto c = ctx().connect();
+  auto bad = [&](LeaseOptions o) { return code_of([&] { LeaseLock l(*c, "x", o); }); };
+  LeaseOptions o;
+  o.ttl = 0ms;
+  CHECK(bad(o) == ErrorCode::kInvalidArgument);
+  o.ttl = -5s;
+  CHECK(bad(o) == ErrorCode::kInvalidArgument);
+  o = {};
+  o.ttl = 30s;
+  o.renew_period = 16s;  // > ttl/2
+  CHECK(bad(o) == ErrorCode::kInvalidArgument);
+  o.renew_period = 15s;
+  CHECK_NOTHROW(LeaseLock(*c, "x", o));
+  o = {};
+  o.min_hold = 31s;
+  CHECK(bad(o) == ErrorCode::kInvalidArgument);
+  o = {};
+  o.safety_margin = 20s;
+  CHECK(bad(o) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { LeaseLock l(*c, ""); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { LeaseLock l(*c, std::string(256, 'n')); }) == ErrorCode::kInvalidArgument);
+  // A 255-byte name works and is stored whole, never truncated.
+  std::string base = ctx().unique("lk");
+  std::string longest = base + std::string(255 - base.size(), 'z');
+  LeaseLock l(*c, longest);
+  REQUIRE(l.try_acquire());
+  auto info = lease_info(*c, longest);
+  REQUIRE(info);
+  CHECK(info->name == longest);
+  CHECK(code_of([&] { acquire_lease(*c, "x", "o", 0ms); }) == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("the fence strictly increases across release, expiry, take-over, cleanup and reconnect", "[lease][fence]") {
+  auto name = ctx().unique("lk");
+  std::vector<std::int64_t> fences;
+  {
+    auto c = ctx().connect();
+    LeaseLock a(*c, name, ttl(150ms));
+    REQUIRE(a.try_acquire());
+    fences.push_back(a.fence());
+    REQUIRE(a.release());
+    REQUIRE(a.try_acquire());  // after release
+    fences.push_back(a.fence());
+    std::this_thread::sleep_for(250ms);
+    LeaseLock b(*c, name, ttl(150ms));
+    REQUIRE(b.try_acquire());  // take-over after expiry
+    fences.push_back(b.fence());
+    std::this_thread::sleep_for(250ms);
+    CleanupOptions co;
+    co.lock_grace = 0ms;
+    co.idempotency = co.inbox = false;
+    auto rep = cleanup(*c, co);
+    CHECK(rep.locks_deleted >= 1);
+    CHECK_FALSE(lease_info(*c, name));  // the row is gone
+    LeaseLock d(*c, name, ttl(10s));
+    REQUIRE(d.try_acquire());  // after the cleanup delete
+    fences.push_back(d.fence());
+    REQUIRE(d.release());
+  }
+  auto fresh = ctx().connect();  // reconnect
+  LeaseLock e(*fresh, name);
+  REQUIRE(e.try_acquire());
+  fences.push_back(e.fence());
+  for (std::size_t i = 1; i < fences.size(); ++i) {
+    INFO("fences: " << fences[i - 1] << " then " << fences[i]);
+    CHECK(fences[i] > fences[i - 1]);
+  }
+}
+
+TEST_CASE("the fence keeps increasing across a database server restart", "[lease][fence][restart]") {
+  const char* servers = std::getenv("SQLGUARD_DBSERVERS");
+  if (ctx().is_sqlite() || !servers) {
+    SUCCEED("needs a server and SQLGUARD_DBSERVERS (tools/dbservers.sh); SQLite state is the file itself");
+    return;
+  }
+  auto name = ctx().unique("lk");
+  std::int64_t before;
+  {
+    auto c = ctx().connect();
+    LeaseLock a(*c, name);
+    REQUIRE(a.try_acquire());
+    before = a.fence();
+    REQUIRE(a.release());
+  }
+  std::string which = ctx().is(DialectKind::kPostgres) ? "pg" : "mariadb";
+  REQUIRE(sgtest::run_process({"/bin/bash", servers, "restart", which}) == 0);
+  auto c = ctx().connect();
+  LeaseLock b(*c, name);
+  REQUIRE(b.try_acquire());
+  CHECK(b.fence() > before);
+}
+
+TEST_CASE("the watchdog keeps a lock for at least five times its TTL while work runs", "[lease][watchdog]") {
+  auto c = ctx().connect();
+  auto rival_conn = ctx().connect();
+  auto name = ctx().unique("lk");
+  std::atomic<int> losses{0};
+  LeaseOptions o;
+  o.ttl = 300ms;
+  o.watchdog_connection = [] { return ctx().connect(); };
+  o.on_lost = [&](const LeaseLoss&) { ++losses; };
+  LeaseLock a(*c, name, o);
+  LeaseLock rival(*rival_conn, name, ttl(10s));
+  REQUIRE(a.try_acquire());
+  auto start = std::chrono::steady_clock::now();
+  int rival_wins = 0;
+  while (std::chrono::steady_clock::now() - start < 1600ms) {  // > 5 x TTL
+    if (rival.try_acquire()) ++rival_wins;
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK(rival_wins == 0);
+  CHECK(a.owns());
+  CHECK(losses == 0);
+  CHECK(a.release());
+}
+
+TEST_CASE("the watchdog reports a taken-over lease with its cause before the trust window ends", "[lease][watchdog]") {
+  auto c = ctx().connect();
+  auto op = ctx().connect();
+  auto name = ctx().unique("lk");
+  std::promise<LeaseLoss> lost;
+  LeaseOptions o;
+  o.ttl = 1500ms;
+  o.watchdog_connection = [] { return ctx().connect(); };
+  o.on_lost = [&](const LeaseLoss& l) { lost.set_value(l); };
+  LeaseLock a(*c, name, o);
+  REQUIRE(a.try_acquire());
+  REQUIRE(force_release(*op, name));  // operator override
+  REQUIRE(acquire_lease(*op, name, "intruder", 30s).acquired);
+  auto f = lost.get_future();
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  auto l = f.get();
+  CHECK(l.cause == LossCause::kTakenOver);
+  CHECK(l.window_left > 0ms);
+  CHECK(l.fence == a.fence());
+  CHECK_FALSE(a.owns());
+}
+
+TEST_CASE("the watchdog reports a deleted lease row as expired", "[lease][watchdog]") {
+  auto c = ctx().connect();
+  auto op = ctx().connect();
+  auto name = ctx().unique("lk");
+  std::promise<LeaseLoss> lost;
+  LeaseOptions o;
+  o.ttl = 1500ms;
+  o.watchdog_connection = [] { return ctx().connect(); };
+  o.on_lost = [&](const LeaseLoss& l) { lost.set_value(l); };
+  LeaseLock a(*c, name, o);
+  REQUIRE(a.try_acquire());
+  op->execute("DELETE FROM sqlguard_lock WHERE name = ?", {name});
+  auto f = lost.get_future();
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  auto l = f.get();
+  CHECK(l.cause == LossCause::kExpired);
+  CHECK(l.window_left > 0ms);
+}
+
+TEST_CASE("the watchdog reports an unreachable database before the trust window ends", "[lease][watchdog][faults]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite is embedded: there is no server to lose");
+    return;
+  }
+  auto c = ctx().connect();
+  auto killer = ctx().connect();
+  auto name = ctx().unique("lk");
+  std::promise<LeaseLoss> lost;
+  std::atomic<int> factory_calls{0};
+  std::atomic<std::int64_t> session{0};
+  // The first watchdog connection is real; once it is killed, reconnecting
+  // goes to a port where nothing listens: the database is unreachable.
+  std::string dead = ctx().uri;
+  auto at = dead.find('@');
+  auto colon = dead.find(':', at);
+  auto slash = dead.find('/', at);
+  dead = dead.substr(0, colon) + ":1" + dead.substr(slash);
+  LeaseOptions o;
+  o.ttl = 1200ms;
+  o.watchdog_connection = [&]() -> std::unique_ptr<Connection> {
+    if (factory_calls++ == 0) {
+      auto conn = ctx().connect();
+      session = conn->session_id();
+      return conn;
+    }
+    return make_connection(dead);
+  };
+  o.on_lost = [&](const LeaseLoss& l) { lost.set_value(l); };
+  LeaseLock a(*c, name, o);
+  REQUIRE(a.try_acquire());
+  for (int i = 0; i < 100 && session == 0; ++i) std::this_thread::sleep_for(20ms);
+  REQUIRE(session != 0);
+  if (ctx().is(DialectKind::kPostgres)) killer->execute("SELECT pg_terminate_backend(?)", {session.load()});
+  else killer->execute_script("KILL " + std::to_string(session.load()));
+  auto f = lost.get_future();
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  auto l = f.get();
+  CHECK((l.cause == LossCause::kUnreachable || l.cause == LossCause::kOutcomeUnknown));
+  CHECK(l.window_left > 0ms);
+  CHECK(factory_calls > 1);
+  CHECK(lease_metrics().lost_unreachable + lease_metrics().lost_outcome_unknown >= 1);
+}
+
+TEST_CASE("a guarded transaction by a holder whose lease was taken over commits nothing", "[lease][guarded]") {
+  auto c1 = ctx().connect();
+  auto c2 = ctx().connect();
+  auto name = ctx().unique("lk");
+  std::string t = ctx().unique("guarded");
+  c1->execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, v INTEGER NOT NULL)");
+  LeaseLock a(*c1, name, ttl(5s));
+  REQUIRE(a.try_acquire());
+  CHECK(a.run_guarded([&](Transaction& tx) { tx.execute("INSERT INTO " + t + " (id, v) VALUES (1, 1)"); }));
+  REQUIRE(force_release(*c2, name));
+  REQUIRE(acquire_lease(*c2, name, "new-holder", 30s).acquired);
+  bool ran = false;
+  CHECK_FALSE(a.run_guarded([&](Transaction& tx) {
+    ran = true;
+    tx.execute("INSERT INTO " + t + " (id, v) VALUES (2, 2)");
+  }));
+  CHECK_FALSE(ran);
+  CHECK(c2->execute("SELECT COUNT(*) FROM " + t).rows[0][0].as_int() == 1);
+  REQUIRE(a.last_loss());
+  CHECK(a.last_loss()->cause == LossCause::kTakenOver);
+}
+
+TEST_CASE("a guarded transaction blocks a take-over until it commits", "[lease][guarded]") {
+  auto c1 = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c1, name, ttl(400ms));
+  REQUIRE(a.try_acquire());
+  std::atomic<bool> in_tx{false};
+  std::atomic<bool> committed{false};
+  auto taker = std::async(std::launch::async, [&] {
+    while (!in_tx) std::this_thread::sleep_for(5ms);
+    auto c2 = ctx().connect();
+    std::this_thread::sleep_for(500ms);  // the lease has expired on the DB clock by now
+    // The take-over must wait for the guarded transaction (row lock / SQLite
+    // write lock) and only then succeed.
+    for (;;) {
+      auto r = acquire_lease(*c2, name, "taker", 10s);
+      if (r.acquired) return committed.load();
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  CHECK(a.run_guarded([&](Transaction&) {
+    in_tx = true;
+    std::this_thread::sleep_for(900ms);
+    committed = true;
+  }));
+  CHECK(taker.get());  // the taker saw the guarded work committed first
+}
+
+TEST_CASE("the fenced-write helper rejects a stale token", "[lease][fence]") {
+  auto c = ctx().connect();
+  auto res = ctx().unique("resource");
+  CHECK(fenced_write(*c, res, 5));
+  CHECK(fenced_write(*c, res, 5));  // the same holder may write again
+  CHECK(fenced_write(*c, res, 7));
+  CHECK_FALSE(fenced_write(*c, res, 6));  // a paused old holder wakes up
+  CHECK(fenced_write(*c, ctx().unique("other"), 1));
+  {
+    Transaction tx(*c);
+    CHECK_FALSE(fenced_write(*c, res, 3));
+    tx.rollback();
+  }
+  CHECK(code_of([&] { fenced_write(*c, res, 0); }) == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("blocking acquire gets the lock once the holder releases it", "[lease][wait]") {
+  auto c1 = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c1, name);
+  REQUIRE(a.try_acquire());
+  auto waiter = std::async(std::launch::async, [&] {
+    auto c2 = ctx().connect();
+    LeaseLock b(*c2, name);
+    bool got = b.acquire(10s);
+    return std::make_pair(got, b.fence());
+  });
+  std::this_thread::sleep_for(300ms);
+  REQUIRE(a.release());
+  auto [got, fence] = waiter.get();
+  CHECK(got);
+  CHECK(fence > a.fence());
+}
+
+TEST_CASE("blocking acquire gives up after its wait timeout", "[lease][wait]") {
+  auto c1 = ctx().connect();
+  auto c2 = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c1, name), b(*c2, name);
+  REQUIRE(a.try_acquire());
+  CHECK_FALSE(b.acquire(300ms));
+  CHECK_FALSE(b.owns());
+}
+
+TEST_CASE("std::unique_lock works with a lease lock", "[lease]") {
+  auto c = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c, name);
+  {
+    std::unique_lock<LeaseLock> lk(a);
+    CHECK(a.owns());
+    auto c2 = ctx().connect();
+    LeaseLock b(*c2, name);
+    CHECK_FALSE(b.try_lock());
+  }
+  CHECK_FALSE(a.owns());
+  LeaseGuard g(a, 1s);
+  CHECK(g.owns());
+}
+
+TEST_CASE("16 threads hammering one hot name keep mutual exclusion without surfacing deadlocks", "[lease][hot]") {
+  auto name = ctx().unique("hot");
+  std::atomic<int> inside{0}, max_inside{0}, total{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      try {
+        auto c = ctx().connect();
+        LeaseOptions o;
+        o.ttl = 10s;
+        LeaseLock l(*c, name, o);
+        for (int i = 0; i < 10; ++i) {
+          if (!l.acquire(60s)) {
+            ++errors;
+            return;
+          }
+          int now = ++inside;
+          int m = max_inside;
+          while (now > m && !max_inside.compare_exchange_weak(m, now)) {
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(300));
+          --inside;
+          ++total;
+          l.release();
+        }
+      } catch (const std::exception& e) {
+        WARN(e.what());
+        ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(errors == 0);
+  CHECK(max_inside == 1);
+  CHECK(total == 160);
+}
+
+TEST_CASE("8 processes doing read-then-write increments under the lock end with the exact count", "[lease][multiprocess]") {
+  auto c = ctx().connect();
+  std::string t = ctx().unique("counter");
+  c->execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, v INTEGER NOT NULL)");
+  c->execute("INSERT INTO " + t + " (id, v) VALUES (1, 0)");
+  auto name = ctx().unique("lk");
+  const int procs = 8, iters = 20;
+  std::vector<std::vector<std::string>> argvs(procs, {sgtest::worker_path(), "lease-counter", ctx().uri, name, t,
+                                                      std::to_string(iters), "1"});
+  auto rcs = sgtest::run_parallel(argvs);
+  for (int rc : rcs) CHECK(rc == 0);
+  CHECK(c->execute("SELECT v FROM " + t + " WHERE id = 1").rows[0][0].as_int() == procs * iters);
+}
+
+TEST_CASE("negative control: the same increments without the lock lose updates", "[lease][multiprocess][control]") {
+  auto c = ctx().connect();
+  std::string t = ctx().unique("counter");
+  c->execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, v INTEGER NOT NULL)");
+  c->execute("INSERT INTO " + t + " (id, v) VALUES (1, 0)");
+  const int procs = 8, iters = 20;
+  std::vector<std::vector<std::string>> argvs(procs, {sgtest::worker_path(), "lease-counter", ctx().uri, "unused", t,
+                                                      std::to_string(iters), "0"});
+  auto rcs = sgtest::run_parallel(argvs);
+  for (int rc : rcs) CHECK(rc == 0);
+  // Proves the test above can fail: read-think-write without mutual
+  // exclusion overwrites concurrent increments.
+  CHECK(c->execute("SELECT v FROM " + t + " WHERE id = 1").rows[0][0].as_int() < procs * iters);
+}
+
+TEST_CASE("sqlguard run from 8 processes never overlaps and exports strictly increasing fences", "[lease][cli][multiprocess]") {
+  char dir[] = "/tmp/sgtest-run-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  std::string log = std::string(dir) + "/log";
+  // Each CMD appends "<fence> start <ns>" and "<fence> end <ns>" lines.
+  std::string script =
+      "echo \"$SQLGUARD_FENCE start $(date +%s%N)\" >> " + log +
+      "; test -n \"$SQLGUARD_OWNER\" || exit 9; sleep 0.05; echo \"$SQLGUARD_FENCE end $(date +%s%N)\" >> " + log;
+  auto name = ctx().unique("runlk");
+  std::vector<std::vector<std::string>> argvs(
+      8, {sgtest::cli_path(), "--db", ctx().uri, "run", "--lock", name, "--ttl", "5s", "--wait", "60s", "--", "/bin/sh",
+          "-c", script});
+  auto rcs = sgtest::run_parallel(argvs);
+  for (int rc : rcs) CHECK(rc == 0);
+  std::ifstream in(log);
+  struct Span {
+    long long fence = 0, start = 0, end = 0;
+  };
+  std::map<long long, Span> spans;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    long long fence, ns;
+    std::string what;
+    ss >> fence >> what >> ns;
+    spans[fence].fence = fence;
+    (what == "start" ? spans[fence].start : spans[fence].end) = ns;
+  }
+  REQUIRE(spans.size() == 8);
+  std::vector<Span> by_start;
+  for (auto& [f, s] : spans) by_start.push_back(s);
+  std::sort(by_start.begin(), by_start.end(), [](auto& a, auto& b) { return a.start < b.start; });
+  for (std::size_t i = 1; i < by_start.size(); ++i) {
+    CHECK(by_start[i].start >= by_start[i - 1].end);   // no overlap
+    CHECK(by_start[i].fence > by_start[i - 1].fence);  // fences follow acquisition order
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sqlguard run exits 75 when the lock is not acquired and returns CMD's status otherwise", "[lease][cli]") {
+  auto name = ctx().unique("runlk");
+  auto c = ctx().connect();
+  REQUIRE(acquire_lease(*c, name, "someone-else", 30s).acquired);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "run", "--lock", name, "--wait", "200ms", "--",
+                             "/bin/true"}) == 75);
+  auto free_name = ctx().unique("runlk");
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "run", "--lock", free_name, "--", "/bin/sh", "-c",
+                             "exit 7"}) == 7);
+  auto info = lease_info(*c, free_name);
+  REQUIRE(info);
+  CHECK_FALSE(info->held());  // released after CMD ended
+}
+
+TEST_CASE("sqlguard run terminates CMD and exits non-zero naming the cause when the lease is lost", "[lease][cli]") {
+  auto name = ctx().unique("runlk");
+  int pid = sgtest::spawn({sgtest::cli_path(), "--db", ctx().uri, "run", "--lock", name, "--ttl", "900ms",
+                           "--kill-grace", "1s", "--", "/bin/sleep", "30"});
+  auto c = ctx().connect();
+  for (int i = 0; i < 200 && !(lease_info(*c, name) && lease_info(*c, name)->held()); ++i)
+    std::this_thread::sleep_for(20ms);
+  REQUIRE(force_release(*c, name));
+  REQUIRE(acquire_lease(*c, name, "intruder", 60s).acquired);
+  auto t0 = std::chrono::steady_clock::now();
+  int rc = sgtest::wait_pid(pid);
+  CHECK(rc == 5);
+  CHECK(std::chrono::steady_clock::now() - t0 < 20s);  // CMD (sleep 30) was terminated
+}
+
+TEST_CASE("the CLI lock commands acquire, refuse, renew, release and list with documented exit codes", "[lease][cli]") {
+  auto name = ctx().unique("clilk");
+  std::string out;
+  auto cli = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {sgtest::cli_path(), "--db", ctx().uri, "--json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return sgtest::run_process(argv, &out);
+  };
+  REQUIRE(cli({"lock", "acquire", name, "--ttl", "30s", "--owner", "op-1"}) == 0);
+  for (const char* field : {"\"acquired\":true", "\"owner\":\"op-1\"", "\"fence\":", "\"expires_at\":"})
+    CHECK_THAT(out, Catch::Matchers::Contains(field));
+  CHECK(cli({"lock", "acquire", name, "--owner", "op-2"}) == 75);
+  CHECK_THAT(out, Catch::Matchers::Contains("\"holder\":\"op-1\""));
+  CHECK(cli({"lock", "renew", name, "--owner", "op-2"}) == 3);
+  CHECK(cli({"lock", "renew", name, "--owner", "op-1", "--ttl", "1m"}) == 0);
+  CHECK(cli({"lock", "list"}) == 0);
+  CHECK_THAT(out, Catch::Matchers::Contains(name));
+  CHECK_THAT(out, Catch::Matchers::Contains("\"remaining_ms\":"));
+  CHECK(cli({"lock", "release", name, "--owner", "op-2"}) == 3);
+  CHECK(cli({"lock", "release", name, "--owner", "op-1"}) == 0);
+  CHECK(cli({"lock", "release", name, "--force"}) == 3);  // nothing held any more
+  CHECK(cli({"lock", "acquire", "", "--owner", "x"}) == 1);
+  CHECK(cli({"lock", "acquire", std::string(256, 'n')}) == 1);
+  CHECK(cli({"lock", "acquire", name, "--ttl", "0s"}) == 1);
+  CHECK(cli({"lock", "acquire", name, "--ttl", "banana"}) == 1);
+}
+
+TEST_CASE("cleanup removes only lock rows expired for longer than the grace period, in bounded batches", "[lease][cleanup]") {
+  auto c = ctx().connect();
+  auto prefix = ctx().unique("cl");
+  for (int i = 0; i < 25; ++i)
+    c->execute("INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at) "
+               "VALUES (?, 'old', ?, 1000, 0, 0, 0)", {prefix + "-old-" + std::to_string(i), 1000 + i});
+  REQUIRE(acquire_lease(*c, prefix + "-live", "owner", 30s).acquired);
+  REQUIRE(acquire_lease(*c, prefix + "-recent", "owner", 10ms).acquired);
+  std::this_thread::sleep_for(50ms);
+  CleanupOptions o;
+  o.batch_size = 10;
+  o.lock_grace = 1h;  // the just-expired row stays
+  o.idempotency = o.inbox = false;
+  auto r = cleanup(*c, o);
+  CHECK(r.locks_deleted >= 25);
+  CHECK(r.batches >= 3);
+  CHECK(lease_info(*c, prefix + "-live"));
+  CHECK(lease_info(*c, prefix + "-recent"));
+  CHECK_FALSE(lease_info(*c, prefix + "-old-0"));
+  o.batch_size = 0;
+  CHECK(code_of([&] { cleanup(*c, o); }) == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("sqlguard cleanup --every runs until SIGTERM and exits cleanly", "[lease][cli][cleanup]") {
+  std::string out = std::string("/tmp/sgtest-cleanup-") + ctx().run_id;
+  int pid = sgtest::spawn({sgtest::cli_path(), "--db", ctx().uri, "cleanup", "--every", "100ms"}, out);
+  std::this_thread::sleep_for(600ms);
+  kill(pid, SIGTERM);
+  CHECK(sgtest::wait_pid(pid) == 0);
+  std::ifstream in(out);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(all, Catch::Matchers::Contains("stopped after"));
+  std::remove(out.c_str());
+}

@@ -160,6 +160,14 @@ class Connection {
   // CONNECTION_ID()); 0 for SQLite. Used by tests/chaos to kill sessions.
   virtual std::int64_t session_id() = 0;
 
+  // LISTEN/NOTIFY (capabilities().listen_notify: PostgreSQL). Waits up to
+  // `timeout` for a NOTIFY on `channel`, LISTENing on first use; true if one
+  // arrived. Must not be called inside a transaction. Elsewhere: throws
+  // Error(kNotSupported).
+  virtual bool wait_for_notify(const std::string& channel, std::chrono::milliseconds timeout);
+  // Stops LISTENing on `channel` (no-op if not listening).
+  virtual void unlisten(const std::string& channel);
+
  protected:
   Connection() = default;
 };

@@ -18,8 +18,6 @@ pqxx::transaction_base& native_transaction(Connection& conn);
 // The underlying connection (for LISTEN, COPY, ...). Do not close it.
 pqxx::connection_base& native_connection(Connection& conn);
 
-// Waits up to `timeout` for a NOTIFY on `channel` (LISTENing on first use).
-// Returns true if one arrived. Must not be called inside a transaction.
-bool wait_for_notify(Connection& conn, const std::string& channel, std::chrono::milliseconds timeout);
+// LISTEN/NOTIFY waits are Connection::wait_for_notify().
 
 }  // namespace sqlguard::postgres

@@ -25,6 +25,12 @@ std::int64_t Connection::db_now_ms() {
   return execute(sql).rows.at(0)[0].as_int();
 }
 
+bool Connection::wait_for_notify(const std::string&, std::chrono::milliseconds) {
+  dialect().not_supported("LISTEN/NOTIFY");
+}
+
+void Connection::unlisten(const std::string&) {}
+
 void Dialect::not_supported(std::string_view feature) const {
   throw Error(ErrorCode::kNotSupported,
               std::string(feature) + " is not supported on " + std::string(name()) +

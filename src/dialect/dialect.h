@@ -44,9 +44,58 @@ class Dialect {
            std::string(table) + " WHERE " + std::string(where) + " LIMIT ?)";
   }
 
+  // ---- lease lock --------------------------------------------------------
+  // Expression yielding the next fencing token: one counter per database
+  // that never goes back, across row deletes and server restarts.
+  virtual std::string_view next_fence() const noexcept = 0;
+  // True where INSERT ... ON CONFLICT (k) DO UPDATE ... WHERE ... RETURNING
+  // gives a one-statement acquire (PostgreSQL, SQLite). MySQL/MariaDB use a
+  // conditional take-over UPDATE, then a plain INSERT for a missing row.
+  virtual bool upsert_returning() const noexcept { return true; }
+  // Suffix that write-locks selected rows until commit; "" where the
+  // transaction already holds the database write lock (SQLite).
+  virtual std::string_view for_update() const noexcept { return " FOR UPDATE"; }
+  // Statement that NOTIFYs channel ? (bound); "" where unsupported.
+  virtual std::string_view notify_sql() const noexcept { return {}; }
+  // INSERT that silently does nothing when the key already exists.
+  virtual std::string insert_if_absent(std::string_view table, std::string_view cols,
+                                       std::string_view values) const {
+    return "INSERT INTO " + std::string(table) + " (" + std::string(cols) + ") VALUES (" + std::string(values) +
+           ") ON CONFLICT DO NOTHING";
+  }
+
   // ---- strategy SQL pieces (row locks, CAS, transitions) ----------------
+  // Suffix that row-locks what a SELECT returns: " FOR UPDATE" / " FOR SHARE"
+  // plus " NOWAIT" or " SKIP LOCKED". "" where BEGIN already took the
+  // database write lock (SQLite BEGIN IMMEDIATE).
+  virtual std::string row_lock_suffix(bool shared, bool nowait, bool skip_locked) const {
+    std::string s = shared ? " FOR SHARE" : " FOR UPDATE";
+    if (nowait) s += " NOWAIT";
+    if (skip_locked) s += " SKIP LOCKED";
+    return s;
+  }
+  // Lock wait bound of a row-lock scope. A session-scoped setting (MySQL
+  // innodb_lock_wait_timeout, SQLite busy timeout) is set BEFORE begin() and
+  // returns the previous value, which restore_session_lock_timeout() puts
+  // back after the scope. A transaction-local one (PostgreSQL lock_timeout)
+  // is set right AFTER begin() by set_local_lock_timeout(). Values are bound.
+  virtual std::optional<std::int64_t> push_session_lock_timeout(Connection&, std::chrono::milliseconds) const {
+    return std::nullopt;
+  }
+  virtual void restore_session_lock_timeout(Connection&, std::int64_t /*previous*/) const {}
+  virtual void set_local_lock_timeout(Connection&, std::chrono::milliseconds) const {}
 
   // ---- strategy SQL pieces (idempotency, inbox) --------------------------
+  // INSERT of a dedup/placeholder row keyed by `key_cols`. An existing key
+  // shows up EITHER as affected == 0 OR as Error(kAlreadyExists); callers
+  // handle both. Default: ON CONFLICT (key_cols) DO NOTHING (PostgreSQL,
+  // SQLite; a concurrent uncommitted insert of the key waits, then does
+  // nothing). Other errors (oversize values, ...) always raise.
+  virtual std::string insert_dedup(std::string_view table, std::string_view cols, std::string_view values,
+                                   std::string_view key_cols) const {
+    return "INSERT INTO " + std::string(table) + " (" + std::string(cols) + ") VALUES (" + std::string(values) +
+           ") ON CONFLICT (" + std::string(key_cols) + ") DO NOTHING";
+  }
 
   // Throws Error(kNotSupported) naming the dialect and the feature.
   [[noreturn]] void not_supported(std::string_view feature) const;

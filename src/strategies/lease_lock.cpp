@@ -1,1 +1,726 @@
-// (in progress)
+// Lease lock. The SQL is built once per dialect from the Dialect seam; see
+// include/sqlguard/lease_lock.h for the invariants it keeps.
+#include "sqlguard/lease_lock.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <random>
+
+#include "core/crypto.h"
+#include "dialect/dialect.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// ---- metrics ----------------------------------------------------------------
+struct AtomicMetrics {
+  std::atomic<std::uint64_t> attempts{0}, acquired{0}, busy{0}, contention_retries{0}, wait_ms_total{0},
+      renewals{0}, renew_errors{0}, releases{0}, releases_not_held{0}, lost_expired{0}, lost_taken_over{0},
+      lost_unreachable{0}, lost_outcome_unknown{0};
+};
+AtomicMetrics g_metrics;
+
+void count_loss(LossCause c) {
+  switch (c) {
+    case LossCause::kExpired: ++g_metrics.lost_expired; break;
+    case LossCause::kTakenOver: ++g_metrics.lost_taken_over; break;
+    case LossCause::kUnreachable: ++g_metrics.lost_unreachable; break;
+    case LossCause::kOutcomeUnknown: ++g_metrics.lost_outcome_unknown; break;
+  }
+}
+
+// ---- SQL, built once per dialect --------------------------------------------
+struct LeaseSql {
+  std::string acquire;   // upsert ... RETURNING fence, expire_at; or (MySQL) take-over UPDATE
+  std::string insert;    // MySQL: INSERT of a name never seen
+  std::string read_mine;
+  std::string info;
+  std::string renew;
+  std::string release;
+  std::string force;
+  std::string list_held;
+  std::string list_all;
+  std::string guard_check;
+  std::string fenced_ensure;
+  std::string fenced_update;
+};
+
+LeaseSql build(const Dialect& d) {
+  const std::string n(d.now_ms());
+  const std::string f(d.next_fence());
+  const std::string cols = "name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at";
+  const std::string values = "?, ?, " + f + ", " + n + " + ?, " + n + ", " + n + ", " + n + " + ?";
+  const std::string info_cols = "SELECT name, owner, fence, expire_at, acquired_at, renewed_at, " + n;
+  LeaseSql s;
+  if (d.upsert_returning()) {
+    s.acquire = "INSERT INTO sqlguard_lock (" + cols + ") VALUES (" + values +
+                ") ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, fence = " + f +
+                ", expire_at = excluded.expire_at, acquired_at = excluded.acquired_at, renewed_at = "
+                "excluded.renewed_at, min_release_at = excluded.min_release_at WHERE sqlguard_lock.expire_at <= " +
+                n + " RETURNING fence, expire_at";
+  } else {
+    // Params: owner, ttl, min_hold, name. An UPDATE of an existing row takes
+    // only that row's X lock: no duplicate-key S locks, so hot names do not
+    // deadlock the way INSERT IGNORE + DELETE does on InnoDB.
+    s.acquire = "UPDATE sqlguard_lock SET owner = ?, fence = " + f + ", expire_at = " + n + " + ?, acquired_at = " +
+                n + ", renewed_at = " + n + ", min_release_at = " + n + " + ? WHERE name = ? AND expire_at <= " + n;
+    s.insert = "INSERT INTO sqlguard_lock (" + cols + ") VALUES (" + values + ")";
+  }
+  s.read_mine = "SELECT fence, expire_at FROM sqlguard_lock WHERE name = ? AND owner = ?";
+  s.info = info_cols + " FROM sqlguard_lock WHERE name = ?";
+  s.renew = "UPDATE sqlguard_lock SET expire_at = " + n + " + ?, renewed_at = " + n +
+            " WHERE name = ? AND owner = ? AND expire_at > " + n;
+  s.release = "UPDATE sqlguard_lock SET expire_at = " + std::string(d.greatest()) + "(" + n +
+              ", min_release_at) WHERE name = ? AND owner = ? AND expire_at > " + n;
+  s.force = "UPDATE sqlguard_lock SET expire_at = " + n + " WHERE name = ? AND expire_at > " + n;
+  s.list_held = info_cols + " FROM sqlguard_lock WHERE expire_at > " + n + " ORDER BY name";
+  s.list_all = info_cols + " FROM sqlguard_lock ORDER BY name";
+  s.guard_check = "SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > " + n +
+                  std::string(d.for_update());
+  s.fenced_ensure = d.insert_if_absent("sqlguard_fenced_resource", "resource, fence, updated_at", "?, 0, " + n);
+  s.fenced_update = "UPDATE sqlguard_fenced_resource SET fence = ?, updated_at = " + n +
+                    " WHERE resource = ? AND fence <= ?";
+  return s;
+}
+
+const LeaseSql& sql_for(const Connection& c) {
+  static std::once_flag once[3];
+  static LeaseSql built[3];
+  auto i = static_cast<std::size_t>(c.kind());
+  std::call_once(once[i], [&] { built[i] = build(c.dialect()); });
+  return built[i];
+}
+
+void require_no_tx(Connection& c, const char* what) {
+  if (c.in_transaction())
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(what) + " must not run inside an open transaction on the same connection (the lock row "
+                                    "would stay locked and invisible until it commits); use another connection");
+}
+
+bool is_contention(const Error& e) {
+  return e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kLockBusy || e.code() == ErrorCode::kTimeout;
+}
+
+thread_local std::mt19937_64 t_rng{std::random_device{}()};
+
+milliseconds jitter(milliseconds upto) {
+  if (upto.count() <= 1) return milliseconds(1);
+  std::uniform_int_distribution<long long> dist(1, upto.count());
+  return milliseconds(dist(t_rng));
+}
+
+std::string channel_for(const std::string& name) { return "sqlguard_" + detail::sha256_hex(name).substr(0, 24); }
+
+void notify_release(Connection& conn, const std::string& name) {
+  auto sql = conn.dialect().notify_sql();
+  if (sql.empty()) return;
+  try {
+    conn.execute(sql, {channel_for(name)});
+  } catch (const Error& e) {
+    // Waiters fall back to polling; the release itself already happened.
+    log(LogLevel::kWarning, "NOTIFY after releasing '" + name + "' failed: " + e.what());
+  }
+}
+
+AcquireResult attempt_once(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
+                           milliseconds min_hold) {
+  const auto& s = sql_for(conn);
+  AcquireResult out;
+  out.owner = owner;
+  if (conn.dialect().upsert_returning()) {
+    auto r = conn.execute(s.acquire, {name, owner, ttl.count(), min_hold.count()});
+    if (r.rows.empty()) return out;
+    out.acquired = true;
+    out.fence = r.rows[0][0].as_int();
+    out.expire_at_ms = r.rows[0][1].as_int();
+    return out;
+  }
+  auto r = conn.execute(s.acquire, {owner, ttl.count(), min_hold.count(), name});
+  if (r.affected == 0) {
+    // Held, or never seen: only then try to create it. A consistent read
+    // takes no locks.
+    if (!conn.execute(s.info, {name}).rows.empty()) return out;
+    try {
+      conn.execute(s.insert, {name, owner, ttl.count(), min_hold.count()});
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kAlreadyExists) return out;  // someone created it first
+      throw;
+    }
+  }
+  auto mine = conn.execute(s.read_mine, {name, owner});
+  if (mine.rows.empty()) return out;  // taken over already (tiny ttl): not ours
+  out.acquired = true;
+  out.fence = mine.rows[0][0].as_int();
+  out.expire_at_ms = mine.rows[0][1].as_int();
+  return out;
+}
+
+LeaseInfo to_info(const Row& r) {
+  LeaseInfo i;
+  i.name = r[0].as_string();
+  i.owner = r[1].as_string();
+  i.fence = r[2].as_int();
+  i.expire_at_ms = r[3].as_int();
+  i.acquired_at_ms = r[4].as_int();
+  i.renewed_at_ms = r[5].as_int();
+  i.db_now_ms = r[6].as_int();
+  return i;
+}
+
+}  // namespace
+
+// ---- free functions ----------------------------------------------------------
+
+std::string_view to_string(LossCause cause) noexcept {
+  switch (cause) {
+    case LossCause::kExpired: return "expired";
+    case LossCause::kTakenOver: return "taken_over";
+    case LossCause::kUnreachable: return "database_unreachable";
+    case LossCause::kOutcomeUnknown: return "outcome_unknown";
+  }
+  return "unknown";
+}
+
+std::string make_owner_token() {
+  char host[65] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
+  return detail::random_hex(16) + "@" + host + ":" + std::to_string(getpid());
+}
+
+AcquireResult acquire_lease(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
+                            milliseconds min_hold) {
+  validate_name(name, "lock name");
+  validate_name(owner, "owner");
+  check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
+  check_duration(min_hold, "min_hold", milliseconds(0), ttl);
+  require_no_tx(conn, "acquiring a lease");
+  // MariaDB hot names: the take-over UPDATE can still be picked as a
+  // deadlock victim against cleanup; that is contention, retried briefly
+  // and then reported as "not acquired", never as an error.
+  for (int i = 0;; ++i) {
+    ++g_metrics.attempts;
+    try {
+      auto r = attempt_once(conn, name, owner, ttl, min_hold);
+      ++(r.acquired ? g_metrics.acquired : g_metrics.busy);
+      return r;
+    } catch (const Error& e) {
+      if (!is_contention(e) || conn.in_transaction()) throw;
+      ++g_metrics.contention_retries;
+      if (i >= 3) {
+        ++g_metrics.busy;
+        return AcquireResult{false, 0, 0, owner};
+      }
+      std::this_thread::sleep_for(jitter(milliseconds(2 << i)));
+    }
+  }
+}
+
+bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl) {
+  validate_name(name, "lock name");
+  validate_name(owner, "owner");
+  check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
+  auto r = conn.execute(sql_for(conn).renew, {ttl.count(), name, owner});
+  if (r.affected == 1) ++g_metrics.renewals;
+  return r.affected == 1;
+}
+
+bool release_lease(Connection& conn, const std::string& name, const std::string& owner) {
+  validate_name(name, "lock name");
+  validate_name(owner, "owner");
+  auto r = conn.execute(sql_for(conn).release, {name, owner});
+  if (r.affected == 1) {
+    ++g_metrics.releases;
+    if (!conn.in_transaction()) notify_release(conn, name);
+    return true;
+  }
+  ++g_metrics.releases_not_held;
+  return false;
+}
+
+bool force_release(Connection& conn, const std::string& name) {
+  validate_name(name, "lock name");
+  auto r = conn.execute(sql_for(conn).force, {name});
+  if (r.affected == 1 && !conn.in_transaction()) notify_release(conn, name);
+  return r.affected == 1;
+}
+
+std::vector<LeaseInfo> list_leases(Connection& conn, bool include_free) {
+  const auto& s = sql_for(conn);
+  std::vector<LeaseInfo> out;
+  for (const auto& row : conn.execute(include_free ? s.list_all : s.list_held).rows) out.push_back(to_info(row));
+  return out;
+}
+
+std::optional<LeaseInfo> lease_info(Connection& conn, const std::string& name) {
+  validate_name(name, "lock name");
+  auto r = conn.execute(sql_for(conn).info, {name});
+  if (r.rows.empty()) return std::nullopt;
+  return to_info(r.rows[0]);
+}
+
+bool fenced_write(Connection& conn, const std::string& resource, std::int64_t fence) {
+  validate_name(resource, "resource");
+  if (fence <= 0) throw Error(ErrorCode::kInvalidArgument, "fencing token must be positive");
+  const auto& s = sql_for(conn);
+  conn.execute(s.fenced_ensure, {resource});
+  return conn.execute(s.fenced_update, {fence, resource, fence}).affected == 1;
+}
+
+LeaseMetrics lease_metrics() {
+  LeaseMetrics m;
+  m.attempts = g_metrics.attempts;
+  m.acquired = g_metrics.acquired;
+  m.busy = g_metrics.busy;
+  m.contention_retries = g_metrics.contention_retries;
+  m.wait_ms_total = g_metrics.wait_ms_total;
+  m.renewals = g_metrics.renewals;
+  m.renew_errors = g_metrics.renew_errors;
+  m.releases = g_metrics.releases;
+  m.releases_not_held = g_metrics.releases_not_held;
+  m.lost_expired = g_metrics.lost_expired;
+  m.lost_taken_over = g_metrics.lost_taken_over;
+  m.lost_unreachable = g_metrics.lost_unreachable;
+  m.lost_outcome_unknown = g_metrics.lost_outcome_unknown;
+  return m;
+}
+
+void reset_lease_metrics() {
+  for (auto* a : {&g_metrics.attempts, &g_metrics.acquired, &g_metrics.busy, &g_metrics.contention_retries,
+                  &g_metrics.wait_ms_total, &g_metrics.renewals, &g_metrics.renew_errors, &g_metrics.releases,
+                  &g_metrics.releases_not_held, &g_metrics.lost_expired, &g_metrics.lost_taken_over,
+                  &g_metrics.lost_unreachable, &g_metrics.lost_outcome_unknown})
+    a->store(0);
+}
+
+void validate(const LeaseOptions& o) {
+  check_duration(o.ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
+  if (o.renew_period.count() != 0) {
+    if (o.renew_period.count() < 0 || o.renew_period > o.ttl / 2)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "renew_period is " + format_duration(o.renew_period) + "; it must be positive and at most ttl/2 (" +
+                      format_duration(o.ttl / 2) + ") so a renewal can fail once and still be retried in time");
+  }
+  if (o.safety_margin.count() != -1) check_duration(o.safety_margin, "safety_margin", milliseconds(0), o.ttl / 2 - milliseconds(1));
+  check_duration(o.min_hold, "min_hold", milliseconds(0), o.ttl);
+  check_duration(o.wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
+  check_duration(o.backoff_initial, "backoff_initial", milliseconds(1), std::chrono::minutes(10));
+  check_duration(o.backoff_max, "backoff_max", o.backoff_initial, std::chrono::minutes(10));
+  if (!o.owner.empty()) validate_name(o.owner, "owner");
+}
+
+// ---- LeaseLock ---------------------------------------------------------------
+
+struct LeaseLock::Shared {
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  int hold = 0;
+  std::string owner;
+  std::int64_t fence = 0;
+  std::int64_t expire_at = 0;
+  steady_clock::time_point valid_until{};
+  bool lost = false;
+  std::optional<LeaseLoss> loss;
+  bool stop = false;
+  std::function<void(const LeaseLoss&)> on_lost;
+
+  bool valid_locked() const { return hold > 0 && !lost && steady_clock::now() < valid_until; }
+};
+
+LeaseLock::LeaseLock(Connection& conn, std::string name, LeaseOptions options)
+    : conn_(&conn), name_(std::move(name)), options_(std::move(options)), shared_(std::make_shared<Shared>()) {
+  init();
+}
+
+LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions options, bool watchdog)
+    : own_conn_(make_connection(uri)),
+      conn_(own_conn_.get()),
+      name_(std::move(name)),
+      options_(std::move(options)),
+      shared_(std::make_shared<Shared>()) {
+  init();
+  if ((watchdog || options_.on_lost) && !options_.watchdog_connection) {
+    // The watchdog's statements must not outlive the trust window on a hung
+    // server: bound them by the renew period.
+    auto bound = std::max<milliseconds>(period_, milliseconds(1000));
+    options_.watchdog_connection = [uri, bound] {
+      ConnectOptions o;
+      o.connect_timeout = bound;
+      o.io_timeout = bound;
+      auto c = make_connection(uri, o);
+      if (c->kind() == DialectKind::kPostgres)
+        c->execute_script("SET statement_timeout = " + std::to_string(bound.count()));
+      return c;
+    };
+  }
+}
+
+void LeaseLock::init() {
+  validate_name(name_, "lock name");
+  validate(options_);
+  margin_ = options_.safety_margin.count() >= 0
+                ? options_.safety_margin
+                : std::min<milliseconds>(options_.ttl / 10, std::chrono::seconds(2));
+  period_ = options_.renew_period.count() > 0 ? options_.renew_period : options_.ttl / 3;
+  shared_->on_lost = options_.on_lost;
+  if (conn_->capabilities().listen_notify) notify_channel_ = channel_for(name_);
+}
+
+LeaseLock::~LeaseLock() {
+  stop_watchdog();
+  std::string owner;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (shared_->hold == 0 || shared_->lost) return;
+    owner = shared_->owner;
+    shared_->hold = 0;
+  }
+  try {
+    if (!release_lease(*conn_, name_, owner))
+      log(LogLevel::kWarning, "lease '" + name_ + "' was no longer held when its LeaseLock was destroyed");
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarning, "releasing lease '" + name_ + "' in ~LeaseLock failed (it expires by itself): " + e.what());
+  }
+}
+
+bool LeaseLock::try_acquire() {
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (shared_->hold > 0) {
+      if (!shared_->valid_locked()) return false;  // lost: release() first
+      ++shared_->hold;
+      return true;
+    }
+  }
+  std::string owner = options_.owner.empty() ? make_owner_token() : options_.owner;
+  auto start = steady_clock::now();
+  auto r = acquire_lease(*conn_, name_, owner, options_.ttl, options_.min_hold);
+  if (!r.acquired) return false;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    shared_->hold = 1;
+    shared_->owner = owner;
+    shared_->fence = r.fence;
+    shared_->expire_at = r.expire_at_ms;
+    shared_->valid_until = start + options_.ttl - margin_;
+    shared_->lost = false;
+    shared_->loss.reset();
+    shared_->stop = false;
+  }
+  if (options_.watchdog_connection) start_watchdog();
+  return true;
+}
+
+bool LeaseLock::acquire(milliseconds wait) {
+  check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
+  auto t0 = steady_clock::now();
+  auto deadline = t0 + wait;
+  auto backoff = options_.backoff_initial;
+  bool listening = false;
+  struct Unlisten {
+    LeaseLock* self;
+    bool* listening;
+    ~Unlisten() {
+      if (!*listening) return;
+      try {
+        self->conn_->unlisten(self->notify_channel_);
+      } catch (const std::exception& e) {
+        log(LogLevel::kDebug, std::string("UNLISTEN failed: ") + e.what());
+      }
+    }
+  } unlisten{this, &listening};
+  for (;;) {
+    if (!listening && !notify_channel_.empty() && wait.count() > 0 && !conn_->in_transaction()) {
+      conn_->wait_for_notify(notify_channel_, milliseconds(0));  // LISTEN before trying: no lost wake-ups
+      listening = true;
+    }
+    if (try_acquire()) {
+      g_metrics.wait_ms_total += static_cast<std::uint64_t>(
+          std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0).count());
+      return true;
+    }
+    {
+      std::lock_guard<std::mutex> lk(shared_->mu);
+      if (shared_->hold > 0) return false;  // holding a lost lease: waiting cannot help
+    }
+    auto now = steady_clock::now();
+    if (now >= deadline) break;
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
+    auto nap = std::min(jitter(backoff), std::max(left, milliseconds(1)));
+    if (listening) conn_->wait_for_notify(notify_channel_, nap);
+    else std::this_thread::sleep_for(nap);
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+  g_metrics.wait_ms_total +=
+      static_cast<std::uint64_t>(std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0).count());
+  return false;
+}
+
+LossCause LeaseLock::diagnose(Connection& conn, const std::string& owner, std::string* detail) {
+  auto info = lease_info(conn, name_);
+  if (!info) {
+    *detail = "lease '" + name_ + "' expired and its row was cleaned up";
+    return LossCause::kExpired;
+  }
+  if (info->owner != owner) {
+    *detail = "lease '" + name_ + "' is held by another owner now (fence " + std::to_string(info->fence) + ")";
+    return LossCause::kTakenOver;
+  }
+  *detail = "lease '" + name_ + "' expired before it was renewed";
+  return LossCause::kExpired;
+}
+
+void LeaseLock::mark_lost(LossCause cause, std::string detail) {
+  std::function<void(const LeaseLoss&)> cb;
+  LeaseLoss loss;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (shared_->lost || shared_->hold == 0) return;
+    shared_->lost = true;
+    auto left = std::chrono::duration_cast<milliseconds>(shared_->valid_until - steady_clock::now());
+    loss = LeaseLoss{cause, std::move(detail), shared_->fence, std::max(left, milliseconds(0))};
+    shared_->loss = loss;
+    cb = shared_->on_lost;
+  }
+  count_loss(cause);
+  log(LogLevel::kWarning, "lease lost (" + std::string(to_string(cause)) + "): " + loss.detail);
+  if (cb) {
+    try {
+      cb(loss);
+    } catch (const std::exception& e) {
+      log(LogLevel::kError, std::string("on_lost callback threw: ") + e.what());
+    }
+  }
+}
+
+bool LeaseLock::renew() {
+  std::string owner;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (shared_->hold == 0 || shared_->lost) return false;
+    owner = shared_->owner;
+  }
+  auto start = steady_clock::now();
+  if (renew_lease(*conn_, name_, owner, options_.ttl)) {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (shared_->owner == owner && !shared_->lost) shared_->valid_until = start + options_.ttl - margin_;
+    return true;
+  }
+  std::string detail;
+  auto cause = diagnose(*conn_, owner, &detail);
+  mark_lost(cause, std::move(detail));
+  return false;
+}
+
+bool LeaseLock::release() {
+  std::string owner;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (shared_->hold == 0) {
+      log(LogLevel::kWarning, "release() of lease '" + name_ + "' that this handle does not hold");
+      ++g_metrics.releases_not_held;
+      return false;
+    }
+    if (shared_->hold > 1) {
+      --shared_->hold;
+      return true;
+    }
+    owner = shared_->owner;
+  }
+  stop_watchdog();
+  bool ok = false;
+  try {
+    ok = release_lease(*conn_, name_, owner);
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    shared_->hold = 0;
+    throw;
+  }
+  if (!ok) {
+    std::string detail;
+    LossCause cause = LossCause::kExpired;
+    try {
+      cause = diagnose(*conn_, owner, &detail);
+    } catch (const std::exception& e) {
+      detail = std::string("lease '") + name_ + "' was not held at release (diagnosis failed: " + e.what() + ")";
+    }
+    mark_lost(cause, detail);
+    log(LogLevel::kWarning, "release of lease '" + name_ + "': it was no longer held (" +
+                                std::string(to_string(cause)) + ")");
+  }
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  shared_->hold = 0;
+  return ok;
+}
+
+bool LeaseLock::owns() const {
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  return shared_->valid_locked();
+}
+
+std::int64_t LeaseLock::fence() const {
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  return shared_->fence;
+}
+
+std::string LeaseLock::owner() const {
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  return shared_->owner;
+}
+
+int LeaseLock::hold_count() const {
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  return shared_->hold;
+}
+
+std::int64_t LeaseLock::expires_at_ms() const {
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  return shared_->expire_at;
+}
+
+milliseconds LeaseLock::remaining() const {
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  if (!shared_->valid_locked()) return milliseconds(0);
+  return std::chrono::duration_cast<milliseconds>(shared_->valid_until - steady_clock::now());
+}
+
+std::optional<LeaseLoss> LeaseLock::last_loss() const {
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  return shared_->loss;
+}
+
+bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
+  std::string owner;
+  std::int64_t fence;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (!shared_->valid_locked()) return false;
+    owner = shared_->owner;
+    fence = shared_->fence;
+  }
+  Transaction tx(*conn_);
+  auto r = tx.execute(sql_for(*conn_).guard_check, {name_, owner, fence});
+  if (r.rows.empty()) {
+    tx.rollback();
+    std::string detail;
+    auto cause = diagnose(*conn_, owner, &detail);
+    mark_lost(cause, std::move(detail));
+    return false;
+  }
+  work(tx);
+  tx.commit();
+  return true;
+}
+
+void LeaseLock::lock() {
+  auto wait = options_.wait.count() > 0 ? options_.wait : std::chrono::hours(24 * 365);
+  if (!acquire(wait))
+    throw Error(ErrorCode::kLockBusy, "lease '" + name_ + "' not acquired within " + format_duration(wait));
+}
+
+void LeaseLock::unlock() noexcept {
+  try {
+    release();
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarning, "unlock of lease '" + name_ + "' failed (it expires by itself): " + e.what());
+  }
+}
+
+// ---- watchdog ----------------------------------------------------------------
+
+void LeaseLock::start_watchdog() {
+  stop_watchdog();
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    shared_->stop = false;
+  }
+  auto shared = shared_;
+  auto factory = options_.watchdog_connection;
+  auto ttl = options_.ttl;
+  auto margin = margin_;
+  auto period = period_;
+  watchdog_ = std::thread([this, shared, factory, ttl, margin, period] {
+    // Retry quickly after a transient failure, but keep enough of the trust
+    // window to report the loss before it ends.
+    const milliseconds retry = std::clamp<milliseconds>(period / 4, milliseconds(10), milliseconds(1000));
+    std::unique_ptr<Connection> c;
+    milliseconds next = period;
+    bool unknown = false;  // the last failure was a sent renewal with no answer
+    for (;;) {
+      std::string owner;
+      steady_clock::time_point valid_until;
+      {
+        std::unique_lock<std::mutex> lk(shared->mu);
+        shared->cv.wait_for(lk, next, [&] { return shared->stop; });
+        if (shared->stop || shared->hold == 0 || shared->lost) return;
+        owner = shared->owner;
+        valid_until = shared->valid_until;
+      }
+      auto start = steady_clock::now();
+      bool connected = c != nullptr;
+      try {
+        if (!c) c = factory();
+        connected = true;
+        bool ok = renew_lease(*c, name_, owner, ttl);
+        if (ok) {
+          std::lock_guard<std::mutex> lk(shared->mu);
+          if (shared->owner == owner && !shared->lost) shared->valid_until = start + ttl - margin;
+          next = period;
+          unknown = false;
+          continue;
+        }
+        std::string detail;
+        auto cause = diagnose(*c, owner, &detail);
+        mark_lost(cause, std::move(detail));
+        return;
+      } catch (const std::exception& e) {
+        ++g_metrics.renew_errors;
+        const Error* se = dynamic_cast<const Error*>(&e);
+        bool conn_problem = !se || se->code() == ErrorCode::kConnectionLost ||
+                            se->code() == ErrorCode::kCommitInDoubt || se->code() == ErrorCode::kTimeout;
+        unknown = connected && conn_problem;
+        if (conn_problem) c.reset();
+        log(LogLevel::kInfo, "watchdog renew of '" + name_ + "' failed, retrying: " + e.what());
+      }
+      auto now = steady_clock::now();
+      if (valid_until - now <= retry * 2) {
+        mark_lost(unknown ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
+                  "could not renew lease '" + name_ + "' before its trust window ended: database " +
+                      (unknown ? "did not answer" : "unreachable"));
+        return;
+      }
+      next = retry;
+    }
+  });
+}
+
+void LeaseLock::stop_watchdog() noexcept {
+  if (!watchdog_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    shared_->stop = true;
+  }
+  shared_->cv.notify_all();
+  if (watchdog_.get_id() == std::this_thread::get_id()) {
+    watchdog_.detach();  // called from on_lost on the watchdog thread itself
+    return;
+  }
+  watchdog_.join();
+}
+
+// ---- LeaseGuard ----------------------------------------------------------------
+
+LeaseGuard::LeaseGuard(LeaseLock& lock, milliseconds wait) : lock_(lock) {
+  if (!lock_.acquire(wait))
+    throw Error(ErrorCode::kLockBusy, "lease '" + lock.name() + "' not acquired within " + format_duration(wait));
+}
+
+LeaseGuard::~LeaseGuard() { lock_.unlock(); }
+
+}  // namespace sqlguard

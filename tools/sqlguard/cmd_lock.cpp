@@ -1,1 +1,321 @@
-// (in progress)
+// sqlguard lock acquire|renew|release|list, sqlguard run, sqlguard cleanup.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "common.h"
+#include "sqlguard/cleanup.h"
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard::cli {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+volatile sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+}
+
+nlohmann::json info_json(const LeaseInfo& i) {
+  return {{"name", i.name},
+          {"owner", i.owner},
+          {"fence", i.fence},
+          {"held", i.held()},
+          {"expires_at", iso8601(i.expire_at_ms)},
+          {"expire_at_ms", i.expire_at_ms},
+          {"remaining_ms", i.remaining_ms()},
+          {"acquired_at", iso8601(i.acquired_at_ms)},
+          {"renewed_at", iso8601(i.renewed_at_ms)}};
+}
+
+// Polls with exponential backoff and full jitter until acquired or `wait`
+// passes. The lease outlives this process (no watchdog, no release).
+AcquireResult acquire_waiting(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
+                              milliseconds min_hold, milliseconds wait) {
+  auto deadline = steady_clock::now() + wait;
+  milliseconds backoff(5);
+  std::mt19937_64 rng{std::random_device{}()};
+  for (;;) {
+    auto r = acquire_lease(conn, name, owner, ttl, min_hold);
+    if (r.acquired || steady_clock::now() >= deadline) return r;
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+    std::uniform_int_distribution<long long> d(1, backoff.count());
+    std::this_thread::sleep_for(std::min(milliseconds(d(rng)), std::max(left, milliseconds(1))));
+    backoff = std::min(backoff * 2, milliseconds(500));
+  }
+}
+
+void add_lock_acquire(CLI::App* lock) {
+  struct Opts {
+    std::string name, ttl = "30s", wait = "0s", owner, min_hold = "0s";
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lock->add_subcommand("acquire", "Take a lease; exits 0 if acquired, 75 if held elsewhere");
+  cmd->add_option("NAME", o->name, "Lock name (1..255 bytes)")->required();
+  cmd->add_option("--ttl", o->ttl, "Lease duration")->capture_default_str();
+  cmd->add_option("--wait", o->wait, "Keep trying this long")->capture_default_str();
+  cmd->add_option("--owner", o->owner, "Owner token (default: random, printed)");
+  cmd->add_option("--min-hold", o->min_hold, "Keep the lease at least this long even if released")->capture_default_str();
+  cmd->callback([o] {
+    auto ttl = duration_flag("--ttl", o->ttl);
+    auto wait = duration_flag("--wait", o->wait);
+    auto min_hold = duration_flag("--min-hold", o->min_hold);
+    auto conn = open_db();
+    std::string owner = o->owner.empty() ? make_owner_token() : o->owner;
+    auto r = acquire_waiting(*conn, o->name, owner, ttl, min_hold, wait);
+    if (r.acquired) {
+      if (global().json)
+        print_json({{"acquired", true}, {"name", o->name}, {"owner", owner}, {"fence", r.fence},
+                    {"expires_at", iso8601(r.expire_at_ms)}, {"expire_at_ms", r.expire_at_ms}, {"ttl_ms", ttl.count()}});
+      else
+        std::cout << "acquired '" << o->name << "' fence=" << r.fence << " owner=" << owner
+                  << " expires_at=" << iso8601(r.expire_at_ms) << "\n";
+      return;
+    }
+    auto info = lease_info(*conn, o->name);
+    if (global().json) {
+      nlohmann::json j = {{"acquired", false}, {"name", o->name}};
+      if (info) {
+        j["holder"] = info->owner;
+        j["fence"] = info->fence;
+        j["expires_at"] = iso8601(info->expire_at_ms);
+        j["remaining_ms"] = info->remaining_ms();
+      }
+      print_json(j);
+    } else {
+      std::cerr << "not acquired: '" << o->name << "'";
+      if (info) std::cerr << " is held by " << info->owner << " (fence " << info->fence << ") for another "
+                          << info->remaining_ms() << " ms";
+      std::cerr << "\n";
+    }
+    exit_code() = kExitTempFail;
+  });
+}
+
+void add_lock_renew(CLI::App* lock) {
+  struct Opts {
+    std::string name, owner, ttl = "30s";
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lock->add_subcommand("renew", "Extend a lease you hold; exits 3 if you no longer hold it");
+  cmd->add_option("NAME", o->name)->required();
+  cmd->add_option("--owner", o->owner, "Owner token printed by acquire")->required();
+  cmd->add_option("--ttl", o->ttl, "New lease duration from now")->capture_default_str();
+  cmd->callback([o] {
+    auto ttl = duration_flag("--ttl", o->ttl);
+    auto conn = open_db();
+    bool ok = renew_lease(*conn, o->name, o->owner, ttl);
+    auto info = lease_info(*conn, o->name);
+    if (global().json) {
+      nlohmann::json j = {{"renewed", ok}, {"name", o->name}, {"owner", o->owner}};
+      if (info && ok) {
+        j["fence"] = info->fence;
+        j["expires_at"] = iso8601(info->expire_at_ms);
+      }
+      print_json(j);
+    } else if (ok) {
+      std::cout << "renewed '" << o->name << "' until " << (info ? iso8601(info->expire_at_ms) : "?") << "\n";
+    } else {
+      std::cerr << "not renewed: '" << o->name << "' is not held by " << o->owner << "\n";
+    }
+    if (!ok) exit_code() = kExitNotHeld;
+  });
+}
+
+void add_lock_release(CLI::App* lock) {
+  struct Opts {
+    std::string name, owner;
+    bool force = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lock->add_subcommand("release", "Release a lease you hold (or --force for an operator); exits 3 if not held");
+  cmd->add_option("NAME", o->name)->required();
+  auto* owner = cmd->add_option("--owner", o->owner, "Owner token printed by acquire");
+  cmd->add_flag("--force", o->force, "Operator override: end the lease whoever holds it")->excludes(owner);
+  cmd->callback([o] {
+    if (!o->force && o->owner.empty()) throw CLI::ValidationError("--owner", "release needs --owner ID (or --force)");
+    auto conn = open_db();
+    bool ok = o->force ? force_release(*conn, o->name) : release_lease(*conn, o->name, o->owner);
+    if (global().json)
+      print_json({{"released", ok}, {"name", o->name}, {"forced", o->force}});
+    else if (ok)
+      std::cout << "released '" << o->name << "'\n";
+    else
+      std::cerr << "not released: '" << o->name << "' is not held" << (o->force ? "" : " by " + o->owner) << "\n";
+    if (!ok) exit_code() = kExitNotHeld;
+  });
+}
+
+void add_lock_list(CLI::App* lock) {
+  auto all = std::make_shared<bool>(false);
+  auto* cmd = lock->add_subcommand("list", "Show held leases: holder, fence, remaining time");
+  cmd->add_flag("--all", *all, "Include released/expired rows not yet cleaned up");
+  cmd->callback([all] {
+    auto conn = open_db();
+    auto leases = list_leases(*conn, *all);
+    if (global().json) {
+      for (const auto& l : leases) print_json(info_json(l));
+      return;
+    }
+    std::printf("%-32s %-48s %12s %12s\n", "NAME", "HOLDER", "FENCE", "REMAINING");
+    for (const auto& l : leases)
+      std::printf("%-32s %-48s %12lld %12s\n", l.name.c_str(), l.held() ? l.owner.c_str() : "(free)",
+                  static_cast<long long>(l.fence), l.held() ? (std::to_string(l.remaining_ms()) + "ms").c_str() : "-");
+  });
+}
+
+}  // namespace
+
+void add_lock(CLI::App& app) {
+  auto* lock = app.add_subcommand("lock", "Lease locks: acquire, renew, release, list");
+  lock->require_subcommand(1);
+  add_lock_acquire(lock);
+  add_lock_renew(lock);
+  add_lock_release(lock);
+  add_lock_list(lock);
+}
+
+void add_run(CLI::App& app) {
+  struct Opts {
+    std::string name, ttl = "30s", wait = "0s", grace = "10s", min_hold = "0s";
+    std::vector<std::string> cmd;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("run", "Run CMD while holding a lease (flock(1) for a cluster)");
+  cmd->add_option("--lock", o->name, "Lock name")->required();
+  cmd->add_option("--ttl", o->ttl, "Lease duration; the watchdog renews every ttl/3")->capture_default_str();
+  cmd->add_option("--wait", o->wait, "How long to wait for the lock; then exit 75")->capture_default_str();
+  cmd->add_option("--kill-grace", o->grace, "After SIGTERM on lease loss, SIGKILL CMD after this")->capture_default_str();
+  cmd->add_option("--min-hold", o->min_hold, "Keep the lease at least this long after CMD ends")->capture_default_str();
+  cmd->add_option("CMD", o->cmd, "Command and arguments (after --)")->required();
+  cmd->callback([o] {
+    auto ttl = duration_flag("--ttl", o->ttl);
+    auto wait = duration_flag("--wait", o->wait);
+    auto grace = duration_flag("--kill-grace", o->grace);
+    LeaseOptions lo;
+    lo.ttl = ttl;
+    lo.min_hold = duration_flag("--min-hold", o->min_hold);
+    std::atomic<bool> lost{false};
+    auto loss = std::make_shared<std::string>();
+    auto loss_mu = std::make_shared<std::mutex>();
+    lo.on_lost = [&lost, loss, loss_mu](const LeaseLoss& l) {
+      std::lock_guard<std::mutex> lk(*loss_mu);
+      *loss = std::string(to_string(l.cause)) + ": " + l.detail;
+      lost = true;
+    };
+    ConnectOptions co;
+    co.connect_timeout = duration_flag("--connect-timeout", global().connect_timeout);
+    LeaseLock lock(global().db, o->name, lo, /*watchdog=*/true);
+    install_signal_handlers();
+    if (!lock.acquire(wait)) {
+      std::cerr << "sqlguard run: lock '" << o->name << "' not acquired within " << format_duration(wait) << "\n";
+      exit_code() = kExitTempFail;
+      return;
+    }
+    std::string fence = std::to_string(lock.fence());
+    std::string owner = lock.owner();
+    pid_t child = fork();
+    if (child < 0) throw Error(ErrorCode::kInternal, "fork failed");
+    if (child == 0) {
+      setenv("SQLGUARD_FENCE", fence.c_str(), 1);
+      setenv("SQLGUARD_OWNER", owner.c_str(), 1);
+      setenv("SQLGUARD_LOCK", o->name.c_str(), 1);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGINT, SIG_DFL);
+      signal(SIGHUP, SIG_DFL);
+      std::vector<char*> argv;
+      for (auto& a : o->cmd) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execvp(argv[0], argv.data());
+      std::fprintf(stderr, "sqlguard run: cannot execute '%s': %s\n", argv[0], std::strerror(errno));
+      _exit(127);
+    }
+    int status = 0;
+    bool terminated_for_loss = false;
+    steady_clock::time_point term_sent{};
+    for (;;) {
+      pid_t w = waitpid(child, &status, WNOHANG);
+      if (w == child) break;
+      if (g_signal) {
+        kill(child, g_signal);
+        g_signal = 0;
+      }
+      if (!terminated_for_loss && (lost || !lock.owns())) {
+        terminated_for_loss = true;
+        term_sent = steady_clock::now();
+        kill(child, SIGTERM);
+      }
+      if (terminated_for_loss && steady_clock::now() - term_sent > grace) kill(child, SIGKILL);
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    if (terminated_for_loss) {
+      std::string why;
+      {
+        std::lock_guard<std::mutex> lk(*loss_mu);
+        why = loss->empty() ? "trust window ended without a confirmed renewal" : *loss;
+      }
+      std::cerr << "sqlguard run: lease '" << o->name << "' lost (" << why << "); CMD was terminated\n";
+      exit_code() = kExitLeaseLost;
+      return;
+    }
+    if (!lock.release()) std::cerr << "sqlguard run: warning: lease '" << o->name << "' was not held at release\n";
+    exit_code() = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  });
+}
+
+void add_cleanup(CLI::App& app) {
+  struct Opts {
+    std::string every, grace = "10m", pause = "0ms";
+    int batch = 1000;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("cleanup", "Delete expired lock, idempotency and inbox rows in bounded batches");
+  cmd->add_option("--every", o->every, "Run as a daemon every D until SIGTERM/SIGINT");
+  cmd->add_option("--grace", o->grace, "Delete lock rows expired for longer than this")->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Rows per DELETE")->capture_default_str();
+  cmd->add_option("--pause", o->pause, "Sleep between batches")->capture_default_str();
+  cmd->callback([o] {
+    CleanupOptions co;
+    co.lock_grace = duration_flag("--grace", o->grace);
+    co.batch_size = o->batch;
+    co.pause = duration_flag("--pause", o->pause);
+    milliseconds every{0};
+    if (!o->every.empty()) {
+      every = duration_flag("--every", o->every);
+      check_duration(every, "--every", milliseconds(10), std::chrono::hours(24 * 7));
+    }
+    auto conn = open_db();
+    install_signal_handlers();
+    int rounds = 0;
+    do {
+      auto r = cleanup(*conn, co);
+      ++rounds;
+      if (global().json)
+        print_json({{"locks_deleted", r.locks_deleted}, {"idempotency_deleted", r.idempotency_deleted},
+                    {"inbox_deleted", r.inbox_deleted}, {"batches", r.batches}});
+      else
+        std::cout << "cleanup: deleted " << r.locks_deleted << " lock, " << r.idempotency_deleted << " idempotency, "
+                  << r.inbox_deleted << " inbox rows in " << r.batches << " batch(es)" << std::endl;
+      auto until = steady_clock::now() + every;
+      while (every.count() > 0 && !g_signal && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(20));
+    } while (every.count() > 0 && !g_signal);
+    if (every.count() > 0 && !global().json) std::cout << "cleanup: stopped after " << rounds << " round(s)" << std::endl;
+  });
+}
+
+}  // namespace sqlguard::cli

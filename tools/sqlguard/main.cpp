@@ -19,11 +19,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", g.json, "Machine-readable output: one JSON object per line");
   app.add_option("--connect-timeout", g.connect_timeout, "Bound on connecting, e.g. 5s")->capture_default_str();
   add_migrate(app);
-#ifdef SQLGUARD_CLI_HAS_LOCK
   add_lock(app);
   add_run(app);
   add_cleanup(app);
-#endif
 #ifdef SQLGUARD_CLI_HAS_DEMO
   add_demo(app);
 #endif

@@ -37,6 +37,36 @@ class MysqlDialect final : public Dialect {
   }
   std::string quote(std::string_view v) const override { return quote_parts(v, '`'); }
   std::string_view blob_type() const noexcept override { return "LONGBLOB"; }
+  // InnoDB reads NOWAIT/SKIP LOCKED on both lock kinds (MariaDB 10.6+).
+  std::string row_lock_suffix(bool shared, bool nowait, bool skip_locked) const override {
+    std::string s = shared ? " LOCK IN SHARE MODE" : " FOR UPDATE";
+    if (nowait) s += " NOWAIT";
+    if (skip_locked) s += " SKIP LOCKED";
+    return s;
+  }
+  // innodb_lock_wait_timeout is whole seconds (min 1) and session-wide, so
+  // it is set before the scope and the previous value restored after it.
+  std::optional<std::int64_t> push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
+    auto prev = c.execute("SELECT @@SESSION.innodb_lock_wait_timeout").rows.at(0)[0].as_int();
+    c.execute("SET SESSION innodb_lock_wait_timeout = ?", {std::max<std::int64_t>(1, (t.count() + 999) / 1000)});
+    return prev;
+  }
+  void restore_session_lock_timeout(Connection& c, std::int64_t previous) const override {
+    c.execute("SET SESSION innodb_lock_wait_timeout = ?", {previous});
+  }
+  std::string_view next_fence() const noexcept override { return "NEXTVAL(sqlguard_fence_seq)"; }
+  bool upsert_returning() const noexcept override { return false; }
+  std::string insert_if_absent(std::string_view table, std::string_view cols,
+                               std::string_view values) const override {
+    return "INSERT IGNORE INTO " + std::string(table) + " (" + std::string(cols) + ") VALUES (" +
+           std::string(values) + ")";
+  }
+  // Plain INSERT: the duplicate surfaces as 1062 -> kAlreadyExists. INSERT
+  // IGNORE would also turn strict-mode errors (data too long) into warnings.
+  std::string insert_dedup(std::string_view table, std::string_view cols, std::string_view values,
+                           std::string_view) const override {
+    return "INSERT INTO " + std::string(table) + " (" + std::string(cols) + ") VALUES (" + std::string(values) + ")";
+  }
   // MariaDB refuses LIMIT inside IN (subquery); DELETE ... LIMIT is native.
   std::string delete_limited(std::string_view table, std::string_view, std::string_view where) const override {
     return "DELETE FROM " + std::string(table) + " WHERE " + std::string(where) + " LIMIT ?";

@@ -45,6 +45,13 @@ class PgDialect final : public Dialect {
   }
   std::string quote(std::string_view v) const override { return quote_parts(v, '"'); }
   std::string_view blob_type() const noexcept override { return "BYTEA"; }
+  // SET cannot take parameters; set_config(..., true) is SET LOCAL with a
+  // bound value. 0 would mean "wait forever", so callers pass >= 1 ms.
+  void set_local_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
+    c.execute("SELECT set_config('lock_timeout', ?, true)", {std::to_string(t.count()) + "ms"});
+  }
+  std::string_view next_fence() const noexcept override { return "nextval('sqlguard_fence_seq')"; }
+  std::string_view notify_sql() const noexcept override { return "SELECT pg_notify(?, '')"; }
   std::string_view migration_lock_sql() const noexcept override {
     return "SELECT 1 FROM (SELECT pg_advisory_lock(7310575312359104513)) AS l";
   }
@@ -228,7 +235,16 @@ class PgConnection final : public Connection {
     return *conn_;
   }
 
-  bool wait_for_notify(const std::string& channel, std::chrono::milliseconds timeout) {
+  void unlisten(const std::string& channel) override {
+    if (tx_) return;  // pqxx issues UNLISTEN outside transactions only; it goes with the session
+    try {
+      receivers_.erase(channel);
+    } catch (...) {
+      rethrow("UNLISTEN", false);
+    }
+  }
+
+  bool wait_for_notify(const std::string& channel, std::chrono::milliseconds timeout) override {
     if (tx_) throw Error(ErrorCode::kInvalidArgument, "wait_for_notify() inside a transaction", "postgresql");
     try {
       auto& c = conn();
@@ -438,9 +454,6 @@ pqxx::transaction_base& native_transaction(Connection& conn) {
   return *pg.tx();
 }
 pqxx::connection_base& native_connection(Connection& conn) { return as_pg(conn, "native_connection").conn(); }
-bool wait_for_notify(Connection& conn, const std::string& channel, std::chrono::milliseconds timeout) {
-  return as_pg(conn, "wait_for_notify").wait_for_notify(channel, timeout);
-}
 }  // namespace postgres
 
 }  // namespace sqlguard

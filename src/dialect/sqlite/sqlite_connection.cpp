@@ -26,6 +26,24 @@ class SqliteDialect final : public Dialect {
   std::string_view greatest() const noexcept override { return "MAX"; }
   std::string_view least() const noexcept override { return "MIN"; }
   std::string_view blob_type() const noexcept override { return "BLOB"; }
+  // No row locks: BEGIN IMMEDIATE takes the database write lock.
+  std::string row_lock_suffix(bool, bool, bool) const override { return ""; }
+  // The busy timeout bounds the wait for that write lock (0 = NOWAIT).
+  // PRAGMA takes no parameters, so it is set through the C API.
+  std::optional<std::int64_t> push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
+    auto prev = c.execute("PRAGMA busy_timeout").rows.at(0)[0].as_int();
+    sqlite3_busy_timeout(sqlite::native_handle(c), static_cast<int>(t.count()));
+    return prev;
+  }
+  void restore_session_lock_timeout(Connection& c, std::int64_t previous) const override {
+    sqlite3_busy_timeout(sqlite::native_handle(c), static_cast<int>(previous));
+  }
+  // The counter row is bumped by triggers in the same statement (SQLite
+  // runs one writer at a time, so this is atomic).
+  std::string_view next_fence() const noexcept override {
+    return "(SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1)";
+  }
+  std::string_view for_update() const noexcept override { return ""; }
 };
 
 const SqliteDialect kDialect;

@@ -1,0 +1,41 @@
+// sqlguard/cleanup.h — retention: deletes expired rows in bounded batches.
+//
+// Each batch is one short autocommit DELETE of at most batch_size rows, so
+// cleanup never holds locks long enough to stall acquirers. Deleting lock
+// rows never breaks fencing: tokens come from a database-wide sequence.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "sqlguard/connection.h"
+
+namespace sqlguard {
+
+struct CleanupOptions {
+  // Lock rows are deleted once expired for longer than this. Default: 10 min.
+  std::chrono::milliseconds lock_grace{std::chrono::minutes(10)};
+  // Rows per DELETE. Default: 1000. Range 1 .. 100000.
+  int batch_size = 1000;
+  // Stop after this many batches per table (0 = until none are left).
+  // Default: 0.
+  int max_batches = 0;
+  // Sleep between batches to leave room for other writers. Default: 0.
+  std::chrono::milliseconds pause{0};
+  bool locks = true;        // sqlguard_lock
+  bool idempotency = true;  // sqlguard_idempotency (retention expired)
+  bool inbox = true;        // sqlguard_inbox (retention expired)
+};
+
+struct CleanupReport {
+  std::int64_t locks_deleted = 0;
+  std::int64_t idempotency_deleted = 0;
+  std::int64_t inbox_deleted = 0;
+  int batches = 0;
+};
+
+// Throws kInvalidArgument for bad options; database errors propagate after
+// a deadlock victim batch has been retried a few times.
+CleanupReport cleanup(Connection& conn, const CleanupOptions& options = {});
+
+}  // namespace sqlguard

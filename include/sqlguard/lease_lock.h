@@ -1,0 +1,247 @@
+// sqlguard/lease_lock.h — the lease lock: a named mutual-exclusion lease in
+// the sqlguard_lock table, valid across processes and machines.
+//
+// Invariants (all on SQLite, PostgreSQL and MySQL/MariaDB):
+//  * Acquire is atomic on the DATABASE clock: it inserts the row or takes it
+//    over when expire_at <= now, and returns a new fencing token. No client
+//    timestamps are ever written. (PostgreSQL and SQLite: one INSERT ... ON
+//    CONFLICT DO UPDATE ... WHERE ... RETURNING; MySQL/MariaDB: one
+//    conditional take-over UPDATE, or for a name never seen one INSERT that
+//    the primary key arbitrates.)
+//  * Owner token: unique per acquisition (128 random bits + host + pid).
+//  * Fencing token: strictly increasing per lock name across release,
+//    expiry, take-over, cleanup deletes and server restarts (it comes from a
+//    database-wide sequence, not from the row). 64-bit.
+//  * Release and renew are owner-checked single statements; their result
+//    says whether the caller still held the lock.
+//  * Local trust window: valid_until = start of the acquire/renew request
+//    (steady_clock) + ttl - safety_margin. owns() is false past it, even if
+//    no renewal answered.
+//
+// Thread safety: a LeaseLock is used from one thread at a time (it borrows
+// a Connection, which is not thread-safe). owns(), fence(), remaining() and
+// last_loss() may be called from any thread. The watchdog runs on its own
+// thread with its own connection.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sqlguard/connection.h"
+
+namespace sqlguard {
+
+using ConnectionFactory = std::function<std::unique_ptr<Connection>()>;
+
+// Why a lease was lost.
+enum class LossCause {
+  kExpired,         // the lease ran out before it was renewed
+  kTakenOver,       // another owner holds the lock now (after our expiry, or a forced release)
+  kUnreachable,     // the database could not be reached within the trust window
+  kOutcomeUnknown,  // a renewal was sent but its answer never came; the trust window ended
+};
+std::string_view to_string(LossCause cause) noexcept;
+
+struct LeaseLoss {
+  LossCause cause = LossCause::kExpired;
+  std::string detail;       // human-readable, one line
+  std::int64_t fence = 0;   // the token of the lost lease
+  // What was left of the local trust window when the loss was detected
+  // (0 if it had already ended): work can still be stopped in this time.
+  std::chrono::milliseconds window_left{0};
+};
+
+struct LeaseOptions {
+  // Lease duration on the database clock. Default: 30 s. Range 10 ms .. 7 d.
+  std::chrono::milliseconds ttl{std::chrono::seconds(30)};
+  // Watchdog renewal period. Default (0): ttl / 3 (30 s lease, 10 s period,
+  // as Redisson). A period above ttl / 2 is refused.
+  std::chrono::milliseconds renew_period{0};
+  // Subtracted from the local trust window to absorb clock-rate drift and
+  // scheduling. Default (-1): ttl / 10, at most 2 s. Must be < ttl / 2.
+  std::chrono::milliseconds safety_margin{-1};
+  // ShedLock's lockAtLeastFor: a release before acquired_at + min_hold keeps
+  // the lease until then. Default: 0. Must be <= ttl.
+  std::chrono::milliseconds min_hold{0};
+  // acquire() without an argument waits this long. Default: 0 (one try).
+  std::chrono::milliseconds wait{0};
+  // Blocking acquire: exponential backoff with full jitter between
+  // attempts, from backoff_initial doubling up to backoff_max. On
+  // PostgreSQL a NOTIFY from the releasing holder wakes waiters at once.
+  // Defaults: 5 ms, 500 ms.
+  std::chrono::milliseconds backoff_initial{5};
+  std::chrono::milliseconds backoff_max{500};
+  // Fixed owner token (operators, the CLI). Default: empty = a fresh random
+  // token per acquisition. Length 1..255 bytes.
+  std::string owner;
+  // Watchdog: when set, every acquisition starts a background renewer that
+  // uses a connection from this factory (never the borrowed one).
+  ConnectionFactory watchdog_connection;
+  // Called once, from the watchdog thread, when a lease held under the
+  // watchdog is lost. Must not block for long.
+  std::function<void(const LeaseLoss&)> on_lost;
+};
+
+// Validates options; throws Error(kInvalidArgument) naming the field.
+void validate(const LeaseOptions& options);
+
+class LeaseLock {
+ public:
+  // Borrows `conn` for calls made from the caller's thread; `conn` must
+  // outlive this object. Throws kInvalidArgument for a bad name/options.
+  LeaseLock(Connection& conn, std::string name, LeaseOptions options = {});
+  // Opens its own connection from `uri`; the watchdog (if options.on_lost
+  // or watchdog_connection is set, or `watchdog` is true) connects to the
+  // same URI.
+  LeaseLock(const std::string& uri, std::string name, LeaseOptions options = {}, bool watchdog = false);
+  // Releases a held lease (errors go to the log hook) and stops the watchdog.
+  ~LeaseLock();
+  LeaseLock(const LeaseLock&) = delete;
+  LeaseLock& operator=(const LeaseLock&) = delete;
+
+  // One attempt; never waits for the lock. Re-entrant: when this handle
+  // already holds a valid lease, the hold count goes up and no SQL is sent.
+  // Returns false when someone else holds it (or this handle's earlier lease
+  // was lost: release it first). Contention errors (deadlock victims on
+  // MariaDB hot keys, lock wait timeouts) count as "not acquired".
+  // Throws ConnectionLost / other errors when the database misbehaves.
+  bool try_acquire();
+  // Retries until acquired or `wait` passes (backoff with full jitter,
+  // NOTIFY wake-ups on PostgreSQL). acquire() uses options.wait.
+  bool acquire(std::chrono::milliseconds wait);
+  bool acquire() { return acquire(options_.wait); }
+  // Extends the lease by ttl from now (DB clock). False if it was lost (the
+  // cause is in last_loss()).
+  bool renew();
+  // Drops one hold; the last one releases the row (owner-checked). False if
+  // the lease was no longer held (reported to the log hook with its cause).
+  bool release();
+
+  bool owns() const;                         // held and inside the trust window
+  std::int64_t fence() const;                // token of the current/last lease; 0 before any
+  std::string owner() const;                 // owner token of the current/last lease
+  int hold_count() const;
+  std::chrono::milliseconds remaining() const;  // of the trust window; 0 when not owned
+  std::optional<LeaseLoss> last_loss() const;
+  std::int64_t expires_at_ms() const;        // DB-clock expiry of the current lease
+  const std::string& name() const noexcept { return name_; }
+  const LeaseOptions& options() const noexcept { return options_; }
+
+  // Runs `work` in ONE database transaction on the borrowed connection that
+  // first re-checks the lease (owner, fence, not expired) and write-locks
+  // the lock row (FOR UPDATE; SQLite: the database write lock), so nobody can
+  // take over until it commits. Returns false, committing nothing, when the
+  // lease is no longer held. Exceptions from `work` roll back and propagate.
+  bool run_guarded(const std::function<void(Transaction&)>& work);
+
+  // Lockable: lets std::unique_lock / std::lock_guard hold the lease.
+  void lock();             // waits up to options.wait, or forever if it is 0; throws kLockBusy on time-out
+  bool try_lock() { return try_acquire(); }
+  void unlock() noexcept;  // release(); errors go to the log hook
+
+ private:
+  struct Shared;
+  void init();
+  void start_watchdog();
+  void stop_watchdog() noexcept;
+  void mark_lost(LossCause cause, std::string detail);
+  LossCause diagnose(Connection& conn, const std::string& owner, std::string* detail);
+
+  std::unique_ptr<Connection> own_conn_;
+  Connection* conn_;
+  std::string name_;
+  LeaseOptions options_;
+  std::chrono::milliseconds margin_;
+  std::chrono::milliseconds period_;
+  std::shared_ptr<Shared> shared_;
+  std::thread watchdog_;
+  std::string notify_channel_;  // PostgreSQL only
+};
+
+// RAII: acquires in the constructor (waiting up to `wait`), releases in the
+// destructor. Throws Error(kLockBusy) when not acquired in time.
+class LeaseGuard {
+ public:
+  explicit LeaseGuard(LeaseLock& lock, std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  ~LeaseGuard();
+  LeaseGuard(const LeaseGuard&) = delete;
+  LeaseGuard& operator=(const LeaseGuard&) = delete;
+  std::int64_t fence() const { return lock_.fence(); }
+  bool owns() const { return lock_.owns(); }
+
+ private:
+  LeaseLock& lock_;
+};
+
+// ---- operator functions (CLI, dashboards) ---------------------------------
+
+struct LeaseInfo {
+  std::string name;
+  std::string owner;
+  std::int64_t fence = 0;
+  std::int64_t expire_at_ms = 0;
+  std::int64_t acquired_at_ms = 0;
+  std::int64_t renewed_at_ms = 0;
+  std::int64_t db_now_ms = 0;
+  bool held() const { return expire_at_ms > db_now_ms; }
+  std::int64_t remaining_ms() const { return held() ? expire_at_ms - db_now_ms : 0; }
+};
+
+struct AcquireResult {
+  bool acquired = false;
+  std::int64_t fence = 0;
+  std::int64_t expire_at_ms = 0;  // DB clock
+  std::string owner;
+};
+
+// One acquire attempt with an explicit owner (the lease outlives the call).
+AcquireResult acquire_lease(Connection& conn, const std::string& name, const std::string& owner,
+                            std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold = {});
+// Owner-checked renew / release. True if `owner` held the lease.
+bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, std::chrono::milliseconds ttl);
+bool release_lease(Connection& conn, const std::string& name, const std::string& owner);
+// Operator override: ends whoever's lease (ignores the minimum hold). True
+// if a live lease was ended.
+bool force_release(Connection& conn, const std::string& name);
+// Held leases (or all rows, with include_free), ordered by name.
+std::vector<LeaseInfo> list_leases(Connection& conn, bool include_free = false);
+std::optional<LeaseInfo> lease_info(Connection& conn, const std::string& name);
+
+// A fresh owner token: 32 hex chars of randomness + "@host:pid".
+std::string make_owner_token();
+
+// Fenced write: accepts a write to `resource` carrying `fence` only if no
+// larger token was accepted for it before, and records it. Run it inside the
+// transaction of the write it protects so both commit together. Returns
+// false for a stale token: the write must be refused (roll back).
+bool fenced_write(Connection& conn, const std::string& resource, std::int64_t fence);
+
+// Process-wide lease counters (monotonic since start or reset).
+struct LeaseMetrics {
+  std::uint64_t attempts = 0;         // acquire attempts sent to the database
+  std::uint64_t acquired = 0;
+  std::uint64_t busy = 0;             // attempts that found the lock held
+  std::uint64_t contention_retries = 0;  // deadlock victims / lock timeouts retried inside an attempt
+  std::uint64_t wait_ms_total = 0;    // time spent in blocking acquire
+  std::uint64_t renewals = 0;
+  std::uint64_t renew_errors = 0;     // transient renew failures retried by the watchdog
+  std::uint64_t releases = 0;
+  std::uint64_t releases_not_held = 0;
+  std::uint64_t lost_expired = 0;
+  std::uint64_t lost_taken_over = 0;
+  std::uint64_t lost_unreachable = 0;
+  std::uint64_t lost_outcome_unknown = 0;
+};
+LeaseMetrics lease_metrics();
+void reset_lease_metrics();
+
+}  // namespace sqlguard

@@ -1,1 +1,295 @@
-// (in progress)
+// Idempotency keys over sqlguard_idempotency. Every statement is one atomic
+// step decided by the database (primary key or conditional UPDATE), with
+// every time taken from the database clock (Dialect::now_ms()).
+#include "sqlguard/idempotency.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "core/crypto.h"
+#include "dialect/dialect.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard {
+namespace {
+
+constexpr std::string_view kTable = "sqlguard_idempotency";
+constexpr std::size_t kMaxScopeBytes = 64;  // column size
+// A Conflict (MariaDB deadlock between a placeholder INSERT and an owner
+// DELETE of the same key) on an autocommit statement is simply retried.
+constexpr int kMaxConflictRetries = 20;
+
+std::string owner_token() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  std::string h(host);
+  if (h.size() > 64) h.resize(64);  // the token only has to be unique, not the full host name
+  return detail::random_hex(16) + ":" + h + ":" + std::to_string(getpid());
+}
+
+void check_fingerprint(std::string_view fp) {
+  bool ok = fp.size() == 64 && std::all_of(fp.begin(), fp.end(), [](char c) {
+              return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+            });
+  if (!ok)
+    throw Error(ErrorCode::kInvalidArgument,
+                "idempotency fingerprint must be 64 hex digits (SHA-256, see request_fingerprint()), got " +
+                    std::to_string(fp.size()) + " bytes");
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out)
+    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+// Full-jitter backoff for polling an in-progress key.
+std::chrono::milliseconds backoff(int attempt) {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  long cap = std::min<long>(250, 10L << std::min(attempt, 5));
+  return std::chrono::milliseconds(std::uniform_int_distribution<long>(cap / 2, cap)(rng));
+}
+
+void refuse_open_transaction(Connection& conn, std::string_view what) {
+  if (conn.in_transaction())
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(what) + " must not run inside a transaction open on the connection");
+}
+
+}  // namespace
+
+std::string request_fingerprint(std::string_view canonical_request) { return detail::sha256_hex(canonical_request); }
+
+std::string request_fingerprint(std::initializer_list<std::string_view> parts) {
+  std::string framed;
+  for (auto p : parts) {
+    framed += std::to_string(p.size());
+    framed += ':';
+    framed += p;
+  }
+  return detail::sha256_hex(framed);
+}
+
+std::string_view to_string(IdempotencyOutcome o) noexcept {
+  switch (o) {
+    case IdempotencyOutcome::kExecuted: return "executed";
+    case IdempotencyOutcome::kReplayed: return "replayed";
+    case IdempotencyOutcome::kInProgress: return "in_progress";
+    case IdempotencyOutcome::kMismatch: return "mismatch";
+    case IdempotencyOutcome::kLeaseLost: return "lease_lost";
+  }
+  return "unknown";
+}
+
+int IdempotencyResult::http_status() const noexcept {
+  switch (outcome) {
+    case IdempotencyOutcome::kExecuted:
+    case IdempotencyOutcome::kReplayed: return response.status;
+    case IdempotencyOutcome::kInProgress: return 409;
+    case IdempotencyOutcome::kMismatch: return 422;
+    case IdempotencyOutcome::kLeaseLost: return 500;
+  }
+  return 500;
+}
+
+IdempotencyExecution::IdempotencyExecution(Connection& conn, const IdempotencyOptions& opt, std::string scope,
+                                           std::string key, std::string owner, bool took_over)
+    : conn_(conn), opt_(opt), scope_(std::move(scope)), key_(std::move(key)), owner_(std::move(owner)),
+      took_over_(took_over) {}
+
+bool IdempotencyExecution::renew() {
+  const Dialect& d = conn_.dialect();
+  std::string now(d.now_ms());
+  std::string sql = "UPDATE " + std::string(kTable) + " SET locked_until = " + now + " + ?, expire_at = " +
+                    std::string(d.greatest()) + "(expire_at, " + now +
+                    " + ?) WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'";
+  std::int64_t lease = opt_.lease.count();
+  return conn_.execute(sql, {lease, lease + opt_.retention.count(), scope_, key_, owner_}).affected == 1;
+}
+
+IdempotencyKeys::IdempotencyKeys(Connection& conn, IdempotencyOptions options)
+    : conn_(conn), opt_(std::move(options)) {
+  using namespace std::chrono;
+  check_duration(opt_.lease, "idempotency lease", milliseconds(10), hours(24));
+  check_duration(opt_.retention, "idempotency retention", milliseconds(1), hours(24 * 3650));
+  check_duration(opt_.in_progress_wait, "idempotency in_progress_wait", milliseconds(0), hours(1));
+  if (opt_.max_key_bytes < 1 || opt_.max_key_bytes > kMaxNameBytes)
+    throw Error(ErrorCode::kInvalidArgument, "idempotency max_key_bytes must be 1..255, got " +
+                                                 std::to_string(opt_.max_key_bytes));
+}
+
+IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_view key, std::string_view fingerprint,
+                                           const Handler& handler) {
+  validate_name(scope, "idempotency scope", kMaxScopeBytes);
+  validate_name(key, "idempotency key", opt_.max_key_bytes);
+  check_fingerprint(fingerprint);
+  if (!handler) throw Error(ErrorCode::kInvalidArgument, "idempotency handler is empty");
+  refuse_open_transaction(conn_, "IdempotencyKeys::execute()");
+
+  const Dialect& d = conn_.dialect();
+  const std::string now(d.now_ms());
+  const std::string table(kTable);
+  const std::string fp = lower(fingerprint);
+  const std::int64_t lease = opt_.lease.count();
+  const std::int64_t in_progress_expiry = lease + opt_.retention.count();
+
+  // The placeholder: the primary key decides who executes.
+  const std::string insert_sql = d.insert_dedup(
+      table, "scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at",
+      "?, ?, 'in_progress', ?, ?, " + now + " + ?, " + now + ", " + now + " + ?", "scope, idem_key");
+  const std::string select_sql =
+      "SELECT status, fingerprint, response_code, response_body, CASE WHEN locked_until <= " + now +
+      " THEN 1 ELSE 0 END, CASE WHEN expire_at <= " + now + " THEN 1 ELSE 0 END FROM " + table +
+      " WHERE scope = ? AND idem_key = ?";
+  // Take-over: matches only a crashed placeholder (lease expired, same
+  // request) or a finished row past its retention. Concurrent retries
+  // serialize on the row; the first one's new lease makes the others miss.
+  const std::string takeover_sql =
+      "UPDATE " + table + " SET status = 'in_progress', fingerprint = ?, owner = ?, locked_until = " + now +
+      " + ?, response_code = NULL, response_body = NULL, created_at = " + now +
+      ", completed_at = NULL, expire_at = " + now +
+      " + ? WHERE scope = ? AND idem_key = ? AND ((status = 'in_progress' AND locked_until <= " + now +
+      " AND fingerprint = ?) OR (status <> 'in_progress' AND expire_at <= " + now + "))";
+
+  const std::string owner = owner_token();
+  const std::string s(scope), k(key);
+  const auto deadline = std::chrono::steady_clock::now() + opt_.in_progress_wait;
+  bool took_over = false;
+  bool acquired = false;
+  int conflicts = 0;
+
+  for (int poll = 0; !acquired; ) {
+    try {
+      Result ins = conn_.execute(insert_sql, {s, k, fp, owner, lease, in_progress_expiry});
+      if (ins.affected == 1) {
+        acquired = true;
+        break;
+      }
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kConflict && ++conflicts < kMaxConflictRetries) continue;  // deadlock: retry
+      if (e.code() != ErrorCode::kAlreadyExists) throw;  // the key exists: read it below
+    }
+
+    Result row = conn_.execute(select_sql, {s, k});
+    if (row.empty()) continue;  // removed (handler failed / purged) since the INSERT: try again
+    const Row& r = row.rows[0];
+    const std::string status = r[0].as_string();
+    const bool lease_expired = r[4].as_int() == 1;
+    const bool row_expired = r[5].as_int() == 1;
+
+    bool stale = status == "in_progress" ? lease_expired : row_expired;
+    if (r[1].as_string() != fp && !(status != "in_progress" && row_expired)) {
+      IdempotencyResult out;
+      out.outcome = IdempotencyOutcome::kMismatch;
+      return out;
+    }
+    if (!stale && status != "in_progress") {
+      IdempotencyResult out;
+      out.outcome = IdempotencyOutcome::kReplayed;
+      out.failed = status == "failed";
+      out.response.status = static_cast<int>(r[2].as_opt_int().value_or(0));
+      out.response.body = r[3].as_opt_string().value_or("");
+      return out;
+    }
+    if (stale) {
+      try {
+        if (conn_.execute(takeover_sql, {fp, owner, lease, in_progress_expiry, s, k, fp}).affected == 1) {
+          acquired = took_over = true;
+          break;
+        }
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kConflict || ++conflicts >= kMaxConflictRetries) throw;
+      }
+      continue;  // another retry won the take-over: read its state again
+    }
+    // In progress elsewhere, lease alive.
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) {
+      IdempotencyResult out;
+      out.outcome = IdempotencyOutcome::kInProgress;
+      return out;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(backoff(poll++), left));
+  }
+
+  // We hold the key: run the handler with no transaction of ours open.
+  IdempotencyExecution exec(conn_, opt_, s, k, owner, took_over);
+  IdempotencyResult out;
+  out.took_over = took_over;
+  std::string status = "completed";
+  try {
+    out.response = handler(exec);
+  } catch (...) {
+    auto error = std::current_exception();
+    if (opt_.on_handler_error == OnHandlerError::kRemovePlaceholder) {
+      // Owner-checked: never remove a placeholder another execution took over.
+      try {
+        auto del = conn_.execute("DELETE FROM " + table +
+                                     " WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'",
+                                 {s, k, owner});
+        if (del.affected != 1)
+          log(LogLevel::kWarning, "idempotency key '" + k + "' in scope '" + s +
+                                      "': handler failed after its placeholder was taken over; nothing removed");
+      } catch (const std::exception& e) {
+        // The handler's exception is what the caller must see; the
+        // placeholder then simply expires with its lease.
+        log(LogLevel::kWarning, "idempotency key '" + k + "': removing the placeholder failed: " + e.what());
+      }
+      std::rethrow_exception(error);
+    }
+    status = "failed";
+    out.failed = true;
+    out.error = error;
+    if (opt_.failure_response) {
+      out.response = opt_.failure_response(error);
+    } else {
+      out.response.status = 500;
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        out.response.body = e.what();
+      } catch (...) {
+        out.response.body = "handler failed";
+      }
+    }
+  }
+
+  // Owner-checked completion: only the execution holding the placeholder
+  // stores its response. A lease that expired without a take-over is still
+  // ours (the owner token did not change), so the response is kept.
+  auto done = conn_.execute(
+      "UPDATE " + table + " SET status = ?, response_code = ?, response_body = ?, completed_at = " + now +
+          ", locked_until = " + now + ", expire_at = " + now +
+          " + ? WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'",
+      {status, out.response.status, Value::blob(out.response.body), opt_.retention.count(), s, k, owner});
+  out.outcome = done.affected == 1 ? IdempotencyOutcome::kExecuted : IdempotencyOutcome::kLeaseLost;
+  return out;
+}
+
+std::int64_t purge_expired_idempotency_keys(Connection& conn, int batch_size, int max_batches) {
+  if (batch_size < 1 || batch_size > 100000 || max_batches < 1)
+    throw Error(ErrorCode::kInvalidArgument, "purge_expired_idempotency_keys: batch_size must be 1..100000 and "
+                                             "max_batches >= 1, got " +
+                                                 std::to_string(batch_size) + " and " + std::to_string(max_batches));
+  refuse_open_transaction(conn, "purge_expired_idempotency_keys()");
+  const Dialect& d = conn.dialect();
+  const std::string now(d.now_ms());
+  // expire_at always lies beyond locked_until for in-progress rows; the
+  // second condition keeps that invariant from ever deleting a live lease.
+  const std::string sql = d.delete_limited(
+      kTable, "scope, idem_key",
+      "expire_at <= " + now + " AND (status <> 'in_progress' OR locked_until <= " + now + ")");
+  std::int64_t total = 0;
+  for (int b = 0; b < max_batches; ++b) {
+    std::int64_t n = conn.execute(sql, {batch_size}).affected;
+    total += n;
+    if (n < batch_size) break;
+  }
+  return total;
+}
+
+}  // namespace sqlguard

@@ -1,1 +1,103 @@
-// (in progress)
+// Consumer-side dedup: the sqlguard_inbox row and the handler's business
+// writes commit in one transaction, so "seen" and "applied" cannot diverge.
+#include "sqlguard/inbox.h"
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "dialect/dialect.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard {
+namespace {
+constexpr std::string_view kTable = "sqlguard_inbox";
+constexpr std::size_t kMaxConsumerBytes = 128;  // column size
+
+std::chrono::milliseconds retry_backoff(int attempt) {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  long cap = std::min<long>(200, 5L << std::min(attempt, 6));
+  return std::chrono::milliseconds(std::uniform_int_distribution<long>(0, cap)(rng));
+}
+}  // namespace
+
+std::string_view to_string(InboxOutcome o) noexcept {
+  switch (o) {
+    case InboxOutcome::kProcessed: return "processed";
+    case InboxOutcome::kDuplicate: return "duplicate";
+  }
+  return "unknown";
+}
+
+Inbox::Inbox(Connection& conn, InboxOptions options) : conn_(conn), opt_(options) {
+  using namespace std::chrono;
+  check_duration(opt_.retention, "inbox retention", milliseconds(1), hours(24 * 3650));
+  if (opt_.max_attempts < 1 || opt_.max_attempts > 100)
+    throw Error(ErrorCode::kInvalidArgument,
+                "inbox max_attempts must be 1..100, got " + std::to_string(opt_.max_attempts));
+  if (opt_.max_message_id_bytes < 1 || opt_.max_message_id_bytes > kMaxNameBytes)
+    throw Error(ErrorCode::kInvalidArgument, "inbox max_message_id_bytes must be 1..255, got " +
+                                                 std::to_string(opt_.max_message_id_bytes));
+}
+
+InboxResult Inbox::process(std::string_view consumer, std::string_view message_id, const Handler& handler) {
+  validate_name(consumer, "inbox consumer", kMaxConsumerBytes);
+  validate_name(message_id, "inbox message id", opt_.max_message_id_bytes);
+  if (!handler) throw Error(ErrorCode::kInvalidArgument, "inbox handler is empty");
+  if (conn_.in_transaction())
+    throw Error(ErrorCode::kInvalidArgument, "Inbox::process() must not run inside a transaction open on the connection");
+
+  const Dialect& d = conn_.dialect();
+  const std::string now(d.now_ms());
+  const std::string insert_sql = d.insert_dedup(kTable, "consumer, message_id, processed_at, expire_at",
+                                                "?, ?, " + now + ", " + now + " + ?", "consumer, message_id");
+  const Params params{consumer, message_id, opt_.retention.count()};
+
+  for (int attempt = 1;; ++attempt) {
+    try {
+      Transaction tx(conn_, opt_.isolation);
+      // The dedup row goes first: a concurrent delivery of the same message
+      // waits here for our commit instead of running its handler in parallel.
+      bool fresh;
+      try {
+        fresh = tx.execute(insert_sql, params).affected == 1;
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kAlreadyExists) throw;
+        fresh = false;  // MariaDB: duplicate key (1062); the transaction stays open until ~tx
+      }
+      if (!fresh) return {InboxOutcome::kDuplicate, attempt};  // ~tx rolls back (nothing was written)
+      handler(tx);
+      tx.commit();
+      return {InboxOutcome::kProcessed, attempt};
+    } catch (const Error& e) {
+      // Deadlock / serialization failure / busy database: the whole
+      // transaction is gone (MariaDB 1213 rolls it back server-side), so the
+      // attempt is redone from BEGIN. Everything else propagates.
+      bool retry = (e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kLockBusy) &&
+                   attempt < opt_.max_attempts;
+      if (!retry) throw;
+      std::this_thread::sleep_for(retry_backoff(attempt));
+    }
+  }
+}
+
+std::int64_t purge_expired_inbox_messages(Connection& conn, int batch_size, int max_batches) {
+  if (batch_size < 1 || batch_size > 100000 || max_batches < 1)
+    throw Error(ErrorCode::kInvalidArgument, "purge_expired_inbox_messages: batch_size must be 1..100000 and "
+                                             "max_batches >= 1, got " +
+                                                 std::to_string(batch_size) + " and " + std::to_string(max_batches));
+  if (conn.in_transaction())
+    throw Error(ErrorCode::kInvalidArgument,
+                "purge_expired_inbox_messages() must not run inside a transaction open on the connection");
+  const Dialect& d = conn.dialect();
+  const std::string sql = d.delete_limited(kTable, "consumer, message_id", "expire_at <= " + std::string(d.now_ms()));
+  std::int64_t total = 0;
+  for (int b = 0; b < max_batches; ++b) {
+    std::int64_t n = conn.execute(sql, {batch_size}).affected;
+    total += n;
+    if (n < batch_size) break;
+  }
+  return total;
+}
+
+}  // namespace sqlguard

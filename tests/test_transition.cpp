@@ -1,1 +1,270 @@
-// (in progress)
+// State-machine transitions, audit rows and guarded updates (inventory).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "sqlguard/transition.h"
+#include "test_context.h"
+
+using namespace sqlguard;
+using sgtest::ctx;
+using Catch::Matchers::Contains;
+
+namespace {
+StateMachineSpec order_spec(const std::string& table, bool audit = false) {
+  StateMachineSpec s{.table = table,
+                     .states = {"pending", "paid", "shipped", "cancelled"},
+                     .terminal_states = {"cancelled"},
+                     .transitions = {{.event = "pay", .from = {"pending"}, .to = "paid", .guards = {{"amount", Compare::kLe}}},
+                                     {.event = "ship", .from = {"paid"}, .to = "shipped"},
+                                     {.event = "cancel", .from = {"pending", "paid"}, .to = "cancelled"}}};
+  if (audit) s.audit = AuditSpec{};
+  return s;
+}
+std::string make_orders(Connection& c, int n) {
+  std::string t = ctx().unique("tr_orders");
+  c.execute_script("CREATE TABLE " + t +
+                   " (id INTEGER NOT NULL PRIMARY KEY, status VARCHAR(16) NOT NULL, amount INTEGER NOT NULL)");
+  Transaction tx(c);
+  for (int i = 1; i <= n; ++i) tx.execute("INSERT INTO " + t + " (id, status, amount) VALUES (?, 'pending', 50)", {i});
+  tx.commit();
+  return t;
+}
+std::int64_t audit_count(const std::string& machine) {
+  return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_transition_audit WHERE machine = ?", {machine});
+}
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+TEST_CASE("a transition applies once; repeating it is AlreadyInTarget; from another state it is Rejected with that state", "[transition]") {
+  auto c = ctx().connect();
+  auto t = make_orders(*c, 2);
+  StateMachine sm(*c, order_spec(t));
+  auto r = sm.fire(1, "pay", {.values = {100}});
+  CHECK(r.status == TransitionStatus::kApplied);
+  CHECK(r.from == std::optional<std::string>("pending"));
+  CHECK(r.to == "paid");
+  auto again = sm.fire(1, "pay", {.values = {100}});
+  CHECK(again.status == TransitionStatus::kAlreadyInTarget);
+  CHECK(again.current_state == std::optional<std::string>("paid"));
+  CHECK(sm.fire(1, "ship").status == TransitionStatus::kApplied);
+  auto late = sm.fire(1, "cancel");
+  CHECK(late.status == TransitionStatus::kRejected);
+  CHECK(late.current_state == std::optional<std::string>("shipped"));
+  CHECK_FALSE(late.guard_failed);
+  CHECK(sm.state_of(1) == std::optional<std::string>("shipped"));
+  CHECK(sm.fire(77, "ship").status == TransitionStatus::kNotFound);
+  CHECK_FALSE(sm.state_of(77));
+}
+
+TEST_CASE("a guard that does not hold rejects the transition and says so", "[transition]") {
+  auto c = ctx().connect();
+  auto t = make_orders(*c, 1);
+  StateMachine sm(*c, order_spec(t));
+  auto r = sm.fire(1, "pay", {.values = {49}});  // amount (50) <= 49 is false
+  CHECK(r.status == TransitionStatus::kRejected);
+  CHECK(r.guard_failed);
+  CHECK(r.current_state == std::optional<std::string>("pending"));
+  CHECK(sm.fire(1, "pay", {.values = {50}}).status == TransitionStatus::kApplied);
+  CHECK_THROWS_WITH(sm.fire(1, "pay"), Contains("0 values; the event needs 1"));
+}
+
+TEST_CASE("an undeclared transition is refused before any SQL is sent", "[transition]") {
+  auto c = ctx().connect();
+  // The table does not exist: any statement would fail with SchemaMismatch.
+  StateMachine sm(*c, order_spec(ctx().unique("no_such_table")));
+  auto code_of = [](auto f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::kInternal;
+  };
+  CHECK(code_of([&] { sm.fire(1, "refund"); }) == ErrorCode::kInvalidTransition);
+  CHECK_THROWS_WITH(sm.fire(1, "refund"), Contains("event 'refund' is not declared") && Contains("pay, ship, cancel"));
+  CHECK(code_of([&] { sm.transition_to(1, "pending"); }) == ErrorCode::kInvalidTransition);  // nothing leads there
+  CHECK(code_of([&] { sm.transition_to(1, "paid"); }) == ErrorCode::kInvalidTransition);     // only a guarded event does
+  CHECK(code_of([&] { sm.transition_to(1, "refunded"); }) == ErrorCode::kInvalidArgument);   // unknown state
+  CHECK_FALSE(c->in_transaction());
+  // Control: a declared event does reach the database and fails there.
+  CHECK(code_of([&] { sm.fire(1, "ship"); }) == ErrorCode::kSchemaMismatch);
+  // Pure lookups need no SQL either.
+  CHECK(sm.can_fire("pending", "cancel"));
+  CHECK_FALSE(sm.can_fire("shipped", "cancel"));
+  CHECK(sm.is_terminal("cancelled"));
+}
+
+TEST_CASE("state machines refuse bad identifiers, unknown states and ill-formed transition tables", "[transition]") {
+  auto c = ctx().connect();
+  auto bad = [&](auto mutate) {
+    auto s = order_spec("orders");
+    mutate(s);
+    try {
+      StateMachine sm(*c, s);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kInvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(bad([](auto& s) { s.table = "orders; DROP TABLE x"; }), Contains("StateMachineSpec::table"));
+  CHECK_THAT(bad([](auto& s) { s.status_column = "st atus"; }), Contains("status_column"));
+  CHECK_THAT(bad([](auto& s) { s.transitions[0].to = "refunded"; }), Contains("state 'refunded'"));
+  CHECK_THAT(bad([](auto& s) { s.transitions[1].from = {"nowhere"}; }), Contains("state 'nowhere'"));
+  CHECK_THAT(bad([](auto& s) { s.transitions[1].event = "pay"; }), Contains("event 'pay' is declared twice"));
+  CHECK_THAT(bad([](auto& s) { s.transitions[1].from = {"cancelled"}; }), Contains("leaves terminal state 'cancelled'"));
+  CHECK_THAT(bad([](auto& s) { s.states.push_back("paid"); }), Contains("declared twice"));
+  CHECK_THAT(bad([](auto& s) { s.transitions[0].guards[0].column = "1x"; }), Contains("TransitionDef::guards"));
+  CHECK_THAT(bad([](auto& s) { s.transitions[0].assignments = {{"status"}}; }), Contains("key or status column"));
+  CHECK_THAT(bad([](auto& s) { s.audit = AuditSpec{.table = "audit log"}; }), Contains("AuditSpec::table"));
+  CHECK_THAT(bad([](auto& s) { s.transitions.clear(); }), Contains("at least one transition"));
+}
+
+TEST_CASE("audit rows are written with the transition, only when it applies, with the exact from-state", "[transition]") {
+  auto c = ctx().connect();
+  auto t = make_orders(*c, 3);
+  StateMachine sm(*c, order_spec(t, true));
+  CHECK(sm.fire(1, "pay", {.values = {50}, .actor = "alice"}));
+  CHECK(sm.fire(1, "pay", {.values = {50}, .actor = "alice"}).status == TransitionStatus::kAlreadyInTarget);
+  auto cancel = sm.fire(1, "cancel", {.actor = "bob"});  // two from-states: read under lock
+  CHECK(cancel.status == TransitionStatus::kApplied);
+  CHECK(cancel.from == std::optional<std::string>("paid"));
+  CHECK(sm.transition_to(2, "cancelled", "carol").status == TransitionStatus::kApplied);
+  {
+    // In the caller's transaction: rolled back together.
+    Transaction tx(*c);
+    CHECK(sm.fire(3, "cancel"));
+    tx.rollback();
+  }
+  CHECK(sm.state_of(3) == std::optional<std::string>("pending"));
+  auto rows = c->execute(
+      "SELECT entity_key, event, from_state, to_state, actor FROM sqlguard_transition_audit WHERE machine = ? ORDER BY audit_id",
+      {t});
+  REQUIRE(rows.rows.size() == 3);
+  auto row = [&](std::size_t i) {
+    const auto& r = rows.rows[i];
+    return r[0].as_string() + " " + r[1].as_string() + " " + r[2].as_string() + " " + r[3].as_string() + " " +
+           r[4].as_opt_string().value_or("NULL");
+  };
+  CHECK(row(0) == "1 pay pending paid alice");
+  CHECK(row(1) == "1 cancel paid cancelled bob");
+  CHECK(row(2) == "2 cancel pending cancelled carol");
+  auto at = c->execute("SELECT MIN(at_ms) FROM sqlguard_transition_audit WHERE machine = ?", {t}).rows[0][0].as_int();
+  CHECK(std::llabs(at - now_ms()) < 60000);  // database clock, epoch ms
+}
+
+TEST_CASE("four workers firing the same transitions: each row applies exactly once and audit rows match", "[transition][multiprocess]") {
+  auto c = ctx().connect();
+  const int kKeys = 40, kWorkers = 4;
+  auto t = make_orders(*c, kKeys);
+  auto start = now_ms() + 300;
+  std::vector<std::vector<std::string>> argv;
+  for (int w = 0; w < kWorkers; ++w)
+    argv.push_back({sgtest::worker_path(), "fire-pay", ctx().uri, t, std::to_string(kKeys), "w" + std::to_string(w),
+                    std::to_string(start)});
+  std::vector<std::string> outs;
+  auto rcs = sgtest::run_parallel(argv, &outs);
+  std::map<int, int> applied;
+  int other = 0, unexpected = 0;
+  for (int w = 0; w < kWorkers; ++w) {
+    CHECK(rcs[w] == 0);
+    std::istringstream in(outs[w]);
+    int k;
+    std::string outcome;
+    while (in >> k >> outcome) {
+      if (outcome == "applied") ++applied[k];
+      else if (outcome == "already_in_target" || outcome == "rejected") ++other;
+      else ++unexpected;
+    }
+  }
+  CHECK(unexpected == 0);
+  CHECK(applied.size() == kKeys);
+  for (auto& [k, n] : applied) {
+    INFO("key " << k);
+    CHECK(n == 1);
+  }
+  CHECK(other == kKeys * (kWorkers - 1));
+  CHECK(audit_count(t) == kKeys);
+  CHECK(sgtest::query_int("SELECT COUNT(DISTINCT entity_key) FROM sqlguard_transition_audit WHERE machine = ?", {t}) == kKeys);
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM " + t + " WHERE status = 'paid'") == kKeys);
+}
+
+TEST_CASE("a guarded update decrements only while the guard holds", "[transition][inventory]") {
+  auto c = ctx().connect();
+  std::string t = ctx().unique("tr_stock");
+  c->execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, qty INTEGER NOT NULL)");
+  c->execute("INSERT INTO " + t + " (id, qty) VALUES (1, 5)");
+  GuardedUpdate dec(*c, {.table = t, .assignments = {{"qty", AssignOp::kSubtract}}, .guards = {{"qty", Compare::kGe}}});
+  CHECK(dec.apply(1, {3, 3}).status == GuardedStatus::kApplied);
+  CHECK(dec.apply(1, {3, 3}).status == GuardedStatus::kRejected);  // only 2 left
+  CHECK(dec.apply(1, {2, 2}).status == GuardedStatus::kApplied);
+  CHECK(dec.apply(2, {1, 1}).status == GuardedStatus::kNotFound);
+  CHECK(sgtest::query_int("SELECT qty FROM " + t + " WHERE id = 1") == 0);
+  CHECK_THROWS_WITH(dec.apply(1, {1}), Contains("expected 2"));
+  CHECK_THROWS_WITH(GuardedUpdate(*c, {.table = t, .assignments = {{"qty; --"}}}), Contains("GuardedUpdateSpec::assignments"));
+  CHECK_THROWS_WITH(GuardedUpdate(*c, {.table = t, .assignments = {}}), Contains("at least one"));
+}
+
+namespace {
+// 8 processes share 300 orders of one unit against a stock of 100.
+std::vector<int> run_shop(const std::string& mode, const std::vector<std::string>& tables, const std::string& think = "") {
+  const int kWorkers = 8, kOrders = 300;
+  auto start = now_ms() + 400;
+  std::vector<std::vector<std::string>> argv;
+  for (int w = 0; w < kWorkers; ++w) {
+    int n = kOrders / kWorkers + (w < kOrders % kWorkers ? 1 : 0);
+    std::vector<std::string> a{sgtest::worker_path(), mode, ctx().uri};
+    a.insert(a.end(), tables.begin(), tables.end());
+    a.push_back(std::to_string(w));
+    a.push_back(std::to_string(n));
+    if (!think.empty()) a.push_back(think);
+    a.push_back(std::to_string(start));
+    argv.push_back(a);
+  }
+  std::vector<std::string> outs;
+  auto rcs = sgtest::run_parallel(argv, &outs);
+  std::vector<int> sold;
+  for (int w = 0; w < kWorkers; ++w) {
+    CHECK(rcs[w] == 0);
+    sold.push_back(std::atoi(outs[w].c_str()));
+  }
+  return sold;
+}
+std::string make_stock_100(Connection& c) {
+  std::string t = ctx().unique("tr_shop");
+  c.execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, qty INTEGER NOT NULL)");
+  c.execute("INSERT INTO " + t + " (id, qty) VALUES (1, 100)");
+  return t;
+}
+}  // namespace
+
+TEST_CASE("8 processes with 300 orders against a stock of 100 sell exactly 100 and never go below 0", "[transition][inventory][multiprocess]") {
+  auto c = ctx().connect();
+  auto stock = make_stock_100(*c);
+  std::string orders = ctx().unique("tr_order_rows");
+  c->execute_script("CREATE TABLE " + orders + " (worker INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (worker, n))");
+  auto sold = run_shop("guarded-order", {stock, orders});
+  int total = 0, workers_selling = 0;
+  for (int s : sold) total += s, workers_selling += s > 0;
+  CHECK(total == 100);
+  CHECK(sgtest::query_int("SELECT qty FROM " + stock + " WHERE id = 1") == 0);
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM " + orders) == 100);  // one order row per unit sold
+  CHECK(workers_selling >= 2);
+}
+
+TEST_CASE("negative control: naive read-then-write from 8 processes oversells", "[transition][inventory][multiprocess]") {
+  auto c = ctx().connect();
+  auto stock = make_stock_100(*c);
+  // Read, think 3 ms, write back qty - 1 with no lock and no condition.
+  auto sold = run_shop("naive-order", {stock}, "3");
+  int total = 0;
+  for (int s : sold) total += s;
+  INFO("naive workers sold " << total << " units of a stock of 100");
+  CHECK(total > 100);  // lost updates: the test above would catch this bug
+}

@@ -1,1 +1,182 @@
-// (in progress)
+#include "sqlguard/row_lock.h"
+
+#include "dialect/dialect.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard {
+
+std::string_view to_string(LockStatus s) noexcept {
+  switch (s) {
+    case LockStatus::kLocked: return "locked";
+    case LockStatus::kNotFound: return "not_found";
+    case LockStatus::kBusy: return "busy";
+  }
+  return "unknown";
+}
+
+void RowLockOptions::validate() const {
+  check_duration(lock_timeout, "RowLockOptions::lock_timeout", std::chrono::milliseconds(1), std::chrono::hours(24));
+}
+
+// ---- RowLockScope -----------------------------------------------------------
+
+RowLockScope::RowLockScope(RowLockScope&& o) noexcept
+    : conn_(o.conn_), status_(o.status_), active_(o.active_), rows_(std::move(o.rows_)), busy_(std::move(o.busy_)) {
+  o.active_ = false;
+}
+
+RowLockScope::~RowLockScope() {
+  if (!active_) return;
+  try {
+    finish(false);
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarning, std::string("rollback of a row-lock scope failed: ") + e.what());
+  }
+}
+
+Result RowLockScope::execute(std::string_view sql, const Params& params) {
+  if (!active_) throw Error(ErrorCode::kInvalidArgument, "execute() on a row-lock scope that is no longer active");
+  return conn_->execute(sql, params);
+}
+
+void RowLockScope::commit() {
+  if (!active_) throw Error(ErrorCode::kInvalidArgument, "commit() on a row-lock scope that is no longer active");
+  finish(true);
+}
+
+void RowLockScope::rollback() {
+  if (active_) finish(false);
+}
+
+void RowLockScope::finish(bool commit) {
+  active_ = false;  // whatever happens next, this scope no longer owns the transaction
+  if (commit) conn_->commit();
+  else conn_->rollback();
+}
+
+// ---- RowLocker --------------------------------------------------------------
+
+RowLocker::RowLocker(Connection& conn, RowLockSpec spec) : conn_(conn) {
+  const Dialect& d = conn.dialect();
+  validate_identifier(spec.table, "RowLockSpec::table");
+  validate_identifier(spec.key_column, "RowLockSpec::key_column");
+  table_ = d.quote(spec.table);
+  key_ = d.quote(spec.key_column);
+  cols_ = key_;
+  for (const auto& c : spec.columns) {
+    validate_identifier(c, "RowLockSpec::columns");
+    cols_ += ", " + d.quote(c);
+  }
+  for (const auto& c : spec.claim_filter) {
+    validate_identifier(c, "RowLockSpec::claim_filter");
+    filter_ += (filter_.empty() ? " WHERE " : " AND ") + d.quote(c) + " = ?";
+  }
+  filter_count_ = spec.claim_filter.size();
+}
+
+std::string RowLocker::select_sql(const RowLockOptions& o, bool claim) const {
+  std::string sql = "SELECT " + cols_ + " FROM " + table_;
+  if (claim) sql += filter_ + " ORDER BY " + key_ + " LIMIT ?";
+  else sql += " WHERE " + key_ + " = ?";
+  return sql + conn_.dialect().row_lock_suffix(o.strength == LockStrength::kShared, o.wait == LockWait::kNoWait,
+                                               o.wait == LockWait::kSkipLocked);
+}
+
+RowLockScope RowLocker::lock(const Value& key, const RowLockOptions& options) {
+  options.validate();
+  if (options.wait == LockWait::kSkipLocked)
+    throw Error(ErrorCode::kInvalidArgument,
+                "RowLocker::lock(): SKIP LOCKED on a single key would silently lock nothing; use claim()");
+  return run(select_sql(options, false), {key}, options);
+}
+
+RowLockScope RowLocker::claim(std::int64_t limit, const Params& filter_values, const RowLockOptions& options) {
+  options.validate();
+  if (limit < 1 || limit > 10000)
+    throw Error(ErrorCode::kInvalidArgument,
+                "RowLocker::claim(): limit is " + std::to_string(limit) + "; it must be between 1 and 10000");
+  if (filter_values.size() != filter_count_)
+    throw Error(ErrorCode::kInvalidArgument, "RowLocker::claim(): " + std::to_string(filter_values.size()) +
+                                                 " filter values for " + std::to_string(filter_count_) +
+                                                 " claim_filter columns");
+  if (options.wait == LockWait::kSkipLocked && !conn_.capabilities().skip_locked)
+    conn_.dialect().not_supported("row-lock claim with SKIP LOCKED");
+  Params params = filter_values;
+  params.emplace_back(limit);
+  return run(select_sql(options, true), params, options);
+}
+
+namespace {
+// Puts a session-scoped lock timeout back; never throws from the destructor.
+// (A flag + value rather than std::optional: GCC 12 misreports the latter
+// as maybe-uninitialized here.)
+struct TimeoutRestore {
+  Connection& conn;
+  bool pending = false;
+  std::int64_t previous = 0;
+  void now() {
+    if (!pending) return;
+    pending = false;
+    conn.dialect().restore_session_lock_timeout(conn, previous);
+  }
+  ~TimeoutRestore() {
+    try {
+      now();
+    } catch (const std::exception& e) {
+      log(LogLevel::kWarning, std::string("restoring the session lock timeout failed: ") + e.what());
+    }
+  }
+};
+}  // namespace
+
+RowLockScope RowLocker::run(const std::string& sql, const Params& params, const RowLockOptions& o) {
+  if (conn_.in_transaction())
+    throw Error(ErrorCode::kInvalidArgument,
+                "a row-lock scope opens its own transaction; the connection is already in a transaction");
+  const Dialect& d = conn_.dialect();
+  RowLockScope scope(conn_);
+  // NOWAIT and SKIP LOCKED never wait on dialects that have them; on SQLite
+  // NOWAIT means "do not wait for the write lock" (busy timeout 0).
+  std::optional<std::chrono::milliseconds> session_wait;
+  if (o.wait == LockWait::kWait) session_wait = o.lock_timeout;
+  else if (o.wait == LockWait::kNoWait && !conn_.capabilities().nowait) session_wait = std::chrono::milliseconds(0);
+  TimeoutRestore restore{conn_};
+  if (session_wait) {
+    if (auto previous = d.push_session_lock_timeout(conn_, *session_wait)) {
+      restore.pending = true;
+      restore.previous = *previous;
+    }
+  }
+  try {
+    conn_.begin(o.isolation);
+  } catch (const Error& e) {
+    // SQLite: BEGIN IMMEDIATE could not get the write lock in time.
+    if (e.code() != ErrorCode::kLockBusy) throw;
+    scope.busy_ = e;
+    scope.status_ = LockStatus::kBusy;
+    return scope;
+  }
+  scope.active_ = true;
+  if (!conn_.capabilities().row_locks) restore.now();  // the lock is held now
+  try {
+    if (o.wait == LockWait::kWait) d.set_local_lock_timeout(conn_, o.lock_timeout);
+    Result r = conn_.execute(sql, params);
+    restore.now();
+    scope.rows_ = std::move(r.rows);
+    scope.status_ = scope.rows_.empty() ? LockStatus::kNotFound : LockStatus::kLocked;
+  } catch (const Error& e) {
+    // Roll back first (PostgreSQL aborted the transaction; a MySQL deadlock
+    // already rolled it back server-side), then report.
+    try {
+      scope.finish(false);
+    } catch (const std::exception& re) {
+      log(LogLevel::kWarning, std::string("rollback after a failed row lock failed: ") + re.what());
+    }
+    if (e.code() != ErrorCode::kLockBusy) throw;
+    scope.busy_ = e;
+    scope.status_ = LockStatus::kBusy;
+  }
+  return scope;
+}
+
+}  // namespace sqlguard

@@ -1,1 +1,313 @@
-// (in progress)
+#include "sqlguard/transition.h"
+
+#include <algorithm>
+
+#include "dialect/dialect.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard {
+
+std::string_view to_string(GuardedStatus s) noexcept {
+  switch (s) {
+    case GuardedStatus::kApplied: return "applied";
+    case GuardedStatus::kRejected: return "rejected";
+    case GuardedStatus::kNotFound: return "not_found";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(TransitionStatus s) noexcept {
+  switch (s) {
+    case TransitionStatus::kApplied: return "applied";
+    case TransitionStatus::kAlreadyInTarget: return "already_in_target";
+    case TransitionStatus::kRejected: return "rejected";
+    case TransitionStatus::kNotFound: return "not_found";
+  }
+  return "unknown";
+}
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error(ErrorCode::kInvalidArgument, msg); }
+
+const char* op_sql(Compare op) {
+  switch (op) {
+    case Compare::kEq: return " = ?";
+    case Compare::kNe: return " <> ?";
+    case Compare::kLt: return " < ?";
+    case Compare::kLe: return " <= ?";
+    case Compare::kGt: return " > ?";
+    case Compare::kGe: return " >= ?";
+  }
+  invalid("unknown Compare operator");
+}
+
+// ", col = ?" / ", col = col + ?" ... (validated + quoted here, once)
+std::string assignments_sql(const Dialect& d, const std::vector<Assignment>& as, std::string_view what) {
+  std::string out;
+  for (const auto& a : as) {
+    validate_identifier(a.column, what);
+    std::string c = d.quote(a.column);
+    out += out.empty() ? "" : ", ";
+    switch (a.op) {
+      case AssignOp::kSet: out += c + " = ?"; break;
+      case AssignOp::kAdd: out += c + " = " + c + " + ?"; break;
+      case AssignOp::kSubtract: out += c + " = " + c + " - ?"; break;
+    }
+  }
+  return out;
+}
+
+std::string guards_sql(const Dialect& d, const std::vector<Guard>& gs, std::string_view what) {
+  std::string out;
+  for (const auto& g : gs) {
+    validate_identifier(g.column, what);
+    out += " AND " + d.quote(g.column) + op_sql(g.op);
+  }
+  return out;
+}
+
+// The caller's transaction if one is open, else our own (committed only
+// when the update applied).
+class MaybeTransaction {
+ public:
+  explicit MaybeTransaction(Connection& c) {
+    if (!c.in_transaction()) own_.emplace(c);
+  }
+  void commit() {
+    if (own_) own_->commit();
+  }
+  void rollback() {
+    if (own_) own_->rollback();
+  }
+
+ private:
+  std::optional<Transaction> own_;
+};
+
+}  // namespace
+
+// ---- GuardedUpdate ----------------------------------------------------------
+
+GuardedUpdate::GuardedUpdate(Connection& conn, GuardedUpdateSpec spec) : conn_(conn) {
+  const Dialect& d = conn.dialect();
+  validate_identifier(spec.table, "GuardedUpdateSpec::table");
+  validate_identifier(spec.key_column, "GuardedUpdateSpec::key_column");
+  if (spec.assignments.empty()) invalid("GuardedUpdateSpec::assignments must have at least one entry");
+  for (const auto& a : spec.assignments)
+    if (a.column == spec.key_column) invalid("GuardedUpdateSpec::assignments may not write the key column '" + a.column + "'");
+  std::string t = d.quote(spec.table), k = d.quote(spec.key_column);
+  update_sql_ = "UPDATE " + t + " SET " + assignments_sql(d, spec.assignments, "GuardedUpdateSpec::assignments") +
+                " WHERE " + k + " = ?" + guards_sql(d, spec.guards, "GuardedUpdateSpec::guards");
+  exists_sql_ = "SELECT 1 FROM " + t + " WHERE " + k + " = ?";
+  nvalues_ = spec.assignments.size() + spec.guards.size();
+  nassign_ = spec.assignments.size();
+}
+
+GuardedResult GuardedUpdate::apply(const Value& key, const Params& values) {
+  if (values.size() != nvalues_)
+    invalid("GuardedUpdate::apply(): " + std::to_string(values.size()) + " values; expected " +
+            std::to_string(nvalues_) + " (assignments, then guards)");
+  Params p(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(nassign_));
+  p.push_back(key);
+  p.insert(p.end(), values.begin() + static_cast<std::ptrdiff_t>(nassign_), values.end());
+  if (conn_.execute(update_sql_, p).affected >= 1) return {GuardedStatus::kApplied};
+  return {conn_.execute(exists_sql_, {key}).rows.empty() ? GuardedStatus::kNotFound : GuardedStatus::kRejected};
+}
+
+// ---- StateMachine -----------------------------------------------------------
+
+std::string StateMachine::build_update(const std::vector<std::string>& from, const std::vector<Guard>& guards,
+                                       const std::vector<Assignment>& assignments) const {
+  const Dialect& d = conn_.dialect();
+  std::string sql = "UPDATE " + table_ + " SET " + status_ + " = ?";
+  std::string as = assignments_sql(d, assignments, "TransitionDef::assignments");
+  if (!as.empty()) sql += ", " + as;
+  sql += " WHERE " + key_ + " = ? AND " + status_ + " IN (";
+  for (std::size_t i = 0; i < from.size(); ++i) sql += i ? ", ?" : "?";
+  return sql + ")" + guards_sql(d, guards, "TransitionDef::guards");
+}
+
+StateMachine::StateMachine(Connection& conn, StateMachineSpec spec) : conn_(conn) {
+  const Dialect& d = conn.dialect();
+  validate_identifier(spec.table, "StateMachineSpec::table");
+  validate_identifier(spec.key_column, "StateMachineSpec::key_column");
+  validate_identifier(spec.status_column, "StateMachineSpec::status_column");
+  if (spec.key_column == spec.status_column)
+    invalid("StateMachineSpec: key_column and status_column are both '" + spec.key_column + "'");
+  table_name_ = spec.table;
+  table_ = d.quote(spec.table);
+  key_ = d.quote(spec.key_column);
+  status_ = d.quote(spec.status_column);
+
+  if (spec.states.empty()) invalid("StateMachineSpec::states must declare at least one state");
+  for (const auto& s : spec.states) {
+    validate_name(s, "state name", 64);
+    if (!states_.insert(s).second) invalid("state '" + s + "' is declared twice");
+  }
+  auto known = [&](const std::string& s, const std::string& where) {
+    if (!states_.count(s)) invalid(where + " names state '" + s + "', which is not in StateMachineSpec::states");
+  };
+  for (const auto& s : spec.terminal_states) {
+    known(s, "terminal_states");
+    terminal_.insert(s);
+  }
+  if (spec.transitions.empty()) invalid("StateMachineSpec::transitions must declare at least one transition");
+  std::set<std::string> events;
+  for (const auto& t : spec.transitions) {
+    validate_name(t.event, "event name", 64);
+    if (!events.insert(t.event).second) invalid("event '" + t.event + "' is declared twice");
+    if (t.from.empty()) invalid("event '" + t.event + "' has no from-states");
+    std::set<std::string> from;
+    for (const auto& f : t.from) {
+      known(f, "event '" + t.event + "'");
+      if (terminal_.count(f)) invalid("event '" + t.event + "' leaves terminal state '" + f + "'");
+      if (!from.insert(f).second) invalid("event '" + t.event + "' lists from-state '" + f + "' twice");
+    }
+    known(t.to, "event '" + t.event + "'");
+    for (const auto& a : t.assignments)
+      if (a.column == spec.status_column || a.column == spec.key_column)
+        invalid("event '" + t.event + "' assigns '" + a.column + "', the key or status column");
+    Compiled c{t, build_update(t.from, t.guards, t.assignments), t.assignments.size() + t.guards.size()};
+    events_.push_back(std::move(c));
+  }
+  // transition_to(): one UPDATE per reachable target, from the union of the
+  // from-states of the plain (unguarded, no-assignment) events leading there.
+  std::map<std::string, std::vector<std::string>> from_by_target;
+  for (const auto& e : events_) {
+    if (!e.def.guards.empty() || !e.def.assignments.empty()) continue;
+    auto& v = from_by_target[e.def.to];
+    for (const auto& f : e.def.from)
+      if (std::find(v.begin(), v.end(), f) == v.end()) v.push_back(f);
+  }
+  for (auto& [to, from] : from_by_target) {
+    to_state_sql_[to] = build_update(from, {}, {});
+    to_from_[to] = from;
+  }
+
+  state_sql_ = "SELECT " + status_ + " FROM " + table_ + " WHERE " + key_ + " = ?";
+  state_locked_sql_ = state_sql_ + d.row_lock_suffix(false, false, false);
+  if (spec.audit) {
+    validate_identifier(spec.audit->table, "AuditSpec::table");
+    machine_ = spec.audit->machine.empty() ? spec.table : spec.audit->machine;
+    validate_name(machine_, "AuditSpec::machine", 128);
+    audit_ = true;
+    audit_sql_ = "INSERT INTO " + d.quote(spec.audit->table) +
+                 " (machine, entity_key, event, from_state, to_state, actor, at_ms) VALUES (?, ?, ?, ?, ?, ?, " +
+                 std::string(d.now_ms()) + ")";
+  }
+}
+
+bool StateMachine::can_fire(std::string_view from_state, std::string_view event) const {
+  for (const auto& e : events_)
+    if (e.def.event == event) return std::find(e.def.from.begin(), e.def.from.end(), from_state) != e.def.from.end();
+  return false;
+}
+
+bool StateMachine::is_terminal(std::string_view state) const { return terminal_.count(std::string(state)) > 0; }
+
+std::optional<std::string> StateMachine::state_of(const Value& key) {
+  Result r = conn_.execute(state_sql_, {key});
+  if (r.rows.empty()) return std::nullopt;
+  return r.rows[0][0].as_string();
+}
+
+TransitionResult StateMachine::fire(const Value& key, std::string_view event, const FireOptions& options) {
+  // Refused before any SQL: the event must be declared.
+  const Compiled* c = nullptr;
+  for (const auto& e : events_)
+    if (e.def.event == event) c = &e;
+  if (!c) {
+    std::string names;
+    for (const auto& e : events_) names += (names.empty() ? "" : ", ") + e.def.event;
+    throw Error(ErrorCode::kInvalidTransition, "event '" + std::string(event) + "' is not declared for state machine '" +
+                                                   table_name_ + "' (declared: " + names + ")");
+  }
+  if (options.values.size() != c->nvalues)
+    invalid("fire('" + c->def.event + "'): " + std::to_string(options.values.size()) + " values; the event needs " +
+            std::to_string(c->nvalues) + " (assignments, then guards)");
+  return run(key, {c}, c->update_sql, c->def.from, c->def.to, options);
+}
+
+TransitionResult StateMachine::transition_to(const Value& key, std::string_view to_state, const std::string& actor) {
+  std::string to(to_state);
+  if (!states_.count(to))
+    invalid("state '" + to + "' is not declared for state machine '" + table_name_ + "'");
+  auto it = to_state_sql_.find(to);
+  if (it == to_state_sql_.end())
+    throw Error(ErrorCode::kInvalidTransition, "no declared (unguarded) transition of state machine '" + table_name_ +
+                                                   "' leads to state '" + to + "'");
+  std::vector<const Compiled*> candidates;
+  for (const auto& e : events_)
+    if (e.def.to == to && e.def.guards.empty() && e.def.assignments.empty()) candidates.push_back(&e);
+  FireOptions o;
+  o.actor = actor;
+  return run(key, candidates, it->second, to_from_.at(to), to, o);
+}
+
+TransitionResult StateMachine::run(const Value& key, const std::vector<const Compiled*>& candidates,
+                                   const std::string& update_sql, const std::vector<std::string>& from,
+                                   const std::string& to, const FireOptions& options) {
+  if (key.is_null()) invalid("state machine key must not be NULL");
+  TransitionResult out;
+  out.to = to;
+  out.event = candidates.front()->def.event;
+  std::size_t nassign = candidates.front()->def.assignments.size();
+
+  MaybeTransaction tx(conn_);
+  if (from.size() == 1) {
+    out.from = from.front();
+  } else if (audit_) {
+    // The audit row needs the exact from-state: lock the row and read it.
+    Result r = conn_.execute(state_locked_sql_, {key});
+    if (r.rows.empty()) {
+      tx.rollback();
+      out.status = TransitionStatus::kNotFound;
+      return out;
+    }
+    out.from = r.rows[0][0].as_string();
+  }
+  if (out.from && candidates.size() > 1)
+    for (const auto* c : candidates)
+      if (std::find(c->def.from.begin(), c->def.from.end(), *out.from) != c->def.from.end()) {
+        out.event = c->def.event;
+        break;
+      }
+
+  Params p;
+  p.reserve(3 + from.size() + options.values.size());
+  p.emplace_back(to);
+  p.insert(p.end(), options.values.begin(), options.values.begin() + static_cast<std::ptrdiff_t>(nassign));
+  p.push_back(key);
+  for (const auto& f : from) p.emplace_back(f);
+  p.insert(p.end(), options.values.begin() + static_cast<std::ptrdiff_t>(nassign), options.values.end());
+
+  if (conn_.execute(update_sql, p).affected >= 1) {
+    if (audit_)
+      conn_.execute(audit_sql_, {machine_, key.as_string(), out.event, *out.from, to,
+                                 options.actor.empty() ? Value() : Value(options.actor)});
+    tx.commit();
+    out.status = TransitionStatus::kApplied;
+    return out;
+  }
+  // Nothing matched: read back why.
+  Result r = conn_.execute(state_sql_, {key});
+  tx.rollback();
+  out.from.reset();  // only meaningful for kApplied
+  if (r.rows.empty()) {
+    out.status = TransitionStatus::kNotFound;
+    return out;
+  }
+  out.current_state = r.rows[0][0].as_string();
+  if (std::find(from.begin(), from.end(), *out.current_state) != from.end()) {
+    out.status = TransitionStatus::kRejected;
+    out.guard_failed = true;
+  } else if (*out.current_state == to) {
+    out.status = TransitionStatus::kAlreadyInTarget;
+  } else {
+    out.status = TransitionStatus::kRejected;
+  }
+  return out;
+}
+
+}  // namespace sqlguard

@@ -1,1 +1,95 @@
-// (in progress)
+#include "sqlguard/version_cas.h"
+
+#include <set>
+
+#include "dialect/dialect.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard {
+
+std::string_view to_string(CasStatus s) noexcept {
+  switch (s) {
+    case CasStatus::kApplied: return "applied";
+    case CasStatus::kConflict: return "conflict";
+    case CasStatus::kNotFound: return "not_found";
+    case CasStatus::kSkipped: return "skipped";
+  }
+  return "unknown";
+}
+
+VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
+  const Dialect& d = conn.dialect();
+  validate_identifier(spec.table, "VersionCasSpec::table");
+  validate_identifier(spec.key_column, "VersionCasSpec::key_column");
+  validate_identifier(spec.version_column, "VersionCasSpec::version_column");
+  if (spec.columns.empty())
+    throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec::columns must name at least one column to write");
+  if (spec.key_column == spec.version_column)
+    throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec: key_column and version_column are both '" +
+                                                 spec.key_column + "'");
+  std::set<std::string> seen{spec.key_column, spec.version_column};
+  std::string cols, sets;
+  for (const auto& c : spec.columns) {
+    validate_identifier(c, "VersionCasSpec::columns");
+    if (!seen.insert(c).second)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "VersionCasSpec::columns: '" + c + "' is repeated or is the key/version column");
+    cols += ", " + d.quote(c);
+    sets += d.quote(c) + " = ?, ";
+  }
+  ncols_ = spec.columns.size();
+  const std::string t = d.quote(spec.table), k = d.quote(spec.key_column), v = d.quote(spec.version_column);
+  select_sql_ = "SELECT " + v + cols + " FROM " + t + " WHERE " + k + " = ?";
+  update_sql_ = "UPDATE " + t + " SET " + sets + v + " = " + v + " + 1 WHERE " + k + " = ? AND " + v + " = ?";
+  version_sql_ = "SELECT " + v + " FROM " + t + " WHERE " + k + " = ?";
+}
+
+std::optional<Versioned> VersionCas::read(const Value& key) {
+  Result r = conn_.execute(select_sql_, {key});
+  if (r.rows.empty()) return std::nullopt;
+  Versioned out;
+  out.version = r.rows[0][0].as_int();
+  out.values.assign(r.rows[0].cells.begin() + 1, r.rows[0].cells.end());
+  return out;
+}
+
+CasResult VersionCas::compare_and_set(const Value& key, std::int64_t expected_version, const Params& values) {
+  if (values.size() != ncols_)
+    throw Error(ErrorCode::kInvalidArgument, "compare_and_set(): " + std::to_string(values.size()) +
+                                                 " values for " + std::to_string(ncols_) + " columns");
+  Params p = values;
+  p.push_back(key);
+  p.emplace_back(expected_version);
+  if (conn_.execute(update_sql_, p).affected == 1) return {CasStatus::kApplied, expected_version + 1};
+  // Lost or missing: one read tells which (and what version won).
+  Result r = conn_.execute(version_sql_, {key});
+  if (r.rows.empty()) return {CasStatus::kNotFound, 0};
+  return {CasStatus::kConflict, r.rows[0][0].as_int()};
+}
+
+CasUpdateResult VersionCas::update(const Value& key, const Modify& modify, const RetryPolicy& policy) {
+  CasUpdateResult out;
+  auto r = with_retry(conn_, policy, [&](Transaction&) -> CasUpdateResult {
+    auto cur = read(key);
+    if (!cur) return {CasStatus::kNotFound, std::nullopt, {}, std::nullopt};
+    auto next = modify(*cur);
+    if (!next) return {CasStatus::kSkipped, std::move(cur), {}, std::nullopt};
+    CasResult c = compare_and_set(key, cur->version, *next);
+    // A lost CAS is retried like any other conflict: the attempt's
+    // transaction rolls back and with_retry() backs off.
+    if (c.status == CasStatus::kConflict)
+      throw Error(ErrorCode::kConflict, "version changed from " + std::to_string(cur->version) + " to " +
+                                            std::to_string(c.version) + " since it was read");
+    if (c.status == CasStatus::kNotFound) return {CasStatus::kNotFound, std::nullopt, {}, std::nullopt};
+    return {CasStatus::kApplied, Versioned{c.version, std::move(*next)}, {}, std::nullopt};
+  });
+  if (r.value) out = std::move(*r.value);
+  else {
+    out.status = CasStatus::kConflict;
+    out.last_error = std::move(r.last_error);
+  }
+  out.stats = r.stats;
+  return out;
+}
+
+}  // namespace sqlguard

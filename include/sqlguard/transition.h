@@ -1,0 +1,197 @@
+// sqlguard/transition.h — state-machine transitions and guarded updates as
+// ONE conditional UPDATE on the user's own table.
+//
+// StateMachine: a declared transition table, validated at construction.
+// fire(id, "pay") compiles to
+//   UPDATE orders SET status = 'paid' [, assignments] WHERE id = ? AND status IN ('pending') [AND guards]
+// (every value bound) and rows affected decides:
+//   kApplied          this call moved the row
+//   kAlreadyInTarget  the row is already in the target state (idempotent repeat)
+//   kRejected         the row is in another state (current_state read back), or
+//                     its state allowed the event but a guard did not hold
+//                     (guard_failed)
+//   kNotFound         no row with that key
+// An event that is not declared, or a target state no declared transition
+// leads to, throws Error(kInvalidTransition) BEFORE any SQL runs; an unknown
+// state name throws kInvalidArgument.
+//
+// GuardedUpdate: the same without a status column, e.g. inventory decrement
+//   UPDATE stock SET qty = qty - ? WHERE id = ? AND qty >= ?
+// (kApplied / kRejected / kNotFound). It never oversells: the check and the
+// write are one statement, atomic on every dialect.
+//
+// Audit (optional): one row per APPLIED transition, written in the same
+// transaction as the UPDATE, into sqlguard_transition_audit (created by
+// migration 0003; run sqlguard migrate) or a table of your own with the same
+// columns:
+//   machine, entity_key, event, from_state, to_state, actor, at_ms (DB clock)
+// plus an auto-increment audit_id. entity_key is the key as text. from_state
+// is exact: when an audited event has several from-states, the row is first
+// read with a row lock (one extra statement; SQLite: BEGIN IMMEDIATE).
+//
+// Transactions: fire()/apply() run in the caller's transaction when one is
+// open (your business writes commit with them); otherwise each call opens
+// and commits its own.
+//
+// Ownership and threads: borrows the Connection (which must outlive it);
+// one connection per thread. Identifiers are validated and quoted once at
+// construction (Error kInvalidArgument with the offending name).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sqlguard/connection.h"
+
+namespace sqlguard {
+
+enum class Compare { kEq, kNe, kLt, kLe, kGt, kGe };
+
+// `column <op> ?`
+struct Guard {
+  std::string column;
+  Compare op = Compare::kEq;
+};
+
+enum class AssignOp {
+  kSet,       // column = ?
+  kAdd,       // column = column + ?
+  kSubtract,  // column = column - ?
+};
+
+struct Assignment {
+  std::string column;
+  AssignOp op = AssignOp::kSet;
+};
+
+// ---- GuardedUpdate ----------------------------------------------------------
+
+struct GuardedUpdateSpec {
+  std::string table;              // required
+  std::string key_column = "id";  // Default: "id"
+  std::vector<Assignment> assignments;  // at least one
+  std::vector<Guard> guards;            // Default: none
+};
+
+enum class GuardedStatus { kApplied, kRejected, kNotFound };
+std::string_view to_string(GuardedStatus s) noexcept;
+
+struct GuardedResult {
+  GuardedStatus status = GuardedStatus::kRejected;
+  explicit operator bool() const noexcept { return status == GuardedStatus::kApplied; }
+};
+
+class GuardedUpdate {
+ public:
+  GuardedUpdate(Connection& conn, GuardedUpdateSpec spec);
+  // `values`: one per assignment, then one per guard, in declaration order.
+  // Throws Error(kInvalidArgument) on a count mismatch.
+  GuardedResult apply(const Value& key, const Params& values);
+
+ private:
+  Connection& conn_;
+  std::size_t nvalues_ = 0, nassign_ = 0;
+  std::string update_sql_, exists_sql_;
+};
+
+// ---- StateMachine -----------------------------------------------------------
+
+struct TransitionDef {
+  std::string event;              // unique name, e.g. "pay"
+  std::vector<std::string> from;  // allowed current states (at least one)
+  std::string to;                 // target state
+  // Extra predicates and writes of this event, e.g. guards {{"paid_amount", kGe}}.
+  std::vector<Guard> guards;
+  std::vector<Assignment> assignments;  // may not touch the status column
+};
+
+struct AuditSpec {
+  // Audit table (validated identifier). Default: "sqlguard_transition_audit".
+  std::string table = "sqlguard_transition_audit";
+  // Written to the `machine` column. Default: "" = the state machine's table name.
+  std::string machine;
+};
+
+struct StateMachineSpec {
+  std::string table;                      // required
+  std::string key_column = "id";          // Default: "id"
+  std::string status_column = "status";   // Default: "status"
+  std::vector<std::string> states;        // every state, at least one
+  std::vector<std::string> terminal_states;  // no transition may leave these
+  std::vector<TransitionDef> transitions;    // at least one
+  std::optional<AuditSpec> audit;            // Default: no audit
+};
+
+enum class TransitionStatus { kApplied, kAlreadyInTarget, kRejected, kNotFound };
+std::string_view to_string(TransitionStatus s) noexcept;
+
+struct TransitionResult {
+  TransitionStatus status = TransitionStatus::kRejected;
+  std::string event;
+  std::string to;                     // target state
+  // kApplied: the state it came from, when known (single from-state, or audited).
+  std::optional<std::string> from;
+  // kAlreadyInTarget / kRejected: the state read back after the UPDATE matched nothing.
+  std::optional<std::string> current_state;
+  bool guard_failed = false;          // kRejected although the state allowed the event
+  explicit operator bool() const noexcept { return status == TransitionStatus::kApplied; }
+};
+
+struct FireOptions {
+  // One per assignment, then one per guard of the event, in declaration order.
+  Params values;
+  // Audit `actor` column; "" = NULL. Default: "".
+  std::string actor;
+};
+
+class StateMachine {
+ public:
+  // Validates everything: identifiers, states declared and unique, events
+  // unique, from/to declared, no transition out of a terminal state, no
+  // assignment to the key or status column. Error(kInvalidArgument).
+  StateMachine(Connection& conn, StateMachineSpec spec);
+
+  // Fires a declared event on the row with key `key`.
+  TransitionResult fire(const Value& key, std::string_view event, const FireOptions& options = {});
+  // Moves to `to_state` from any state some declared event allows (the
+  // union of their from-states); the event reported/audited is the first
+  // declared one leading there from the state actually left (audited), or
+  // the first declared one leading there. Events with guards or assignments
+  // are not eligible. Error(kInvalidTransition) if nothing declared leads to
+  // `to_state` (before any SQL), kInvalidArgument if it is not a state.
+  TransitionResult transition_to(const Value& key, std::string_view to_state, const std::string& actor = {});
+
+  // Pure lookups, no SQL.
+  bool can_fire(std::string_view from_state, std::string_view event) const;
+  bool is_terminal(std::string_view state) const;
+  // Reads the current state (std::nullopt: no such row).
+  std::optional<std::string> state_of(const Value& key);
+
+ private:
+  struct Compiled {
+    TransitionDef def;
+    std::string update_sql;
+    std::size_t nvalues = 0;
+  };
+  TransitionResult run(const Value& key, const std::vector<const Compiled*>& candidates,
+                       const std::string& update_sql, const std::vector<std::string>& from, const std::string& to,
+                       const FireOptions& options);
+  std::string build_update(const std::vector<std::string>& from, const std::vector<Guard>& guards,
+                           const std::vector<Assignment>& assignments) const;
+
+  Connection& conn_;
+  std::string table_name_;
+  std::string table_, key_, status_;
+  std::set<std::string> states_, terminal_;
+  std::vector<Compiled> events_;
+  std::map<std::string, std::string> to_state_sql_;  // transition_to() UPDATEs by target
+  std::map<std::string, std::vector<std::string>> to_from_;  // ... and their from-states
+  bool audit_ = false;
+  std::string machine_, audit_sql_, state_sql_, state_locked_sql_;
+};
+
+}  // namespace sqlguard

@@ -1,0 +1,105 @@
+// sqlguard/version_cas.h — optimistic concurrency on the user's own table
+// through a version column:
+//
+//   UPDATE t SET c1 = ?, c2 = ?, version = version + 1 WHERE key = ? AND version = ?
+//
+// and rows affected decides (1 = applied, 0 = someone else won or the row is
+// gone). No lock is held between the read and the write.
+//
+//   sqlguard::VersionCas acct(conn, {.table = "accounts", .columns = {"balance"}});
+//   auto r = acct.update(7, [](const sqlguard::Versioned& cur) -> std::optional<sqlguard::Params> {
+//     return sqlguard::Params{cur.values[0].as_int() + 100};   // std::nullopt = leave as is
+//   });
+//   // r.status: kApplied / kConflict (attempts ran out) / kNotFound / kSkipped; r.stats.attempts
+//
+// The version column must be an integer; sqlguard only ever increments it.
+// Works the same on all three dialects. On SQLite each update() attempt runs
+// under BEGIN IMMEDIATE, which serializes writers, so attempts there rarely
+// conflict; compare_and_set() from separate reads conflicts as anywhere else.
+//
+// Ownership and threads: borrows the Connection (which must outlive it);
+// one connection per thread. Identifiers are validated and quoted once, at
+// construction (Error kInvalidArgument). Database failures throw
+// sqlguard::Error; a lost CAS is a return value.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sqlguard/connection.h"
+#include "sqlguard/retry.h"
+
+namespace sqlguard {
+
+struct VersionCasSpec {
+  std::string table;                     // required
+  std::string key_column = "id";         // Default: "id"
+  std::string version_column = "version";  // Default: "version"
+  // Columns read by read() and written by compare_and_set(), in this order.
+  // At least one; none may be the key or the version column.
+  std::vector<std::string> columns;
+};
+
+struct Versioned {
+  std::int64_t version = 0;
+  std::vector<Value> values;  // VersionCasSpec::columns order
+};
+
+enum class CasStatus {
+  kApplied,   // written; version is now the returned version
+  kConflict,  // the version did not match (after the last attempt, for update())
+  kNotFound,  // no row with that key
+  kSkipped,   // update(): the modify function returned std::nullopt; nothing written
+};
+std::string_view to_string(CasStatus s) noexcept;
+
+struct CasResult {
+  CasStatus status = CasStatus::kConflict;
+  // kApplied: the new version. kConflict: the version found instead (if the
+  // row still existed). kNotFound: 0.
+  std::int64_t version = 0;
+  explicit operator bool() const noexcept { return status == CasStatus::kApplied; }
+};
+
+struct CasUpdateResult {
+  CasStatus status = CasStatus::kConflict;
+  // kApplied: the committed state. kSkipped: the state the function saw.
+  std::optional<Versioned> state;
+  RetryStats stats;                 // attempts, conflicts (lost CAS + serialization/deadlock), busy
+  std::optional<Error> last_error;  // kConflict: the last retryable error
+  explicit operator bool() const noexcept { return status == CasStatus::kApplied; }
+};
+
+class VersionCas {
+ public:
+  // Returns the new column values, or std::nullopt to stop without writing.
+  // Runs once per attempt, so it must not have side effects of its own.
+  using Modify = std::function<std::optional<Params>(const Versioned& current)>;
+
+  VersionCas(Connection& conn, VersionCasSpec spec);
+
+  // Plain read (no lock). Runs in the caller's transaction if one is open.
+  std::optional<Versioned> read(const Value& key);
+
+  // One conditional UPDATE; on 0 rows one SELECT tells kConflict from
+  // kNotFound. Runs in the caller's transaction if one is open, otherwise
+  // autocommits. `values` has one entry per column.
+  CasResult compare_and_set(const Value& key, std::int64_t expected_version, const Params& values);
+
+  // Read-modify-write with bounded retries: each attempt opens its own
+  // transaction, reads, calls `modify`, and CASes; a lost CAS, serialization
+  // failure, deadlock or lock timeout is retried after a full-jitter backoff
+  // (retry.h). kCommitInDoubt and other errors throw. The connection must not
+  // be in a transaction (Error kInvalidArgument).
+  CasUpdateResult update(const Value& key, const Modify& modify, const RetryPolicy& policy = {});
+
+ private:
+  Connection& conn_;
+  std::size_t ncols_ = 0;
+  std::string select_sql_, update_sql_, version_sql_;
+};
+
+}  // namespace sqlguard

@@ -3,6 +3,8 @@
 #include <thread>
 
 #include "dialect/dialect.h"
+#include "sqlguard/idempotency.h"
+#include "sqlguard/inbox.h"
 #include "sqlguard/validate.h"
 
 namespace sqlguard {
@@ -48,15 +50,11 @@ CleanupReport cleanup(Connection& conn, const CleanupOptions& o) {
     std::string where = "expire_at < " + std::string(d.now_ms()) + " - ?";
     r.locks_deleted = purge(conn, d.delete_limited("sqlguard_lock", "name", where), {o.lock_grace.count()}, o, &r.batches);
   }
-  if (o.idempotency) {
-    std::string where = "expire_at < " + std::string(d.now_ms());
-    r.idempotency_deleted =
-        purge(conn, d.delete_limited("sqlguard_idempotency", "scope, idem_key", where), {}, o, &r.batches);
-  }
-  if (o.inbox) {
-    std::string where = "expire_at < " + std::string(d.now_ms());
-    r.inbox_deleted = purge(conn, d.delete_limited("sqlguard_inbox", "consumer, message_id", where), {}, o, &r.batches);
-  }
+  // The dedup tables have their own retention rules (a live in-progress
+  // placeholder is never deleted): their purge functions own them.
+  const int max_batches = o.max_batches == 0 ? 1'000'000 : o.max_batches;
+  if (o.idempotency) r.idempotency_deleted = purge_expired_idempotency_keys(conn, o.batch_size, max_batches);
+  if (o.inbox) r.inbox_deleted = purge_expired_inbox_messages(conn, o.batch_size, max_batches);
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include "core/crypto.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
+#include "strategies/lease_sql.h"
 
 namespace sqlguard {
 namespace {
@@ -175,6 +176,27 @@ LeaseInfo to_info(const Row& r) {
 }
 
 }  // namespace
+
+// ---- internal accessor (bench, --emit-sql) ----------------------------------
+
+const std::string& detail::lease_sql(const Connection& conn, std::string_view which) {
+  const auto& s = sql_for(conn);
+  if (which == "acquire") return s.acquire;
+  if (which == "insert") return s.insert;
+  if (which == "read_mine") return s.read_mine;
+  if (which == "info") return s.info;
+  if (which == "renew") return s.renew;
+  if (which == "release") return s.release;
+  if (which == "force") return s.force;
+  if (which == "notify") {
+    static std::string n[3];
+    static std::once_flag once[3];
+    auto i = static_cast<std::size_t>(conn.kind());
+    std::call_once(once[i], [&] { n[i] = std::string(conn.dialect().notify_sql()); });
+    return n[i];
+  }
+  throw Error(ErrorCode::kInvalidArgument, "unknown lease statement '" + std::string(which) + "'");
+}
 
 // ---- free functions ----------------------------------------------------------
 

@@ -22,9 +22,7 @@ int main(int argc, char** argv) {
   add_lock(app);
   add_run(app);
   add_cleanup(app);
-#ifdef SQLGUARD_CLI_HAS_DEMO
   add_demo(app);
-#endif
 #ifdef SQLGUARD_CLI_HAS_BENCH
   add_bench(app);
 #endif

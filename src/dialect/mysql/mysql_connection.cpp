@@ -58,8 +58,11 @@ class MysqlDialect final : public Dialect {
   bool upsert_returning() const noexcept override { return false; }
   std::string insert_if_absent(std::string_view table, std::string_view cols,
                                std::string_view values) const override {
-    return "INSERT IGNORE INTO " + std::string(table) + " (" + std::string(cols) + ") VALUES (" +
-           std::string(values) + ")";
+    // Not INSERT IGNORE: it also turns data errors into truncating warnings.
+    std::string c(cols);
+    std::string first = c.substr(0, c.find(','));
+    return "INSERT INTO " + std::string(table) + " (" + c + ") VALUES (" + std::string(values) +
+           ") ON DUPLICATE KEY UPDATE " + first + " = " + first;
   }
   // Plain INSERT: the duplicate surfaces as 1062 -> kAlreadyExists. INSERT
   // IGNORE would also turn strict-mode errors (data too long) into warnings.

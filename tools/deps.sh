@@ -32,10 +32,11 @@ packages=(
   libsqlite3-dev sqlite3
   libmysqlcppconn-dev
   catch2 libcli11-dev nlohmann-json3-dev libssl-dev
+  libhiredis-dev
   procps iproute2
 )
 if (( with_servers )); then
-  packages+=(postgresql postgresql-client mariadb-server mariadb-client)
+  packages+=(postgresql postgresql-client mariadb-server mariadb-client redis-server)
 fi
 
 command -v dpkg-query >/dev/null 2>&1 \

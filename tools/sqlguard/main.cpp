@@ -23,9 +23,7 @@ int main(int argc, char** argv) {
   add_run(app);
   add_cleanup(app);
   add_demo(app);
-#ifdef SQLGUARD_CLI_HAS_BENCH
   add_bench(app);
-#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,57 @@
+// `sqlguard bench`: behaviour only. Benchmarks are not tests, so no timing
+// is ever asserted here — only that the command runs and reports its fields.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "test_context.h"
+
+using sgtest::ctx;
+
+namespace {
+// The raw text of a top-level field of a one-line JSON object ("" if absent).
+std::string field(const std::string& line, const std::string& key) {
+  auto p = line.find("\"" + key + "\":");
+  if (p == std::string::npos) return "";
+  auto v = p + key.size() + 3;
+  auto e = line[v] == '"' ? line.find('"', v + 1) + 1 : line.find_first_of(",}", v);
+  return line.substr(v, e - v);
+}
+}  // namespace
+
+TEST_CASE("bench reports one JSON cell with throughput, latency and the raw baseline", "[bench][cli]") {
+  std::string out;
+  int rc = sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "--json", "bench", "--ops", "lease-distinct",
+                                "--clients", "1", "--duration", "300ms", "--warmup", "50ms"},
+                               &out);
+  REQUIRE(rc == 0);
+  auto nl = out.find('\n');
+  REQUIRE(nl != std::string::npos);
+  std::string line = out.substr(0, nl);
+  INFO(line);
+  for (const char* k : {"dialect", "op", "clients", "ops_per_s", "p50_ms", "p99_ms", "raw_ops_per_s",
+                        "overhead_ratio", "errors", "duration_s"})
+    CHECK(!field(line, k).empty());
+  CHECK(field(line, "op") == "\"lease-distinct\"");
+  CHECK(field(line, "dialect") == "\"" + ctx().name + "\"");
+  CHECK(field(line, "clients") == "1");
+  CHECK(std::stod(field(line, "ops_per_s")) > 0);
+  CHECK(std::stod(field(line, "raw_ops_per_s")) > 0);
+  CHECK(field(line, "errors") == "0");
+}
+
+TEST_CASE("bench refuses bad input with one line and a non-zero exit", "[bench][cli]") {
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--ops", "no-such-op"}) != 0);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--clients", "0"}) != 0);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--duration", "soon"}) != 0);
+}
+
+TEST_CASE("bench --emit-sql prints the statements of each op", "[bench][cli]") {
+  std::string out;
+  REQUIRE(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--emit-sql", "--ops",
+                               "lease-distinct,guarded-decrement"},
+                              &out) == 0);
+  CHECK(out.find("-- op: lease-distinct") != std::string::npos);
+  CHECK(out.find("sqlguard_lock") != std::string::npos);
+  CHECK(out.find("-- op: guarded-decrement") != std::string::npos);
+}

@@ -1,0 +1,66 @@
+// sqlguard bench: the "raw" baseline — statements run directly through the
+// native driver (sqlite3 / libpqxx / mysqlcppconn) with statement handles
+// prepared once, no sqlguard code on the hot path. The native session is
+// borrowed from a sqlguard connection so both paths share the exact session
+// settings (MySQL time zone, READ COMMITTED, CLIENT_FOUND_ROWS; SQLite WAL).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sqlguard/connection.h"
+
+namespace sqlguard::bench {
+
+// A bound parameter (views: the caller keeps the bytes alive for the call).
+struct P {
+  enum Type { kInt, kText, kBlob } type;
+  std::int64_t i = 0;
+  std::string_view s;
+  P(std::int64_t v) : type(kInt), i(v) {}
+  P(int v) : type(kInt), i(v) {}
+  P(std::string_view v) : type(kText), s(v) {}
+  P(const std::string& v) : type(kText), s(v) {}
+  P(const char* v) : type(kText), s(v) {}
+  static P blob(std::string_view v) {
+    P p(v);
+    p.type = kBlob;
+    return p;
+  }
+};
+
+enum class RawErr { kDuplicate, kConflict, kBusy, kOther };
+struct RawError : std::runtime_error {
+  RawError(RawErr k, const std::string& m) : std::runtime_error(m), kind(k) {}
+  RawErr kind;
+};
+
+struct RawResult {
+  std::int64_t affected = 0;
+  std::size_t nrows = 0;
+  std::vector<std::string> first;  // cells of the first row, as text
+};
+
+class RawConn {
+ public:
+  virtual ~RawConn() = default;
+  // Prepares a statement written with `?` placeholders; returns its handle.
+  virtual int prepare(const std::string& sql) = 0;
+  virtual RawResult exec(int stmt, std::initializer_list<P> params) = 0;
+  virtual void begin() = 0;  // SQLite: BEGIN IMMEDIATE (as sqlguard)
+  virtual void commit() = 0;
+  virtual void rollback() noexcept = 0;
+};
+
+// Borrows the native handle of `conn` (which must outlive the RawConn).
+std::unique_ptr<RawConn> make_raw(Connection& conn);
+
+// `?` -> $1..$n (PostgreSQL's native form), skipping quoted text.
+std::string number_placeholders(std::string_view sql);
+
+}  // namespace sqlguard::bench

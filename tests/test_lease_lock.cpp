@@ -685,3 +685,45 @@ TEST_CASE("sqlguard cleanup --every runs until SIGTERM and exits cleanly", "[lea
   CHECK_THAT(all, Catch::Matchers::Contains("stopped after"));
   std::remove(out.c_str());
 }
+
+TEST_CASE("on PostgreSQL a release wakes a waiter through NOTIFY instead of its next poll", "[lease][wait][notify]") {
+  if (!ctx().is(DialectKind::kPostgres)) {
+    SUCCEED("LISTEN/NOTIFY is PostgreSQL's; other dialects poll with backoff");
+    return;
+  }
+  auto c1 = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c1, name);
+  REQUIRE(a.try_acquire());
+  auto waiter = std::async(std::launch::async, [&] {
+    auto c2 = ctx().connect();
+    LeaseOptions o;
+    o.backoff_initial = o.backoff_max = std::chrono::minutes(2);  // polls would sleep for up to 60 s
+    LeaseLock b(*c2, name, o);
+    auto t0 = std::chrono::steady_clock::now();
+    bool got = b.acquire(60s);
+    return std::make_pair(got, std::chrono::steady_clock::now() - t0);
+  });
+  std::this_thread::sleep_for(300ms);
+  REQUIRE(a.release());
+  auto [got, took] = waiter.get();
+  CHECK(got);
+  // Functional bound, not a benchmark: without the wake-up the waiter would
+  // sleep until its (up to 60 s) poll.
+  CHECK(took < 15s);
+}
+
+TEST_CASE("lease metrics count attempts, busy answers, releases and losses", "[lease][metrics]") {
+  reset_lease_metrics();
+  auto c = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c, name), b(*c, name);
+  REQUIRE(a.try_acquire());
+  CHECK_FALSE(b.try_acquire());
+  CHECK(a.release());
+  auto m = lease_metrics();
+  CHECK(m.attempts == 2);
+  CHECK(m.acquired == 1);
+  CHECK(m.busy == 1);
+  CHECK(m.releases == 1);
+}

@@ -11,7 +11,9 @@
 
 #include "core/crypto.h"
 #include "dialect/dialect.h"
+#include "sqlguard/lease_lock.h"
 #include "sqlguard/validate.h"
+#include <mutex>
 
 namespace sqlguard {
 namespace {
@@ -22,12 +24,47 @@ constexpr std::size_t kMaxScopeBytes = 64;  // column size
 // DELETE of the same key) on an autocommit statement is simply retried.
 constexpr int kMaxConflictRetries = 20;
 
-std::string owner_token() {
-  char host[256] = {0};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
-  std::string h(host);
-  if (h.size() > 64) h.resize(64);  // the token only has to be unique, not the full host name
-  return detail::random_hex(16) + ":" + h + ":" + std::to_string(getpid());
+std::string owner_token() { return make_owner_token(); }
+
+// Statements, built once per dialect (not per call: this is a hot path).
+struct IdemSql {
+  std::string renew, insert, select, takeover, remove, complete;
+};
+
+IdemSql build_sql(const Dialect& d) {
+  const std::string now(d.now_ms());
+  const std::string table(kTable);
+  IdemSql q;
+  q.renew = "UPDATE " + table + " SET locked_until = " + now + " + ?, expire_at = " + std::string(d.greatest()) +
+            "(expire_at, " + now + " + ?) WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'";
+  // The placeholder: the primary key decides who executes.
+  q.insert = d.insert_dedup(table, "scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at",
+                            "?, ?, 'in_progress', ?, ?, " + now + " + ?, " + now + ", " + now + " + ?",
+                            "scope, idem_key");
+  q.select = "SELECT status, fingerprint, response_code, response_body, CASE WHEN locked_until <= " + now +
+             " THEN 1 ELSE 0 END, CASE WHEN expire_at <= " + now + " THEN 1 ELSE 0 END FROM " + table +
+             " WHERE scope = ? AND idem_key = ?";
+  // Take-over: matches only a crashed placeholder (lease expired, same
+  // request) or a finished row past its retention. Concurrent retries
+  // serialize on the row; the first one's new lease makes the others miss.
+  q.takeover = "UPDATE " + table + " SET status = 'in_progress', fingerprint = ?, owner = ?, locked_until = " + now +
+               " + ?, response_code = NULL, response_body = NULL, created_at = " + now +
+               ", completed_at = NULL, expire_at = " + now +
+               " + ? WHERE scope = ? AND idem_key = ? AND ((status = 'in_progress' AND locked_until <= " + now +
+               " AND fingerprint = ?) OR (status <> 'in_progress' AND expire_at <= " + now + "))";
+  q.remove = "DELETE FROM " + table + " WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'";
+  q.complete = "UPDATE " + table + " SET status = ?, response_code = ?, response_body = ?, completed_at = " + now +
+               ", locked_until = " + now + ", expire_at = " + now +
+               " + ? WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'";
+  return q;
+}
+
+const IdemSql& sql_for(const Connection& c) {
+  static std::once_flag once[3];
+  static IdemSql built[3];
+  auto i = static_cast<std::size_t>(c.kind());
+  std::call_once(once[i], [&] { built[i] = build_sql(c.dialect()); });
+  return built[i];
 }
 
 void check_fingerprint(std::string_view fp) {
@@ -102,13 +139,9 @@ IdempotencyExecution::IdempotencyExecution(Connection& conn, const IdempotencyOp
       took_over_(took_over) {}
 
 bool IdempotencyExecution::renew() {
-  const Dialect& d = conn_.dialect();
-  std::string now(d.now_ms());
-  std::string sql = "UPDATE " + std::string(kTable) + " SET locked_until = " + now + " + ?, expire_at = " +
-                    std::string(d.greatest()) + "(expire_at, " + now +
-                    " + ?) WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'";
   std::int64_t lease = opt_.lease.count();
-  return conn_.execute(sql, {lease, lease + opt_.retention.count(), scope_, key_, owner_}).affected == 1;
+  return conn_.execute(sql_for(conn_).renew, {lease, lease + opt_.retention.count(), scope_, key_, owner_}).affected ==
+         1;
 }
 
 IdempotencyKeys::IdempotencyKeys(Connection& conn, IdempotencyOptions options)
@@ -130,30 +163,10 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
   if (!handler) throw Error(ErrorCode::kInvalidArgument, "idempotency handler is empty");
   refuse_open_transaction(conn_, "IdempotencyKeys::execute()");
 
-  const Dialect& d = conn_.dialect();
-  const std::string now(d.now_ms());
-  const std::string table(kTable);
+  const IdemSql& q = sql_for(conn_);
   const std::string fp = lower(fingerprint);
   const std::int64_t lease = opt_.lease.count();
   const std::int64_t in_progress_expiry = lease + opt_.retention.count();
-
-  // The placeholder: the primary key decides who executes.
-  const std::string insert_sql = d.insert_dedup(
-      table, "scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at",
-      "?, ?, 'in_progress', ?, ?, " + now + " + ?, " + now + ", " + now + " + ?", "scope, idem_key");
-  const std::string select_sql =
-      "SELECT status, fingerprint, response_code, response_body, CASE WHEN locked_until <= " + now +
-      " THEN 1 ELSE 0 END, CASE WHEN expire_at <= " + now + " THEN 1 ELSE 0 END FROM " + table +
-      " WHERE scope = ? AND idem_key = ?";
-  // Take-over: matches only a crashed placeholder (lease expired, same
-  // request) or a finished row past its retention. Concurrent retries
-  // serialize on the row; the first one's new lease makes the others miss.
-  const std::string takeover_sql =
-      "UPDATE " + table + " SET status = 'in_progress', fingerprint = ?, owner = ?, locked_until = " + now +
-      " + ?, response_code = NULL, response_body = NULL, created_at = " + now +
-      ", completed_at = NULL, expire_at = " + now +
-      " + ? WHERE scope = ? AND idem_key = ? AND ((status = 'in_progress' AND locked_until <= " + now +
-      " AND fingerprint = ?) OR (status <> 'in_progress' AND expire_at <= " + now + "))";
 
   const std::string owner = owner_token();
   const std::string s(scope), k(key);
@@ -164,7 +177,7 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
 
   for (int poll = 0; !acquired; ) {
     try {
-      Result ins = conn_.execute(insert_sql, {s, k, fp, owner, lease, in_progress_expiry});
+      Result ins = conn_.execute(q.insert, {s, k, fp, owner, lease, in_progress_expiry});
       if (ins.affected == 1) {
         acquired = true;
         break;
@@ -174,7 +187,7 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
       if (e.code() != ErrorCode::kAlreadyExists) throw;  // the key exists: read it below
     }
 
-    Result row = conn_.execute(select_sql, {s, k});
+    Result row = conn_.execute(q.select, {s, k});
     if (row.empty()) continue;  // removed (handler failed / purged) since the INSERT: try again
     const Row& r = row.rows[0];
     const std::string status = r[0].as_string();
@@ -197,7 +210,7 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
     }
     if (stale) {
       try {
-        if (conn_.execute(takeover_sql, {fp, owner, lease, in_progress_expiry, s, k, fp}).affected == 1) {
+        if (conn_.execute(q.takeover, {fp, owner, lease, in_progress_expiry, s, k, fp}).affected == 1) {
           acquired = took_over = true;
           break;
         }
@@ -228,9 +241,7 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
     if (opt_.on_handler_error == OnHandlerError::kRemovePlaceholder) {
       // Owner-checked: never remove a placeholder another execution took over.
       try {
-        auto del = conn_.execute("DELETE FROM " + table +
-                                     " WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'",
-                                 {s, k, owner});
+        auto del = conn_.execute(q.remove, {s, k, owner});
         if (del.affected != 1)
           log(LogLevel::kWarning, "idempotency key '" + k + "' in scope '" + s +
                                       "': handler failed after its placeholder was taken over; nothing removed");
@@ -262,9 +273,7 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
   // stores its response. A lease that expired without a take-over is still
   // ours (the owner token did not change), so the response is kept.
   auto done = conn_.execute(
-      "UPDATE " + table + " SET status = ?, response_code = ?, response_body = ?, completed_at = " + now +
-          ", locked_until = " + now + ", expire_at = " + now +
-          " + ? WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'",
+      q.complete,
       {status, out.response.status, Value::blob(out.response.body), opt_.retention.count(), s, k, owner});
   out.outcome = done.affected == 1 ? IdempotencyOutcome::kExecuted : IdempotencyOutcome::kLeaseLost;
   return out;

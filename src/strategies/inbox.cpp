@@ -2,6 +2,8 @@
 // writes commit in one transaction, so "seen" and "applied" cannot diverge.
 #include "sqlguard/inbox.h"
 
+#include <mutex>
+
 #include <algorithm>
 #include <random>
 #include <thread>
@@ -47,10 +49,17 @@ InboxResult Inbox::process(std::string_view consumer, std::string_view message_i
   if (conn_.in_transaction())
     throw Error(ErrorCode::kInvalidArgument, "Inbox::process() must not run inside a transaction open on the connection");
 
-  const Dialect& d = conn_.dialect();
-  const std::string now(d.now_ms());
-  const std::string insert_sql = d.insert_dedup(kTable, "consumer, message_id, processed_at, expire_at",
-                                                "?, ?, " + now + ", " + now + " + ?", "consumer, message_id");
+  // Built once per dialect: this is the hot path of every delivery.
+  static std::once_flag once[3];
+  static std::string built[3];
+  const auto di = static_cast<std::size_t>(conn_.kind());
+  std::call_once(once[di], [&] {
+    const Dialect& d = conn_.dialect();
+    const std::string now(d.now_ms());
+    built[di] = d.insert_dedup(kTable, "consumer, message_id, processed_at, expire_at",
+                               "?, ?, " + now + ", " + now + " + ?", "consumer, message_id");
+  });
+  const std::string& insert_sql = built[di];
   const Params params{consumer, message_id, opt_.retention.count()};
 
   for (int attempt = 1;; ++attempt) {

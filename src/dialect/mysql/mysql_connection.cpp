@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "core/uri.h"
+#include "core/sql_cache.h"
 #include "dialect/dialect.h"
 #include "dialect/factory.h"
 #include "sqlguard/mysql.h"
@@ -316,7 +317,7 @@ class MysqlConnection final : public Connection {
   }
 
   sql::PreparedStatement* prepare(std::string_view sql) {
-    auto it = cache_.find(std::string(sql));
+    auto it = cache_.find(sql);
     if (it != cache_.end()) return it->second.get();
     std::unique_ptr<sql::PreparedStatement> ps(conn_->prepareStatement(std::string(sql)));
     return cache_.emplace(std::string(sql), std::move(ps)).first->second.get();
@@ -393,7 +394,7 @@ class MysqlConnection final : public Connection {
   Capabilities caps_;
   std::unique_ptr<sql::Connection> conn_;
   std::unique_ptr<sql::Statement> stmt_;
-  std::unordered_map<std::string, std::unique_ptr<sql::PreparedStatement>> cache_;
+  detail::SqlCache<std::unique_ptr<sql::PreparedStatement>> cache_;
   bool in_tx_ = false;
   bool broken_ = true;
 };

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/uri.h"
+#include "core/sql_cache.h"
 #include "dialect/dialect.h"
 #include "dialect/factory.h"
 #include "sqlguard/postgres.h"
@@ -287,7 +288,7 @@ class PgConnection final : public Connection {
   }
 
   const std::string& prepared(std::string_view sql) {
-    auto it = prepared_.find(std::string(sql));
+    auto it = prepared_.find(sql);
     if (it != prepared_.end()) return it->second;
     std::string name = "sg" + std::to_string(++counter_);
     conn_->prepare(name, number_placeholders(sql));
@@ -408,7 +409,7 @@ class PgConnection final : public Connection {
   Capabilities caps_;
   std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<pqxx::transaction_base> tx_;
-  std::unordered_map<std::string, std::string> prepared_;
+  detail::SqlCache<std::string> prepared_;
   std::map<std::string, std::unique_ptr<Receiver>> receivers_;
   int counter_ = 0;
 };

@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/sql_cache.h"
 #include "dialect/dialect.h"
 #include "dialect/factory.h"
 #include "sqlguard/sqlite.h"
@@ -182,7 +183,7 @@ class SqliteConnection final : public Connection {
 
  private:
   sqlite3_stmt* prepare(std::string_view sql) {
-    auto it = cache_.find(std::string(sql));
+    auto it = cache_.find(sql);
     if (it != cache_.end()) return it->second;
     sqlite3_stmt* st = nullptr;
     int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &st,
@@ -239,7 +240,7 @@ class SqliteConnection final : public Connection {
   Capabilities caps_;
   sqlite3* db_ = nullptr;
   bool in_tx_ = false;
-  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  detail::SqlCache<sqlite3_stmt*> cache_;
 };
 
 }  // namespace

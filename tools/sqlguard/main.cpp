@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add_lock(app);
   add_run(app);
   add_cleanup(app);
+  add_chaos(app);
   add_demo(app);
   add_bench(app);
   try {

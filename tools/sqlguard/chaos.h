@@ -1,0 +1,78 @@
+// Internals shared by `sqlguard chaos` (the coordinator: fault injector and
+// invariant checker, cmd_chaos.cpp) and its hidden `chaos-worker` processes
+// (chaos_worker.cpp). Not a public API.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace sqlguard::cli::chaos {
+
+// What a worker is doing right now; the injector picks its targets by it.
+enum Phase : std::int32_t {
+  kIdle = 0,
+  kAcquiring = 1,
+  kHolding = 2,      // holds a lease, doing its "work" before the fenced write
+  kWriting = 3,      // inside the fenced-write transaction
+  kInventoryTx = 4,  // inside a stock decrement transaction
+  kInboxTx = 5,      // inside an inbox transaction
+  kExited = 6,
+};
+const char* phase_name(std::int32_t phase);
+
+// One slot per worker index, in a file both sides mmap (MAP_SHARED). Only
+// lock-free 32/64-bit atomics, so it is address-free across processes. A
+// respawned worker reuses its slot; counters accumulate across lives.
+struct alignas(64) Slot {
+  std::atomic<std::int32_t> pid{0};
+  std::atomic<std::int32_t> phase{kIdle};
+  std::atomic<std::int32_t> resource{-1};  // lease held (index), -1 = none
+  std::atomic<std::int64_t> fence{0};      // fence of the held lease
+  std::atomic<std::int64_t> session{0};    // server session id of the main connection (0: none/SQLite)
+  std::atomic<std::int64_t> acquisitions{0};
+  std::atomic<std::int64_t> writes_committed{0};   // fenced writes this worker saw commit
+  std::atomic<std::int64_t> rejected_by_lease{0};  // run_guarded refused: lease no longer held
+  std::atomic<std::int64_t> rejected_by_fence{0};  // fenced_write refused: a newer token was accepted
+  std::atomic<std::int64_t> late_attempts{0};      // writes attempted after a pause > ttl was detected
+  std::atomic<std::int64_t> late_rejected{0};
+  std::atomic<std::int64_t> slow_holds{0};         // deliberate holds longer than the ttl (watchdog renews)
+  std::atomic<std::int64_t> sales_guarded{0};
+  std::atomic<std::int64_t> sales_cas{0};
+  std::atomic<std::int64_t> cas_conflicts{0};
+  std::atomic<std::int64_t> sold_out{0};
+  std::atomic<std::int64_t> deliveries{0};
+  std::atomic<std::int64_t> inbox_processed{0};
+  std::atomic<std::int64_t> inbox_duplicates{0};
+  std::atomic<std::int64_t> errors{0};
+  std::atomic<std::int64_t> reconnects{0};
+  std::atomic<std::int64_t> lease_losses{0};
+};
+static_assert(std::atomic<std::int64_t>::is_always_lock_free, "shared-memory counters need lock-free atomics");
+
+// Names of one run's objects. `run` is 8 lower-case hex digits.
+struct Names {
+  std::string run;
+  std::string prefix;    // chaos_<run>_
+  std::string res, audit, stock, sale, effect;
+  std::string consumer;  // inbox consumer name
+  std::string lock(int resource) const { return prefix + "res" + std::to_string(resource); }
+  explicit Names(std::string run_id);
+};
+
+// Worker parameters, passed on the command line of `chaos-worker`.
+struct WorkerArgs {
+  std::string run;
+  std::string state_file;
+  int slot = 0;
+  std::int64_t deadline_ns = 0;  // steady_clock (CLOCK_MONOTONIC) time to stop at
+  std::int64_t ttl_ms = 1000;
+  int resources = 1;
+  int items = 2;
+  int messages = 100;
+  std::uint64_t seed = 1;
+  bool no_fencing = false;
+};
+
+}  // namespace sqlguard::cli::chaos

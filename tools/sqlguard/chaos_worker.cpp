@@ -1,0 +1,380 @@
+// `sqlguard chaos-worker`: one worker process of `sqlguard chaos` (hidden
+// subcommand). It loops until its deadline over three workloads, reporting
+// what it is doing in its shared-memory slot so the injector can aim:
+//   * lease + fenced write: acquire a short lease (watchdog on), "work" for
+//     a while (sometimes longer than the ttl), then write the protected
+//     resource and its audit row in ONE transaction that re-checks the lease
+//     (run_guarded) and carries the fencing token (fenced_write). With
+//     --no-fencing the write is a plain transaction: the negative control.
+//   * inventory: a guarded decrement (UPDATE ... WHERE qty >= 1) or a
+//     version CAS, each with its sale row in the same transaction.
+//   * inbox: redelivered messages processed through sqlguard::Inbox; the
+//     effect row is written in the dedup transaction.
+// Every error is counted and the connection re-established; the worker
+// never gives up before its deadline. See cmd_chaos.cpp for the checker.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "chaos.h"
+#include "common.h"
+#include "sqlguard/inbox.h"
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/transition.h"
+#include "sqlguard/version_cas.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard::cli::chaos {
+
+const char* phase_name(std::int32_t phase) {
+  switch (phase) {
+    case kIdle: return "idle";
+    case kAcquiring: return "acquiring";
+    case kHolding: return "holding";
+    case kWriting: return "fenced-write-tx";
+    case kInventoryTx: return "inventory-tx";
+    case kInboxTx: return "inbox-tx";
+    case kExited: return "exited";
+  }
+  return "?";
+}
+
+Names::Names(std::string run_id) : run(std::move(run_id)) {
+  prefix = "chaos_" + run + "_";
+  res = prefix + "res";
+  audit = prefix + "audit";
+  stock = prefix + "stock";
+  sale = prefix + "sale";
+  effect = prefix + "effect";
+  consumer = "chaos_" + run;
+  for (const auto* t : {&res, &audit, &stock, &sale, &effect}) validate_identifier(*t, "chaos table");
+}
+
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+struct StaleFence {};  // thrown inside run_guarded: fenced_write refused the token
+
+class Worker {
+ public:
+  Worker(const WorkerArgs& a, Slot& s)
+      : a_(a), s_(s), n_(a.run), ttl_(a.ttl_ms), rng_(a.seed * 0x9E3779B97F4A7C15ULL + a.slot * 7919ULL + getpid()) {
+    deadline_ = steady_clock::time_point(std::chrono::nanoseconds(a.deadline_ns));
+    co_.connect_timeout = milliseconds(2000);
+    co_.busy_timeout = milliseconds(10000);
+    co_.io_timeout = milliseconds(15000);
+  }
+
+  int run() {
+    if (!connect()) return 0;  // the deadline passed while the database was away
+    inbox_ = std::make_unique<Inbox>(*conn_);
+    // The guarded update bumps the version too, so the CAS path sees every
+    // change (a first draft did not; the stock invariant caught the lost update).
+    decrement_ = std::make_unique<GuardedUpdate>(
+        *conn_, GuardedUpdateSpec{n_.stock, "id",
+                                  {{"qty", AssignOp::kSubtract}, {"version", AssignOp::kAdd}},
+                                  {{"qty", Compare::kGe}}});
+    cas_ = std::make_unique<VersionCas>(*conn_, VersionCasSpec{n_.stock, "id", "version", {"qty"}});
+    locks_.resize(a_.resources);
+    while (!past_deadline()) {
+      int op = pick(0, 99);
+      try {
+        if (op < 45)
+          lease_write();
+        else if (op < 75)
+          inventory();
+        else
+          inbox();
+      } catch (const Error& e) {
+        ++s_.errors;
+        if (std::getenv("SQLGUARD_CHAOS_VERBOSE"))
+          std::cerr << "chaos-worker " << a_.slot << ": " << e.what() << "\n";
+        recover();
+      }
+      s_.phase = kIdle;
+      s_.resource = -1;
+      sleep(milliseconds(pick(1, 6)));
+    }
+    locks_.clear();  // releases what is still held
+    s_.phase = kExited;
+    return 0;
+  }
+
+ private:
+  bool past_deadline() const { return steady_clock::now() >= deadline_; }
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  static void sleep(milliseconds d) { std::this_thread::sleep_for(d); }
+
+  bool connect() {
+    for (;;) {
+      try {
+        conn_ = make_connection(global().db, co_);
+        note_session();
+        return true;
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kConnectionLost && e.code() != ErrorCode::kTimeout) throw;
+        if (past_deadline()) return false;
+        sleep(milliseconds(100));
+      }
+    }
+  }
+
+  // After an error: drop leases this process may still think it holds and
+  // make the connection usable again (a killed session, a restarted server).
+  void recover() {
+    for (auto& l : locks_) {
+      if (l && l->hold_count() > 0) l.reset();  // destructor: release (errors to the log hook) + stop watchdog
+    }
+    while (!past_deadline()) {
+      try {
+        if (conn_->in_transaction()) conn_->rollback();
+      } catch (const Error&) {
+      }
+      try {
+        conn_->reconnect();
+        ++s_.reconnects;
+        note_session();
+        return;
+      } catch (const Error&) {
+        sleep(milliseconds(100));
+      }
+    }
+  }
+
+  // The injector spares the sessions of paused workers when it kills
+  // connections: the pause itself must be the fault their late write meets.
+  void note_session() {
+    try {
+      s_.session = conn_->session_id();
+    } catch (const Error&) {
+      s_.session = 0;
+    }
+  }
+
+  LeaseLock& lock_for(int r) {
+    if (!locks_[r]) {
+      LeaseOptions o;
+      o.ttl = ttl_;
+      std::string uri = global().db;
+      auto co = co_;
+      o.watchdog_connection = [uri, co] { return make_connection(uri, co); };
+      Slot* s = &s_;
+      o.on_lost = [s](const LeaseLoss&) { ++s->lease_losses; };
+      locks_[r] = std::make_unique<LeaseLock>(*conn_, n_.lock(r), o);
+    }
+    return *locks_[r];
+  }
+
+  void lease_write() {
+    int r = pick(0, a_.resources - 1);
+    LeaseLock& lock = lock_for(r);
+    s_.phase = kAcquiring;
+    auto left = std::chrono::duration_cast<milliseconds>(deadline_ - steady_clock::now());
+    if (left.count() <= 0 || !lock.acquire(std::min(milliseconds(50), left))) return;
+    ++s_.acquisitions;
+    std::int64_t fence = lock.fence();
+    s_.fence = fence;
+    s_.resource = r;
+    s_.phase = kHolding;
+    std::int64_t start_ms = conn_->db_now_ms();
+
+    // The "work". Sometimes longer than the ttl: the watchdog must keep the
+    // lease. A SIGSTOP from the injector shows up as one sleep step that
+    // took far longer than asked (CLOCK_MONOTONIC runs on while stopped).
+    bool slow = pick(0, 7) == 0;
+    milliseconds hold = slow ? ttl_ * 13 / 10 : milliseconds(pick(20, 150));
+    if (slow) ++s_.slow_holds;
+    bool paused = false;
+    auto t0 = steady_clock::now(), last = t0;
+    while (steady_clock::now() - t0 < hold) {
+      sleep(milliseconds(10));
+      auto now = steady_clock::now();
+      if (now - last > std::max(ttl_ / 2, milliseconds(200))) paused = true;
+      last = now;
+    }
+
+    s_.phase = kWriting;
+    if (paused) ++s_.late_attempts;
+    bool accepted = false;
+    if (!a_.no_fencing) {
+      bool stale_fence = false;
+      bool ran = false;
+      try {
+        ran = lock.run_guarded([&](Transaction& tx) {
+          if (!fenced_write(*conn_, n_.lock(r), fence)) throw StaleFence{};
+          write(tx, r, fence, start_ms, paused);
+        });
+      } catch (const StaleFence&) {
+        stale_fence = true;
+      }
+      if (stale_fence) {
+        ++s_.rejected_by_fence;
+      } else if (!ran) {
+        ++s_.rejected_by_lease;
+      } else {
+        accepted = true;
+      }
+    } else {
+      // Negative control: trusts the lease it took earlier and writes
+      // without re-checking it or presenting the fencing token.
+      Transaction tx(*conn_);
+      write(tx, r, fence, start_ms, paused);
+      tx.commit();
+      accepted = true;
+    }
+    if (accepted)
+      ++s_.writes_committed;
+    else if (paused)
+      ++s_.late_rejected;
+    s_.phase = kIdle;
+    s_.resource = -1;
+    bool released = false;
+    try {
+      released = lock.release();
+    } catch (const Error&) {
+    }
+    if (!released || lock.hold_count() > 0) locks_[r].reset();
+  }
+
+  // The protected write: bump the resource's version (its row lock orders
+  // writers, so version = commit order), then the audit row with the
+  // holder's critical-section interval on the DB clock.
+  void write(Transaction& tx, int r, std::int64_t fence, std::int64_t start_ms, bool paused) {
+    tx.execute("UPDATE " + n_.res + " SET version = version + 1, last_fence = ?, last_worker = ? WHERE id = ?",
+               {fence, a_.slot, r});
+    auto seq = tx.execute("SELECT version FROM " + n_.res + " WHERE id = ?", {r}).rows.at(0)[0].as_int();
+    std::int64_t end_ms = conn_->db_now_ms();
+    tx.execute("INSERT INTO " + n_.audit +
+                   " (resource, seq, fence, worker, pid, start_ms, end_ms, paused) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+               {r, seq, fence, a_.slot, static_cast<std::int64_t>(getpid()), start_ms, end_ms, paused ? 1 : 0});
+  }
+
+  void inventory() {
+    int item = pick(0, a_.items - 1);
+    if (pick(0, 1) == 0) {
+      // Guarded update (transition.h): UPDATE ... SET qty = qty - 1 WHERE
+      // id = ? AND qty >= 1, and the sale row, in one transaction.
+      s_.phase = kInventoryTx;
+      Transaction tx(*conn_);
+      if (!decrement_->apply(item, {1, 1, 1})) {
+        ++s_.sold_out;
+        return;  // rolls back
+      }
+      tx.execute("INSERT INTO " + n_.sale + " (item, worker, method) VALUES (?, ?, 'guarded')", {item, a_.slot});
+      sleep(milliseconds(pick(0, 8)));  // widen the mid-transaction window for kill -9
+      tx.commit();
+      ++s_.sales_guarded;
+      return;
+    }
+    // Version CAS (version_cas.h): read without locks, write only if nobody
+    // changed the row since; the sale row commits with the CAS.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      auto cur = cas_->read(item);
+      if (!cur) throw Error(ErrorCode::kNotFound, "chaos stock item vanished");
+      std::int64_t qty = cur->values.at(0).as_int();
+      if (qty < 1) {
+        ++s_.sold_out;
+        return;
+      }
+      s_.phase = kInventoryTx;
+      Transaction tx(*conn_);
+      if (cas_->compare_and_set(item, cur->version, {qty - 1})) {
+        tx.execute("INSERT INTO " + n_.sale + " (item, worker, method) VALUES (?, ?, 'cas')", {item, a_.slot});
+        sleep(milliseconds(pick(0, 8)));
+        tx.commit();
+        ++s_.sales_cas;
+        return;
+      }
+      tx.rollback();
+      s_.phase = kIdle;
+      ++s_.cas_conflicts;
+      sleep(milliseconds(pick(1, 4 << attempt)));
+    }
+  }
+
+  void inbox() {
+    // Messages are drawn with replacement from a small id space: most
+    // deliveries of a busy run are redeliveries.
+    std::int64_t m = pick(1, a_.messages);
+    ++s_.deliveries;
+    s_.phase = kInboxTx;
+    auto r = inbox_->process(n_.consumer, "m" + std::to_string(m), [&](Transaction& tx) {
+      tx.execute("INSERT INTO " + n_.effect + " (message, worker) VALUES (?, ?)", {m, a_.slot});
+      sleep(milliseconds(pick(0, 8)));
+    });
+    ++(r.outcome == InboxOutcome::kProcessed ? s_.inbox_processed : s_.inbox_duplicates);
+  }
+
+  const WorkerArgs& a_;
+  Slot& s_;
+  Names n_;
+  milliseconds ttl_;
+  std::mt19937_64 rng_;
+  steady_clock::time_point deadline_;
+  ConnectOptions co_;
+  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<Inbox> inbox_;
+  std::unique_ptr<GuardedUpdate> decrement_;
+  std::unique_ptr<VersionCas> cas_;
+  std::vector<std::unique_ptr<LeaseLock>> locks_;
+};
+
+int run_worker(const WorkerArgs& a) {
+  int fd = ::open(a.state_file.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw Error(ErrorCode::kInvalidArgument, "chaos-worker: cannot open state file " + a.state_file);
+  struct stat st {};
+  fstat(fd, &st);
+  if (a.slot < 0 || static_cast<std::size_t>(st.st_size) < (a.slot + 1) * sizeof(Slot))
+    throw Error(ErrorCode::kInvalidArgument, "chaos-worker: slot out of range");
+  void* mem = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (mem == MAP_FAILED) throw Error(ErrorCode::kInternal, "chaos-worker: mmap failed");
+  Slot& s = static_cast<Slot*>(mem)[a.slot];
+  s.pid = static_cast<std::int32_t>(getpid());
+  s.phase = kIdle;
+  s.resource = -1;
+  // Releases of leases that a fault took away are expected here by the
+  // hundred; only errors are worth a line (SQLGUARD_CHAOS_VERBOSE: all).
+  bool verbose = std::getenv("SQLGUARD_CHAOS_VERBOSE") != nullptr;
+  int slot = a.slot;
+  set_log_hook([verbose, slot](LogLevel level, std::string_view msg) {
+    if (verbose || level == LogLevel::kError) std::cerr << "chaos-worker " << slot << ": " << msg << "\n";
+  });
+  Worker w(a, s);
+  int rc = w.run();
+  s.phase = kExited;
+  munmap(mem, st.st_size);
+  return rc;
+}
+
+}  // namespace
+
+void add_chaos_worker(CLI::App& app) {
+  auto a = std::make_shared<WorkerArgs>();
+  auto* cmd = app.add_subcommand("chaos-worker", "internal: one worker process of `sqlguard chaos`");
+  cmd->group("");  // hidden
+  cmd->add_option("--run", a->run)->required();
+  cmd->add_option("--state", a->state_file)->required();
+  cmd->add_option("--slot", a->slot)->required();
+  cmd->add_option("--deadline-ns", a->deadline_ns)->required();
+  cmd->add_option("--ttl-ms", a->ttl_ms)->required();
+  cmd->add_option("--resources", a->resources)->required();
+  cmd->add_option("--items", a->items)->required();
+  cmd->add_option("--messages", a->messages)->required();
+  cmd->add_option("--seed", a->seed);
+  cmd->add_flag("--no-fencing", a->no_fencing);
+  cmd->callback([a] {
+    if (a->run.size() != 8 || a->resources < 1 || a->items < 1 || a->messages < 1 || a->ttl_ms < 10)
+      throw CLI::ValidationError("chaos-worker", "bad internal arguments");
+    exit_code() = run_worker(*a);
+  });
+}
+
+}  // namespace sqlguard::cli::chaos

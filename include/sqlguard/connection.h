@@ -41,6 +41,10 @@ struct Capabilities {
   bool shared_row_locks = false;   // FOR SHARE / LOCK IN SHARE MODE
   bool listen_notify = false;      // LISTEN / NOTIFY wake-ups
   bool transactional_ddl = false;  // DDL can roll back
+  // Database-wide sequences for fencing tokens (MySQL 8 has none: sqlguard
+  // needs MariaDB >= 10.3 there and refuses MySQL with NotSupported).
+  bool sequences = true;
+  std::string server_version;      // as the server reports it ("" for SQLite)
 };
 
 // A bound parameter or a result cell. Values are ALWAYS bound, never

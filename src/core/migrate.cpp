@@ -125,6 +125,12 @@ MigrateReport migrate(Connection& conn) { return migrate(conn, embedded_migratio
 MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations) {
   if (conn.in_transaction())
     throw Error(ErrorCode::kInvalidArgument, "migrate() must not run inside an open transaction");
+  if (!conn.capabilities().sequences)
+    throw Error(ErrorCode::kNotSupported,
+                "MySQL server " + conn.capabilities().server_version +
+                    " is not supported: sqlguard's fencing tokens need SEQUENCE (MariaDB >= 10.3); "
+                    "see the support matrix in README.md",
+                "mysql");
   MigrateReport report;
   MigrationMutex mutex(conn);
   const bool whole_run_tx = conn.dialect().migration_lock_sql().empty();

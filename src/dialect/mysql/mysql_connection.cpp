@@ -287,6 +287,14 @@ class MysqlConnection final : public Connection {
       run_plain("SET time_zone = '+00:00'");
       run_plain("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'");
       run_plain("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+      {
+        std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery("SELECT VERSION()"));
+        if (rs->next()) caps_.server_version = std::string(rs->getString(1));
+        while (rs->next()) {
+        }
+      }
+      // MariaDB >= 10.3 has SEQUENCE; MySQL 8 does not.
+      caps_.sequences = caps_.server_version.find("MariaDB") != std::string::npos;
     } catch (const sql::SQLException& e) {
       conn_.reset();
       broken_ = true;

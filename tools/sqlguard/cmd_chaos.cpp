@@ -301,6 +301,7 @@ void Coordinator::spawn(int slot) {
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(0);
+    setpgid(0, 0);  // a terminal's Ctrl-C reaches only the coordinator, which winds the run down
     if (devnull >= 0) dup2(devnull, STDOUT_FILENO);  // stdout is the coordinator's JSON
     sigset_t none;
     sigemptyset(&none);
@@ -541,7 +542,7 @@ int Coordinator::run() {
   resources_ = std::max(1, o_.workers / 4);
   items_ = 2;
   auto secs = std::max<long long>(1, duration_.count() / 1000);
-  initial_qty_ = std::max<long long>(20, 5LL * o_.workers * secs);
+  initial_qty_ = std::max<long long>(20, 3LL * o_.workers * secs);  // sells out in most runs
   messages_ = static_cast<int>(std::min<long long>(20000, std::max<long long>(50, 8LL * o_.workers * secs)));
   create_tables();
   clock_offset_ms_ = conn_->db_now_ms() - wall_ms();
@@ -606,6 +607,7 @@ int Coordinator::run() {
     auto next_conn_kill = t0_ + jitter(conn_kill_every, 0.5, 1.0);
     auto next_restart = t0_ + duration_ * 45 / 100;
     bool restarts_on = !dbservers_.empty() && duration_ >= milliseconds(3000);
+    if (!dbservers_.empty() && !restarts_on) notes_.push_back("server restarts need --duration of at least 3s");
     int max_paused = std::max(1, o_.workers / 2);
     bool pause_fits = true;
 
@@ -688,7 +690,13 @@ int Coordinator::run() {
     run_dbservers("start");
   }
 
-  result = check();
+  try {
+    result = check();
+  } catch (...) {
+    munmap(slots_, state_size_);
+    unlink(state_path_.c_str());
+    throw;
+  }
   munmap(slots_, state_size_);
   unlink(state_path_.c_str());
   if (!o_.keep) drop_tables();

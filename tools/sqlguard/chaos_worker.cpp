@@ -119,7 +119,9 @@ class Worker {
         note_session();
         return true;
       } catch (const Error& e) {
-        if (e.code() != ErrorCode::kConnectionLost && e.code() != ErrorCode::kTimeout) throw;
+        // A restarting server refuses in several ways ("starting up", reset,
+        // refused); only a bad URI or a missing driver is final.
+        if (e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotSupported) throw;
         if (past_deadline()) return false;
         sleep(milliseconds(100));
       }

@@ -515,6 +515,7 @@ void Coordinator::finish_processes() {
           waitpid(k.pid, nullptr, 0);
           k.alive = false;
         }
+      last_exit_db_ms_ = wall_ms() + clock_offset_ms_;
       break;
     }
     std::this_thread::sleep_for(milliseconds(20));

@@ -3,6 +3,7 @@
 // the --no-fencing negative control must be caught by the same checker.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 #include <string>

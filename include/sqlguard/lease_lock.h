@@ -216,7 +216,8 @@ bool force_release(Connection& conn, const std::string& name);
 std::vector<LeaseInfo> list_leases(Connection& conn, bool include_free = false);
 std::optional<LeaseInfo> lease_info(Connection& conn, const std::string& name);
 
-// A fresh owner token: 32 hex chars of randomness + "@host:pid".
+// A fresh owner token, unique per call: 32 hex chars of randomness drawn once
+// per process + "@host:pid#counter".
 std::string make_owner_token();
 
 // Fenced write: accepts a write to `resource` carrying `fence` only if no

@@ -97,6 +97,12 @@ class Worker {
         if (std::getenv("SQLGUARD_CHAOS_VERBOSE"))
           std::cerr << "chaos-worker " << a_.slot << ": " << e.what() << "\n";
         recover();
+      } catch (const std::exception& e) {
+        // Not a classified sqlguard::Error (a driver exception that escaped
+        // classification): worth a line, but the run goes on.
+        ++s_.errors;
+        std::cerr << "chaos-worker " << a_.slot << ": unclassified exception: " << e.what() << "\n";
+        recover();
       }
       s_.phase = kIdle;
       s_.resource = -1;
@@ -137,14 +143,14 @@ class Worker {
     while (!past_deadline()) {
       try {
         if (conn_->in_transaction()) conn_->rollback();
-      } catch (const Error&) {
+      } catch (const std::exception&) {
       }
       try {
         conn_->reconnect();
         ++s_.reconnects;
         note_session();
         return;
-      } catch (const Error&) {
+      } catch (const std::exception&) {  // server still away: try again
         sleep(milliseconds(100));
       }
     }
@@ -155,7 +161,7 @@ class Worker {
   void note_session() {
     try {
       s_.session = conn_->session_id();
-    } catch (const Error&) {
+    } catch (const std::exception&) {
       s_.session = 0;
     }
   }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "sqlguard/errors.h"
 #include "worker_registry.h"
 
 namespace sgworker {
@@ -26,6 +27,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 3, argv + argc);
   try {
     return it->second(argv[2], args);
+  } catch (const sqlguard::Error& e) {
+    std::fprintf(stderr, "worker %s failed: %s (statement: %s)\n", argv[1], e.what(), e.statement().c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worker %s failed: %s\n", argv[1], e.what());
     return 1;

@@ -4,7 +4,9 @@
 // no busy timeout resolves).
 #include <sqlite3.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "core/sql_cache.h"
@@ -95,7 +97,22 @@ class SqliteConnection final : public Connection {
     if (path_ != ":memory:") {
       // WAL lets readers run beside the single writer; NORMAL sync is
       // durable against process crashes (the demo's kill -9), not power loss.
-      execute_script("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+      // WAL is persistent in the file, so only the first opener switches it;
+      // that switch needs an exclusive lock and can report BUSY without
+      // consulting the busy handler while other processes open the same new
+      // file, so it is retried within the busy timeout.
+      auto deadline = std::chrono::steady_clock::now() + opt.busy_timeout;
+      for (int attempt = 0;; ++attempt) {
+        try {
+          auto mode = execute("PRAGMA journal_mode", {});
+          if (mode.rows.empty() || mode.rows[0][0].as_string() != "wal") execute_script("PRAGMA journal_mode=WAL;");
+          break;
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::kLockBusy || std::chrono::steady_clock::now() >= deadline) throw;
+          std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, 2 + attempt * 2)));
+        }
+      }
+      execute_script("PRAGMA synchronous=NORMAL;");
     }
   }
 

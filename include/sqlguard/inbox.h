@@ -97,6 +97,8 @@ class Inbox {
 // batches and returns the number deleted. Refuses to run inside an open
 // transaction. Errors: kInvalidArgument (batch_size outside 1..100000,
 // max_batches < 1), database errors.
-std::int64_t purge_expired_inbox_messages(Connection& conn, int batch_size = 1000, int max_batches = 1000);
+// `batches`, when given, is increased by the number of DELETE batches run.
+std::int64_t purge_expired_inbox_messages(Connection& conn, int batch_size = 1000, int max_batches = 1000,
+                                  int* batches = nullptr);
 
 }  // namespace sqlguard

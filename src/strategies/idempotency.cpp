@@ -13,6 +13,7 @@
 #include "dialect/dialect.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/validate.h"
+#include "strategies/purge.h"
 #include <mutex>
 
 namespace sqlguard {
@@ -279,12 +280,9 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
   return out;
 }
 
-std::int64_t purge_expired_idempotency_keys(Connection& conn, int batch_size, int max_batches) {
-  if (batch_size < 1 || batch_size > 100000 || max_batches < 1)
-    throw Error(ErrorCode::kInvalidArgument, "purge_expired_idempotency_keys: batch_size must be 1..100000 and "
-                                             "max_batches >= 1, got " +
-                                                 std::to_string(batch_size) + " and " + std::to_string(max_batches));
-  refuse_open_transaction(conn, "purge_expired_idempotency_keys()");
+std::int64_t purge_expired_idempotency_keys(Connection& conn, int batch_size, int max_batches, int* batches) {
+  if (max_batches < 1)
+    throw Error(ErrorCode::kInvalidArgument, "purge_expired_idempotency_keys: max_batches must be >= 1");
   const Dialect& d = conn.dialect();
   const std::string now(d.now_ms());
   // expire_at always lies beyond locked_until for in-progress rows; the
@@ -292,13 +290,8 @@ std::int64_t purge_expired_idempotency_keys(Connection& conn, int batch_size, in
   const std::string sql = d.delete_limited(
       kTable, "scope, idem_key",
       "expire_at <= " + now + " AND (status <> 'in_progress' OR locked_until <= " + now + ")");
-  std::int64_t total = 0;
-  for (int b = 0; b < max_batches; ++b) {
-    std::int64_t n = conn.execute(sql, {batch_size}).affected;
-    total += n;
-    if (n < batch_size) break;
-  }
-  return total;
+  return detail::purge_in_batches(conn, "purge_expired_idempotency_keys()", sql, {}, {batch_size, max_batches},
+                                  batches);
 }
 
 }  // namespace sqlguard

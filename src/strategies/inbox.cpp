@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "dialect/dialect.h"
+#include "strategies/purge.h"
 #include "sqlguard/validate.h"
 
 namespace sqlguard {
@@ -90,23 +91,11 @@ InboxResult Inbox::process(std::string_view consumer, std::string_view message_i
   }
 }
 
-std::int64_t purge_expired_inbox_messages(Connection& conn, int batch_size, int max_batches) {
-  if (batch_size < 1 || batch_size > 100000 || max_batches < 1)
-    throw Error(ErrorCode::kInvalidArgument, "purge_expired_inbox_messages: batch_size must be 1..100000 and "
-                                             "max_batches >= 1, got " +
-                                                 std::to_string(batch_size) + " and " + std::to_string(max_batches));
-  if (conn.in_transaction())
-    throw Error(ErrorCode::kInvalidArgument,
-                "purge_expired_inbox_messages() must not run inside a transaction open on the connection");
+std::int64_t purge_expired_inbox_messages(Connection& conn, int batch_size, int max_batches, int* batches) {
+  if (max_batches < 1) throw Error(ErrorCode::kInvalidArgument, "purge_expired_inbox_messages: max_batches must be >= 1");
   const Dialect& d = conn.dialect();
   const std::string sql = d.delete_limited(kTable, "consumer, message_id", "expire_at <= " + std::string(d.now_ms()));
-  std::int64_t total = 0;
-  for (int b = 0; b < max_batches; ++b) {
-    std::int64_t n = conn.execute(sql, {batch_size}).affected;
-    total += n;
-    if (n < batch_size) break;
-  }
-  return total;
+  return detail::purge_in_batches(conn, "purge_expired_inbox_messages()", sql, {}, {batch_size, max_batches}, batches);
 }
 
 }  // namespace sqlguard

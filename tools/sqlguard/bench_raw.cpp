@@ -21,29 +21,11 @@
 #include "sqlguard/mysql.h"
 #endif
 
+#include "core/placeholders.h"
+
 namespace sqlguard::bench {
 
-std::string number_placeholders(std::string_view sql) {
-  std::string out;
-  out.reserve(sql.size() + 8);
-  int n = 0;
-  char quote = 0;
-  for (char c : sql) {
-    if (quote) {
-      if (c == quote) quote = 0;
-      out += c;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-      out += c;
-    } else if (c == '?') {
-      out += '$';
-      out += std::to_string(++n);
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string number_placeholders(std::string_view sql) { return detail::number_placeholders(sql); }
 
 namespace {
 

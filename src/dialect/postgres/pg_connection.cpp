@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/uri.h"
+#include "core/placeholders.h"
 #include "core/sql_cache.h"
 #include "dialect/dialect.h"
 #include "dialect/factory.h"
@@ -94,28 +95,7 @@ ErrorCode classify_state(std::string_view state) {
   return ErrorCode::kInternal;
 }
 
-// `?` placeholders -> $1..$n, skipping quoted text.
-std::string number_placeholders(std::string_view sql) {
-  std::string out;
-  out.reserve(sql.size() + 8);
-  int n = 0;
-  char quote = 0;
-  for (char c : sql) {
-    if (quote) {
-      if (c == quote) quote = 0;
-      out += c;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-      out += c;
-    } else if (c == '?') {
-      out += '$';
-      out += std::to_string(++n);
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+using detail::number_placeholders;
 
 class Receiver final : public pqxx::notification_receiver {
  public:

@@ -141,14 +141,29 @@ std::vector<int> run_parallel(const std::vector<std::vector<std::string>>& argvs
   return rcs;
 }
 
+sqlguard::Connection& probe() {
+  static std::unique_ptr<sqlguard::Connection> c = ctx().connect();
+  return *c;
+}
+
+// A server restart (restart/chaos tests) breaks the cached session; the
+// first statement after it reports ConnectionLost and the next reconnects.
+template <typename F>
+static auto on_probe(F&& f) {
+  try {
+    return f(probe());
+  } catch (const sqlguard::Error& e) {
+    if (e.code() != sqlguard::ErrorCode::kConnectionLost) throw;
+    return f(probe());
+  }
+}
+
 void exec(const std::string& sql, const sqlguard::Params& params) {
-  auto c = ctx().connect();
-  c->execute(sql, params);
+  on_probe([&](sqlguard::Connection& c) { return c.execute(sql, params).affected; });
 }
 
 std::int64_t query_int(const std::string& sql, const sqlguard::Params& params) {
-  auto c = ctx().connect();
-  return c->execute(sql, params).rows.at(0)[0].as_int();
+  return on_probe([&](sqlguard::Connection& c) { return c.execute(sql, params).rows.at(0)[0].as_int(); });
 }
 
 }  // namespace sgtest

@@ -51,7 +51,10 @@ int wait_pid(int pid);
 inline std::string worker_path() { return SQLGUARD_TEST_WORKER; }
 inline std::string cli_path() { return SQLGUARD_CLI; }
 
-// Runs a raw statement on a fresh connection (test setup only).
+// One cached connection for setup and checks, main thread only (opening a
+// server connection per check would dominate the run time).
+sqlguard::Connection& probe();
+// Runs a statement / reads one integer through probe() (test setup only).
 void exec(const std::string& sql, const sqlguard::Params& params = {});
 std::int64_t query_int(const std::string& sql, const sqlguard::Params& params = {});
 

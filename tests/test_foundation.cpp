@@ -13,6 +13,7 @@
 #include "sqlguard/connection.h"
 #include "sqlguard/validate.h"
 #include "test_context.h"
+#include "test_helpers.h"
 #ifdef SQLGUARD_TEST_SQLITE
 #include <sqlite3.h>
 #include "sqlguard/sqlite.h"
@@ -29,30 +30,12 @@
 #endif
 
 using namespace sqlguard;
+using sgtest::code_of;
 using sgtest::ctx;
+using sgtest::message_of;
 using Catch::Matchers::Contains;
 
 namespace {
-ErrorCode code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  FAIL("expected sqlguard::Error");
-  return ErrorCode::kInternal;
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  FAIL("expected sqlguard::Error");
-  return {};
-}
-
 std::string scratch_table(Connection& c, const std::string& extra_cols = "") {
   std::string t = ctx().unique("t");
   c.execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, v INTEGER NOT NULL" + extra_cols + ")");

@@ -16,23 +16,17 @@
 
 #include "sqlguard/idempotency.h"
 #include "test_context.h"
+#include "test_helpers.h"
 
 using namespace sqlguard;
 using namespace std::chrono_literals;
+using sgtest::code_of;
 using sgtest::ctx;
+using sgtest::probe;
+using sgtest::query_int;
 using Catch::Matchers::Contains;
 
 namespace {
-
-// One connection for test setup and checks (main thread only): opening a
-// server connection per check would dominate the run time.
-Connection& probe() {
-  static std::unique_ptr<Connection> c = ctx().connect();
-  return *c;
-}
-std::int64_t query_int(const std::string& sql, const Params& params = {}) {
-  return probe().execute(sql, params).rows.at(0)[0].as_int();
-}
 
 // A side table the handlers write to, so tests count real handler runs.
 std::string runs_table() {
@@ -47,17 +41,6 @@ std::int64_t runs(const std::string& table, const std::string& key) {
 
 std::int64_t rows_for(const std::string& scope, const std::string& key) {
   return query_int("SELECT COUNT(*) FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ?", {scope, key});
-}
-
-ErrorCode code_of(const std::function<void()>& f, std::string* what = nullptr) {
-  try {
-    f();
-  } catch (const Error& e) {
-    if (what) *what = e.what();
-    return e.code();
-  }
-  FAIL("expected sqlguard::Error");
-  return ErrorCode::kInternal;
 }
 
 const std::string kFp = request_fingerprint({"POST", "/charges", "amount=100"});

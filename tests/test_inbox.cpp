@@ -12,6 +12,7 @@
 
 #include "sqlguard/inbox.h"
 #include "test_context.h"
+#include "test_helpers.h"
 #ifdef SQLGUARD_TEST_SQLITE
 #include <sqlite3.h>
 #include "sqlguard/sqlite.h"
@@ -28,20 +29,13 @@
 
 using namespace sqlguard;
 using namespace std::chrono_literals;
+using sgtest::code_of;
 using sgtest::ctx;
+using sgtest::probe;
+using sgtest::query_int;
 using Catch::Matchers::Contains;
 
 namespace {
-
-// One connection for test setup and checks (main thread only): opening a
-// server connection per check would dominate the run time.
-Connection& probe() {
-  static std::unique_ptr<Connection> c = ctx().connect();
-  return *c;
-}
-std::int64_t query_int(const std::string& sql, const Params& params = {}) {
-  return probe().execute(sql, params).rows.at(0)[0].as_int();
-}
 
 struct Tables {
   std::string effects = ctx().unique("inbox_effects");
@@ -63,17 +57,6 @@ struct Tables {
 
 std::int64_t dedup_rows(const std::string& consumer, const std::string& msg) {
   return query_int("SELECT COUNT(*) FROM sqlguard_inbox WHERE consumer = ? AND message_id = ?", {consumer, msg});
-}
-
-ErrorCode code_of(const std::function<void()>& f, std::string* what = nullptr) {
-  try {
-    f();
-  } catch (const Error& e) {
-    if (what) *what = e.what();
-    return e.code();
-  }
-  FAIL("expected sqlguard::Error");
-  return ErrorCode::kInternal;
 }
 
 std::string csv(const std::vector<std::string>& items) {

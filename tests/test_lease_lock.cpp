@@ -16,9 +16,11 @@
 #include "sqlguard/cleanup.h"
 #include "sqlguard/lease_lock.h"
 #include "test_context.h"
+#include "test_helpers.h"
 
 using namespace sqlguard;
 using namespace std::chrono_literals;
+using sgtest::code_of;
 using sgtest::ctx;
 using std::chrono::milliseconds;
 
@@ -27,16 +29,6 @@ LeaseOptions ttl(milliseconds t) {
   LeaseOptions o;
   o.ttl = t;
   return o;
-}
-
-ErrorCode code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  FAIL("expected sqlguard::Error");
-  return ErrorCode::kInternal;
 }
 
 // Captures log lines for the duration of a test.

@@ -102,7 +102,10 @@ class LeaseLock {
   // Opens its own connection from `uri`; the watchdog (if options.on_lost
   // or watchdog_connection is set, or `watchdog` is true) connects to the
   // same URI.
-  LeaseLock(const std::string& uri, std::string name, LeaseOptions options = {}, bool watchdog = false);
+  // `connect` applies to both connections; the watchdog's connect and I/O
+  // timeouts are further bounded by the renew period.
+  LeaseLock(const std::string& uri, std::string name, LeaseOptions options = {}, bool watchdog = false,
+            const ConnectOptions& connect = {});
   // Releases a held lease (errors go to the log hook) and stops the watchdog.
   ~LeaseLock();
   LeaseLock(const LeaseLock&) = delete;

@@ -375,8 +375,9 @@ LeaseLock::LeaseLock(Connection& conn, std::string name, LeaseOptions options)
   init();
 }
 
-LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions options, bool watchdog)
-    : own_conn_(make_connection(uri)),
+LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions options, bool watchdog,
+                     const ConnectOptions& connect)
+    : own_conn_(make_connection(uri, connect)),
       conn_(own_conn_.get()),
       name_(std::move(name)),
       options_(std::move(options)),
@@ -386,9 +387,9 @@ LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions opti
     // The watchdog's statements must not outlive the trust window on a hung
     // server: bound them by the renew period.
     auto bound = std::max<milliseconds>(period_, milliseconds(1000));
-    options_.watchdog_connection = [uri, bound] {
-      ConnectOptions o;
-      o.connect_timeout = bound;
+    options_.watchdog_connection = [uri, bound, connect] {
+      ConnectOptions o = connect;
+      o.connect_timeout = std::min(connect.connect_timeout, bound);
       o.io_timeout = bound;
       auto c = make_connection(uri, o);
       if (c->kind() == DialectKind::kPostgres)

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "sqlguard/migrate.h"
+#include "sql_audit.h"
 #include "test_context.h"
 
 namespace sgtest::detail {
@@ -100,7 +101,13 @@ int main(int argc, char** argv) {
   }
   std::cerr << "sqlguard tests on " << c.name << " (" << sqlguard::mask_uri(c.uri) << ")\n";
 
+  install_sql_audit();
   int rc = Catch::Session().run(argc, argv);
+  auto bad = sql_audit_failures();
+  std::cerr << "SQL audit: " << sql_audit_checked() << " catalog statements checked (" << sql_audit_entries_seen()
+            << " distinct entries), " << bad.size() << " not as written in sql/" << c.name << "/\n";
+  for (const auto& b : bad) std::cerr << "  not in the catalog: " << b << "\n";
+  if (!bad.empty() && rc == 0) rc = 1;
 
   if (env("SQLGUARD_TEST_KEEP").empty()) {
     if (!tmpdir.empty()) {

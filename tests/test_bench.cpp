@@ -54,4 +54,7 @@ TEST_CASE("bench --emit-sql prints the statements of each op", "[bench][cli]") {
   CHECK(out.find("-- op: lease-distinct") != std::string::npos);
   CHECK(out.find("sqlguard_lock") != std::string::npos);
   CHECK(out.find("-- op: guarded-decrement") != std::string::npos);
+  // Every statement is named by its catalog entry and file.
+  CHECK(out.find("-- lease_acquire (sql/" + ctx().name + "/lease.sql)") != std::string::npos);
+  CHECK(out.find("-- guarded_update (sql/" + ctx().name + "/strategies.sql)") != std::string::npos);
 }

@@ -14,7 +14,9 @@
 #include <thread>
 
 #include "sqlguard/cleanup.h"
+#include "sqlguard/fenced_write.h"
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/metrics.h"
 #include "test_context.h"
 #include "test_helpers.h"
 

@@ -2,6 +2,7 @@
 # Throwaway PostgreSQL and MariaDB servers for sqlguard's tests, on loopback only.
 #
 # Usage: tools/dbservers.sh start|stop|restart|status|env [pg|mariadb|all] [--purge]
+#        tools/dbservers.sh ACTION pgbouncer|pg-ha|pg-async|galera [N] [--purge]
 #
 #   start    initialise (first time) and start; a no-op if already running
 #   stop     graceful stop, escalating to SIGKILL after a timeout; no-op if stopped
@@ -10,6 +11,30 @@
 #   status   print running/stopped per server; exit 0 if all selected servers
 #            run, 3 otherwise
 #   env      print `export SQLGUARD_TEST_*_URI=...` lines for eval
+#
+# `all` (the default) means pg + mariadb only. Multi-server topologies are
+# separate targets, handled by tools/topologies.sh (see its header, or
+# `tools/topologies.sh --help`); they never collide with pg/mariadb ports:
+#
+#   tools/dbservers.sh start|stop|restart|status|env|check TOPOLOGY [--purge]
+#   tools/dbservers.sh failover pg-ha|pg-async
+#   tools/dbservers.sh node-kill|node-start galera N
+#
+#   pgbouncer  PgBouncer 1.18, pool_mode = transaction, in front of `pg`
+#              (starts pg if needed), `*` wildcard database; port 56432
+#              (SQLGUARD_PGBOUNCER_PORT). env: SQLGUARD_TEST_PGBOUNCER_URI
+#   pg-ha      Patroni + etcd + 2 PostgreSQL nodes, synchronous_mode(_strict);
+#              ports 55440.. (SQLGUARD_PG_HA_PORT). env: SQLGUARD_TEST_PG_HA_URI
+#              = postgresql://U:P@127.0.0.1:P1,127.0.0.1:P2/DB?target_session_attrs=read-write
+#   pg-async   the same with asynchronous replication; ports 55450..
+#              (SQLGUARD_PG_ASYNC_PORT). env: SQLGUARD_TEST_PG_ASYNC_URI
+#   galera     3-node MariaDB Galera cluster; ports 53310.. (SQLGUARD_GALERA_PORT).
+#              env: SQLGUARD_TEST_GALERA_URIS = mysql://U:P@127.0.0.1:P1/DB,...,...P3/DB
+#   check      smoke test with psql/mariadb (transaction pooling, replication)
+#   failover   kill -9 the primary's Patroni+postgres, wait for the standby's
+#              promotion (prints the new primary's port), rejoin the old one
+#   node-kill / node-start   kill -9 / restart (IST/SST rejoin) Galera node N
+# Their packages come from `tools/deps.sh --topologies` (run on demand).
 #
 # Environment:
 #   SQLGUARD_SERVERS_DIR   base directory for data, sockets, logs
@@ -535,6 +560,14 @@ my_status() {
 }
 
 # -------------------------------------------------------------------- main ---
+
+# Topology targets and actions belong to tools/topologies.sh.
+for arg in "$@"; do
+  case "$arg" in
+    pgbouncer|pg-ha|pg-async|galera|check|failover|node-kill|node-start)
+      exec "$(dirname "${BASH_SOURCE[0]}")/topologies.sh" "$@" ;;
+  esac
+done
 
 action=
 target=

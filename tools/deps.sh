@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Install every Debian package sqlguard needs (build, tests, throwaway DB servers).
 #
-# Usage: tools/deps.sh [--no-servers]
+# Usage: tools/deps.sh [--no-servers] [--topologies]
 #   --no-servers   skip PostgreSQL / MariaDB servers and clients (enough for the
 #                  SQLite-only demo path).
+#   --topologies   also the multi-server topologies of tools/topologies.sh
+#                  (Patroni + etcd, PgBouncer, Galera with rsync SST); implies
+#                  the servers. Not part of the default set.
 #
 # Idempotent: when everything is already installed it prints nothing and touches
 # nothing (no apt-get update). Missing packages are installed with apt-get,
@@ -18,9 +21,11 @@ usage() { # the header comment above
 }
 
 with_servers=1
+with_topologies=0
 for arg in "$@"; do
   case "$arg" in
     --no-servers) with_servers=0 ;;
+    --topologies) with_topologies=1 ;;
     -h|--help) usage; exit 0 ;;
     *) usage; die "unknown argument: $arg" ;;
   esac
@@ -35,8 +40,14 @@ packages=(
   libhiredis-dev
   procps iproute2
 )
-if (( with_servers )); then
+if (( with_servers || with_topologies )); then
   packages+=(postgresql postgresql-client mariadb-server mariadb-client redis-server)
+fi
+if (( with_topologies )); then
+  # python3-etcd: Patroni's etcd3 module imports it (the package only
+  # depends on one of several DCS clients). rsync (+ iproute2's ss) is all
+  # wsrep_sst_rsync needs here; socat is only for mariabackup SST.
+  packages+=(patroni python3-etcd etcd-server pgbouncer galera-4 rsync)
 fi
 
 command -v dpkg-query >/dev/null 2>&1 \

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -121,12 +122,31 @@ struct ConnectOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
   // SQLite: how long a writer waits for the database lock. Default: 5 s.
   std::chrono::milliseconds busy_timeout{std::chrono::seconds(5)};
-  // MySQL/MariaDB: read/write socket timeout, 0 = none. A dead server is
-  // then detected within this bound. Default: 0 (none).
-  std::chrono::milliseconds io_timeout{0};
+  // MySQL/MariaDB: read/write socket timeout. A dead server is then
+  // detected within this bound. Default: unset (none). Range 1 ms .. 24 h.
+  std::optional<std::chrono::milliseconds> io_timeout;
 };
 
-class Dialect;  // SQL builder, internal
+class Dialect;  // quoting + SQL catalog, internal
+namespace detail {
+struct ConnectionAccess;
+}
+
+// What a connection sends, for audits, tracing and `sqlguard bench
+// --emit-sql` (see set_statement_observer()).
+enum class StatementKind { kStatement, kBegin, kCommit, kRollback };
+struct StatementEvent {
+  std::string_view dialect;       // "sqlite", "postgresql", "mysql"
+  StatementKind kind = StatementKind::kStatement;
+  std::string_view sql;           // as sent, `?` placeholders (empty for begin/commit/rollback)
+  std::string_view catalog_name;  // sql/<dialect>/ entry it came from; empty for the caller's own SQL
+};
+using StatementObserver = std::function<void(const StatementEvent&)>;
+
+// Process-wide observer, called for every statement of every connection
+// (after the connection's own observer). Set it before connections are used
+// concurrently; the callback must be thread-safe. Empty = none (default).
+void set_global_statement_observer(StatementObserver observer);
 
 class Connection {
  public:
@@ -141,17 +161,22 @@ class Connection {
   // The URI with the password masked.
   virtual const std::string& description() const noexcept = 0;
 
-  // Runs one statement with `?` placeholders and bound parameters; the
-  // statement is prepared once per connection and cached. Outside an open
-  // transaction the statement autocommits.
-  virtual Result execute(std::string_view sql, const Params& params = {}) = 0;
-  // Runs a parameterless multi-statement script (migrations).
+  // Runs one of YOUR statements with `?` placeholders and bound parameters
+  // (sqlguard's own statements come from its SQL catalog, see catalog.h);
+  // the statement is prepared once per connection and cached. Outside an
+  // open transaction the statement autocommits.
+  Result execute(std::string_view sql, const Params& params = {});
+  // Runs a parameterless multi-statement script (migrations, DDL).
   virtual void execute_script(std::string_view sql) = 0;
 
-  virtual void begin(Isolation isolation = Isolation::kDefault) = 0;
-  virtual void commit() = 0;
-  virtual void rollback() = 0;
+  void begin(Isolation isolation = Isolation::kDefault);
+  void commit();
+  void rollback();
   virtual bool in_transaction() const noexcept = 0;
+
+  // Calls `observer` for every statement, BEGIN, COMMIT and ROLLBACK this
+  // connection sends, before it is sent (same thread). Empty = none.
+  void set_statement_observer(StatementObserver observer) { observer_ = std::move(observer); }
 
   // The database clock in milliseconds since the Unix epoch (UTC), read
   // fresh by this call (never a transaction-start timestamp).
@@ -174,13 +199,39 @@ class Connection {
 
  protected:
   Connection() = default;
+  // The driver work behind execute/begin/commit/rollback.
+  virtual Result do_execute(std::string_view sql, const Params& params) = 0;
+  virtual void do_begin(Isolation isolation) = 0;
+  virtual void do_commit() = 0;
+  virtual void do_rollback() = 0;
+
+ private:
+  friend struct detail::ConnectionAccess;
+  void notify(StatementKind kind, std::string_view sql, std::string_view catalog_name);
+  Result execute_named(std::string_view catalog_name, std::string_view sql, const Params& params);
+  StatementObserver observer_;
 };
 
-// Opens a connection. Throws Error with kInvalidArgument (bad URI / unknown
-// scheme / dialect not compiled in: kNotSupported), kConnectionLost
+namespace detail {
+// Lets the SQL catalog runner name the entry a statement came from.
+struct ConnectionAccess {
+  static Result execute_named(Connection& c, std::string_view name, std::string_view sql, const Params& params) {
+    return c.execute_named(name, sql, params);
+  }
+};
+}  // namespace detail
+
+// Opens a connection; the URI scheme picks the dialect. Throws Error with
+// kInvalidArgument (bad URI / unknown scheme; dialect not compiled in:
+// kNotSupported), kConnectionLost
 // (unreachable, timed out), kUnauthenticated, kNotFound (missing database).
 std::unique_ptr<Connection> make_connection(std::string_view uri,
                                             const ConnectOptions& options = {});
+
+// Throws Error(kInvalidArgument) "<what> must not run inside a transaction:
+// the connection is already in a transaction[ (<why>)]" when `conn` is in one: for
+// operations that open their own transactions or must commit on their own.
+void require_no_transaction(const Connection& conn, std::string_view what, std::string_view why = {});
 
 // Which dialects this build of sqlguard has compiled in.
 bool dialect_available(DialectKind kind) noexcept;

@@ -4,10 +4,8 @@
 // Invariants (all on SQLite, PostgreSQL and MySQL/MariaDB):
 //  * Acquire is atomic on the DATABASE clock: it inserts the row or takes it
 //    over when expire_at <= now, and returns a new fencing token. No client
-//    timestamps are ever written. (PostgreSQL and SQLite: one INSERT ... ON
-//    CONFLICT DO UPDATE ... WHERE ... RETURNING; MySQL/MariaDB: one
-//    conditional take-over UPDATE, or for a name never seen one INSERT that
-//    the primary key arbitrates.)
+//    timestamps are ever written. (The statements are lease_acquire,
+//    lease_insert and lease_read_mine in sql/<dialect>/lease.sql.)
 //  * Owner token: unique per acquisition (128 random bits + host + pid).
 //  * Fencing token: strictly increasing per lock name across release,
 //    expiry, take-over, cleanup deletes and server restarts (it comes from a
@@ -22,6 +20,9 @@
 // a Connection, which is not thread-safe). owns(), fence(), remaining() and
 // last_loss() may be called from any thread. The watchdog runs on its own
 // thread with its own connection.
+//
+// Related headers: fenced_write.h (reject writes carrying an old fencing
+// token), metrics.h (process-wide lease counters).
 #pragma once
 
 #include <atomic>
@@ -63,12 +64,12 @@ struct LeaseLoss {
 struct LeaseOptions {
   // Lease duration on the database clock. Default: 30 s. Range 10 ms .. 7 d.
   std::chrono::milliseconds ttl{std::chrono::seconds(30)};
-  // Watchdog renewal period. Default (0): ttl / 3 (30 s lease, 10 s period,
-  // as Redisson). A period above ttl / 2 is refused.
-  std::chrono::milliseconds renew_period{0};
+  // Watchdog renewal period. Default (unset): ttl / 3 (30 s lease, 10 s
+  // period, as Redisson). A period above ttl / 2 is refused.
+  std::optional<std::chrono::milliseconds> renew_period;
   // Subtracted from the local trust window to absorb clock-rate drift and
-  // scheduling. Default (-1): ttl / 10, at most 2 s. Must be < ttl / 2.
-  std::chrono::milliseconds safety_margin{-1};
+  // scheduling. Default (unset): ttl / 10, at most 2 s. Must be < ttl / 2.
+  std::optional<std::chrono::milliseconds> safety_margin;
   // ShedLock's lockAtLeastFor: a release before acquired_at + min_hold keeps
   // the lease until then. Default: 0. Must be <= ttl.
   std::chrono::milliseconds min_hold{0};
@@ -94,17 +95,20 @@ struct LeaseOptions {
 // Validates options; throws Error(kInvalidArgument) naming the field.
 void validate(const LeaseOptions& options);
 
+// Whether a LeaseLock that opens its own connection also renews in the
+// background (on a second connection to the same URI).
+enum class Watchdog { kOff, kOn };
+
 class LeaseLock {
  public:
   // Borrows `conn` for calls made from the caller's thread; `conn` must
   // outlive this object. Throws kInvalidArgument for a bad name/options.
   LeaseLock(Connection& conn, std::string name, LeaseOptions options = {});
-  // Opens its own connection from `uri`; the watchdog (if options.on_lost
-  // or watchdog_connection is set, or `watchdog` is true) connects to the
-  // same URI.
+  // Opens its own connection from `uri`; the watchdog (Watchdog::kOn, or
+  // options.on_lost / watchdog_connection set) connects to the same URI.
   // `connect` applies to both connections; the watchdog's connect and I/O
   // timeouts are further bounded by the renew period.
-  LeaseLock(const std::string& uri, std::string name, LeaseOptions options = {}, bool watchdog = false,
+  LeaseLock(const std::string& uri, std::string name, LeaseOptions options = {}, Watchdog watchdog = Watchdog::kOff,
             const ConnectOptions& connect = {});
   // Releases a held lease (errors go to the log hook) and stops the watchdog.
   ~LeaseLock();
@@ -219,33 +223,13 @@ bool force_release(Connection& conn, const std::string& name);
 std::vector<LeaseInfo> list_leases(Connection& conn, bool include_free = false);
 std::optional<LeaseInfo> lease_info(Connection& conn, const std::string& name);
 
+// The channel a release of lease `name` wakes waiters on where the dialect
+// has LISTEN/NOTIFY (statement lease_notify): "sqlguard_" + the first 24 hex
+// digits of SHA-256(name), within PostgreSQL's 63-byte identifier limit.
+std::string lease_wakeup_channel(const std::string& name);
+
 // A fresh owner token, unique per call: 32 hex chars of randomness drawn once
 // per process + "@host:pid#counter".
 std::string make_owner_token();
-
-// Fenced write: accepts a write to `resource` carrying `fence` only if no
-// larger token was accepted for it before, and records it. Run it inside the
-// transaction of the write it protects so both commit together. Returns
-// false for a stale token: the write must be refused (roll back).
-bool fenced_write(Connection& conn, const std::string& resource, std::int64_t fence);
-
-// Process-wide lease counters (monotonic since start or reset).
-struct LeaseMetrics {
-  std::uint64_t attempts = 0;         // acquire attempts sent to the database
-  std::uint64_t acquired = 0;
-  std::uint64_t busy = 0;             // attempts that found the lock held
-  std::uint64_t contention_retries = 0;  // deadlock victims / lock timeouts retried inside an attempt
-  std::uint64_t wait_ms_total = 0;    // time spent in blocking acquire
-  std::uint64_t renewals = 0;
-  std::uint64_t renew_errors = 0;     // transient renew failures retried by the watchdog
-  std::uint64_t releases = 0;
-  std::uint64_t releases_not_held = 0;
-  std::uint64_t lost_expired = 0;
-  std::uint64_t lost_taken_over = 0;
-  std::uint64_t lost_unreachable = 0;
-  std::uint64_t lost_outcome_unknown = 0;
-};
-LeaseMetrics lease_metrics();
-void reset_lease_metrics();
 
 }  // namespace sqlguard

@@ -3,6 +3,9 @@
 // open on `conn`, so your own statements commit atomically with sqlguard's.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 #include "sqlguard/connection.h"
 
 namespace pqxx {
@@ -17,6 +20,10 @@ namespace sqlguard::postgres {
 pqxx::transaction_base& native_transaction(Connection& conn);
 // The underlying connection (for LISTEN, COPY, ...). Do not close it.
 pqxx::connection_base& native_connection(Connection& conn);
+
+// libpq's form of a statement: sqlguard writes `?`, libpq wants $1..$n
+// (quoted text is left alone). What the catalog text becomes on the wire.
+std::string numbered_placeholders(std::string_view sql);
 
 // LISTEN/NOTIFY waits are Connection::wait_for_notify().
 

@@ -92,9 +92,7 @@ auto with_retry(Connection& conn, const RetryPolicy& policy, F&& fn) {
   using R = std::invoke_result_t<F&, Transaction&>;
   using V = std::conditional_t<std::is_void_v<R>, Done, R>;
   policy.validate();
-  if (conn.in_transaction())
-    throw Error(ErrorCode::kInvalidArgument,
-                "with_retry() opens one transaction per attempt; the connection is already in a transaction");
+  require_no_transaction(conn, "with_retry()", "it opens one transaction per attempt");
   RetryResult<V> out;
   for (int attempt = 1;; ++attempt) {
     out.stats.attempts = attempt;

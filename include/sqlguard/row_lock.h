@@ -148,10 +148,13 @@ class RowLocker {
   RowLockScope claim(std::int64_t limit, const Params& filter_values = {}, const RowLockOptions& options = {});
 
  private:
-  RowLockScope run(const std::string& sql, const Params& params, const RowLockOptions& options);
+  // `claim`: the claim statement (with or without filter), else the
+  // single-key lock. The SQL is the catalog's (sql/<dialect>/strategies.sql).
+  RowLockScope run(bool claim, const Params& params, const RowLockOptions& options);
   std::string select_sql(const RowLockOptions& o, bool claim) const;
   Connection& conn_;
-  std::string table_, key_, cols_, filter_;
+  std::string table_, key_;
+  std::vector<std::string> cols_, filter_;  // quoted columns; rendered filter fragments
   std::size_t filter_count_ = 0;
 };
 

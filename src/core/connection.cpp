@@ -2,28 +2,75 @@
 
 #include <algorithm>
 
+#include <atomic>
+#include <mutex>
+
+#include "core/catalog.h"
 #include "dialect/dialect.h"
-#include "dialect/factory.h"
+#include "dialect/registry.h"
 #include "sqlguard/validate.h"
 
 namespace sqlguard {
+namespace {
+std::mutex g_observer_mu;
+std::shared_ptr<const StatementObserver> g_observer;  // guarded by g_observer_mu
+std::atomic<bool> g_has_observer{false};
+}  // namespace
 
 std::string_view to_string(DialectKind kind) noexcept {
-  switch (kind) {
-    case DialectKind::kSqlite: return "sqlite";
-    case DialectKind::kPostgres: return "postgresql";
-    case DialectKind::kMysql: return "mysql";
-  }
+  for (const auto* d : detail::registered_dialects())
+    if (d->kind == kind) return d->name;
   return "unknown";
+}
+
+void set_global_statement_observer(StatementObserver observer) {
+  std::lock_guard<std::mutex> lk(g_observer_mu);
+  g_observer = observer ? std::make_shared<const StatementObserver>(std::move(observer)) : nullptr;
+  g_has_observer = g_observer != nullptr;
 }
 
 Connection::~Connection() = default;
 
-std::int64_t Connection::db_now_ms() {
-  std::string sql = "SELECT ";
-  sql += dialect().now_ms();
-  return execute(sql).rows.at(0)[0].as_int();
+void Connection::notify(StatementKind kind, std::string_view sql, std::string_view catalog_name) {
+  StatementEvent ev{dialect().name(), kind, sql, catalog_name};
+  if (observer_) observer_(ev);
+  if (g_has_observer.load(std::memory_order_relaxed)) {
+    std::shared_ptr<const StatementObserver> global;
+    {
+      std::lock_guard<std::mutex> lk(g_observer_mu);
+      global = g_observer;
+    }
+    if (global) (*global)(ev);
+  }
 }
+
+Result Connection::execute(std::string_view sql, const Params& params) {
+  if (observer_ || g_has_observer.load(std::memory_order_relaxed)) notify(StatementKind::kStatement, sql, {});
+  return do_execute(sql, params);
+}
+
+Result Connection::execute_named(std::string_view name, std::string_view sql, const Params& params) {
+  if (observer_ || g_has_observer.load(std::memory_order_relaxed)) notify(StatementKind::kStatement, sql, name);
+  return do_execute(sql, params);
+}
+
+void Connection::begin(Isolation isolation) {
+  if (observer_ || g_has_observer.load(std::memory_order_relaxed)) notify(StatementKind::kBegin, {}, {});
+  do_begin(isolation);
+}
+
+void Connection::commit() {
+  if (observer_ || g_has_observer.load(std::memory_order_relaxed)) notify(StatementKind::kCommit, {}, {});
+  do_commit();
+}
+
+void Connection::rollback() {
+  if (in_transaction() && (observer_ || g_has_observer.load(std::memory_order_relaxed)))
+    notify(StatementKind::kRollback, {}, {});
+  do_rollback();
+}
+
+std::int64_t Connection::db_now_ms() { return detail::run(*this, detail::Sql::db_now).rows.at(0)[0].as_int(); }
 
 bool Connection::wait_for_notify(const std::string&, std::chrono::milliseconds) {
   dialect().not_supported("LISTEN/NOTIFY");
@@ -31,28 +78,33 @@ bool Connection::wait_for_notify(const std::string&, std::chrono::milliseconds) 
 
 void Connection::unlisten(const std::string&) {}
 
+std::string Dialect::quote(std::string_view validated) const {
+  std::string out;
+  out.reserve(validated.size() + 4);
+  out += quote_;
+  for (char c : validated) {
+    if (c == '.') {
+      out += quote_;
+      out += '.';
+      out += quote_;
+    } else {
+      out += c;
+    }
+  }
+  out += quote_;
+  return out;
+}
+
+const detail::Catalog& Dialect::catalog() const {
+  std::call_once(catalog_once_, [this] { catalog_ = &detail::Catalog::of(name_); });
+  return *catalog_;
+}
+
 void Dialect::not_supported(std::string_view feature) const {
   throw Error(ErrorCode::kNotSupported,
               std::string(feature) + " is not supported on " + std::string(name()) +
                   " (see the support matrix in README.md)",
               std::string(name()));
-}
-
-std::string quote_parts(std::string_view validated, char q) {
-  std::string out;
-  out.reserve(validated.size() + 4);
-  out += q;
-  for (char c : validated) {
-    if (c == '.') {
-      out += q;
-      out += '.';
-      out += q;
-    } else {
-      out += c;
-    }
-  }
-  out += q;
-  return out;
 }
 
 std::string mask_uri(std::string_view uri) {
@@ -86,7 +138,8 @@ std::unique_ptr<Connection> make_connection(std::string_view uri, const ConnectO
   check_duration(options.connect_timeout, "connect_timeout", std::chrono::milliseconds(1),
                  std::chrono::hours(1));
   check_duration(options.busy_timeout, "busy_timeout", std::chrono::milliseconds(0), std::chrono::hours(1));
-  check_duration(options.io_timeout, "io_timeout", std::chrono::milliseconds(0), std::chrono::hours(24));
+  if (options.io_timeout)
+    check_duration(*options.io_timeout, "io_timeout", std::chrono::milliseconds(1), std::chrono::hours(24));
   auto colon = uri.find(':');
   if (uri.empty() || colon == std::string_view::npos)
     throw Error(ErrorCode::kInvalidArgument,
@@ -94,32 +147,31 @@ std::unique_ptr<Connection> make_connection(std::string_view uri, const ConnectO
                     "': expected sqlite:///path.db, sqlite::memory:, postgresql://... or mysql://...");
   std::string scheme(uri.substr(0, colon));
   std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
-  DialectKind kind;
-  if (scheme == "sqlite" || scheme == "sqlite3") kind = DialectKind::kSqlite;
-  else if (scheme == "postgresql" || scheme == "postgres") kind = DialectKind::kPostgres;
-  else if (scheme == "mysql" || scheme == "mariadb") kind = DialectKind::kMysql;
-  else
-    throw Error(ErrorCode::kInvalidArgument, "unknown URI scheme '" + scheme + "' in '" + mask_uri(uri) +
-                                                 "': use sqlite, postgresql or mysql (mariadb)");
-  if (!dialect_available(kind))
-    throw Error(ErrorCode::kNotSupported,
-                std::string(to_string(kind)) + " support was not compiled into this build of sqlguard "
-                "(its driver package was not found at configure time)", std::string(to_string(kind)));
-  switch (kind) {
-    case DialectKind::kSqlite: return detail::open_sqlite(uri, options);
-    case DialectKind::kPostgres: return detail::open_postgres(uri, options);
-    case DialectKind::kMysql: return detail::open_mysql(uri, options);
+  const auto* d = detail::find_dialect_by_scheme(scheme);
+  if (!d) {
+    std::string known;
+    for (const auto* e : detail::registered_dialects()) known += (known.empty() ? "" : ", ") + std::string(e->name);
+    throw Error(ErrorCode::kInvalidArgument,
+                "unknown URI scheme '" + scheme + "' in '" + mask_uri(uri) + "': use " + known);
   }
-  throw Error(ErrorCode::kInternal, "unreachable");
+  if (!d->available)
+    throw Error(ErrorCode::kNotSupported,
+                std::string(d->name) + " support was not compiled into this build of sqlguard "
+                "(its driver package was not found at configure time)", std::string(d->name));
+  return d->open(uri, options);
 }
 
 bool dialect_available(DialectKind kind) noexcept {
-  switch (kind) {
-    case DialectKind::kSqlite: return detail::kHaveSqlite;
-    case DialectKind::kPostgres: return detail::kHavePostgres;
-    case DialectKind::kMysql: return detail::kHaveMysql;
-  }
+  for (const auto* d : detail::registered_dialects())
+    if (d->kind == kind) return d->available;
   return false;
+}
+
+void require_no_transaction(const Connection& conn, std::string_view what, std::string_view why) {
+  if (!conn.in_transaction()) return;
+  std::string msg = std::string(what) + " must not run inside a transaction: the connection is already in a transaction";
+  if (!why.empty()) msg += " (" + std::string(why) + ")";
+  throw Error(ErrorCode::kInvalidArgument, msg, std::string(conn.dialect().name()));
 }
 
 Transaction::Transaction(Connection& conn, Isolation isolation) : conn_(conn) { conn_.begin(isolation); }

@@ -5,17 +5,13 @@
 
 #include "core/crypto.h"
 #include "core/embedded_migrations.h"
-#include "dialect/dialect.h"
+#include "core/catalog.h"
 
 namespace sqlguard {
 namespace {
 
-constexpr const char* kCreateVersionTable =
-    "CREATE TABLE IF NOT EXISTS sqlguard_schema_version ("
-    " version INTEGER NOT NULL PRIMARY KEY,"
-    " name VARCHAR(255) NOT NULL,"
-    " checksum VARCHAR(64) NOT NULL,"
-    " applied_at BIGINT NOT NULL)";
+using detail::Sql;
+using detail::run;
 
 struct Applied {
   std::string name;
@@ -25,7 +21,7 @@ struct Applied {
 
 std::map<int, Applied> read_applied(Connection& conn) {
   std::map<int, Applied> out;
-  auto r = conn.execute("SELECT version, name, checksum, applied_at FROM sqlguard_schema_version");
+  auto r = run(conn, Sql::migrate_read_applied);
   for (const auto& row : r.rows)
     out[static_cast<int>(row[0].as_int())] = {row[1].as_string(), row[2].as_string(), row[3].as_int()};
   return out;
@@ -83,9 +79,8 @@ void check_mismatch(const std::vector<MigrationState>& states, DialectKind kind)
 class MigrationMutex {
  public:
   explicit MigrationMutex(Connection& conn) : conn_(conn) {
-    auto sql = conn.dialect().migration_lock_sql();
-    if (sql.empty()) return;
-    auto r = conn.execute(sql);
+    if (!detail::catalog(conn).has(Sql::migrate_lock)) return;  // one BEGIN IMMEDIATE run instead
+    auto r = run(conn, Sql::migrate_lock);
     if (r.rows.empty() || r.rows[0][0].is_null() || r.rows[0][0].as_int() != 1)
       throw Error(ErrorCode::kLockBusy, "could not take the migration lock within 300 s",
                   std::string(to_string(conn.kind())));
@@ -94,7 +89,7 @@ class MigrationMutex {
   ~MigrationMutex() {
     if (!held_) return;
     try {
-      conn_.execute(conn_.dialect().migration_unlock_sql());
+      run(conn_, Sql::migrate_unlock);
     } catch (const std::exception& e) {
       // The lock is session-scoped: it goes away with the connection.
       log(LogLevel::kWarning, std::string("releasing the migration lock failed: ") + e.what());
@@ -123,8 +118,7 @@ std::vector<Migration> embedded_migrations(DialectKind kind) {
 MigrateReport migrate(Connection& conn) { return migrate(conn, embedded_migrations(conn.kind())); }
 
 MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations) {
-  if (conn.in_transaction())
-    throw Error(ErrorCode::kInvalidArgument, "migrate() must not run inside an open transaction");
+  require_no_transaction(conn, "migrate()");
   if (!conn.capabilities().sequences)
     throw Error(ErrorCode::kNotSupported,
                 "MySQL server " + conn.capabilities().server_version +
@@ -133,11 +127,11 @@ MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations
                 "mysql");
   MigrateReport report;
   MigrationMutex mutex(conn);
-  const bool whole_run_tx = conn.dialect().migration_lock_sql().empty();
+  const bool whole_run_tx = !detail::catalog(conn).has(Sql::migrate_lock);
   const bool per_migration_tx = !whole_run_tx && conn.capabilities().transactional_ddl;
   std::unique_ptr<Transaction> run_tx;
   if (whole_run_tx) run_tx = std::make_unique<Transaction>(conn);
-  conn.execute(kCreateVersionTable);
+  run(conn, Sql::migrate_version_table);
   auto states = compare(migrations, read_applied(conn));
   check_mismatch(states, conn.kind());
   for (const auto& m : migrations) {
@@ -150,10 +144,7 @@ MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations
     if (per_migration_tx) tx = std::make_unique<Transaction>(conn);
     try {
       conn.execute_script(m.sql);
-      std::string ins = "INSERT INTO sqlguard_schema_version (version, name, checksum, applied_at) VALUES (?, ?, ?, ";
-      ins += conn.dialect().now_ms();
-      ins += ")";
-      conn.execute(ins, {m.version, m.name, m.checksum});
+      run(conn, Sql::migrate_record, {m.version, m.name, m.checksum});
     } catch (const Error& e) {
       throw e.with_context("migration " + label(m.version, m.name) + " failed");
     }
@@ -184,7 +175,7 @@ void require_migrated(Connection& conn) {
   int max_version = want.empty() ? 0 : want.back().version;
   std::int64_t have = 0;
   try {
-    auto r = conn.execute("SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?", {max_version});
+    auto r = run(conn, Sql::migrate_count, {max_version});
     have = r.rows.at(0)[0].as_int();
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kSchemaMismatch) throw;

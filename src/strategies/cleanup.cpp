@@ -1,6 +1,6 @@
 #include "sqlguard/cleanup.h"
 
-#include "dialect/dialect.h"
+#include "core/catalog.h"
 #include "sqlguard/idempotency.h"
 #include "sqlguard/inbox.h"
 #include "sqlguard/validate.h"
@@ -14,11 +14,9 @@ CleanupReport cleanup(Connection& conn, const CleanupOptions& o) {
   if (o.batch_size < 1 || o.batch_size > 100000)
     throw Error(ErrorCode::kInvalidArgument, "batch_size must be between 1 and 100000");
   if (o.max_batches < 0) throw Error(ErrorCode::kInvalidArgument, "max_batches must not be negative");
-  const Dialect& d = conn.dialect();
   CleanupReport r;
   if (o.locks) {
-    std::string where = "expire_at < " + std::string(d.now_ms()) + " - ?";
-    r.locks_deleted = detail::purge_in_batches(conn, "cleanup()", d.delete_limited("sqlguard_lock", "name", where),
+    r.locks_deleted = detail::purge_in_batches(conn, "cleanup()", detail::Sql::lock_purge,
                                                {o.lock_grace.count()}, {o.batch_size, o.max_batches, o.pause},
                                                &r.batches);
   }

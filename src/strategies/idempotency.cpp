@@ -1,6 +1,6 @@
 // Idempotency keys over sqlguard_idempotency. Every statement is one atomic
 // step decided by the database (primary key or conditional UPDATE), with
-// every time taken from the database clock (Dialect::now_ms()).
+// every time taken from the database clock (sql/<dialect>/dedup.sql).
 #include "sqlguard/idempotency.h"
 
 #include <unistd.h>
@@ -10,7 +10,8 @@
 #include <thread>
 
 #include "core/crypto.h"
-#include "dialect/dialect.h"
+#include "core/catalog.h"
+#include "sqlguard/backoff.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/validate.h"
 #include "strategies/purge.h"
@@ -19,7 +20,6 @@
 namespace sqlguard {
 namespace {
 
-constexpr std::string_view kTable = "sqlguard_idempotency";
 constexpr std::size_t kMaxScopeBytes = 64;  // column size
 // A Conflict (MariaDB deadlock between a placeholder INSERT and an owner
 // DELETE of the same key) on an autocommit statement is simply retried.
@@ -27,46 +27,8 @@ constexpr int kMaxConflictRetries = 20;
 
 std::string owner_token() { return make_owner_token(); }
 
-// Statements, built once per dialect (not per call: this is a hot path).
-struct IdemSql {
-  std::string renew, insert, select, takeover, remove, complete;
-};
-
-IdemSql build_sql(const Dialect& d) {
-  const std::string now(d.now_ms());
-  const std::string table(kTable);
-  IdemSql q;
-  q.renew = "UPDATE " + table + " SET locked_until = " + now + " + ?, expire_at = " + std::string(d.greatest()) +
-            "(expire_at, " + now + " + ?) WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'";
-  // The placeholder: the primary key decides who executes.
-  q.insert = d.insert_dedup(table, "scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at",
-                            "?, ?, 'in_progress', ?, ?, " + now + " + ?, " + now + ", " + now + " + ?",
-                            "scope, idem_key");
-  q.select = "SELECT status, fingerprint, response_code, response_body, CASE WHEN locked_until <= " + now +
-             " THEN 1 ELSE 0 END, CASE WHEN expire_at <= " + now + " THEN 1 ELSE 0 END FROM " + table +
-             " WHERE scope = ? AND idem_key = ?";
-  // Take-over: matches only a crashed placeholder (lease expired, same
-  // request) or a finished row past its retention. Concurrent retries
-  // serialize on the row; the first one's new lease makes the others miss.
-  q.takeover = "UPDATE " + table + " SET status = 'in_progress', fingerprint = ?, owner = ?, locked_until = " + now +
-               " + ?, response_code = NULL, response_body = NULL, created_at = " + now +
-               ", completed_at = NULL, expire_at = " + now +
-               " + ? WHERE scope = ? AND idem_key = ? AND ((status = 'in_progress' AND locked_until <= " + now +
-               " AND fingerprint = ?) OR (status <> 'in_progress' AND expire_at <= " + now + "))";
-  q.remove = "DELETE FROM " + table + " WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'";
-  q.complete = "UPDATE " + table + " SET status = ?, response_code = ?, response_body = ?, completed_at = " + now +
-               ", locked_until = " + now + ", expire_at = " + now +
-               " + ? WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'";
-  return q;
-}
-
-const IdemSql& sql_for(const Connection& c) {
-  static std::once_flag once[3];
-  static IdemSql built[3];
-  auto i = static_cast<std::size_t>(c.kind());
-  std::call_once(once[i], [&] { built[i] = build_sql(c.dialect()); });
-  return built[i];
-}
+using detail::Sql;
+using detail::run;
 
 void check_fingerprint(std::string_view fp) {
   bool ok = fp.size() == 64 && std::all_of(fp.begin(), fp.end(), [](char c) {
@@ -87,16 +49,10 @@ std::string lower(std::string_view s) {
 
 // Full-jitter backoff for polling an in-progress key.
 std::chrono::milliseconds backoff(int attempt) {
-  static thread_local std::mt19937 rng{std::random_device{}()};
-  long cap = std::min<long>(250, 10L << std::min(attempt, 5));
-  return std::chrono::milliseconds(std::uniform_int_distribution<long>(cap / 2, cap)(rng));
+  auto cap = std::chrono::milliseconds(std::min<long>(250, 10L << std::min(attempt, 5)));
+  return jittered(cap, cap / 2);
 }
 
-void refuse_open_transaction(Connection& conn, std::string_view what) {
-  if (conn.in_transaction())
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string(what) + " must not run inside a transaction open on the connection");
-}
 
 }  // namespace
 
@@ -141,8 +97,7 @@ IdempotencyExecution::IdempotencyExecution(Connection& conn, const IdempotencyOp
 
 bool IdempotencyExecution::renew() {
   std::int64_t lease = opt_.lease.count();
-  return conn_.execute(sql_for(conn_).renew, {lease, lease + opt_.retention.count(), scope_, key_, owner_}).affected ==
-         1;
+  return run(conn_, Sql::idem_renew, {lease, lease + opt_.retention.count(), scope_, key_, owner_}).affected == 1;
 }
 
 IdempotencyKeys::IdempotencyKeys(Connection& conn, IdempotencyOptions options)
@@ -162,9 +117,8 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
   validate_name(key, "idempotency key", opt_.max_key_bytes);
   check_fingerprint(fingerprint);
   if (!handler) throw Error(ErrorCode::kInvalidArgument, "idempotency handler is empty");
-  refuse_open_transaction(conn_, "IdempotencyKeys::execute()");
+  require_no_transaction(conn_, "IdempotencyKeys::execute()");
 
-  const IdemSql& q = sql_for(conn_);
   const std::string fp = lower(fingerprint);
   const std::int64_t lease = opt_.lease.count();
   const std::int64_t in_progress_expiry = lease + opt_.retention.count();
@@ -178,17 +132,16 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
 
   for (int poll = 0; !acquired; ) {
     try {
-      Result ins = conn_.execute(q.insert, {s, k, fp, owner, lease, in_progress_expiry});
-      if (ins.affected == 1) {
+      if (detail::insert_if_absent(conn_, Sql::idem_insert, {s, k, fp, owner, lease, in_progress_expiry})) {
         acquired = true;
         break;
       }
     } catch (const Error& e) {
       if (e.code() == ErrorCode::kConflict && ++conflicts < kMaxConflictRetries) continue;  // deadlock: retry
-      if (e.code() != ErrorCode::kAlreadyExists) throw;  // the key exists: read it below
+      throw;
     }
-
-    Result row = conn_.execute(q.select, {s, k});
+    // The key exists: read it.
+    Result row = run(conn_, Sql::idem_select, {s, k});
     if (row.empty()) continue;  // removed (handler failed / purged) since the INSERT: try again
     const Row& r = row.rows[0];
     const std::string status = r[0].as_string();
@@ -211,7 +164,7 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
     }
     if (stale) {
       try {
-        if (conn_.execute(q.takeover, {fp, owner, lease, in_progress_expiry, s, k, fp}).affected == 1) {
+        if (run(conn_, Sql::idem_takeover, {fp, owner, lease, in_progress_expiry, s, k}).affected == 1) {
           acquired = took_over = true;
           break;
         }
@@ -242,7 +195,7 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
     if (opt_.on_handler_error == OnHandlerError::kRemovePlaceholder) {
       // Owner-checked: never remove a placeholder another execution took over.
       try {
-        auto del = conn_.execute(q.remove, {s, k, owner});
+        auto del = run(conn_, Sql::idem_remove, {s, k, owner});
         if (del.affected != 1)
           log(LogLevel::kWarning, "idempotency key '" + k + "' in scope '" + s +
                                       "': handler failed after its placeholder was taken over; nothing removed");
@@ -273,9 +226,8 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
   // Owner-checked completion: only the execution holding the placeholder
   // stores its response. A lease that expired without a take-over is still
   // ours (the owner token did not change), so the response is kept.
-  auto done = conn_.execute(
-      q.complete,
-      {status, out.response.status, Value::blob(out.response.body), opt_.retention.count(), s, k, owner});
+  auto done = run(conn_, Sql::idem_complete,
+                  {status, out.response.status, Value::blob(out.response.body), opt_.retention.count(), s, k, owner});
   out.outcome = done.affected == 1 ? IdempotencyOutcome::kExecuted : IdempotencyOutcome::kLeaseLost;
   return out;
 }
@@ -283,14 +235,9 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
 std::int64_t purge_expired_idempotency_keys(Connection& conn, int batch_size, int max_batches, int* batches) {
   if (max_batches < 1)
     throw Error(ErrorCode::kInvalidArgument, "purge_expired_idempotency_keys: max_batches must be >= 1");
-  const Dialect& d = conn.dialect();
-  const std::string now(d.now_ms());
   // expire_at always lies beyond locked_until for in-progress rows; the
-  // second condition keeps that invariant from ever deleting a live lease.
-  const std::string sql = d.delete_limited(
-      kTable, "scope, idem_key",
-      "expire_at <= " + now + " AND (status <> 'in_progress' OR locked_until <= " + now + ")");
-  return detail::purge_in_batches(conn, "purge_expired_idempotency_keys()", sql, {}, {batch_size, max_batches},
+  // statement's second condition keeps that from ever deleting a live lease.
+  return detail::purge_in_batches(conn, "purge_expired_idempotency_keys()", Sql::idem_purge, {}, {batch_size, max_batches},
                                   batches);
 }
 

@@ -8,10 +8,12 @@
 #include <array>
 #include <random>
 
+#include "core/catalog.h"
 #include "core/crypto.h"
-#include "dialect/dialect.h"
+#include "sqlguard/backoff.h"
+#include "sqlguard/fenced_write.h"
+#include "sqlguard/metrics.h"
 #include "sqlguard/validate.h"
-#include "strategies/lease_sql.h"
 
 namespace sqlguard {
 namespace {
@@ -36,126 +38,53 @@ void count_loss(LossCause c) {
   }
 }
 
-// ---- SQL, built once per dialect --------------------------------------------
-struct LeaseSql {
-  std::string acquire;   // upsert ... RETURNING fence, expire_at; or (MySQL) take-over UPDATE
-  std::string insert;    // MySQL: INSERT of a name never seen
-  std::string read_mine;
-  std::string info;
-  std::string renew;
-  std::string release;
-  std::string force;
-  std::string list_held;
-  std::string list_all;
-  std::string guard_check;
-  std::string fenced_ensure;
-  std::string fenced_update;
-};
+using detail::Sql;
+using detail::run;
 
-LeaseSql build(const Dialect& d) {
-  const std::string n(d.now_ms());
-  const std::string f(d.next_fence());
-  const std::string cols = "name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at";
-  const std::string values = "?, ?, " + f + ", " + n + " + ?, " + n + ", " + n + ", " + n + " + ?";
-  const std::string info_cols = "SELECT name, owner, fence, expire_at, acquired_at, renewed_at, " + n;
-  LeaseSql s;
-  if (d.upsert_returning()) {
-    s.acquire = "INSERT INTO sqlguard_lock (" + cols + ") VALUES (" + values +
-                ") ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, fence = " + f +
-                ", expire_at = excluded.expire_at, acquired_at = excluded.acquired_at, renewed_at = "
-                "excluded.renewed_at, min_release_at = excluded.min_release_at WHERE sqlguard_lock.expire_at <= " +
-                n + " RETURNING fence, expire_at";
-  } else {
-    // Params: owner, ttl, min_hold, name. An UPDATE of an existing row takes
-    // only that row's X lock: no duplicate-key S locks, so hot names do not
-    // deadlock the way INSERT IGNORE + DELETE does on InnoDB.
-    s.acquire = "UPDATE sqlguard_lock SET owner = ?, fence = " + f + ", expire_at = " + n + " + ?, acquired_at = " +
-                n + ", renewed_at = " + n + ", min_release_at = " + n + " + ? WHERE name = ? AND expire_at <= " + n;
-    s.insert = "INSERT INTO sqlguard_lock (" + cols + ") VALUES (" + values + ")";
-  }
-  s.read_mine = "SELECT fence, expire_at FROM sqlguard_lock WHERE name = ? AND owner = ?";
-  s.info = info_cols + " FROM sqlguard_lock WHERE name = ?";
-  s.renew = "UPDATE sqlguard_lock SET expire_at = " + n + " + ?, renewed_at = " + n +
-            " WHERE name = ? AND owner = ? AND expire_at > " + n;
-  s.release = "UPDATE sqlguard_lock SET expire_at = " + std::string(d.greatest()) + "(" + n +
-              ", min_release_at) WHERE name = ? AND owner = ? AND expire_at > " + n;
-  s.force = "UPDATE sqlguard_lock SET expire_at = " + n + " WHERE name = ? AND expire_at > " + n;
-  s.list_held = info_cols + " FROM sqlguard_lock WHERE expire_at > " + n + " ORDER BY name";
-  s.list_all = info_cols + " FROM sqlguard_lock ORDER BY name";
-  s.guard_check = "SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > " + n +
-                  std::string(d.for_update());
-  s.fenced_ensure = d.insert_if_absent("sqlguard_fenced_resource", "resource, fence, updated_at", "?, 0, " + n);
-  s.fenced_update = "UPDATE sqlguard_fenced_resource SET fence = ?, updated_at = " + n +
-                    " WHERE resource = ? AND fence <= ?";
-  return s;
-}
-
-const LeaseSql& sql_for(const Connection& c) {
-  static std::once_flag once[3];
-  static LeaseSql built[3];
-  auto i = static_cast<std::size_t>(c.kind());
-  std::call_once(once[i], [&] { built[i] = build(c.dialect()); });
-  return built[i];
-}
-
-void require_no_tx(Connection& c, const char* what) {
-  if (c.in_transaction())
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string(what) + " must not run inside an open transaction on the same connection (the lock row "
-                                    "would stay locked and invisible until it commits); use another connection");
-}
 
 bool is_contention(const Error& e) {
   return e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kLockBusy || e.code() == ErrorCode::kTimeout;
 }
 
-thread_local std::mt19937_64 t_rng{std::random_device{}()};
+// Full jitter, at least 1 ms.
+milliseconds jitter(milliseconds upto) { return jittered(std::max(upto, milliseconds(1)), milliseconds(1)); }
 
-milliseconds jitter(milliseconds upto) {
-  if (upto.count() <= 1) return milliseconds(1);
-  std::uniform_int_distribution<long long> dist(1, upto.count());
-  return milliseconds(dist(t_rng));
-}
-
-std::string channel_for(const std::string& name) { return "sqlguard_" + detail::sha256_hex(name).substr(0, 24); }
 
 void notify_release(Connection& conn, const std::string& name) {
-  auto sql = conn.dialect().notify_sql();
-  if (sql.empty()) return;
+  if (!detail::catalog(conn).has(Sql::lease_notify)) return;  // waiters poll
   try {
-    conn.execute(sql, {channel_for(name)});
+    run(conn, Sql::lease_notify, {lease_wakeup_channel(name)});
   } catch (const Error& e) {
     // Waiters fall back to polling; the release itself already happened.
     log(LogLevel::kWarning, "NOTIFY after releasing '" + name + "' failed: " + e.what());
   }
 }
 
+// One attempt. Where lease_acquire also inserts new names (an upsert) it
+// returns the fence itself; where it only takes over expired rows, the
+// catalog has lease_insert for names never seen, and lease_read_mine reads
+// the fence. Either way one statement decides, on the database clock.
 AcquireResult attempt_once(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
                            milliseconds min_hold) {
-  const auto& s = sql_for(conn);
+  const auto& cat = detail::catalog(conn);
+  const Params args{name, owner, ttl.count(), min_hold.count()};
   AcquireResult out;
   out.owner = owner;
-  if (conn.dialect().upsert_returning()) {
-    auto r = conn.execute(s.acquire, {name, owner, ttl.count(), min_hold.count()});
-    if (r.rows.empty()) return out;
+  auto r = run(conn, Sql::lease_acquire, args);
+  if (!r.rows.empty()) {
     out.acquired = true;
     out.fence = r.rows[0][0].as_int();
     out.expire_at_ms = r.rows[0][1].as_int();
     return out;
   }
-  auto r = conn.execute(s.acquire, {owner, ttl.count(), min_hold.count(), name});
   if (r.affected == 0) {
+    if (!cat.has(Sql::lease_insert)) return out;  // the upsert found the lease held
     // Held, or never seen: only then try to create it. A consistent read
     // takes no locks.
-    if (!conn.execute(s.info, {name}).rows.empty()) return out;
-    try {
-      conn.execute(s.insert, {name, owner, ttl.count(), min_hold.count()});
-    } catch (const Error& e) {
-      if (e.code() == ErrorCode::kAlreadyExists) return out;  // someone created it first
-      throw;
-    }
+    if (!run(conn, Sql::lease_info, {name}).rows.empty()) return out;
+    if (!detail::insert_if_absent(conn, Sql::lease_insert, args)) return out;  // someone created it first
   }
-  auto mine = conn.execute(s.read_mine, {name, owner});
+  auto mine = run(conn, Sql::lease_read_mine, {name, owner});
   if (mine.rows.empty()) return out;  // taken over already (tiny ttl): not ours
   out.acquired = true;
   out.fence = mine.rows[0][0].as_int();
@@ -177,27 +106,6 @@ LeaseInfo to_info(const Row& r) {
 
 }  // namespace
 
-// ---- internal accessor (bench, --emit-sql) ----------------------------------
-
-const std::string& detail::lease_sql(const Connection& conn, std::string_view which) {
-  const auto& s = sql_for(conn);
-  if (which == "acquire") return s.acquire;
-  if (which == "insert") return s.insert;
-  if (which == "read_mine") return s.read_mine;
-  if (which == "info") return s.info;
-  if (which == "renew") return s.renew;
-  if (which == "release") return s.release;
-  if (which == "force") return s.force;
-  if (which == "notify") {
-    static std::string n[3];
-    static std::once_flag once[3];
-    auto i = static_cast<std::size_t>(conn.kind());
-    std::call_once(once[i], [&] { n[i] = std::string(conn.dialect().notify_sql()); });
-    return n[i];
-  }
-  throw Error(ErrorCode::kInvalidArgument, "unknown lease statement '" + std::string(which) + "'");
-}
-
 // ---- free functions ----------------------------------------------------------
 
 std::string_view to_string(LossCause cause) noexcept {
@@ -209,6 +117,8 @@ std::string_view to_string(LossCause cause) noexcept {
   }
   return "unknown";
 }
+
+std::string lease_wakeup_channel(const std::string& name) { return "sqlguard_" + detail::sha256_hex(name).substr(0, 24); }
 
 std::string make_owner_token() {
   // 128 random bits + host + pid, drawn once per process (and again in a
@@ -237,7 +147,8 @@ AcquireResult acquire_lease(Connection& conn, const std::string& name, const std
   validate_name(owner, "owner");
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
   check_duration(min_hold, "min_hold", milliseconds(0), ttl);
-  require_no_tx(conn, "acquiring a lease");
+  require_no_transaction(conn, "acquiring a lease",
+                         "the lock row would stay locked and invisible until it commits; use another connection");
   // MariaDB hot names: the take-over UPDATE can still be picked as a
   // deadlock victim against cleanup; that is contention, retried briefly
   // and then reported as "not acquired", never as an error.
@@ -263,7 +174,7 @@ bool renew_lease(Connection& conn, const std::string& name, const std::string& o
   validate_name(name, "lock name");
   validate_name(owner, "owner");
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
-  auto r = conn.execute(sql_for(conn).renew, {ttl.count(), name, owner});
+  auto r = run(conn, Sql::lease_renew, {ttl.count(), name, owner});
   if (r.affected == 1) ++g_metrics.renewals;
   return r.affected == 1;
 }
@@ -271,7 +182,7 @@ bool renew_lease(Connection& conn, const std::string& name, const std::string& o
 bool release_lease(Connection& conn, const std::string& name, const std::string& owner) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
-  auto r = conn.execute(sql_for(conn).release, {name, owner});
+  auto r = run(conn, Sql::lease_release, {name, owner});
   if (r.affected == 1) {
     ++g_metrics.releases;
     if (!conn.in_transaction()) notify_release(conn, name);
@@ -283,21 +194,21 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
 
 bool force_release(Connection& conn, const std::string& name) {
   validate_name(name, "lock name");
-  auto r = conn.execute(sql_for(conn).force, {name});
+  auto r = run(conn, Sql::lease_force_release, {name});
   if (r.affected == 1 && !conn.in_transaction()) notify_release(conn, name);
   return r.affected == 1;
 }
 
 std::vector<LeaseInfo> list_leases(Connection& conn, bool include_free) {
-  const auto& s = sql_for(conn);
   std::vector<LeaseInfo> out;
-  for (const auto& row : conn.execute(include_free ? s.list_all : s.list_held).rows) out.push_back(to_info(row));
+  for (const auto& row : run(conn, include_free ? Sql::lease_list_all : Sql::lease_list_held).rows)
+    out.push_back(to_info(row));
   return out;
 }
 
 std::optional<LeaseInfo> lease_info(Connection& conn, const std::string& name) {
   validate_name(name, "lock name");
-  auto r = conn.execute(sql_for(conn).info, {name});
+  auto r = run(conn, Sql::lease_info, {name});
   if (r.rows.empty()) return std::nullopt;
   return to_info(r.rows[0]);
 }
@@ -305,9 +216,8 @@ std::optional<LeaseInfo> lease_info(Connection& conn, const std::string& name) {
 bool fenced_write(Connection& conn, const std::string& resource, std::int64_t fence) {
   validate_name(resource, "resource");
   if (fence <= 0) throw Error(ErrorCode::kInvalidArgument, "fencing token must be positive");
-  const auto& s = sql_for(conn);
-  conn.execute(s.fenced_ensure, {resource});
-  return conn.execute(s.fenced_update, {fence, resource, fence}).affected == 1;
+  detail::insert_if_absent(conn, Sql::fenced_ensure, {resource});
+  return run(conn, Sql::fenced_update, {resource, fence}).affected == 1;
 }
 
 LeaseMetrics lease_metrics() {
@@ -338,13 +248,13 @@ void reset_lease_metrics() {
 
 void validate(const LeaseOptions& o) {
   check_duration(o.ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
-  if (o.renew_period.count() != 0) {
-    if (o.renew_period.count() < 0 || o.renew_period > o.ttl / 2)
+  if (o.renew_period) {
+    if (o.renew_period->count() <= 0 || *o.renew_period > o.ttl / 2)
       throw Error(ErrorCode::kInvalidArgument,
-                  "renew_period is " + format_duration(o.renew_period) + "; it must be positive and at most ttl/2 (" +
+                  "renew_period is " + format_duration(*o.renew_period) + "; it must be positive and at most ttl/2 (" +
                       format_duration(o.ttl / 2) + ") so a renewal can fail once and still be retried in time");
   }
-  if (o.safety_margin.count() != -1) check_duration(o.safety_margin, "safety_margin", milliseconds(0), o.ttl / 2 - milliseconds(1));
+  if (o.safety_margin) check_duration(*o.safety_margin, "safety_margin", milliseconds(0), o.ttl / 2 - milliseconds(1));
   check_duration(o.min_hold, "min_hold", milliseconds(0), o.ttl);
   check_duration(o.wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
   check_duration(o.backoff_initial, "backoff_initial", milliseconds(1), std::chrono::minutes(10));
@@ -375,7 +285,7 @@ LeaseLock::LeaseLock(Connection& conn, std::string name, LeaseOptions options)
   init();
 }
 
-LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions options, bool watchdog,
+LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions options, Watchdog watchdog,
                      const ConnectOptions& connect)
     : own_conn_(make_connection(uri, connect)),
       conn_(own_conn_.get()),
@@ -383,7 +293,7 @@ LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions opti
       options_(std::move(options)),
       shared_(std::make_shared<Shared>()) {
   init();
-  if ((watchdog || options_.on_lost) && !options_.watchdog_connection) {
+  if ((watchdog == Watchdog::kOn || options_.on_lost) && !options_.watchdog_connection) {
     // The watchdog's statements must not outlive the trust window on a hung
     // server: bound them by the renew period.
     auto bound = std::max<milliseconds>(period_, milliseconds(1000));
@@ -392,8 +302,10 @@ LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions opti
       o.connect_timeout = std::min(connect.connect_timeout, bound);
       o.io_timeout = bound;
       auto c = make_connection(uri, o);
-      if (c->kind() == DialectKind::kPostgres)
-        c->execute_script("SET statement_timeout = " + std::to_string(bound.count()));
+      // Where the server has a statement timeout, bound it too (the others
+      // are bounded by io_timeout above).
+      if (detail::catalog(*c).has(Sql::session_statement_timeout))
+        run(*c, Sql::session_statement_timeout, {std::to_string(bound.count())});
       return c;
     };
   }
@@ -402,12 +314,11 @@ LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions opti
 void LeaseLock::init() {
   validate_name(name_, "lock name");
   validate(options_);
-  margin_ = options_.safety_margin.count() >= 0
-                ? options_.safety_margin
-                : std::min<milliseconds>(options_.ttl / 10, std::chrono::seconds(2));
-  period_ = options_.renew_period.count() > 0 ? options_.renew_period : options_.ttl / 3;
+  margin_ = options_.safety_margin.value_or(std::min<milliseconds>(options_.ttl / 10, std::chrono::seconds(2)));
+  period_ = options_.renew_period.value_or(options_.ttl / 3);
   shared_->on_lost = options_.on_lost;
-  if (conn_->capabilities().listen_notify) notify_channel_ = channel_for(name_);
+  if (conn_->capabilities().listen_notify && detail::catalog(*conn_).has(Sql::lease_notify))
+    notify_channel_ = lease_wakeup_channel(name_);
 }
 
 LeaseLock::~LeaseLock() {
@@ -643,7 +554,7 @@ bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
     fence = shared_->fence;
   }
   Transaction tx(*conn_);
-  auto r = tx.execute(sql_for(*conn_).guard_check, {name_, owner, fence});
+  auto r = run(*conn_, Sql::lease_guard_check, {name_, owner, fence});
   if (r.rows.empty()) {
     tx.rollback();
     std::string detail;

@@ -4,22 +4,20 @@
 
 namespace sqlguard::detail {
 
-std::int64_t purge_in_batches(Connection& conn, std::string_view who, const std::string& sql, Params params,
+std::int64_t purge_in_batches(Connection& conn, std::string_view who, Sql statement, Params params,
                               const PurgeOptions& o, int* batches) {
   if (o.batch_size < 1 || o.batch_size > 100000 || o.max_batches < 0)
     throw Error(ErrorCode::kInvalidArgument, std::string(who) + ": batch_size must be 1..100000 and max_batches >= 0 "
                                                                 "(0 = no limit), got " +
                                                  std::to_string(o.batch_size) + " and " + std::to_string(o.max_batches));
-  if (conn.in_transaction())
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string(who) + " runs its own short autocommit batches; call it outside a transaction");
+  require_no_transaction(conn, who, "it runs its own short autocommit batches");
   params.emplace_back(o.batch_size);
   std::int64_t total = 0;
   for (int b = 0; o.max_batches == 0 || b < o.max_batches; ++b) {
     std::int64_t n = 0;
     for (int attempt = 0;; ++attempt) {
       try {
-        n = conn.execute(sql, params).affected;
+        n = run(conn, statement, params).affected;
         break;
       } catch (const Error& e) {
         if (!(e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kLockBusy) || attempt >= 5) throw;

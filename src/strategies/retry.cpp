@@ -1,9 +1,8 @@
 #include "sqlguard/retry.h"
 
+#include "sqlguard/backoff.h"
+
 #include <algorithm>
-#include <cmath>
-#include <mutex>
-#include <random>
 #include <thread>
 
 namespace sqlguard {
@@ -25,18 +24,7 @@ void RetryPolicy::validate() const {
 namespace detail {
 
 std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int retry) {
-  // Exponential cap computed in double so large retry counts saturate
-  // instead of overflowing.
-  double cap = static_cast<double>(policy.initial_backoff.count()) *
-               std::pow(policy.multiplier, static_cast<double>(std::max(0, retry - 1)));
-  cap = std::min(cap, static_cast<double>(policy.max_backoff.count()));
-  auto hi = static_cast<std::int64_t>(cap);
-  if (hi <= 0) return std::chrono::milliseconds(0);
-  // One generator per thread: no lock, and seeded independently so that
-  // processes started together do not draw the same delays.
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_int_distribution<std::int64_t> dist(0, hi);
-  return std::chrono::milliseconds(dist(rng));
+  return Backoff{policy.initial_backoff, policy.max_backoff, policy.multiplier}.delay(retry);
 }
 
 void sleep_for(std::chrono::milliseconds d) {

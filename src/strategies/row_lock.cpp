@@ -1,9 +1,12 @@
 #include "sqlguard/row_lock.h"
 
+#include "core/catalog.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
 
 namespace sqlguard {
+
+using detail::Sql;
 
 std::string_view to_string(LockStatus s) noexcept {
   switch (s) {
@@ -60,26 +63,36 @@ RowLocker::RowLocker(Connection& conn, RowLockSpec spec) : conn_(conn) {
   const Dialect& d = conn.dialect();
   validate_identifier(spec.table, "RowLockSpec::table");
   validate_identifier(spec.key_column, "RowLockSpec::key_column");
+  const auto& cat = detail::catalog(conn);
   table_ = d.quote(spec.table);
   key_ = d.quote(spec.key_column);
-  cols_ = key_;
+  cols_.push_back(key_);
   for (const auto& c : spec.columns) {
     validate_identifier(c, "RowLockSpec::columns");
-    cols_ += ", " + d.quote(c);
+    cols_.push_back(d.quote(c));
   }
   for (const auto& c : spec.claim_filter) {
     validate_identifier(c, "RowLockSpec::claim_filter");
-    filter_ += (filter_.empty() ? " WHERE " : " AND ") + d.quote(c) + " = ?";
+    filter_.push_back(cat.render(Sql::param_eq, {{"col", d.quote(c)}}));
   }
   filter_count_ = spec.claim_filter.size();
 }
 
+namespace {
+Sql statement_of(bool claim, bool filtered) {
+  return !claim ? Sql::row_lock_select : filtered ? Sql::row_claim_filtered : Sql::row_claim;
+}
+}  // namespace
+
 std::string RowLocker::select_sql(const RowLockOptions& o, bool claim) const {
-  std::string sql = "SELECT " + cols_ + " FROM " + table_;
-  if (claim) sql += filter_ + " ORDER BY " + key_ + " LIMIT ?";
-  else sql += " WHERE " + key_ + " = ?";
-  return sql + conn_.dialect().row_lock_suffix(o.strength == LockStrength::kShared, o.wait == LockWait::kNoWait,
-                                               o.wait == LockWait::kSkipLocked);
+  const auto& cat = detail::catalog(conn_);
+  static constexpr Sql kLock[2][3] = {
+      {Sql::lock_exclusive, Sql::lock_exclusive_nowait, Sql::lock_exclusive_skip_locked},
+      {Sql::lock_shared, Sql::lock_shared_nowait, Sql::lock_shared_skip_locked}};
+  const int wait = o.wait == LockWait::kNoWait ? 1 : o.wait == LockWait::kSkipLocked ? 2 : 0;
+  std::string lock = cat.render(kLock[o.strength == LockStrength::kShared ? 1 : 0][wait], {});
+  return cat.render(statement_of(claim, !filter_.empty()),
+                    {{"table", table_}, {"key", key_}, {"columns", cols_}, {"filter", filter_}, {"lock", lock}});
 }
 
 RowLockScope RowLocker::lock(const Value& key, const RowLockOptions& options) {
@@ -87,7 +100,7 @@ RowLockScope RowLocker::lock(const Value& key, const RowLockOptions& options) {
   if (options.wait == LockWait::kSkipLocked)
     throw Error(ErrorCode::kInvalidArgument,
                 "RowLocker::lock(): SKIP LOCKED on a single key would silently lock nothing; use claim()");
-  return run(select_sql(options, false), {key}, options);
+  return run(false, {key}, options);
 }
 
 RowLockScope RowLocker::claim(std::int64_t limit, const Params& filter_values, const RowLockOptions& options) {
@@ -103,7 +116,7 @@ RowLockScope RowLocker::claim(std::int64_t limit, const Params& filter_values, c
     conn_.dialect().not_supported("row-lock claim with SKIP LOCKED");
   Params params = filter_values;
   params.emplace_back(limit);
-  return run(select_sql(options, true), params, options);
+  return run(true, params, options);
 }
 
 namespace {
@@ -129,10 +142,9 @@ struct TimeoutRestore {
 };
 }  // namespace
 
-RowLockScope RowLocker::run(const std::string& sql, const Params& params, const RowLockOptions& o) {
-  if (conn_.in_transaction())
-    throw Error(ErrorCode::kInvalidArgument,
-                "a row-lock scope opens its own transaction; the connection is already in a transaction");
+RowLockScope RowLocker::run(bool claim, const Params& params, const RowLockOptions& o) {
+  const std::string sql = select_sql(o, claim);
+  require_no_transaction(conn_, "a row-lock scope", "it opens its own transaction");
   const Dialect& d = conn_.dialect();
   RowLockScope scope(conn_);
   // NOWAIT and SKIP LOCKED never wait on dialects that have them; on SQLite
@@ -160,7 +172,7 @@ RowLockScope RowLocker::run(const std::string& sql, const Params& params, const 
   if (!conn_.capabilities().row_locks) restore.now();  // the lock is held now
   try {
     if (o.wait == LockWait::kWait) d.set_local_lock_timeout(conn_, o.lock_timeout);
-    Result r = conn_.execute(sql, params);
+    Result r = detail::run_rendered(conn_, statement_of(claim, !filter_.empty()), sql, params);
     restore.now();
     scope.rows_ = std::move(r.rows);
     scope.status_ = scope.rows_.empty() ? LockStatus::kNotFound : LockStatus::kLocked;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/catalog.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
 
@@ -26,43 +27,49 @@ std::string_view to_string(TransitionStatus s) noexcept {
   return "unknown";
 }
 
+using detail::Sql;
+
 namespace {
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(ErrorCode::kInvalidArgument, msg); }
 
-const char* op_sql(Compare op) {
+Sql guard_fragment(Compare op) {
   switch (op) {
-    case Compare::kEq: return " = ?";
-    case Compare::kNe: return " <> ?";
-    case Compare::kLt: return " < ?";
-    case Compare::kLe: return " <= ?";
-    case Compare::kGt: return " > ?";
-    case Compare::kGe: return " >= ?";
+    case Compare::kEq: return Sql::guard_eq;
+    case Compare::kNe: return Sql::guard_ne;
+    case Compare::kLt: return Sql::guard_lt;
+    case Compare::kLe: return Sql::guard_le;
+    case Compare::kGt: return Sql::guard_gt;
+    case Compare::kGe: return Sql::guard_ge;
   }
   invalid("unknown Compare operator");
 }
 
-// ", col = ?" / ", col = col + ?" ... (validated + quoted here, once)
-std::string assignments_sql(const Dialect& d, const std::vector<Assignment>& as, std::string_view what) {
-  std::string out;
+Sql assign_fragment(AssignOp op) {
+  switch (op) {
+    case AssignOp::kSet: return Sql::assign_set;
+    case AssignOp::kAdd: return Sql::assign_add;
+    case AssignOp::kSubtract: return Sql::assign_subtract;
+  }
+  invalid("unknown AssignOp");
+}
+
+// The assignment / guard fragments of the catalog, rendered with the
+// validated, quoted column (once, at construction).
+std::vector<std::string> assignments_sql(const Connection& c, const std::vector<Assignment>& as, std::string_view what) {
+  std::vector<std::string> out;
   for (const auto& a : as) {
     validate_identifier(a.column, what);
-    std::string c = d.quote(a.column);
-    out += out.empty() ? "" : ", ";
-    switch (a.op) {
-      case AssignOp::kSet: out += c + " = ?"; break;
-      case AssignOp::kAdd: out += c + " = " + c + " + ?"; break;
-      case AssignOp::kSubtract: out += c + " = " + c + " - ?"; break;
-    }
+    out.push_back(detail::catalog(c).render(assign_fragment(a.op), {{"col", c.dialect().quote(a.column)}}));
   }
   return out;
 }
 
-std::string guards_sql(const Dialect& d, const std::vector<Guard>& gs, std::string_view what) {
-  std::string out;
+std::vector<std::string> guards_sql(const Connection& c, const std::vector<Guard>& gs, std::string_view what) {
+  std::vector<std::string> out;
   for (const auto& g : gs) {
     validate_identifier(g.column, what);
-    out += " AND " + d.quote(g.column) + op_sql(g.op);
+    out.push_back(detail::catalog(c).render(guard_fragment(g.op), {{"col", c.dialect().quote(g.column)}}));
   }
   return out;
 }
@@ -97,9 +104,13 @@ GuardedUpdate::GuardedUpdate(Connection& conn, GuardedUpdateSpec spec) : conn_(c
   for (const auto& a : spec.assignments)
     if (a.column == spec.key_column) invalid("GuardedUpdateSpec::assignments may not write the key column '" + a.column + "'");
   std::string t = d.quote(spec.table), k = d.quote(spec.key_column);
-  update_sql_ = "UPDATE " + t + " SET " + assignments_sql(d, spec.assignments, "GuardedUpdateSpec::assignments") +
-                " WHERE " + k + " = ?" + guards_sql(d, spec.guards, "GuardedUpdateSpec::guards");
-  exists_sql_ = "SELECT 1 FROM " + t + " WHERE " + k + " = ?";
+  const auto& cat = detail::catalog(conn);
+  update_sql_ = cat.render(Sql::guarded_update,
+                           {{"table", t},
+                            {"key", k},
+                            {"assignments", assignments_sql(conn, spec.assignments, "GuardedUpdateSpec::assignments")},
+                            {"guards", guards_sql(conn, spec.guards, "GuardedUpdateSpec::guards")}});
+  exists_sql_ = cat.render(Sql::row_exists, {{"table", t}, {"key", k}});
   nvalues_ = spec.assignments.size() + spec.guards.size();
   nassign_ = spec.assignments.size();
 }
@@ -111,21 +122,25 @@ GuardedResult GuardedUpdate::apply(const Value& key, const Params& values) {
   Params p(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(nassign_));
   p.push_back(key);
   p.insert(p.end(), values.begin() + static_cast<std::ptrdiff_t>(nassign_), values.end());
-  if (conn_.execute(update_sql_, p).affected >= 1) return {GuardedStatus::kApplied};
-  return {conn_.execute(exists_sql_, {key}).rows.empty() ? GuardedStatus::kNotFound : GuardedStatus::kRejected};
+  if (detail::run_rendered(conn_, Sql::guarded_update, update_sql_, p).affected >= 1) return {GuardedStatus::kApplied};
+  return {detail::run_rendered(conn_, Sql::row_exists, exists_sql_, {key}).rows.empty() ? GuardedStatus::kNotFound
+                                                                                      : GuardedStatus::kRejected};
 }
 
 // ---- StateMachine -----------------------------------------------------------
 
 std::string StateMachine::build_update(const std::vector<std::string>& from, const std::vector<Guard>& guards,
                                        const std::vector<Assignment>& assignments) const {
-  const Dialect& d = conn_.dialect();
-  std::string sql = "UPDATE " + table_ + " SET " + status_ + " = ?";
-  std::string as = assignments_sql(d, assignments, "TransitionDef::assignments");
-  if (!as.empty()) sql += ", " + as;
-  sql += " WHERE " + key_ + " = ? AND " + status_ + " IN (";
-  for (std::size_t i = 0; i < from.size(); ++i) sql += i ? ", ?" : "?";
-  return sql + ")" + guards_sql(d, guards, "TransitionDef::guards");
+  const auto& cat = detail::catalog(conn_);
+  std::vector<std::string> sets{cat.render(Sql::assign_set, {{"col", status_}})};
+  for (auto& a : assignments_sql(conn_, assignments, "TransitionDef::assignments")) sets.push_back(std::move(a));
+  std::vector<std::string> params(from.size(), cat.render(Sql::param, {}));
+  return cat.render(Sql::sm_update, {{"table", table_},
+                                     {"key", key_},
+                                     {"status", status_},
+                                     {"assignments", sets},
+                                     {"from", params},
+                                     {"guards", guards_sql(conn_, guards, "TransitionDef::guards")}});
 }
 
 StateMachine::StateMachine(Connection& conn, StateMachineSpec spec) : conn_(conn) {
@@ -185,16 +200,15 @@ StateMachine::StateMachine(Connection& conn, StateMachineSpec spec) : conn_(conn
     to_from_[to] = from;
   }
 
-  state_sql_ = "SELECT " + status_ + " FROM " + table_ + " WHERE " + key_ + " = ?";
-  state_locked_sql_ = state_sql_ + d.row_lock_suffix(false, false, false);
+  const auto& cat = detail::catalog(conn);
+  state_sql_ = cat.render(Sql::sm_state, {{"table", table_}, {"key", key_}, {"status", status_}});
+  state_locked_sql_ = cat.render(Sql::sm_state_locked, {{"table", table_}, {"key", key_}, {"status", status_}});
   if (spec.audit) {
     validate_identifier(spec.audit->table, "AuditSpec::table");
     machine_ = spec.audit->machine.empty() ? spec.table : spec.audit->machine;
     validate_name(machine_, "AuditSpec::machine", 128);
     audit_ = true;
-    audit_sql_ = "INSERT INTO " + d.quote(spec.audit->table) +
-                 " (machine, entity_key, event, from_state, to_state, actor, at_ms) VALUES (?, ?, ?, ?, ?, ?, " +
-                 std::string(d.now_ms()) + ")";
+    audit_sql_ = cat.render(Sql::sm_audit_insert, {{"audit_table", d.quote(spec.audit->table)}});
   }
 }
 
@@ -207,7 +221,7 @@ bool StateMachine::can_fire(std::string_view from_state, std::string_view event)
 bool StateMachine::is_terminal(std::string_view state) const { return terminal_.count(std::string(state)) > 0; }
 
 std::optional<std::string> StateMachine::state_of(const Value& key) {
-  Result r = conn_.execute(state_sql_, {key});
+  Result r = detail::run_rendered(conn_, Sql::sm_state, state_sql_, {key});
   if (r.rows.empty()) return std::nullopt;
   return r.rows[0][0].as_string();
 }
@@ -259,7 +273,7 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
     out.from = from.front();
   } else if (audit_) {
     // The audit row needs the exact from-state: lock the row and read it.
-    Result r = conn_.execute(state_locked_sql_, {key});
+    Result r = detail::run_rendered(conn_, Sql::sm_state_locked, state_locked_sql_, {key});
     if (r.rows.empty()) {
       tx.rollback();
       out.status = TransitionStatus::kNotFound;
@@ -282,16 +296,16 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
   for (const auto& f : from) p.emplace_back(f);
   p.insert(p.end(), options.values.begin() + static_cast<std::ptrdiff_t>(nassign), options.values.end());
 
-  if (conn_.execute(update_sql, p).affected >= 1) {
+  if (detail::run_rendered(conn_, Sql::sm_update, update_sql, p).affected >= 1) {
     if (audit_)
-      conn_.execute(audit_sql_, {machine_, key.as_string(), out.event, *out.from, to,
+      detail::run_rendered(conn_, Sql::sm_audit_insert, audit_sql_, {machine_, key.as_string(), out.event, *out.from, to,
                                  options.actor.empty() ? Value() : Value(options.actor)});
     tx.commit();
     out.status = TransitionStatus::kApplied;
     return out;
   }
   // Nothing matched: read back why.
-  Result r = conn_.execute(state_sql_, {key});
+  Result r = detail::run_rendered(conn_, Sql::sm_state, state_sql_, {key});
   tx.rollback();
   out.from.reset();  // only meaningful for kApplied
   if (r.rows.empty()) {

@@ -2,10 +2,13 @@
 
 #include <set>
 
+#include "core/catalog.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
 
 namespace sqlguard {
+
+using detail::Sql;
 
 std::string_view to_string(CasStatus s) noexcept {
   switch (s) {
@@ -28,24 +31,25 @@ VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
     throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec: key_column and version_column are both '" +
                                                  spec.key_column + "'");
   std::set<std::string> seen{spec.key_column, spec.version_column};
-  std::string cols, sets;
+  const auto& cat = detail::catalog(conn);
+  const std::string t = d.quote(spec.table), k = d.quote(spec.key_column), v = d.quote(spec.version_column);
+  std::vector<std::string> cols{v}, sets;
   for (const auto& c : spec.columns) {
     validate_identifier(c, "VersionCasSpec::columns");
     if (!seen.insert(c).second)
       throw Error(ErrorCode::kInvalidArgument,
                   "VersionCasSpec::columns: '" + c + "' is repeated or is the key/version column");
-    cols += ", " + d.quote(c);
-    sets += d.quote(c) + " = ?, ";
+    cols.push_back(d.quote(c));
+    sets.push_back(cat.render(Sql::assign_set, {{"col", d.quote(c)}}));
   }
   ncols_ = spec.columns.size();
-  const std::string t = d.quote(spec.table), k = d.quote(spec.key_column), v = d.quote(spec.version_column);
-  select_sql_ = "SELECT " + v + cols + " FROM " + t + " WHERE " + k + " = ?";
-  update_sql_ = "UPDATE " + t + " SET " + sets + v + " = " + v + " + 1 WHERE " + k + " = ? AND " + v + " = ?";
-  version_sql_ = "SELECT " + v + " FROM " + t + " WHERE " + k + " = ?";
+  select_sql_ = cat.render(Sql::cas_select, {{"table", t}, {"key", k}, {"columns", cols}});
+  update_sql_ = cat.render(Sql::cas_update, {{"table", t}, {"key", k}, {"version", v}, {"assignments", sets}});
+  version_sql_ = cat.render(Sql::cas_version, {{"table", t}, {"key", k}, {"version", v}});
 }
 
 std::optional<Versioned> VersionCas::read(const Value& key) {
-  Result r = conn_.execute(select_sql_, {key});
+  Result r = detail::run_rendered(conn_, Sql::cas_select, select_sql_, {key});
   if (r.rows.empty()) return std::nullopt;
   Versioned out;
   out.version = r.rows[0][0].as_int();
@@ -60,9 +64,9 @@ CasResult VersionCas::compare_and_set(const Value& key, std::int64_t expected_ve
   Params p = values;
   p.push_back(key);
   p.emplace_back(expected_version);
-  if (conn_.execute(update_sql_, p).affected == 1) return {CasStatus::kApplied, expected_version + 1};
+  if (detail::run_rendered(conn_, Sql::cas_update, update_sql_, p).affected == 1) return {CasStatus::kApplied, expected_version + 1};
   // Lost or missing: one read tells which (and what version won).
-  Result r = conn_.execute(version_sql_, {key});
+  Result r = detail::run_rendered(conn_, Sql::cas_version, version_sql_, {key});
   if (r.rows.empty()) return {CasStatus::kNotFound, 0};
   return {CasStatus::kConflict, r.rows[0][0].as_int()};
 }

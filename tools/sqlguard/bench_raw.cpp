@@ -21,11 +21,16 @@
 #include "sqlguard/mysql.h"
 #endif
 
-#include "core/placeholders.h"
 
 namespace sqlguard::bench {
 
-std::string number_placeholders(std::string_view sql) { return detail::number_placeholders(sql); }
+std::string number_placeholders(std::string_view sql) {
+#ifdef SQLGUARD_BENCH_POSTGRES
+  return postgres::numbered_placeholders(sql);
+#else
+  return std::string(sql);
+#endif
+}
 
 namespace {
 

@@ -23,6 +23,7 @@
 
 #include "chaos.h"
 #include "common.h"
+#include "sqlguard/fenced_write.h"
 #include "sqlguard/inbox.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/transition.h"

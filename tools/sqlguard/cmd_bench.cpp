@@ -5,6 +5,7 @@
 #include <atomic>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -13,8 +14,7 @@
 #include "bench.h"
 #include "bench_raw.h"
 #include "common.h"
-#include "core/crypto.h"
-#include "dialect/dialect.h"
+#include "sqlguard/catalog.h"
 #include "sqlguard/cleanup.h"
 #include "sqlguard/idempotency.h"
 #include "sqlguard/inbox.h"
@@ -24,7 +24,6 @@
 #include "sqlguard/transition.h"
 #include "sqlguard/validate.h"
 #include "sqlguard/version_cas.h"
-#include "strategies/lease_sql.h"
 
 namespace sqlguard::cli {
 namespace {
@@ -35,6 +34,9 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 constexpr const char* kStock = "sqlguard_bench_stock";
+// The ops' own business writes (what a user's code would send).
+constexpr const char* kRowLockUpdate = "UPDATE sqlguard_bench_stock SET qty = ? WHERE id = ?";
+constexpr const char* kInboxEffect = "UPDATE sqlguard_bench_stock SET qty = qty - 1 WHERE id = ?";
 constexpr std::int64_t kTtlMs = 30000;
 constexpr std::int64_t kIdemLeaseMs = 30000, kIdemRetentionMs = 3600000;
 constexpr std::int64_t kInboxRetentionMs = 3600000;
@@ -43,10 +45,12 @@ constexpr std::int64_t kBigQty = 1000000000000LL;
 const char* const kAllOps[] = {"lease-distinct", "lease-hot",  "handoff",     "guarded-decrement", "rowlock-decrement",
                                "cas-decrement",  "idem-first", "idem-replay", "inbox"};
 
-// Every statement the ops issue, with `?` placeholders exactly as sqlguard
-// hands them to Connection::execute(). Lease statements come from the lease
-// lock itself (detail::lease_sql); the others are rebuilt here from the same
-// Dialect builders the strategies use (their SQL lives in private members).
+// Every statement the ops issue, exactly as sqlguard sends them: the lease
+// and dedup statements straight from the public SQL catalog
+// (sql/<dialect>/*.sql); the statements on the bench table (catalog
+// templates filled with its identifiers) captured from what the strategies
+// send, through a statement observer. The raw baseline runs these texts.
+// `c` must have the bench table (create_stock).
 struct Sql {
   std::string acquire, insert, read_mine, info, release, notify;
   std::string g_update, g_exists;
@@ -56,108 +60,64 @@ struct Sql {
   std::string inbox_insert, inbox_effect;
 
   explicit Sql(Connection& c) {
-    const Dialect& d = c.dialect();
-    acquire = detail::lease_sql(c, "acquire");
-    insert = detail::lease_sql(c, "insert");
-    read_mine = detail::lease_sql(c, "read_mine");
-    info = detail::lease_sql(c, "info");
-    release = detail::lease_sql(c, "release");
-    notify = detail::lease_sql(c, "notify");
-    const std::string t = d.quote(kStock), id = d.quote("id"), qty = d.quote("qty"), ver = d.quote("version");
-    g_update = "UPDATE " + t + " SET " + qty + " = " + qty + " - ? WHERE " + id + " = ? AND " + qty + " >= ?";
-    g_exists = "SELECT 1 FROM " + t + " WHERE " + id + " = ?";
-    rl_select = "SELECT " + id + ", " + qty + " FROM " + t + " WHERE " + id + " = ?" + d.row_lock_suffix(false, false, false);
-    rl_update = "UPDATE " + t + " SET " + qty + " = ? WHERE " + id + " = ?";
-    my_get_timeout = "SELECT @@SESSION.innodb_lock_wait_timeout";
-    my_set_timeout = "SET SESSION innodb_lock_wait_timeout = ?";
-    pg_set_local = "SELECT set_config('lock_timeout', ?, true)";
-    sqlite_busy = "PRAGMA busy_timeout";
-    cas_select = "SELECT " + ver + ", " + qty + " FROM " + t + " WHERE " + id + " = ?";
-    cas_update = "UPDATE " + t + " SET " + qty + " = ?, " + ver + " = " + ver + " + 1 WHERE " + id + " = ? AND " + ver + " = ?";
-    cas_version = "SELECT " + ver + " FROM " + t + " WHERE " + id + " = ?";
-    const std::string now(d.now_ms()), it = "sqlguard_idempotency";
-    idem_insert = d.insert_dedup(it, "scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at",
-                                 "?, ?, 'in_progress', ?, ?, " + now + " + ?, " + now + ", " + now + " + ?",
-                                 "scope, idem_key");
-    idem_select = "SELECT status, fingerprint, response_code, response_body, CASE WHEN locked_until <= " + now +
-                  " THEN 1 ELSE 0 END, CASE WHEN expire_at <= " + now + " THEN 1 ELSE 0 END FROM " + it +
-                  " WHERE scope = ? AND idem_key = ?";
-    idem_complete = "UPDATE " + it + " SET status = ?, response_code = ?, response_body = ?, completed_at = " + now +
-                    ", locked_until = " + now + ", expire_at = " + now +
-                    " + ? WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress'";
-    inbox_insert = d.insert_dedup("sqlguard_inbox", "consumer, message_id, processed_at, expire_at",
-                                  "?, ?, " + now + ", " + now + " + ?", "consumer, message_id");
-    inbox_effect = "UPDATE " + t + " SET " + qty + " = " + qty + " - 1 WHERE " + id + " = ?";
+    const std::string d(to_string(c.kind()));
+    auto text = [&](const char* name) {
+      const auto& e = sql_statement(d, name);
+      return e.available ? e.text : std::string();
+    };
+    acquire = text("lease_acquire");
+    insert = text("lease_insert");
+    read_mine = text("lease_read_mine");
+    info = text("lease_info");
+    release = text("lease_release");
+    notify = text("lease_notify");
+    my_get_timeout = text("lock_timeout_get");
+    my_set_timeout = text("lock_timeout_set");
+    pg_set_local = text("lock_timeout_local");
+    sqlite_busy = c.kind() == DialectKind::kSqlite ? my_get_timeout : std::string();
+    if (c.kind() == DialectKind::kSqlite) my_get_timeout.clear();
+    idem_insert = text("idem_insert");
+    idem_select = text("idem_select");
+    idem_complete = text("idem_complete");
+    inbox_insert = text("inbox_insert");
+    // The bench's own business writes (the "user's" statements).
+    rl_update = kRowLockUpdate;
+    inbox_effect = kInboxEffect;
+
+    std::map<std::string, std::string> seen;  // catalog name -> text as sent
+    c.set_statement_observer([&](const StatementEvent& e) {
+      if (!e.catalog_name.empty()) seen[std::string(e.catalog_name)] = std::string(e.sql);
+    });
+    const std::int64_t absent = -1;  // touches no row
+    GuardedUpdate(c, GuardedUpdateSpec{kStock, "id", {{"qty", AssignOp::kSubtract}}, {{"qty", Compare::kGe}}})
+        .apply(absent, {1, 1});
+    RowLockSpec rs;
+    rs.table = kStock;
+    rs.columns = {"qty"};
+    RowLocker(c, rs).lock(absent);
+    VersionCasSpec cs;
+    cs.table = kStock;
+    cs.columns = {"qty"};
+    VersionCas cas(c, cs);
+    cas.read(absent);
+    cas.compare_and_set(absent, 0, {1});
+    c.set_statement_observer({});
+    g_update = seen.at("guarded_update");
+    g_exists = seen.at("row_exists");
+    rl_select = seen.at("row_lock_select");
+    cas_select = seen.at("cas_select");
+    cas_update = seen.at("cas_update");
+    cas_version = seen.at("cas_version");
   }
 };
 
-// What one op sends per completed operation (steady state), for --emit-sql
-// and statements_per_op. Comments describe the bound values.
-std::vector<std::string> op_statements(const std::string& op, Connection& c, const Sql& s) {
-  const auto k = c.kind();
-  const bool my = k == DialectKind::kMysql, pg = k == DialectKind::kPostgres, lite = k == DialectKind::kSqlite;
-  std::vector<std::string> v;
-  auto lease = [&] {
-    if (my) {
-      v.push_back("-- owner, ttl_ms, min_hold_ms(0), name  (takes over the expired row)\n" + s.acquire);
-      v.push_back("-- name, owner  (only when the UPDATE matched: read the new fence)\n" + s.read_mine);
-    } else {
-      v.push_back("-- name, owner, ttl_ms, min_hold_ms(0)\n" + s.acquire);
-    }
-    v.push_back("-- name, owner\n" + s.release);
-    if (!s.notify.empty()) v.push_back("-- channel 'sqlguard_' || left(sha256(name), 24)  (wakes blocked waiters)\n" + s.notify);
-  };
-  if (op == "lease-distinct" || op == "lease-hot") lease();
-  else if (op == "handoff") {
-    lease();
-    if (pg) v.insert(v.begin(), "-- waiters: LISTEN \"sqlguard_<sha256(name)[:24]>\" once, then the acquire on each NOTIFY or backoff tick");
-  } else if (op == "guarded-decrement") {
-    v.push_back("-- 1, id, 1\n" + s.g_update);
-  } else if (op == "rowlock-decrement") {
-    if (my) {
-      v.push_back(s.my_get_timeout);
-      v.push_back("-- 5 (lock_timeout, whole seconds)\n" + s.my_set_timeout);
-    }
-    if (lite) v.push_back("-- then sqlite3_busy_timeout(5000) (C API, no SQL)\n" + s.sqlite_busy);
-    v.push_back(lite ? "BEGIN IMMEDIATE" : my ? "START TRANSACTION" : "BEGIN");
-    if (pg) v.push_back("-- '5000ms'\n" + s.pg_set_local);
-    v.push_back("-- id\n" + s.rl_select);
-    if (my) v.push_back("-- previous timeout\n" + s.my_set_timeout);
-    v.push_back("-- qty - 1, id\n" + s.rl_update);
-    v.push_back("COMMIT");
-  } else if (op == "cas-decrement") {
-    v.push_back(lite ? "BEGIN IMMEDIATE" : my ? "START TRANSACTION" : "BEGIN");
-    v.push_back("-- id\n" + s.cas_select);
-    v.push_back("-- qty - 1, id, version\n" + s.cas_update);
-    v.push_back("COMMIT");
-  } else if (op == "idem-first") {
-    v.push_back("-- scope, key, fingerprint, owner, lease_ms, lease_ms + retention_ms\n" + s.idem_insert);
-    v.push_back("-- 'completed', 201, body (blob), retention_ms, scope, key, owner\n" + s.idem_complete);
-  } else if (op == "idem-replay") {
-    v.push_back(std::string("-- scope, key, ... (the key exists: ") + (my ? "error 1062" : "0 rows") + ")\n" + s.idem_insert);
-    v.push_back("-- scope, key\n" + s.idem_select);
-  } else if (op == "inbox") {
-    v.push_back(lite ? "BEGIN IMMEDIATE" : my ? "START TRANSACTION" : "BEGIN");
-    v.push_back("-- consumer, message_id, retention_ms\n" + s.inbox_insert);
-    v.push_back("-- id  (the handler's business write)\n" + s.inbox_effect);
-    v.push_back("COMMIT");
-  }
-  return v;
-}
-
-int count_sql(const std::vector<std::string>& v) {
-  int n = 0;
-  for (const auto& s : v) {
-    // a line that is not a comment = a statement
-    std::istringstream in(s);
-    for (std::string line; std::getline(in, line);)
-      if (!line.empty() && line.rfind("--", 0) != 0) {
-        ++n;
-        break;
-      }
-  }
-  return n;
-}
+// What one op sends per completed operation in steady state, recorded from
+// a real run of the sqlguard path: one line per round trip (BEGIN/COMMIT
+// included), each statement with its catalog entry and parameters.
+struct Recorded {
+  std::vector<std::string> lines;
+  int round_trips = 0;
+};
 
 // ---- per-cell context --------------------------------------------------------
 
@@ -176,14 +136,12 @@ std::string random_tag() {
 }
 
 void create_stock(Connection& c) {
-  const std::string t = c.dialect().quote(kStock);
-  std::string ddl = "CREATE TABLE IF NOT EXISTS " + t + " (id BIGINT NOT NULL PRIMARY KEY, qty BIGINT NOT NULL, version BIGINT NOT NULL)";
-  if (c.kind() == DialectKind::kMysql) ddl += " ENGINE = InnoDB";
-  c.execute_script(ddl);
+  c.execute_script(std::string("CREATE TABLE IF NOT EXISTS ") + kStock +
+                   " (id BIGINT NOT NULL PRIMARY KEY, qty BIGINT NOT NULL, version BIGINT NOT NULL)");
 }
 
 void fill_stock(Connection& c, std::int64_t from, int n) {
-  const std::string t = c.dialect().quote(kStock);
+  const std::string t = kStock;
   Transaction tx(c);
   for (int i = 0; i < n; ++i) {
     tx.execute("DELETE FROM " + t + " WHERE id = ?", {from + i});
@@ -227,7 +185,7 @@ OpFn sg_op(const Cell& cell, int client, const std::function<std::unique_ptr<Con
     spec.table = kStock;
     spec.columns = {"qty"};
     auto rl = std::make_shared<RowLocker>(*conn, spec);
-    auto upd = std::make_shared<std::string>(Sql(*conn).rl_update);
+    auto upd = std::make_shared<std::string>(kRowLockUpdate);
     return [conn, rl, upd, key] {
       auto scope = rl->lock(key);
       if (!scope) return false;
@@ -272,7 +230,7 @@ OpFn sg_op(const Cell& cell, int client, const std::function<std::unique_ptr<Con
     InboxOptions o;
     o.retention = milliseconds(kInboxRetentionMs);
     auto inbox = std::make_shared<Inbox>(*conn, o);
-    auto eff = std::make_shared<std::string>(Sql(*conn).inbox_effect);
+    auto eff = std::make_shared<std::string>(kInboxEffect);
     auto n = std::make_shared<std::uint64_t>(0);
     std::string base = cell.prefix + ":sg" + std::to_string(client);
     return [conn, inbox, eff, n, base, key] {
@@ -282,6 +240,45 @@ OpFn sg_op(const Cell& cell, int client, const std::function<std::unique_ptr<Con
     };
   }
   throw Error(ErrorCode::kInvalidArgument, "bench: no sqlguard path for op '" + op + "'");
+}
+
+// Runs the sqlguard path of `op` twice on a connection with a statement
+// observer and records the second (steady-state) run.
+Recorded record_op(const std::string& op, const Cell& cell) {
+  Recorded rec;
+  bool on = false;
+  auto observer = [&rec, &on](const StatementEvent& e) {
+    if (!on) return;
+    ++rec.round_trips;
+    switch (e.kind) {
+      case StatementKind::kBegin: rec.lines.emplace_back("BEGIN"); return;
+      case StatementKind::kCommit: rec.lines.emplace_back("COMMIT"); return;
+      case StatementKind::kRollback: rec.lines.emplace_back("ROLLBACK"); return;
+      case StatementKind::kStatement: break;
+    }
+    std::string line;
+    if (e.catalog_name.empty()) {
+      line = "-- the op's own business write (not sqlguard's)\n";
+    } else {
+      const auto& entry = sql_statement(e.dialect, e.catalog_name);
+      line = "-- " + entry.name + " (sql/" + entry.file + ")";
+      for (std::size_t i = 0; i < entry.params.size(); ++i) line += (i ? ", " : ": ") + entry.params[i];
+      line += "\n";
+    }
+    rec.lines.push_back(line + std::string(e.sql));
+  };
+  Cell c = cell;
+  if (op == "handoff") c.op = "lease-hot";  // the same statements; waiters add LISTEN (PostgreSQL)
+  auto fn = sg_op(c, 0, [&] {
+    auto conn = open_db();
+    conn->set_statement_observer(observer);
+    return conn;
+  });
+  fn();  // creates what the first run creates (lock rows, the replayed key)
+  on = true;
+  fn();
+  on = false;
+  return rec;
 }
 
 // ---- raw driver paths (same statements, same order, same values) -------------
@@ -299,7 +296,7 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
   if (op == "lease-distinct" || op == "lease-hot") {
     auto name = std::make_shared<std::string>(cell.prefix + (op == "lease-hot" ? ":hot" : ":raw" + std::to_string(client)));
     auto owner = std::make_shared<std::string>(owner_for(cell, client, "raw"));
-    auto channel = std::make_shared<std::string>("sqlguard_" + detail::sha256_hex(*name).substr(0, 24));
+    auto channel = std::make_shared<std::string>(lease_wakeup_channel(*name));
     int acq = raw->prepare(s.acquire), rel = raw->prepare(s.release);
     int ins = my ? raw->prepare(s.insert) : -1, info = my ? raw->prepare(s.info) : -1;
     int mine = my ? raw->prepare(s.read_mine) : -1, ntf = s.notify.empty() ? -1 : raw->prepare(s.notify);
@@ -543,42 +540,32 @@ Stats run_handoff(int clients, const Cell& cell, const std::function<std::unique
 
 // ---- scale checks -------------------------------------------------------------------
 
-// Bulk-fills `n` EXPIRED rows (a day old) into sqlguard_lock or
-// sqlguard_idempotency with one INSERT ... SELECT over a generated series.
+// Bulk-fills `n` EXPIRED rows (a day old on the database clock) into
+// sqlguard_lock or sqlguard_idempotency: multi-row INSERTs of 500 rows with
+// bound values, the same text on every dialect.
 void bulk_fill(Connection& c, const std::string& table, const std::string& tag, std::int64_t n) {
-  const std::string now(c.dialect().now_ms());
-  std::string series, x, concat;
-  switch (c.kind()) {
-    case DialectKind::kPostgres:
-      series = "generate_series(1, " + std::to_string(n) + ") AS g(x)";
-      concat = "'" + tag + ":' || g.x";
-      break;
-    case DialectKind::kMysql:
-      series = "seq_1_to_" + std::to_string(n) + " AS g";
-      concat = "CONCAT('" + tag + ":', g.seq)";
-      break;
-    case DialectKind::kSqlite:
-      series = "g";
-      concat = "'" + tag + ":' || g.x";
-      break;
+  const std::int64_t old = c.db_now_ms() - 86400000;
+  const bool lock = table == "sqlguard_lock";
+  const std::string head =
+      lock ? "INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at) VALUES "
+           : "INSERT INTO sqlguard_idempotency (scope, idem_key, status, fingerprint, owner, locked_until, "
+             "response_code, response_body, created_at, completed_at, expire_at) VALUES ";
+  const std::string row = lock ? "(?, 'bench-fill', 0, ?, ?, ?, 0)"
+                               : "('bench-fill', ?, 'completed', '" + std::string(64, '0') +
+                                     "', 'bench-fill', ?, 201, NULL, ?, ?, ?)";
+  constexpr std::int64_t kBatch = 500;
+  for (std::int64_t done = 0; done < n;) {
+    const std::int64_t k = std::min(kBatch, n - done);
+    std::string sql = head;
+    Params p;
+    for (std::int64_t i = 0; i < k; ++i) {
+      sql += i ? ", " + row : row;
+      p.emplace_back(tag + ":" + std::to_string(done + i + 1));
+      for (int t = 0; t < (lock ? 3 : 4); ++t) p.emplace_back(old);
+    }
+    c.execute(sql, p);
+    done += k;
   }
-  std::string cte = c.kind() == DialectKind::kSqlite
-                        ? "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < " +
-                              std::to_string(n) + ") "
-                        : "";
-  std::string sql;
-  if (table == "sqlguard_lock") {
-    sql = "INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at) " + cte +
-          "SELECT " + concat + ", 'bench-fill', 0, " + now + " - 86400000, " + now + " - 86400000, " + now +
-          " - 86400000, 0 FROM " + series;
-  } else {
-    sql = "INSERT INTO sqlguard_idempotency (scope, idem_key, status, fingerprint, owner, locked_until, response_code, "
-          "response_body, created_at, completed_at, expire_at) " +
-          cte + "SELECT 'bench-fill', " + concat +
-          ", 'completed', '0000000000000000000000000000000000000000000000000000000000000000', 'bench-fill', " + now +
-          " - 86400000, 201, NULL, " + now + " - 86400000, " + now + " - 86400000, " + now + " - 86400000 FROM " + series;
-  }
-  c.execute_script(sql);
 }
 
 
@@ -674,31 +661,29 @@ void run_bench(const Opts& o) {
 
   auto admin = open_db();
   const std::string dialect(to_string(admin->kind()));
+  migrate(*admin);
+  create_stock(*admin);
   Sql sql(*admin);
+  const std::string run_tag = "bench:" + random_tag();
+  // Each op once, recorded: --emit-sql prints it, every cell reports its
+  // statements_per_op (round trips, BEGIN/COMMIT included).
+  std::map<std::string, Recorded> recorded;
+  fill_stock(*admin, 0, 1);
+  for (const auto& op : ops) recorded[op] = record_op(op, Cell{op, 1, run_tag + ":record:" + op, 0});
   if (o.emit_sql) {
     std::cout << "-- sqlguard bench --emit-sql, dialect " << dialect
-              << ". Statements as sqlguard sends them (`?` = bound value"
-              << (admin->kind() == DialectKind::kPostgres ? "; the driver numbers them $1..$n" : "") << ").\n";
+              << ": what each op sends per operation in steady state, recorded from a run, each statement\n"
+              << "-- named by its entry in the SQL catalog (sql/" << dialect << "/*.sql; `?` = bound value"
+              << (admin->kind() == DialectKind::kPostgres ? ", numbered $1..$n on the wire" : "") << ").\n";
     for (const auto& op : ops) {
-      std::cout << "\n-- op: " << op << "\n";
-      for (const auto& st : op_statements(op, *admin, sql)) {
-        std::string text = st;
-        if (admin->kind() == DialectKind::kPostgres) {
-          // print the numbered form too: what pgbench -M prepared needs
-          auto nl = text.rfind('\n');
-          std::string stmt = nl == std::string::npos ? text : text.substr(nl + 1);
-          if (stmt.find('?') != std::string::npos)
-            text += ";\n-- native: " + number_placeholders(stmt);
-        }
-        std::cout << text << ";\n";
-      }
+      std::cout << "\n-- op: " << op << " (" << recorded[op].round_trips << " round trips)\n";
+      if (op == "handoff" && admin->kind() == DialectKind::kPostgres)
+        std::cout << "-- waiters: LISTEN \"<lease_wakeup_channel(name)>\" once, then lease_acquire on each NOTIFY or backoff tick\n";
+      for (const auto& line : recorded[op].lines) std::cout << line << ";\n";
     }
     return;
   }
-  migrate(*admin);
-  create_stock(*admin);
   auto open = [] { return open_db(); };
-  const std::string run_tag = "bench:" + random_tag();
   std::vector<json> cells;
   if (!g.json) {
     std::cout << "sqlguard bench: " << mask_uri(g.db) << " (" << dialect << "), " << (o.processes ? "processes" : "threads")
@@ -758,7 +743,7 @@ void run_bench(const Opts& o) {
         if (!st.first_error.empty()) j["first_error"] = st.first_error;
         if (!raw_st.first_error.empty()) j["raw_first_error"] = raw_st.first_error;
       }
-      j["statements_per_op"] = count_sql(op_statements(op, *admin, sql));
+      j["statements_per_op"] = recorded[op].round_trips;
       if (g.json) print_json(j);
       else print_row(j);
       cells.push_back(j);
@@ -874,7 +859,7 @@ void run_bench(const Opts& o) {
     admin->execute("DELETE FROM sqlguard_lock WHERE name LIKE ?", {like});
     admin->execute("DELETE FROM sqlguard_idempotency WHERE idem_key LIKE ?", {like});
     admin->execute("DELETE FROM sqlguard_inbox WHERE message_id LIKE ?", {like});
-    admin->execute_script("DROP TABLE IF EXISTS " + admin->dialect().quote(kStock));
+    admin->execute_script(std::string("DROP TABLE IF EXISTS ") + kStock);
   }
 }
 

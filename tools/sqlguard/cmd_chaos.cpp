@@ -28,6 +28,7 @@
 
 #include "chaos.h"
 #include "common.h"
+#include "sqlguard/admin.h"
 #include "sqlguard/inbox.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/migrate.h"
@@ -239,10 +240,10 @@ void Coordinator::drop_tables() {
   try {
     with_db([&](Connection& c) {
       for (int r = 0; r < resources_; ++r) {
-        c.execute("DELETE FROM sqlguard_lock WHERE name = ?", {names_.lock(r)});
-        c.execute("DELETE FROM sqlguard_fenced_resource WHERE resource = ?", {names_.lock(r)});
+        admin::delete_lease(c, names_.lock(r));
+        admin::delete_fenced_resource(c, names_.lock(r));
       }
-      c.execute("DELETE FROM sqlguard_inbox WHERE consumer = ?", {names_.consumer});
+      admin::delete_inbox_consumer(c, names_.consumer);
       return 0;
     });
   } catch (const Error& e) {
@@ -417,38 +418,14 @@ void Coordinator::do_connection_kill() {
   // Spare paused workers' main sessions: their late write must reach the
   // database (it is what the fence and the lease re-check have to stop).
   // The ids are integers read from our own shared memory.
-  std::string spare;
+  std::vector<std::int64_t> spare;
   for (std::size_t i = 0; i < kids_.size(); ++i) {
     std::int64_t sid = slots_[i].session.load();
-    if (kids_[i].alive && kids_[i].paused && sid > 0) spare += (spare.empty() ? "" : ", ") + std::to_string(sid);
+    if (kids_[i].alive && kids_[i].paused && sid > 0) spare.push_back(sid);
   }
   int n = 0;
   try {
-    n = with_db(
-        [&](Connection& c) {
-          if (kind_ == DialectKind::kPostgres) {
-            auto r = c.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sqlguard' AND "
-                "pid <> pg_backend_pid() AND datname = current_database()" +
-                (spare.empty() ? std::string() : " AND pid NOT IN (" + spare + ")"));
-            return static_cast<int>(r.rows.size());
-          }
-          auto ids = c.execute(
-              "SELECT id FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID() AND "
-              "user = SUBSTRING_INDEX(CURRENT_USER(), '@', 1)" +
-              (spare.empty() ? std::string() : " AND id NOT IN (" + spare + ")"));
-          int killed = 0;
-          for (const auto& row : ids.rows) {
-            // KILL takes no placeholder; the id is an integer the server gave us.
-            try {
-              c.execute("KILL " + std::to_string(row[0].as_int()));
-              ++killed;
-            } catch (const Error&) {  // the session ended by itself meanwhile: nothing to kill
-            }
-          }
-          return killed;
-        },
-        milliseconds(3000));
+    n = with_db([&](Connection& c) { return admin::terminate_sessions(c, spare); }, milliseconds(3000));
   } catch (const Error& e) {
     fault("connection-kill", -1, std::string("failed: ") + e.message());
     return;

@@ -19,7 +19,6 @@
 #include <thread>
 
 #include "common.h"
-#include "core/crypto.h"
 #include "sqlguard/idempotency.h"
 #include "sqlguard/inbox.h"
 #include "sqlguard/lease_lock.h"
@@ -123,7 +122,13 @@ std::string tmp_file(const std::string& tag, int i) {
   return "/tmp/sqlguard-demo-" + std::to_string(getpid()) + "-" + tag + "-" + std::to_string(i);
 }
 
-std::string run_id() { return detail::random_hex(4); }
+// 8 hex digits: makes table names and bodies unique per run.
+std::string run_id() {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(rng()));
+  return buf;
+}
 
 // ---- flash sale ---------------------------------------------------------------
 
@@ -332,7 +337,7 @@ int duplicate_submit_worker(const std::vector<std::string>& a) {
     std::string fp = request_fingerprint({"POST", "/orders", key, tampered ? "qty=999" : "qty=1"});
     for (int attempt = 0;; ++attempt) {
       auto r = idem.execute(scope, key, fp, [&](IdempotencyExecution&) {
-        std::string body = "order " + key + " accepted #" + detail::random_hex(4);
+        std::string body = "order " + key + " accepted #" + run_id();
         conn->execute("INSERT INTO " + exec_t + " (idem_key, body) VALUES (?, ?)", {key, body});
         std::this_thread::sleep_for(milliseconds(3));  // the "payment call"
         return StoredResponse{201, body};

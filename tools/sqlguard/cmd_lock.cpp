@@ -220,7 +220,7 @@ void add_run(CLI::App& app) {
     };
     ConnectOptions co;
     co.connect_timeout = duration_flag("--connect-timeout", global().connect_timeout);
-    LeaseLock lock(global().db, o->name, lo, /*watchdog=*/true, co);
+    LeaseLock lock(global().db, o->name, lo, Watchdog::kOn, co);
     install_signal_handlers();
     if (!lock.acquire(wait)) {
       std::cerr << "sqlguard run: lock '" << o->name << "' not acquired within " << format_duration(wait) << "\n";

@@ -1,9 +1,16 @@
-// Compiled when the sqlite driver package was not found at configure time.
-#include "dialect/factory.h"
+// Compiled instead of factory.cpp when the sqlite driver package was not found at
+// configure time: the dialect stays registered (its catalog, messages) but
+// cannot open connections.
+#include "dialect/registry.h"
 
 namespace sqlguard::detail {
-const bool kHaveSqlite = false;
-std::unique_ptr<Connection> open_sqlite(std::string_view, const ConnectOptions&) {
-  throw Error(ErrorCode::kNotSupported, "sqlite support was not compiled into this build", "sqlite");
+namespace {
+std::unique_ptr<Connection> open_missing(std::string_view, const ConnectOptions&) {
+  throw Error(ErrorCode::kNotSupported,
+              "sqlite support was not compiled into this build of sqlguard (its driver package was not found at "
+              "configure time)",
+              "sqlite");
 }
+}  // namespace
+const DialectEntry kSqliteDialect{DialectKind::kSqlite, "sqlite", {"sqlite", "sqlite3"}, false, &open_missing};
 }  // namespace sqlguard::detail

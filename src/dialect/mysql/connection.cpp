@@ -22,7 +22,9 @@
 #include "core/uri.h"
 #include "core/sql_cache.h"
 #include "dialect/dialect.h"
-#include "dialect/factory.h"
+#include "core/catalog.h"
+#include "dialect/mysql/connection.h"
+#include "dialect/mysql/errors.h"
 #include "sqlguard/mysql.h"
 
 namespace sqlguard {
@@ -30,94 +32,19 @@ namespace {
 
 class MysqlDialect final : public Dialect {
  public:
-  DialectKind kind() const noexcept override { return DialectKind::kMysql; }
-  // NOW(3) is per statement (not per transaction) and, with the session
-  // time zone pinned to UTC, UNIX_TIMESTAMP() is an exact epoch.
-  std::string_view now_ms() const noexcept override {
-    return "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
-  }
-  std::string quote(std::string_view v) const override { return quote_parts(v, '`'); }
-  std::string_view blob_type() const noexcept override { return "LONGBLOB"; }
-  // InnoDB reads NOWAIT/SKIP LOCKED on both lock kinds (MariaDB 10.6+).
-  std::string row_lock_suffix(bool shared, bool nowait, bool skip_locked) const override {
-    std::string s = shared ? " LOCK IN SHARE MODE" : " FOR UPDATE";
-    if (nowait) s += " NOWAIT";
-    if (skip_locked) s += " SKIP LOCKED";
-    return s;
-  }
+  MysqlDialect() : Dialect(DialectKind::kMysql, "mysql", '`') {}
   // innodb_lock_wait_timeout is whole seconds (min 1) and session-wide, so
   // it is set before the scope and the previous value restored after it.
   std::optional<std::int64_t> push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
-    auto prev = c.execute("SELECT @@SESSION.innodb_lock_wait_timeout").rows.at(0)[0].as_int();
-    c.execute("SET SESSION innodb_lock_wait_timeout = ?", {std::max<std::int64_t>(1, (t.count() + 999) / 1000)});
+    auto prev = detail::run(c, detail::Sql::lock_timeout_get).rows.at(0)[0].as_int();
+    detail::run(c, detail::Sql::lock_timeout_set, {std::max<std::int64_t>(1, (t.count() + 999) / 1000)});
     return prev;
   }
   void restore_session_lock_timeout(Connection& c, std::int64_t previous) const override {
-    c.execute("SET SESSION innodb_lock_wait_timeout = ?", {previous});
-  }
-  std::string_view next_fence() const noexcept override { return "NEXTVAL(sqlguard_fence_seq)"; }
-  bool upsert_returning() const noexcept override { return false; }
-  std::string insert_if_absent(std::string_view table, std::string_view cols,
-                               std::string_view values) const override {
-    // Not INSERT IGNORE: it also turns data errors into truncating warnings.
-    std::string c(cols);
-    std::string first = c.substr(0, c.find(','));
-    return "INSERT INTO " + std::string(table) + " (" + c + ") VALUES (" + std::string(values) +
-           ") ON DUPLICATE KEY UPDATE " + first + " = " + first;
-  }
-  // Plain INSERT: the duplicate surfaces as 1062 -> kAlreadyExists. INSERT
-  // IGNORE would also turn strict-mode errors (data too long) into warnings.
-  std::string insert_dedup(std::string_view table, std::string_view cols, std::string_view values,
-                           std::string_view) const override {
-    return "INSERT INTO " + std::string(table) + " (" + std::string(cols) + ") VALUES (" + std::string(values) + ")";
-  }
-  // MariaDB refuses LIMIT inside IN (subquery); DELETE ... LIMIT is native.
-  std::string delete_limited(std::string_view table, std::string_view, std::string_view where) const override {
-    return "DELETE FROM " + std::string(table) + " WHERE " + std::string(where) + " LIMIT ?";
-  }
-  std::string_view migration_lock_sql() const noexcept override {
-    return "SELECT GET_LOCK('sqlguard_migrate', 300)";
-  }
-  std::string_view migration_unlock_sql() const noexcept override {
-    return "SELECT RELEASE_LOCK('sqlguard_migrate')";
+    detail::run(c, detail::Sql::lock_timeout_set, {previous});
   }
 };
 const MysqlDialect kDialect;
-
-// Classification table: server/client error number -> portable code.
-struct Row {
-  int code;
-  ErrorCode mapped;
-};
-constexpr Row kTable[] = {
-    {1062, ErrorCode::kAlreadyExists},    // ER_DUP_ENTRY
-    {1213, ErrorCode::kConflict},         // ER_LOCK_DEADLOCK (whole transaction rolled back)
-    {1205, ErrorCode::kLockBusy},         // ER_LOCK_WAIT_TIMEOUT (MariaDB: also NOWAIT)
-    {3572, ErrorCode::kLockBusy},         // ER_LOCK_NOWAIT (MySQL 8)
-    {1969, ErrorCode::kTimeout},          // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
-    {3024, ErrorCode::kTimeout},          // ER_QUERY_TIMEOUT (MySQL max_execution_time)
-    {1317, ErrorCode::kTimeout},          // ER_QUERY_INTERRUPTED
-    {1045, ErrorCode::kUnauthenticated},  // ER_ACCESS_DENIED_ERROR
-    {1698, ErrorCode::kUnauthenticated},  // ER_ACCESS_DENIED_NO_PASSWORD_ERROR
-    {1049, ErrorCode::kNotFound},         // ER_BAD_DB_ERROR
-    {1146, ErrorCode::kSchemaMismatch},   // ER_NO_SUCH_TABLE
-    {1406, ErrorCode::kInvalidArgument},  // ER_DATA_TOO_LONG
-    {1053, ErrorCode::kConnectionLost},   // ER_SERVER_SHUTDOWN
-    {1927, ErrorCode::kConnectionLost},   // ER_CONNECTION_KILLED (MariaDB)
-    {2002, ErrorCode::kConnectionLost},   // CR_CONNECTION_ERROR
-    {2003, ErrorCode::kConnectionLost},   // CR_CONN_HOST_ERROR
-    {2005, ErrorCode::kConnectionLost},   // CR_UNKNOWN_HOST
-    {2006, ErrorCode::kConnectionLost},   // CR_SERVER_GONE_ERROR
-    {2013, ErrorCode::kConnectionLost},   // CR_SERVER_LOST
-    {2055, ErrorCode::kConnectionLost},   // CR_SERVER_LOST_EXTENDED
-    {4031, ErrorCode::kConnectionLost},   // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
-};
-
-ErrorCode classify(int code) {
-  for (const auto& r : kTable)
-    if (r.code == code) return r.mapped;
-  return ErrorCode::kInternal;
-}
 
 bool returns_rows(std::string_view sql) {
   std::size_t i = 0;
@@ -151,7 +78,7 @@ class MysqlConnection final : public Connection {
   const Dialect& dialect() const noexcept override { return kDialect; }
   const std::string& description() const noexcept override { return description_; }
 
-  Result execute(std::string_view sql, const Params& params) override {
+  Result do_execute(std::string_view sql, const Params& params) override {
     if (!in_tx_ && broken_) reconnect();
     try {
       sql::PreparedStatement* ps = prepare(sql);
@@ -203,32 +130,32 @@ class MysqlConnection final : public Connection {
     }
   }
 
-  void begin(Isolation iso) override {
+  void do_begin(Isolation iso) override {
     if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "a transaction is already open on this connection", "mysql");
     if (broken_) reconnect();
     switch (iso) {
       case Isolation::kDefault: break;
-      case Isolation::kReadCommitted: run_plain("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); break;
-      case Isolation::kRepeatableRead: run_plain("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"); break;
-      case Isolation::kSerializable: run_plain("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"); break;
+      case Isolation::kReadCommitted: run_plain(sql_text(Sql::tx_isolation_read_committed)); break;
+      case Isolation::kRepeatableRead: run_plain(sql_text(Sql::tx_isolation_repeatable_read)); break;
+      case Isolation::kSerializable: run_plain(sql_text(Sql::tx_isolation_serializable)); break;
     }
-    run_plain("START TRANSACTION");
+    run_plain(sql_text(Sql::tx_begin));
     in_tx_ = true;
   }
-  void commit() override {
+  void do_commit() override {
     if (!in_tx_) throw Error(ErrorCode::kInvalidArgument, "commit() without an open transaction", "mysql");
     in_tx_ = false;
     try {
-      stmt()->execute("COMMIT");
+      stmt()->execute(sql_text(Sql::tx_commit));
     } catch (...) {
       rethrow("COMMIT", true);
     }
   }
-  void rollback() override {
+  void do_rollback() override {
     if (!in_tx_) return;
     in_tx_ = false;
     if (broken_) return;  // the server rolled back when the session died
-    run_plain("ROLLBACK");
+    run_plain(sql_text(Sql::tx_rollback));
   }
   bool in_transaction() const noexcept override { return in_tx_; }
 
@@ -246,7 +173,7 @@ class MysqlConnection final : public Connection {
     in_tx_ = false;
     connect();
   }
-  std::int64_t session_id() override { return execute("SELECT CONNECTION_ID()", {}).rows.at(0)[0].as_int(); }
+  std::int64_t session_id() override { return detail::run(*this, Sql::session_id).rows.at(0)[0].as_int(); }
 
   sql::Connection* handle() {
     if (!in_tx_ && broken_) reconnect();
@@ -273,8 +200,8 @@ class MysqlConnection final : public Connection {
       }
     }
     o["OPT_CONNECT_TIMEOUT"] = ct;
-    if (opt_.io_timeout.count() > 0) {
-      int io = static_cast<int>(std::max<long long>(1, (opt_.io_timeout.count() + 999) / 1000));
+    if (opt_.io_timeout) {
+      int io = static_cast<int>(std::max<long long>(1, (opt_.io_timeout->count() + 999) / 1000));
       o["OPT_READ_TIMEOUT"] = io;
       o["OPT_WRITE_TIMEOUT"] = io;
     }
@@ -284,11 +211,11 @@ class MysqlConnection final : public Connection {
     try {
       conn_.reset(sql::mysql::get_mysql_driver_instance()->connect(o));
       broken_ = false;
-      run_plain("SET time_zone = '+00:00'");
-      run_plain("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'");
-      run_plain("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+      run_plain(sql_text(Sql::session_time_zone));
+      run_plain(sql_text(Sql::session_sql_mode));
+      run_plain(sql_text(Sql::session_isolation));
       {
-        std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery("SELECT VERSION()"));
+        std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_server_version)));
         if (rs->next()) caps_.server_version = std::string(rs->getString(1));
         while (rs->next()) {
         }
@@ -298,12 +225,15 @@ class MysqlConnection final : public Connection {
     } catch (const sql::SQLException& e) {
       conn_.reset();
       broken_ = true;
-      ErrorCode code = classify(e.getErrorCode());
+      ErrorCode code = mysql::classify(e.getErrorCode());
       if (code == ErrorCode::kInternal) code = ErrorCode::kConnectionLost;
       throw Error(code, "cannot connect to " + description_ + ": " + detail::scrub(e.what(), uri_.password), "mysql",
                   std::to_string(e.getErrorCode()));
     }
   }
+
+  using Sql = detail::Sql;
+  static const std::string& sql_text(Sql id) { return kDialect.catalog().text(id); }
 
   sql::Statement* stmt() {
     if (!stmt_) stmt_.reset(conn_->createStatement());
@@ -375,7 +305,7 @@ class MysqlConnection final : public Connection {
       throw;
     } catch (const sql::SQLException& e) {
       int n = e.getErrorCode();
-      ErrorCode code = classify(n);
+      ErrorCode code = mysql::classify(n);
       std::string msg = detail::scrub(e.what(), uri_.password);
       if (code == ErrorCode::kConnectionLost) {
         broken_ = true;
@@ -410,16 +340,8 @@ class MysqlConnection final : public Connection {
 }  // namespace
 
 namespace detail {
-const bool kHaveMysql = true;
-
-std::unique_ptr<Connection> open_mysql(std::string_view uri, const ConnectOptions& options) {
-  ParsedUri u = parse_uri(uri);
-  if (u.host.empty())
-    throw Error(ErrorCode::kInvalidArgument, "malformed MySQL URI '" + mask_uri(uri) + "': no host", "mysql");
-  if (u.path.empty())
-    throw Error(ErrorCode::kInvalidArgument,
-                "malformed MySQL URI '" + mask_uri(uri) + "': no database name (mysql://user:pw@host:port/db)", "mysql");
-  return std::make_unique<MysqlConnection>(std::move(u), mask_uri(uri), options);
+std::unique_ptr<Connection> make_mysql_connection(ParsedUri uri, std::string description, const ConnectOptions& options) {
+  return std::make_unique<MysqlConnection>(std::move(uri), std::move(description), options);
 }
 }  // namespace detail
 

@@ -10,7 +10,9 @@
 #include "core/placeholders.h"
 #include "core/sql_cache.h"
 #include "dialect/dialect.h"
-#include "dialect/factory.h"
+#include "core/catalog.h"
+#include "dialect/postgresql/connection.h"
+#include "dialect/postgresql/errors.h"
 #include "sqlguard/postgres.h"
 
 namespace sqlguard {
@@ -39,61 +41,14 @@ namespace {
 
 class PgDialect final : public Dialect {
  public:
-  DialectKind kind() const noexcept override { return DialectKind::kPostgres; }
-  // clock_timestamp() advances within a transaction; now() would be frozen
-  // at transaction start and make expiry wrong inside long transactions.
-  std::string_view now_ms() const noexcept override {
-    return "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
-  }
-  std::string quote(std::string_view v) const override { return quote_parts(v, '"'); }
-  std::string_view blob_type() const noexcept override { return "BYTEA"; }
+  PgDialect() : Dialect(DialectKind::kPostgres, "postgresql", '"') {}
   // SET cannot take parameters; set_config(..., true) is SET LOCAL with a
   // bound value. 0 would mean "wait forever", so callers pass >= 1 ms.
   void set_local_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
-    c.execute("SELECT set_config('lock_timeout', ?, true)", {std::to_string(t.count()) + "ms"});
-  }
-  std::string_view next_fence() const noexcept override { return "nextval('sqlguard_fence_seq')"; }
-  std::string_view notify_sql() const noexcept override { return "SELECT pg_notify(?, '')"; }
-  std::string_view migration_lock_sql() const noexcept override {
-    return "SELECT 1 FROM (SELECT pg_advisory_lock(7310575312359104513)) AS l";
-  }
-  std::string_view migration_unlock_sql() const noexcept override {
-    return "SELECT 1 FROM (SELECT pg_advisory_unlock(7310575312359104513)) AS l";
+    detail::run(c, detail::Sql::lock_timeout_local, {std::to_string(t.count()) + "ms"});
   }
 };
 const PgDialect kDialect;
-
-// Classification table: SQLSTATE -> portable code. Class prefixes ("08")
-// match every state of the class.
-struct Row {
-  const char* state;
-  ErrorCode mapped;
-};
-constexpr Row kTable[] = {
-    {"23505", ErrorCode::kAlreadyExists},    // unique_violation
-    {"40001", ErrorCode::kConflict},         // serialization_failure
-    {"40P01", ErrorCode::kConflict},         // deadlock_detected
-    {"55P03", ErrorCode::kLockBusy},         // lock_not_available (NOWAIT, lock_timeout)
-    {"57014", ErrorCode::kTimeout},          // query_canceled (statement_timeout)
-    {"40003", ErrorCode::kCommitInDoubt},    // statement_completion_unknown
-    {"57P01", ErrorCode::kConnectionLost},   // admin_shutdown (pg_terminate_backend)
-    {"57P02", ErrorCode::kConnectionLost},   // crash_shutdown
-    {"57P03", ErrorCode::kConnectionLost},   // cannot_connect_now
-    {"08", ErrorCode::kConnectionLost},      // connection_exception class
-    {"28P01", ErrorCode::kUnauthenticated},  // invalid_password
-    {"28000", ErrorCode::kUnauthenticated},  // invalid_authorization_specification
-    {"3D000", ErrorCode::kNotFound},         // invalid_catalog_name (no such database)
-    {"42P01", ErrorCode::kSchemaMismatch},   // undefined_table
-    {"22001", ErrorCode::kInvalidArgument},  // string_data_right_truncation
-};
-
-ErrorCode classify_state(std::string_view state) {
-  for (const auto& r : kTable)
-    if (state == r.state) return r.mapped;
-  for (const auto& r : kTable)
-    if (std::string_view(r.state).size() == 2 && state.substr(0, 2) == r.state) return r.mapped;
-  return ErrorCode::kInternal;
-}
 
 using detail::number_placeholders;
 
@@ -122,7 +77,7 @@ class PgConnection final : public Connection {
   const Dialect& dialect() const noexcept override { return kDialect; }
   const std::string& description() const noexcept override { return description_; }
 
-  Result execute(std::string_view sql, const Params& params) override {
+  Result do_execute(std::string_view sql, const Params& params) override {
     if (!tx_ && (!conn_ || !conn_->is_open())) reconnect();
     try {
       const std::string& name = prepared(sql);
@@ -156,7 +111,7 @@ class PgConnection final : public Connection {
     }
   }
 
-  void begin(Isolation iso) override {
+  void do_begin(Isolation iso) override {
     if (tx_) throw Error(ErrorCode::kInvalidArgument, "a transaction is already open on this connection", "postgresql");
     if (!conn_ || !conn_->is_open()) reconnect();
     try {
@@ -177,7 +132,7 @@ class PgConnection final : public Connection {
       rethrow("BEGIN", false);
     }
   }
-  void commit() override {
+  void do_commit() override {
     if (!tx_) throw Error(ErrorCode::kInvalidArgument, "commit() without an open transaction", "postgresql");
     try {
       tx_->commit();
@@ -187,7 +142,7 @@ class PgConnection final : public Connection {
       rethrow("COMMIT", true);
     }
   }
-  void rollback() override {
+  void do_rollback() override {
     if (!tx_) return;
     auto tx = std::move(tx_);
     try {
@@ -364,7 +319,7 @@ class PgConnection final : public Connection {
       throw lost(clean(e.what()));
     } catch (const pqxx::sql_error& e) {
       std::string state = e.sqlstate();
-      ErrorCode code = classify_state(state);
+      ErrorCode code = pg::classify_state(state);
       if (code == ErrorCode::kConnectionLost) throw lost(clean(e.what()));
       std::string msg = clean(e.what());
       if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
@@ -405,24 +360,8 @@ PgConnection& as_pg(Connection& conn, const char* fn) {
 }  // namespace
 
 namespace detail {
-const bool kHavePostgres = true;
-
-std::unique_ptr<Connection> open_postgres(std::string_view uri, const ConnectOptions& options) {
-  std::string password;
-  try {
-    password = parse_uri(uri).password;
-  } catch (const Error&) {
-    // libpq accepts forms we do not parse (multiple hosts); it reports
-    // malformed URIs itself.
-  }
-  std::string connstr(uri);
-  if (connstr.find("connect_timeout=") == std::string::npos) {
-    auto secs = std::max<long long>(2, (options.connect_timeout.count() + 999) / 1000);
-    connstr += (connstr.find('?') == std::string::npos ? "?" : "&");
-    connstr += "connect_timeout=" + std::to_string(secs);
-  }
-  if (connstr.find("application_name=") == std::string::npos) connstr += "&application_name=sqlguard";
-  return std::make_unique<PgConnection>(std::move(connstr), std::move(password), mask_uri(uri));
+std::unique_ptr<Connection> make_pg_connection(std::string connstr, std::string password, std::string description) {
+  return std::make_unique<PgConnection>(std::move(connstr), std::move(password), std::move(description));
 }
 }  // namespace detail
 
@@ -435,6 +374,7 @@ pqxx::transaction_base& native_transaction(Connection& conn) {
   return *pg.tx();
 }
 pqxx::connection_base& native_connection(Connection& conn) { return as_pg(conn, "native_connection").conn(); }
+std::string numbered_placeholders(std::string_view sql) { return detail::number_placeholders(sql); }
 }  // namespace postgres
 
 }  // namespace sqlguard

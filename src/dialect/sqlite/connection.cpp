@@ -11,7 +11,10 @@
 
 #include "core/sql_cache.h"
 #include "dialect/dialect.h"
-#include "dialect/factory.h"
+#include "core/catalog.h"
+#include "dialect/registry.h"
+#include "dialect/sqlite/connection.h"
+#include "dialect/sqlite/errors.h"
 #include "sqlguard/sqlite.h"
 
 namespace sqlguard {
@@ -19,63 +22,21 @@ namespace {
 
 class SqliteDialect final : public Dialect {
  public:
-  DialectKind kind() const noexcept override { return DialectKind::kSqlite; }
-  // julianday('now') is fixed for the duration of one sqlite3_step(), has
-  // sub-millisecond resolution and is computed inside the statement.
-  std::string_view now_ms() const noexcept override {
-    return "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
-  }
-  std::string quote(std::string_view v) const override { return quote_parts(v, '"'); }
-  std::string_view greatest() const noexcept override { return "MAX"; }
-  std::string_view least() const noexcept override { return "MIN"; }
-  std::string_view blob_type() const noexcept override { return "BLOB"; }
-  // No row locks: BEGIN IMMEDIATE takes the database write lock.
-  std::string row_lock_suffix(bool, bool, bool) const override { return ""; }
-  // The busy timeout bounds the wait for that write lock (0 = NOWAIT).
-  // PRAGMA takes no parameters, so it is set through the C API.
+  SqliteDialect() : Dialect(DialectKind::kSqlite, "sqlite", '"') {}
+  // No row locks: BEGIN IMMEDIATE takes the database write lock, and the
+  // busy timeout bounds the wait for it (0 = NOWAIT). PRAGMA takes no
+  // parameters, so the new value is set through the C API.
   std::optional<std::int64_t> push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
-    auto prev = c.execute("PRAGMA busy_timeout").rows.at(0)[0].as_int();
+    auto prev = detail::run(c, detail::Sql::lock_timeout_get).rows.at(0)[0].as_int();
     sqlite3_busy_timeout(sqlite::native_handle(c), static_cast<int>(t.count()));
     return prev;
   }
   void restore_session_lock_timeout(Connection& c, std::int64_t previous) const override {
     sqlite3_busy_timeout(sqlite::native_handle(c), static_cast<int>(previous));
   }
-  // The counter row is bumped by triggers in the same statement (SQLite
-  // runs one writer at a time, so this is atomic).
-  std::string_view next_fence() const noexcept override {
-    return "(SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1)";
-  }
-  std::string_view for_update() const noexcept override { return ""; }
 };
 
 const SqliteDialect kDialect;
-
-// Classification table: SQLite (extended) result code -> portable code.
-struct Row {
-  int code;
-  ErrorCode mapped;
-};
-constexpr Row kTable[] = {
-    {SQLITE_BUSY, ErrorCode::kLockBusy},
-    {SQLITE_LOCKED, ErrorCode::kLockBusy},
-    {SQLITE_CONSTRAINT_PRIMARYKEY, ErrorCode::kAlreadyExists},
-    {SQLITE_CONSTRAINT_UNIQUE, ErrorCode::kAlreadyExists},
-    {SQLITE_CANTOPEN, ErrorCode::kNotFound},
-    {SQLITE_INTERRUPT, ErrorCode::kTimeout},
-    {SQLITE_AUTH, ErrorCode::kUnauthenticated},
-    {SQLITE_READONLY, ErrorCode::kInvalidArgument},
-};
-
-ErrorCode classify(int extended, std::string_view msg) {
-  for (const auto& r : kTable)
-    if (r.code == extended) return r.mapped;
-  int primary = extended & 0xff;
-  for (const auto& r : kTable)
-    if (r.code == primary) return r.mapped;
-  if (msg.find("no such table") != std::string_view::npos) return ErrorCode::kSchemaMismatch;
-  return ErrorCode::kInternal;
-}
 
 class SqliteConnection final : public Connection {
  public:
@@ -89,7 +50,7 @@ class SqliteConnection final : public Connection {
       std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
       sqlite3_close(db_);
       db_ = nullptr;
-      throw Error(rc == SQLITE_CANTOPEN ? ErrorCode::kNotFound : classify(rc, msg),
+      throw Error(rc == SQLITE_CANTOPEN ? ErrorCode::kNotFound : sqlite_errors::classify(rc, msg),
                   "cannot open SQLite database '" + path_ + "': " + msg, "sqlite", std::to_string(rc));
     }
     sqlite3_extended_result_codes(db_, 1);
@@ -104,15 +65,15 @@ class SqliteConnection final : public Connection {
       auto deadline = std::chrono::steady_clock::now() + opt.busy_timeout;
       for (int attempt = 0;; ++attempt) {
         try {
-          auto mode = execute("PRAGMA journal_mode", {});
-          if (mode.rows.empty() || mode.rows[0][0].as_string() != "wal") execute_script("PRAGMA journal_mode=WAL;");
+          auto mode = detail::run(*this, detail::Sql::session_journal_mode);
+          if (mode.rows.empty() || mode.rows[0][0].as_string() != "wal") detail::run(*this, detail::Sql::session_journal_wal);
           break;
         } catch (const Error& e) {
           if (e.code() != ErrorCode::kLockBusy || std::chrono::steady_clock::now() >= deadline) throw;
           std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, 2 + attempt * 2)));
         }
       }
-      execute_script("PRAGMA synchronous=NORMAL;");
+      detail::run(*this, detail::Sql::session_synchronous);
     }
   }
 
@@ -126,7 +87,7 @@ class SqliteConnection final : public Connection {
   const Dialect& dialect() const noexcept override { return kDialect; }
   const std::string& description() const noexcept override { return description_; }
 
-  Result execute(std::string_view sql, const Params& params) override {
+  Result do_execute(std::string_view sql, const Params& params) override {
     sqlite3_stmt* st = prepare(sql);
     struct Reset {
       sqlite3_stmt* s;
@@ -165,32 +126,33 @@ class SqliteConnection final : public Connection {
       std::string msg = err ? err : sqlite3_errmsg(db_);
       sqlite3_free(err);
       int ext = sqlite3_extended_errcode(db_);
-      throw Error(classify(ext, msg), msg, "sqlite", std::to_string(ext), s.substr(0, 200));
+      throw Error(sqlite_errors::classify(ext, msg), msg, "sqlite", std::to_string(ext), s.substr(0, 200));
     }
   }
 
-  void begin(Isolation) override {
+  void do_begin(Isolation) override {
     if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "a transaction is already open on this connection", "sqlite");
-    execute("BEGIN IMMEDIATE", {});
+    do_execute(kDialect.catalog().text(detail::Sql::tx_begin), {});
     in_tx_ = true;
   }
-  void commit() override {
+  void do_commit() override {
     if (!in_tx_) throw Error(ErrorCode::kInvalidArgument, "commit() without an open transaction", "sqlite");
     try {
-      execute("COMMIT", {});
+      do_execute(kDialect.catalog().text(detail::Sql::tx_commit), {});
     } catch (...) {
       // A failed COMMIT leaves the transaction open (e.g. BUSY); roll back
       // so the connection is usable, then report the original error.
-      if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      if (!sqlite3_get_autocommit(db_))
+        sqlite3_exec(db_, kDialect.catalog().text(detail::Sql::tx_rollback).c_str(), nullptr, nullptr, nullptr);
       in_tx_ = false;
       throw;
     }
     in_tx_ = false;
   }
-  void rollback() override {
+  void do_rollback() override {
     in_tx_ = false;
     if (sqlite3_get_autocommit(db_)) return;  // already rolled back by SQLite
-    execute("ROLLBACK", {});
+    do_execute(kDialect.catalog().text(detail::Sql::tx_rollback), {});
   }
   bool in_transaction() const noexcept override { return in_tx_; }
   void reconnect() override {}
@@ -247,7 +209,7 @@ class SqliteConnection final : public Connection {
     int ext = sqlite3_extended_errcode(db_);
     if ((ext & 0xff) != (rc & 0xff)) ext = rc;
     std::string msg = sqlite3_errmsg(db_);
-    ErrorCode code = classify(ext, msg);
+    ErrorCode code = sqlite_errors::classify(ext, msg);
     if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
     throw Error(code, msg, "sqlite", std::to_string(ext), std::string(sql));
   }
@@ -263,23 +225,8 @@ class SqliteConnection final : public Connection {
 }  // namespace
 
 namespace detail {
-const bool kHaveSqlite = true;
-
-std::unique_ptr<Connection> open_sqlite(std::string_view uri, const ConnectOptions& options) {
-  // sqlite::memory:, sqlite:///abs/path, sqlite://relative/path, sqlite:path
-  std::string_view rest = uri.substr(uri.find(':') + 1);
-  std::string path;
-  if (rest == ":memory:" || rest == "//:memory:") path = ":memory:";
-  else if (rest.substr(0, 2) == "//") path = std::string(rest.substr(2));
-  else path = std::string(rest);
-  auto q = path.find('?');
-  if (q != std::string::npos) path.resize(q);
-  if (path.empty())
-    throw Error(ErrorCode::kInvalidArgument,
-                "malformed SQLite URI '" + std::string(uri) +
-                    "': no file path (use sqlite:///abs/path.db, sqlite://relative.db or sqlite::memory:)",
-                "sqlite");
-  return std::make_unique<SqliteConnection>(path, std::string(uri), options);
+std::unique_ptr<Connection> make_sqlite_connection(std::string path, std::string description, const ConnectOptions& options) {
+  return std::make_unique<SqliteConnection>(std::move(path), std::move(description), options);
 }
 }  // namespace detail
 

@@ -1,0 +1,55 @@
+-- sql/mysql/dedup.sql — MariaDB >= 10.6 (mysqlcppconn 1.1). Session time zone is pinned to UTC.
+-- Idempotency keys and consumer inbox (src/strategies/idempotency.cpp, inbox.cpp).
+-- Tables sqlguard_idempotency and sqlguard_inbox, migrations/mysql/0002_dedup.sql.
+
+-- name: idem_insert
+-- The placeholder: the primary key decides who executes. An existing key is a 1062
+-- error (plain INSERT: INSERT IGNORE would also hide data errors).
+-- params: scope, key, fingerprint, owner, lease_ms, expiry_ms
+INSERT INTO sqlguard_idempotency (scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at)
+VALUES (?, ?, 'in_progress', ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
+
+-- name: idem_select
+-- params: scope, key
+SELECT status, fingerprint, response_code, response_body,
+  CASE WHEN locked_until <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) THEN 1 ELSE 0 END, CASE WHEN expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) THEN 1 ELSE 0 END
+FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ?;
+
+-- name: idem_renew
+-- params: lease_ms, expiry_ms, scope, key, owner
+UPDATE sqlguard_idempotency SET locked_until = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, expire_at = GREATEST(expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?)
+WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_takeover
+-- Matches only a crashed placeholder (lease expired, same request) or a finished row past
+-- its retention; concurrent retries serialize on the row and the first one wins.
+-- params: fingerprint, owner, lease_ms, expiry_ms, scope, key, fingerprint
+UPDATE sqlguard_idempotency SET status = 'in_progress', fingerprint = ?, owner = ?, locked_until = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?,
+  response_code = NULL, response_body = NULL, created_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), completed_at = NULL, expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?
+WHERE scope = ? AND idem_key = ?
+  AND ((status = 'in_progress' AND locked_until <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AND fingerprint = ?) OR (status <> 'in_progress' AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)));
+
+-- name: idem_remove
+-- params: scope, key, owner
+DELETE FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_complete
+-- params: status, response_code, response_body, retention_ms, scope, key, owner
+UPDATE sqlguard_idempotency SET status = ?, response_code = ?, response_body = ?, completed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
+  locked_until = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?
+WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_purge
+-- One bounded batch of expired keys; a live in-progress placeholder is never deleted.
+-- params: batch
+DELETE FROM sqlguard_idempotency WHERE expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AND (status <> 'in_progress' OR locked_until <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) LIMIT ?;
+
+-- name: inbox_insert
+-- Runs first in the handler's transaction: a concurrent delivery of the same message
+-- waits here for our commit. An existing id is a 1062 error.
+-- params: consumer, message_id, retention_ms
+INSERT INTO sqlguard_inbox (consumer, message_id, processed_at, expire_at) VALUES (?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
+
+-- name: inbox_purge
+-- params: batch
+DELETE FROM sqlguard_inbox WHERE expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) LIMIT ?;

@@ -1,0 +1,83 @@
+-- sql/mysql/lease.sql — MariaDB >= 10.6 (mysqlcppconn 1.1). Session time zone is pinned to UTC.
+-- Lease lock (src/strategies/lease_lock.cpp). Table sqlguard_lock, migrations/mysql/0001_lease_lock.sql.
+-- Every time is the database clock in ms since the Unix epoch; fences come from
+-- the sqlguard_fence_seq sequence, so they never go back.
+
+-- name: lease_acquire
+-- Takes over an EXPIRED row (1 row affected = acquired; lease_read_mine then reads the
+-- fence). An UPDATE takes only that row's X lock: no duplicate-key S locks, so hot
+-- names do not deadlock the way INSERT IGNORE + DELETE does on InnoDB.
+-- params: owner, ttl_ms, min_hold_ms, name
+UPDATE sqlguard_lock SET owner = ?, fence = NEXTVAL(sqlguard_fence_seq), expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
+  renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?
+WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: lease_insert
+-- Creates a name never seen before (run only when lease_info found no row);
+-- a concurrent creator makes it fail with 1062 = already there.
+-- params: name, owner, ttl_ms, min_hold_ms
+INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
+VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
+
+-- name: lease_read_mine
+-- params: name, owner
+SELECT fence, expire_at FROM sqlguard_lock WHERE name = ? AND owner = ?;
+
+-- name: lease_info
+-- params: name
+SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sqlguard_lock WHERE name = ?;
+
+-- name: lease_renew
+-- Owner-checked; 1 row affected = still held and extended.
+-- params: ttl_ms, name, owner
+UPDATE sqlguard_lock SET expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+WHERE name = ? AND owner = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: lease_release
+-- Owner-checked; the row stays (its fence history is the sequence) and expires now,
+-- or at min_release_at when a minimum hold was asked for.
+-- params: name, owner
+UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
+WHERE name = ? AND owner = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: lease_force_release
+-- params: name
+UPDATE sqlguard_lock SET expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: lease_list_held
+-- params: 
+SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sqlguard_lock WHERE expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) ORDER BY name;
+
+-- name: lease_list_all
+-- params: 
+SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sqlguard_lock ORDER BY name;
+
+-- name: lease_guard_check
+-- Re-verifies the lease inside a guarded transaction and row-locks it until commit, so
+-- no take-over can commit in between.
+-- params: name, owner, fence
+SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FOR UPDATE;
+
+-- name: lease_notify
+-- not supported: no LISTEN/NOTIFY; waiters poll with backoff
+
+-- name: fenced_ensure
+-- Creates the resource's fence row if it is missing (not INSERT IGNORE: that also turns data
+-- errors into truncating warnings).
+-- params: resource
+INSERT INTO sqlguard_fenced_resource (resource, fence, updated_at) VALUES (?, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+ON DUPLICATE KEY UPDATE resource = resource;
+
+-- name: fenced_update
+-- 1 row affected = the write carries a fence at least as new as any seen before.
+-- params: fence, resource, fence
+UPDATE sqlguard_fenced_resource SET fence = ?, updated_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+WHERE resource = ? AND fence <= ?;
+
+-- name: lock_purge
+-- cleanup(): one bounded batch of long-expired rows (MariaDB refuses LIMIT inside IN (subquery)).
+-- params: grace_ms, batch
+DELETE FROM sqlguard_lock WHERE expire_at < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ? LIMIT ?;

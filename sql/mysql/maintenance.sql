@@ -1,0 +1,120 @@
+-- sql/mysql/maintenance.sql — MariaDB >= 10.6 (mysqlcppconn 1.1). Session time zone is pinned to UTC.
+-- Migrations, the database clock and session setup (src/core/migrate.cpp, connection.cpp,
+-- src/dialect/mysql/).
+
+-- name: db_now
+-- The database clock in ms since the Unix epoch, read fresh (per statement).
+-- params: 
+SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: migrate_version_table
+-- params: 
+CREATE TABLE IF NOT EXISTS sqlguard_schema_version (
+  version INTEGER NOT NULL PRIMARY KEY,
+  name VARCHAR(255) NOT NULL,
+  checksum VARCHAR(64) NOT NULL,
+  applied_at BIGINT NOT NULL);
+
+-- name: migrate_read_applied
+-- params: 
+SELECT version, name, checksum, applied_at FROM sqlguard_schema_version;
+
+-- name: migrate_record
+-- params: version, name, checksum
+INSERT INTO sqlguard_schema_version (version, name, checksum, applied_at) VALUES (?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+
+-- name: migrate_count
+-- params: max_version
+SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
+
+-- name: migrate_lock
+-- Server-wide named lock for migrations (1 = taken within 300 s).
+-- params: 
+SELECT GET_LOCK('sqlguard_migrate', 300);
+
+-- name: migrate_unlock
+-- params: 
+SELECT RELEASE_LOCK('sqlguard_migrate');
+
+-- name: session_statement_timeout
+-- not needed: the driver read/write timeout (ConnectOptions::io_timeout) bounds watchdog statements
+
+-- name: session_time_zone
+-- Run on every (re)connect: no DST or session zone can shift a timestamp.
+-- params: 
+SET time_zone = '+00:00';
+
+-- name: session_sql_mode
+-- Strict: an oversize value is an error, never silently truncated.
+-- params: 
+SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';
+
+-- name: session_isolation
+-- Fewer gap locks, hence fewer deadlocks on hot keys.
+-- params: 
+SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
+
+-- name: session_server_version
+-- params: 
+SELECT VERSION();
+
+-- name: session_id
+-- params: 
+SELECT CONNECTION_ID();
+
+-- name: session_journal_mode
+-- not needed: SQLite file settings only
+
+-- name: session_journal_wal
+-- not needed: SQLite file settings only
+
+-- name: session_synchronous
+-- not needed: SQLite file settings only
+
+-- name: tx_begin
+-- params: 
+START TRANSACTION;
+
+-- name: tx_commit
+-- params: 
+COMMIT;
+
+-- name: tx_rollback
+-- params: 
+ROLLBACK;
+
+-- name: tx_isolation_read_committed
+-- Before tx_begin: applies to the next transaction only.
+-- params: 
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+
+-- name: tx_isolation_repeatable_read
+-- params: 
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+
+-- name: tx_isolation_serializable
+-- params: 
+SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;
+
+-- name: admin_list_sessions
+-- Other sessions of this user on this database (sqlguard chaos: session-kill fault).
+-- params:
+SELECT id FROM information_schema.processlist
+WHERE db = DATABASE() AND id <> CONNECTION_ID() AND user = SUBSTRING_INDEX(CURRENT_USER(), '@', 1);
+
+-- name: admin_terminate_session
+-- KILL takes no placeholder: {id} is an integer read from admin_list_sessions.
+KILL {id};
+
+-- name: admin_delete_lease
+-- Operator: forget a lock name entirely (the fence history is the sequence).
+-- params: name
+DELETE FROM sqlguard_lock WHERE name = ?;
+
+-- name: admin_delete_fenced_resource
+-- params: resource
+DELETE FROM sqlguard_fenced_resource WHERE resource = ?;
+
+-- name: admin_delete_inbox_consumer
+-- params: consumer
+DELETE FROM sqlguard_inbox WHERE consumer = ?;

@@ -1,0 +1,59 @@
+-- sql/postgresql/dedup.sql — PostgreSQL 15 (libpqxx 6.4). `?` placeholders are numbered $1..$n by the driver.
+-- Idempotency keys and consumer inbox (src/strategies/idempotency.cpp, inbox.cpp).
+-- Tables sqlguard_idempotency and sqlguard_inbox, migrations/postgresql/0002_dedup.sql.
+
+-- name: idem_insert
+-- The placeholder: the primary key decides who executes. An existing key inserts
+-- nothing (0 rows).
+-- params: scope, key, fingerprint, owner, lease_ms, expiry_ms
+INSERT INTO sqlguard_idempotency (scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at)
+VALUES (?, ?, 'in_progress', ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
+ON CONFLICT (scope, idem_key) DO NOTHING;
+
+-- name: idem_select
+-- params: scope, key
+SELECT status, fingerprint, response_code, response_body,
+  CASE WHEN locked_until <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END, CASE WHEN expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END
+FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ?;
+
+-- name: idem_renew
+-- params: lease_ms, expiry_ms, scope, key, owner
+UPDATE sqlguard_idempotency SET locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, expire_at = GREATEST(expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
+WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_takeover
+-- Matches only a crashed placeholder (lease expired, same request) or a finished row past
+-- its retention; concurrent retries serialize on the row and the first one wins.
+-- params: fingerprint, owner, lease_ms, expiry_ms, scope, key, fingerprint
+UPDATE sqlguard_idempotency SET status = 'in_progress', fingerprint = ?, owner = ?, locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?,
+  response_code = NULL, response_body = NULL, created_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, completed_at = NULL, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
+WHERE scope = ? AND idem_key = ?
+  AND ((status = 'in_progress' AND locked_until <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AND fingerprint = ?) OR (status <> 'in_progress' AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT));
+
+-- name: idem_remove
+-- params: scope, key, owner
+DELETE FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_complete
+-- params: status, response_code, response_body, retention_ms, scope, key, owner
+UPDATE sqlguard_idempotency SET status = ?, response_code = ?, response_body = ?, completed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+  locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
+WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_purge
+-- One bounded batch of expired keys; a live in-progress placeholder is never deleted.
+-- params: batch
+DELETE FROM sqlguard_idempotency WHERE (scope, idem_key) IN (
+  SELECT scope, idem_key FROM sqlguard_idempotency WHERE expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AND (status <> 'in_progress' OR locked_until <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) LIMIT ?);
+
+-- name: inbox_insert
+-- Runs first in the handler's transaction: a concurrent delivery of the same message
+-- waits here for our commit. An existing id inserts nothing.
+-- params: consumer, message_id, retention_ms
+INSERT INTO sqlguard_inbox (consumer, message_id, processed_at, expire_at) VALUES (?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
+ON CONFLICT (consumer, message_id) DO NOTHING;
+
+-- name: inbox_purge
+-- params: batch
+DELETE FROM sqlguard_inbox WHERE (consumer, message_id) IN (
+  SELECT consumer, message_id FROM sqlguard_inbox WHERE expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT LIMIT ?);

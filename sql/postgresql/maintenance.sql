@@ -1,0 +1,108 @@
+-- sql/postgresql/maintenance.sql — PostgreSQL 15 (libpqxx 6.4). `?` placeholders are numbered $1..$n by the driver.
+-- Migrations, the database clock and session setup (src/core/migrate.cpp, connection.cpp,
+-- src/dialect/postgresql/).
+
+-- name: db_now
+-- The database clock in ms since the Unix epoch, read fresh (clock_timestamp(), never now():
+-- now() is frozen at transaction start).
+-- params: 
+SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+
+-- name: migrate_version_table
+-- params: 
+CREATE TABLE IF NOT EXISTS sqlguard_schema_version (
+  version INTEGER NOT NULL PRIMARY KEY,
+  name VARCHAR(255) NOT NULL,
+  checksum VARCHAR(64) NOT NULL,
+  applied_at BIGINT NOT NULL);
+
+-- name: migrate_read_applied
+-- params: 
+SELECT version, name, checksum, applied_at FROM sqlguard_schema_version;
+
+-- name: migrate_record
+-- params: version, name, checksum
+INSERT INTO sqlguard_schema_version (version, name, checksum, applied_at) VALUES (?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT);
+
+-- name: migrate_count
+-- params: max_version
+SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
+
+-- name: migrate_lock
+-- Database-wide mutex for migrations (session advisory lock).
+-- params: 
+SELECT 1 FROM (SELECT pg_advisory_lock(7310575312359104513)) AS l;
+
+-- name: migrate_unlock
+-- params: 
+SELECT 1 FROM (SELECT pg_advisory_unlock(7310575312359104513)) AS l;
+
+-- name: session_statement_timeout
+-- Bounds every statement of a watchdog connection by the renew period.
+-- params: timeout_ms
+SELECT set_config('statement_timeout', ?, false);
+
+-- name: session_time_zone
+-- not needed: MySQL/MariaDB session setup only
+
+-- name: session_sql_mode
+-- not needed: MySQL/MariaDB session setup only
+
+-- name: session_isolation
+-- not needed: MySQL/MariaDB session setup only
+
+-- name: session_server_version
+-- not needed: libpq reports the server version
+
+-- name: session_id
+-- not needed: libpq reports the backend pid
+
+-- name: session_journal_mode
+-- not needed: SQLite file settings only
+
+-- name: session_journal_wal
+-- not needed: SQLite file settings only
+
+-- name: session_synchronous
+-- not needed: SQLite file settings only
+
+-- name: tx_begin
+-- not needed: libpqxx issues BEGIN [ISOLATION LEVEL ...]/COMMIT/ROLLBACK for its transaction classes
+
+-- name: tx_commit
+-- not needed: libpqxx issues BEGIN [ISOLATION LEVEL ...]/COMMIT/ROLLBACK for its transaction classes
+
+-- name: tx_rollback
+-- not needed: libpqxx issues BEGIN [ISOLATION LEVEL ...]/COMMIT/ROLLBACK for its transaction classes
+
+-- name: tx_isolation_read_committed
+-- not needed: libpqxx issues BEGIN [ISOLATION LEVEL ...]/COMMIT/ROLLBACK for its transaction classes
+
+-- name: tx_isolation_repeatable_read
+-- not needed: libpqxx issues BEGIN [ISOLATION LEVEL ...]/COMMIT/ROLLBACK for its transaction classes
+
+-- name: tx_isolation_serializable
+-- not needed: libpqxx issues BEGIN [ISOLATION LEVEL ...]/COMMIT/ROLLBACK for its transaction classes
+
+-- name: admin_list_sessions
+-- Other sessions sqlguard opened on this database (sqlguard chaos: session-kill fault).
+-- params:
+SELECT pid FROM pg_stat_activity
+WHERE application_name = 'sqlguard' AND pid <> pg_backend_pid() AND datname = current_database();
+
+-- name: admin_terminate_session
+-- params: session_id
+SELECT pg_terminate_backend(?);
+
+-- name: admin_delete_lease
+-- Operator: forget a lock name entirely (the fence history is the sequence).
+-- params: name
+DELETE FROM sqlguard_lock WHERE name = ?;
+
+-- name: admin_delete_fenced_resource
+-- params: resource
+DELETE FROM sqlguard_fenced_resource WHERE resource = ?;
+
+-- name: admin_delete_inbox_consumer
+-- params: consumer
+DELETE FROM sqlguard_inbox WHERE consumer = ?;

@@ -1,0 +1,59 @@
+-- sql/sqlite/dedup.sql — SQLite >= 3.35 (RETURNING). One writer at a time; read-modify-write uses BEGIN IMMEDIATE.
+-- Idempotency keys and consumer inbox (src/strategies/idempotency.cpp, inbox.cpp).
+-- Tables sqlguard_idempotency and sqlguard_inbox, migrations/sqlite/0002_dedup.sql.
+
+-- name: idem_insert
+-- The placeholder: the primary key decides who executes. An existing key inserts
+-- nothing (0 rows).
+-- params: scope, key, fingerprint, owner, lease_ms, expiry_ms
+INSERT INTO sqlguard_idempotency (scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at)
+VALUES (?, ?, 'in_progress', ?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?)
+ON CONFLICT (scope, idem_key) DO NOTHING;
+
+-- name: idem_select
+-- params: scope, key
+SELECT status, fingerprint, response_code, response_body,
+  CASE WHEN locked_until <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) THEN 1 ELSE 0 END, CASE WHEN expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) THEN 1 ELSE 0 END
+FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ?;
+
+-- name: idem_renew
+-- params: lease_ms, expiry_ms, scope, key, owner
+UPDATE sqlguard_idempotency SET locked_until = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, expire_at = MAX(expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?)
+WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_takeover
+-- Matches only a crashed placeholder (lease expired, same request) or a finished row past
+-- its retention; concurrent retries serialize on the row and the first one wins.
+-- params: fingerprint, owner, lease_ms, expiry_ms, scope, key, fingerprint
+UPDATE sqlguard_idempotency SET status = 'in_progress', fingerprint = ?, owner = ?, locked_until = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?,
+  response_code = NULL, response_body = NULL, created_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), completed_at = NULL, expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?
+WHERE scope = ? AND idem_key = ?
+  AND ((status = 'in_progress' AND locked_until <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AND fingerprint = ?) OR (status <> 'in_progress' AND expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)));
+
+-- name: idem_remove
+-- params: scope, key, owner
+DELETE FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_complete
+-- params: status, response_code, response_body, retention_ms, scope, key, owner
+UPDATE sqlguard_idempotency SET status = ?, response_code = ?, response_body = ?, completed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER),
+  locked_until = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?
+WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_purge
+-- One bounded batch of expired keys; a live in-progress placeholder is never deleted.
+-- params: batch
+DELETE FROM sqlguard_idempotency WHERE (scope, idem_key) IN (
+  SELECT scope, idem_key FROM sqlguard_idempotency WHERE expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AND (status <> 'in_progress' OR locked_until <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)) LIMIT ?);
+
+-- name: inbox_insert
+-- Runs first in the handler's transaction: a concurrent delivery of the same message
+-- waits here for our commit. An existing id inserts nothing.
+-- params: consumer, message_id, retention_ms
+INSERT INTO sqlguard_inbox (consumer, message_id, processed_at, expire_at) VALUES (?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?)
+ON CONFLICT (consumer, message_id) DO NOTHING;
+
+-- name: inbox_purge
+-- params: batch
+DELETE FROM sqlguard_inbox WHERE (consumer, message_id) IN (
+  SELECT consumer, message_id FROM sqlguard_inbox WHERE expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) LIMIT ?);

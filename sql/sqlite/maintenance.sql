@@ -1,0 +1,108 @@
+-- sql/sqlite/maintenance.sql — SQLite >= 3.35 (RETURNING). One writer at a time; read-modify-write uses BEGIN IMMEDIATE.
+-- Migrations, the database clock and session setup (src/core/migrate.cpp, connection.cpp,
+-- src/dialect/sqlite/).
+
+-- name: db_now
+-- The database clock in ms since the Unix epoch, read fresh (per statement).
+-- params: 
+SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+
+-- name: migrate_version_table
+-- params: 
+CREATE TABLE IF NOT EXISTS sqlguard_schema_version (
+  version INTEGER NOT NULL PRIMARY KEY,
+  name VARCHAR(255) NOT NULL,
+  checksum VARCHAR(64) NOT NULL,
+  applied_at BIGINT NOT NULL);
+
+-- name: migrate_read_applied
+-- params: 
+SELECT version, name, checksum, applied_at FROM sqlguard_schema_version;
+
+-- name: migrate_record
+-- params: version, name, checksum
+INSERT INTO sqlguard_schema_version (version, name, checksum, applied_at) VALUES (?, ?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER));
+
+-- name: migrate_count
+-- params: max_version
+SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
+
+-- name: migrate_lock
+-- not needed: the whole run is one BEGIN IMMEDIATE transaction, which excludes other writers
+
+-- name: migrate_unlock
+-- not needed: see migrate_lock
+
+-- name: session_statement_timeout
+-- not needed: the busy timeout bounds every wait; there is no server to hang
+
+-- name: session_time_zone
+-- not needed: MySQL/MariaDB session setup only
+
+-- name: session_sql_mode
+-- not needed: MySQL/MariaDB session setup only
+
+-- name: session_isolation
+-- not needed: MySQL/MariaDB session setup only
+
+-- name: session_server_version
+-- not needed: embedded: the library version is sqlite3_libversion()
+
+-- name: session_id
+-- not needed: embedded: no server session
+
+-- name: session_journal_mode
+-- params: 
+PRAGMA journal_mode;
+
+-- name: session_journal_wal
+-- Only the first opener of a new file switches it (WAL is stored in the file).
+-- params: 
+PRAGMA journal_mode=WAL;
+
+-- name: session_synchronous
+-- Durable against process crashes (kill -9), not power loss.
+-- params: 
+PRAGMA synchronous=NORMAL;
+
+-- name: tx_begin
+-- Takes the write lock up front: a deferred transaction upgrading to a writer can fail
+-- with SQLITE_BUSY that no busy timeout resolves.
+-- params: 
+BEGIN IMMEDIATE;
+
+-- name: tx_commit
+-- params: 
+COMMIT;
+
+-- name: tx_rollback
+-- params: 
+ROLLBACK;
+
+-- name: tx_isolation_read_committed
+-- not needed: SQLite transactions are serializable
+
+-- name: tx_isolation_repeatable_read
+-- not needed: SQLite transactions are serializable
+
+-- name: tx_isolation_serializable
+-- not needed: SQLite transactions are serializable
+
+-- name: admin_list_sessions
+-- not supported: embedded, no server sessions to end
+
+-- name: admin_terminate_session
+-- not supported: embedded, no server sessions to end
+
+-- name: admin_delete_lease
+-- Operator: forget a lock name entirely (the fence history is the sequence).
+-- params: name
+DELETE FROM sqlguard_lock WHERE name = ?;
+
+-- name: admin_delete_fenced_resource
+-- params: resource
+DELETE FROM sqlguard_fenced_resource WHERE resource = ?;
+
+-- name: admin_delete_inbox_consumer
+-- params: consumer
+DELETE FROM sqlguard_inbox WHERE consumer = ?;

@@ -1,0 +1,288 @@
+// The SQL catalog: parses the embedded sql/<dialect>/*.sql files once per
+// dialect, checks them against statements.def, and runs their statements.
+#include "core/catalog.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "core/embedded_sql.h"
+#include "dialect/dialect.h"
+#include "dialect/registry.h"
+
+namespace sqlguard {
+namespace detail {
+namespace {
+
+struct Declared {
+  std::string_view name;
+  std::string_view args;  // canonical argument names, ", "-separated
+  bool fragment;
+};
+constexpr Declared kDeclared[] = {
+#define SQLGUARD_SQL(id, args) {#id, args, false},
+#define SQLGUARD_FRAGMENT(id) {#id, "", true},
+#include "core/statements.def"
+#undef SQLGUARD_SQL
+#undef SQLGUARD_FRAGMENT
+};
+static_assert(std::size(kDeclared) == static_cast<std::size_t>(Sql::kCount));
+
+[[noreturn]] void bad_file(const std::string& file, const std::string& what) {
+  throw Error(ErrorCode::kInternal, "SQL catalog " + file + ": " + what);
+}
+
+std::string trim(std::string_view s);
+
+// "a, b c, d" -> {"a", "b c", "d"}; "" -> {}.
+std::vector<std::string> split_names(std::string_view s) {
+  std::vector<std::string> out;
+  if (trim(s).empty()) return out;
+  std::size_t start = 0;
+  for (;;) {
+    auto comma = s.find(',', start);
+    out.push_back(trim(s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+    if (comma == std::string_view::npos) return out;
+    start = comma + 1;
+  }
+}
+
+// `?` outside quoted text.
+std::size_t count_placeholders(std::string_view sql) {
+  std::size_t n = 0;
+  char quote = 0;
+  for (char c : sql) {
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '\'' || c == '"' || c == '`') {
+      quote = c;
+    } else if (c == '?') {
+      ++n;
+    }
+  }
+  return n;
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+std::string trim(std::string_view s) {
+  auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return {};
+  auto e = s.find_last_not_of(" \t\r");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+// Parses one file into entries (file order).
+void parse_file(const std::string& file, std::string_view text, std::vector<CatalogEntry>& out) {
+  CatalogEntry* cur = nullptr;
+  bool in_text = false;
+  bool has_params = false;
+  auto finish = [&] {
+    if (!cur) return;
+    while (!cur->text.empty() && (cur->text.back() == '\n' || cur->text.back() == ' ')) cur->text.pop_back();
+    if (!cur->text.empty() && cur->text.back() == ';') cur->text.pop_back();
+    if (cur->available && cur->text.empty() && cur->note.empty())
+      bad_file(file, "entry '" + cur->name + "' has no statement (write `-- empty: why` for an empty fragment)");
+    if (cur->available && !cur->fragment && !has_params && count_placeholders(cur->text) > 0)
+      bad_file(file, "entry '" + cur->name + "' has ? placeholders but no `-- params:` line");
+    cur = nullptr;
+    in_text = false;
+    has_params = false;
+  };
+  std::istringstream lines{std::string(text)};
+  for (std::string line; std::getline(lines, line);) {
+    std::string t = trim(line);
+    bool named = starts_with(t, "-- name:"), frag = starts_with(t, "-- fragment:");
+    if (named || frag) {
+      finish();
+      out.emplace_back();
+      cur = &out.back();
+      cur->name = trim(std::string_view(t).substr(named ? 8 : 12));
+      cur->file = file;
+      cur->fragment = frag;
+      continue;
+    }
+    if (!cur) continue;  // file header comments
+    if (!in_text && starts_with(t, "--")) {
+      std::string_view body = std::string_view(t).substr(2);
+      if (!body.empty() && body[0] == ' ') body.remove_prefix(1);
+      if (starts_with(body, "params:")) {
+        cur->params = split_names(trim(body.substr(7)));
+        has_params = true;
+      } else if (starts_with(body, "not needed:") || starts_with(body, "not supported:") || starts_with(body, "empty:")) {
+        bool empty = starts_with(body, "empty:");
+        cur->not_supported = starts_with(body, "not supported:");
+        cur->available = empty;
+        cur->note = trim(body.substr(body.find(':') + 1));
+      } else {
+        cur->doc += (cur->doc.empty() ? "" : "\n") + std::string(body);
+      }
+      continue;
+    }
+    if (t.empty()) {
+      if (in_text) finish();
+      continue;
+    }
+    if (!cur->available && !cur->note.empty() && cur->note.size() && !cur->fragment)
+      bad_file(file, "entry '" + cur->name + "' is marked absent but has a statement");
+    in_text = true;
+    if (!cur->text.empty()) cur->text += '\n';
+    cur->text += line;
+  }
+  finish();
+}
+
+}  // namespace
+
+std::string_view sql_name(Sql id) noexcept { return kDeclared[static_cast<std::size_t>(id)].name; }
+
+Catalog::Catalog(std::string_view dialect) : dialect_(dialect) {
+  std::vector<CatalogEntry> parsed;
+  for (std::size_t i = 0; i < kEmbeddedSqlFileCount; ++i) {
+    const auto& f = kEmbeddedSqlFiles[i];
+    if (dialect_ == f.dialect) parse_file(f.path, f.text, parsed);
+  }
+  if (parsed.empty())
+    throw Error(ErrorCode::kInternal, "no SQL catalog is embedded for dialect '" + dialect_ + "' (sql/" + dialect_ + "/)");
+  entries_.resize(std::size(kDeclared));
+  order_.resize(std::size(kDeclared));
+  std::vector<bool> seen(std::size(kDeclared), false);
+  for (auto& e : parsed) {
+    auto it = std::find_if(std::begin(kDeclared), std::end(kDeclared), [&](const Declared& d) { return d.name == e.name; });
+    if (it == std::end(kDeclared))
+      bad_file(e.file, "entry '" + e.name + "' is not declared in src/core/statements.def");
+    auto i = static_cast<std::size_t>(it - std::begin(kDeclared));
+    if (seen[i]) bad_file(e.file, "entry '" + e.name + "' is defined twice");
+    if (it->fragment != e.fragment)
+      bad_file(e.file, "entry '" + e.name + "' must be a " + (it->fragment ? "fragment" : "name") + " entry");
+    seen[i] = true;
+    bool positional = it->args.find("...") != std::string_view::npos;
+    if (e.available && !e.fragment && !positional) {
+      auto canonical = split_names(it->args);
+      if (count_placeholders(e.text) != e.params.size())
+        bad_file(e.file, "entry '" + e.name + "' has " + std::to_string(count_placeholders(e.text)) +
+                             " placeholders but `-- params:` names " + std::to_string(e.params.size()));
+      std::vector<int> order;
+      bool identity = e.params.size() == canonical.size();
+      for (std::size_t p = 0; p < e.params.size(); ++p) {
+        auto c = std::find(canonical.begin(), canonical.end(), e.params[p]);
+        if (c == canonical.end())
+          bad_file(e.file, "entry '" + e.name + "' names parameter '" + e.params[p] +
+                               "', which statements.def does not declare (" + std::string(it->args) + ")");
+        order.push_back(static_cast<int>(c - canonical.begin()));
+        identity = identity && order.back() == static_cast<int>(p);
+      }
+      if (!identity) order_[i] = std::move(order);
+    }
+    entries_[i] = std::move(e);
+  }
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    if (!seen[i])
+      throw Error(ErrorCode::kInternal, "SQL catalog sql/" + dialect_ + "/ has no entry '" + std::string(kDeclared[i].name) +
+                                            "' (write `-- not needed:` or `-- not supported:` with the reason)");
+}
+
+const Catalog& Catalog::of(std::string_view dialect) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Catalog>, std::less<>> all;
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = all.find(dialect);
+  if (it == all.end()) it = all.emplace(std::string(dialect), std::unique_ptr<Catalog>(new Catalog(dialect))).first;
+  return *it->second;
+}
+
+const std::string& Catalog::text(Sql id) const {
+  const auto& e = entries_[index(id)];
+  if (!e.available)
+    throw Error(ErrorCode::kNotSupported,
+                "'" + e.name + "' is not supported on " + dialect_ + ": " + e.note + " (see sql/" + e.file +
+                    " and the support matrix in README.md)",
+                dialect_);
+  return e.text;
+}
+
+std::string Catalog::render(Sql id, const Slots& slots) const {
+  const std::string& t = text(id);
+  std::string out;
+  out.reserve(t.size() + 32);
+  for (std::size_t i = 0; i < t.size();) {
+    if (t[i] != '{') {
+      out += t[i++];
+      continue;
+    }
+    auto close = t.find('}', i);
+    if (close == std::string::npos) bad_file(entries_[index(id)].file, "unclosed slot in '" + entries_[index(id)].name + "'");
+    std::string_view spec(t.data() + i + 1, close - i - 1);
+    auto star = spec.find('*');
+    std::string_view slot = spec.substr(0, star);
+    auto it = std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.first == slot; });
+    if (it == slots.end())
+      throw Error(ErrorCode::kInternal, "catalog entry '" + entries_[index(id)].name + "' needs slot {" + std::string(slot) + "}");
+    if (star == std::string_view::npos) {
+      const auto* one = std::get_if<std::string>(&it->second);
+      if (!one) throw Error(ErrorCode::kInternal, "slot {" + std::string(slot) + "} takes one value, not a list");
+      out += *one;
+    } else {
+      const auto* list = std::get_if<std::vector<std::string>>(&it->second);
+      if (!list) throw Error(ErrorCode::kInternal, "slot {" + std::string(spec) + "} takes a list");
+      std::string_view sep = spec.substr(star + 1);
+      for (std::size_t k = 0; k < list->size(); ++k) {
+        if (k) out += sep;
+        out += (*list)[k];
+      }
+    }
+    i = close + 1;
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\n')) out.pop_back();  // an empty trailing slot
+  return out;
+}
+
+const Catalog& catalog(const Connection& conn) { return conn.dialect().catalog(); }
+
+Result run(Connection& conn, Sql id, const Params& params) {
+  const Catalog& c = catalog(conn);
+  const std::string& text = c.text(id);
+  const auto& order = c.order(id);
+  if (order.empty()) return ConnectionAccess::execute_named(conn, sql_name(id), text, params);
+  Params p;
+  p.reserve(order.size());
+  for (int i : order) p.push_back(params.at(static_cast<std::size_t>(i)));
+  return ConnectionAccess::execute_named(conn, sql_name(id), text, p);
+}
+
+Result run_rendered(Connection& conn, Sql id, const std::string& text, const Params& params) {
+  return ConnectionAccess::execute_named(conn, sql_name(id), text, params);
+}
+
+bool insert_if_absent(Connection& conn, Sql id, const Params& params) {
+  try {
+    return run(conn, id, params).affected == 1;
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kAlreadyExists) return false;  // MySQL: duplicate key (1062)
+    throw;
+  }
+}
+
+}  // namespace detail
+
+std::vector<std::string> dialect_names() {
+  std::vector<std::string> out;
+  for (const auto* d : detail::registered_dialects()) out.emplace_back(d->name);
+  return out;
+}
+
+const std::vector<CatalogEntry>& sql_catalog(std::string_view dialect) {
+  if (!detail::find_dialect_by_name(dialect))
+    throw Error(ErrorCode::kInvalidArgument, "unknown dialect '" + std::string(dialect) + "' (known: sqlite, postgresql, mysql)");
+  return detail::Catalog::of(dialect).entries();
+}
+
+const CatalogEntry& sql_statement(std::string_view dialect, std::string_view name) {
+  for (const auto& e : sql_catalog(dialect))
+    if (e.name == name) return e;
+  throw Error(ErrorCode::kInvalidArgument, "the " + std::string(dialect) + " SQL catalog has no entry '" + std::string(name) + "'");
+}
+
+}  // namespace sqlguard

@@ -1,0 +1,74 @@
+// Internal: typed access to the SQL catalog (sql/<dialect>/*.sql). Strategies
+// name statements by `Sql::id` and pass values in the canonical order of
+// src/core/statements.def; the catalog holds the text, reorders values where a
+// dialect's `?` order differs, and fills identifier slots once at construction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "sqlguard/catalog.h"
+#include "sqlguard/connection.h"
+
+namespace sqlguard::detail {
+
+enum class Sql : std::uint16_t {
+#define SQLGUARD_SQL(id, args) id,
+#define SQLGUARD_FRAGMENT(id) id,
+#include "core/statements.def"
+#undef SQLGUARD_SQL
+#undef SQLGUARD_FRAGMENT
+  kCount
+};
+
+std::string_view sql_name(Sql id) noexcept;
+
+// A slot value: one rendered piece (a quoted identifier or a fragment) or a
+// list of them (joined by the separator the template names).
+using SlotValue = std::variant<std::string, std::vector<std::string>>;
+using Slots = std::vector<std::pair<std::string_view, SlotValue>>;
+
+class Catalog {
+ public:
+  // The parsed catalog of one dialect (thread-safe, parsed once).
+  static const Catalog& of(std::string_view dialect);
+
+  std::string_view dialect() const noexcept { return dialect_; }
+  // False for `-- not needed:` / `-- not supported:` entries.
+  bool has(Sql id) const noexcept { return entries_[index(id)].available; }
+  const CatalogEntry& entry(Sql id) const noexcept { return entries_[index(id)]; }
+  // The text of an available statement; throws Error(kNotSupported) naming
+  // the dialect and the statement (with the file's reason) otherwise.
+  const std::string& text(Sql id) const;
+  // Fills the slots of a statement or fragment; every slot in the text must
+  // be given (Error(kInternal) otherwise). Values stay `?`.
+  std::string render(Sql id, const Slots& slots) const;
+  // Canonical values -> the dialect's `?` order (empty = the same order).
+  const std::vector<int>& order(Sql id) const noexcept { return order_[index(id)]; }
+
+  const std::vector<CatalogEntry>& entries() const noexcept { return entries_; }
+
+ private:
+  explicit Catalog(std::string_view dialect);
+  static std::size_t index(Sql id) noexcept { return static_cast<std::size_t>(id); }
+  std::string dialect_;
+  std::vector<CatalogEntry> entries_;  // indexed by Sql
+  std::vector<std::vector<int>> order_;
+};
+
+const Catalog& catalog(const Connection& conn);
+
+// Runs catalog statement `id` with values in canonical order.
+Result run(Connection& conn, Sql id, const Params& params = {});
+// Runs `text`, rendered earlier from catalog statement `id`; values positional.
+Result run_rendered(Connection& conn, Sql id, const std::string& text, const Params& params);
+// Runs an insert-if-absent catalog statement and reports the outcome one way
+// on every dialect: true = inserted, false = the key was already there (0
+// rows on ON CONFLICT DO NOTHING dialects, a duplicate-key error on MySQL).
+bool insert_if_absent(Connection& conn, Sql id, const Params& params);
+
+}  // namespace sqlguard::detail

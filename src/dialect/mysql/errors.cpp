@@ -1,0 +1,44 @@
+// MySQL / MariaDB error classification: one row per error number, each with
+// a test in tests/test_errors.cpp that triggers it against a real server.
+#include "dialect/mysql/errors.h"
+
+namespace sqlguard::mysql {
+namespace {
+// Classification table: server/client error number -> portable code.
+struct Row {
+  int code;
+  ErrorCode mapped;
+};
+constexpr Row kTable[] = {
+    {1062, ErrorCode::kAlreadyExists},    // ER_DUP_ENTRY
+    {1213, ErrorCode::kConflict},         // ER_LOCK_DEADLOCK (whole transaction rolled back)
+    {1205, ErrorCode::kLockBusy},         // ER_LOCK_WAIT_TIMEOUT (MariaDB: also NOWAIT)
+    {3572, ErrorCode::kLockBusy},         // ER_LOCK_NOWAIT (MySQL 8)
+    {1969, ErrorCode::kTimeout},          // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
+    {3024, ErrorCode::kTimeout},          // ER_QUERY_TIMEOUT (MySQL max_execution_time)
+    {1317, ErrorCode::kTimeout},          // ER_QUERY_INTERRUPTED
+    {1045, ErrorCode::kUnauthenticated},  // ER_ACCESS_DENIED_ERROR
+    {1698, ErrorCode::kUnauthenticated},  // ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+    {1049, ErrorCode::kNotFound},         // ER_BAD_DB_ERROR
+    {1146, ErrorCode::kSchemaMismatch},   // ER_NO_SUCH_TABLE
+    {1406, ErrorCode::kInvalidArgument},  // ER_DATA_TOO_LONG
+    {1053, ErrorCode::kConnectionLost},   // ER_SERVER_SHUTDOWN
+    {1927, ErrorCode::kConnectionLost},   // ER_CONNECTION_KILLED (MariaDB)
+    {2002, ErrorCode::kConnectionLost},   // CR_CONNECTION_ERROR
+    {2003, ErrorCode::kConnectionLost},   // CR_CONN_HOST_ERROR
+    {2005, ErrorCode::kConnectionLost},   // CR_UNKNOWN_HOST
+    {2006, ErrorCode::kConnectionLost},   // CR_SERVER_GONE_ERROR
+    {2013, ErrorCode::kConnectionLost},   // CR_SERVER_LOST
+    {2055, ErrorCode::kConnectionLost},   // CR_SERVER_LOST_EXTENDED
+    {4031, ErrorCode::kConnectionLost},   // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
+};
+
+}  // namespace
+
+ErrorCode classify(int code) {
+  for (const auto& r : kTable)
+    if (r.code == code) return r.mapped;
+  return ErrorCode::kInternal;
+}
+
+}  // namespace sqlguard::mysql

@@ -1,0 +1,33 @@
+// Internal: the ONE dialect registry. A dialect is a folder src/dialect/<name>/
+// (connection, error table, factory), sql/<name>/ and migrations/<name>/, plus
+// one line in registry.cpp. Nothing else switches on the dialect.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "sqlguard/connection.h"
+
+namespace sqlguard::detail {
+
+struct DialectEntry {
+  DialectKind kind;
+  std::string_view name;                      // "postgresql": folders, JSON, messages
+  std::vector<std::string_view> schemes;      // URI schemes, lower case
+  bool available;                             // the driver was found at configure time
+  std::unique_ptr<Connection> (*open)(std::string_view uri, const ConnectOptions& options);
+};
+
+const std::vector<const DialectEntry*>& registered_dialects();
+const DialectEntry* find_dialect_by_name(std::string_view name) noexcept;
+const DialectEntry* find_dialect_by_scheme(std::string_view scheme) noexcept;
+const DialectEntry& find_dialect(DialectKind kind);
+
+// Each dialect folder defines its entry in factory.cpp (or missing.cpp when
+// its driver was not compiled in).
+extern const DialectEntry kSqliteDialect;
+extern const DialectEntry kPostgresqlDialect;
+extern const DialectEntry kMysqlDialect;
+
+}  // namespace sqlguard::detail

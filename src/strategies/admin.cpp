@@ -1,0 +1,50 @@
+#include "sqlguard/admin.h"
+
+#include <algorithm>
+
+#include "core/catalog.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard::admin {
+
+using detail::Sql;
+using detail::run;
+
+int terminate_sessions(Connection& conn, const std::vector<std::int64_t>& spare) {
+  const auto& cat = detail::catalog(conn);
+  std::vector<std::int64_t> ids;
+  for (const auto& row : run(conn, Sql::admin_list_sessions).rows) ids.push_back(row[0].as_int());
+  int ended = 0;
+  for (auto id : ids) {
+    if (std::find(spare.begin(), spare.end(), id) != spare.end()) continue;
+    try {
+      // KILL takes no placeholder on MariaDB: the id is an integer the server gave us.
+      auto sql = cat.render(Sql::admin_terminate_session, {{"id", std::to_string(id)}});
+      detail::run_rendered(conn, Sql::admin_terminate_session, sql, cat.entry(Sql::admin_terminate_session).params.empty()
+                                                                       ? Params{}
+                                                                       : Params{id});
+      ++ended;
+    } catch (const Error& e) {
+      // The session ended by itself in between; nothing to do.
+      if (e.code() != ErrorCode::kNotFound && e.code() != ErrorCode::kInternal) throw;
+    }
+  }
+  return ended;
+}
+
+bool delete_lease(Connection& conn, const std::string& name) {
+  validate_name(name, "lock name");
+  return run(conn, Sql::admin_delete_lease, {name}).affected == 1;
+}
+
+bool delete_fenced_resource(Connection& conn, const std::string& resource) {
+  validate_name(resource, "resource");
+  return run(conn, Sql::admin_delete_fenced_resource, {resource}).affected == 1;
+}
+
+std::int64_t delete_inbox_consumer(Connection& conn, const std::string& consumer) {
+  validate_name(consumer, "inbox consumer", 128);
+  return run(conn, Sql::admin_delete_inbox_consumer, {consumer}).affected;
+}
+
+}  // namespace sqlguard::admin

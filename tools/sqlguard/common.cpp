@@ -27,6 +27,20 @@ std::chrono::milliseconds duration_flag(const std::string& flag, const std::stri
   }
 }
 
+std::chrono::milliseconds bounded_duration_flag(const std::string& flag, const std::string& text,
+                                                std::chrono::milliseconds min, std::chrono::milliseconds max) {
+  std::chrono::milliseconds d;
+  try {
+    d = parse_duration(text);
+  } catch (const Error& e) {
+    throw CLI::ValidationError(flag, e.message());
+  }
+  if (d < min || d > max)
+    throw CLI::ValidationError(flag, "is " + text + "; it must be between " + format_duration(min) + " and " +
+                                         format_duration(max));
+  return d;
+}
+
 ConnectOptions connect_options(ConnectOptions o) {
   o.connect_timeout = duration_flag("--connect-timeout", global().connect_timeout);
   return o;

@@ -20,7 +20,8 @@
 #                       missing, a no-op if everything runs; waits for readiness
 #   stop TARGET         graceful stop, SIGKILL after a timeout; --purge also
 #                       deletes the topology's directory. `stop pgbouncer`
-#                       also stops the pg server if `start pgbouncer` started it.
+#                       also stops the pg server if `start pgbouncer` started it
+#                       (pg's data stays; `stop pg --purge` removes it).
 #   restart TARGET      stop + start, keeping the data
 #   status TARGET       one line per process/node (which node is primary);
 #                       exit 0 if everything runs, 3 otherwise
@@ -36,10 +37,15 @@
 #                       restart the killed node so it rejoins as a standby
 #                       (pg-ha: waits until it is the synchronous standby again,
 #                       since strict mode blocks commits without one).
-#                       Step timings go to stderr.
-#   node-kill galera N  kill -9 Galera node N (1-3)
-#   node-start galera N restart node N; waits until it is synced and the cluster
-#                       has all running nodes again
+#                       Step timings go to stderr. Promotion takes ~20-25 s
+#                       (Patroni's minimum ttl is 20 s); on pg-ha the new
+#                       primary's commits wait until the old node is back.
+#   node-kill galera N  kill -9 Galera node N (1-3); survivors notice in ~5 s.
+#                       Killing two of three leaves the last one without
+#                       quorum (non-primary): `restart galera` then.
+#   node-start galera N restart node N (recovers its wsrep position first, so
+#                       it rejoins by IST, not a full SST); waits until it is
+#                       synced and the cluster has all running nodes again
 #
 # Environment (besides dbservers.sh's SQLGUARD_SERVERS_DIR, SQLGUARD_PG_PORT,
 # SQLGUARD_DURABLE, SQLGUARD_START_TIMEOUT, SQLGUARD_STOP_TIMEOUT):
@@ -392,6 +398,7 @@ pgb_start() {
     return 0
   fi
   t0=$(now_us)
+  require_free_port "$BOUNCER_PORT" pgbouncer SQLGUARD_PGBOUNCER_PORT
   if ! "$DBSERVERS" status pg >/dev/null 2>&1; then
     log "pgbouncer: the pg server is not running; starting it (dbservers.sh start pg)"
     "$DBSERVERS" start pg 9>&- || die "pgbouncer: could not start the pg server"
@@ -400,7 +407,6 @@ pgb_start() {
   fi
   pgport=$(pg_direct_port)
   [[ -n "$pgport" ]] || die "pgbouncer: cannot read the pg server's port from $BASE/pg/data/postmaster.pid"
-  require_free_port "$BOUNCER_PORT" pgbouncer SQLGUARD_PGBOUNCER_PORT
   prepare_base
   make_owned_dir "$PGB_DIR" "$PG_OS_USER" 0755
   make_owned_dir "$PGB_DIR/run" "$PG_OS_USER" 0755

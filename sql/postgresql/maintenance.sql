@@ -106,3 +106,17 @@ DELETE FROM sqlguard_fenced_resource WHERE resource = ?;
 -- name: admin_delete_inbox_consumer
 -- params: consumer
 DELETE FROM sqlguard_inbox WHERE consumer = ?;
+
+-- name: admin_delete_prefix_leases
+-- Test and bench clean-up: every lock row whose name starts with a prefix (prefix_len
+-- characters long).
+-- params: prefix_len, prefix
+DELETE FROM sqlguard_lock WHERE substr(name, 1, ?) = ?;
+
+-- name: admin_delete_prefix_idempotency
+-- params: prefix_len, prefix
+DELETE FROM sqlguard_idempotency WHERE substr(idem_key, 1, ?) = ?;
+
+-- name: admin_delete_prefix_inbox
+-- params: prefix_len, prefix
+DELETE FROM sqlguard_inbox WHERE substr(message_id, 1, ?) = ?;

@@ -8,8 +8,6 @@
 #include <hiredis/hiredis.h>
 #include <unistd.h>
 
-#include <cmath>
-
 #include <memory>
 #include <string>
 #endif
@@ -84,7 +82,7 @@ std::vector<nlohmann::json> run_redis(const std::string& host_port, const std::v
       };
       Stats st = run_clients(n, processes, make, warmup, duration);
       nlohmann::json j = {{"dialect", "redis"}, {"op", op}, {"clients", n}, {"mode", processes ? "processes" : "threads"},
-                          {"ops_per_s", std::round(st.ops_per_s() * 1000) / 1000},
+                          {"ops_per_s", r3(st.ops_per_s())},
                           {"p50_ms", st.pct_ms(0.5)}, {"p99_ms", st.pct_ms(0.99)}, {"ops", st.ops},
                           {"errors", st.errors}, {"raw_ops_per_s", nullptr}, {"overhead_ratio", nullptr},
                           {"duration_s", st.elapsed_s}, {"statements_per_op", 2}};

@@ -1,6 +1,6 @@
 // Internals shared by `sqlguard chaos` (the coordinator: fault injector and
-// invariant checker, cmd_chaos.cpp) and its hidden `chaos-worker` processes
-// (chaos_worker.cpp). Not a public API.
+// invariant checker, see chaos_coordinator.h) and its hidden `chaos-worker`
+// processes (chaos_worker.cpp). Not a public API.
 #pragma once
 
 #include <atomic>

@@ -11,7 +11,7 @@
 //   * inbox: redelivered messages processed through sqlguard::Inbox; the
 //     effect row is written in the dedup transaction.
 // Every error is counted and the connection re-established; the worker
-// never gives up before its deadline. See cmd_chaos.cpp for the checker.
+// never gives up before its deadline. See chaos_check.cpp for the checker.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>

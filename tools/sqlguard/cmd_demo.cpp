@@ -4,8 +4,6 @@
 // as the hidden `demo-worker` command), shows progress, ends with a table,
 // and with --json prints one object per strategy/run. A scenario whose
 // invariant fails exits 4 and says so.
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +17,7 @@
 #include <thread>
 
 #include "common.h"
+#include "process.h"
 #include "sqlguard/idempotency.h"
 #include "sqlguard/inbox.h"
 #include "sqlguard/lease_lock.h"
@@ -42,61 +41,63 @@ double seconds_since(steady_clock::time_point t0) {
   return std::chrono::duration<double>(steady_clock::now() - t0).count();
 }
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw Error(ErrorCode::kInternal, "cannot find this executable (/proc/self/exe)");
-  return std::string(buf, static_cast<std::size_t>(n));
-}
-
+// 8 writers on one SQLite file: a longer busy_timeout than the default.
 std::unique_ptr<Connection> open_demo_db() {
   ConnectOptions o;
-  o.connect_timeout = duration_flag("--connect-timeout", global().connect_timeout);
-  o.busy_timeout = std::chrono::seconds(60);  // 8 writers on one SQLite file
-  return make_connection(global().db, o);
+  o.busy_timeout = std::chrono::seconds(60);
+  return open_db(o);
+}
+
+// What a scenario starts from: its connection, with sqlguard's tables in
+// place, and the dialect's name for the JSON.
+struct Scenario {
+  std::unique_ptr<Connection> conn;
+  std::string dialect;
+};
+
+Scenario start_scenario() {
+  auto conn = open_demo_db();
+  migrate(*conn);
+  std::string dialect(to_string(conn->kind()));
+  return {std::move(conn), dialect};
 }
 
 struct Child {
-  pid_t pid;
+  proc::Child proc;
   std::string out_file;
 };
 
 // Starts `sqlguard --db URI demo-worker ARGS...` with stdout to a file.
 Child spawn_worker(const std::vector<std::string>& args, const std::string& out_file) {
-  std::vector<std::string> argv = {self_exe(), "--db", global().db, "--connect-timeout", global().connect_timeout,
-                                   "demo-worker"};
+  std::vector<std::string> argv = {proc::self_exe(), "--db", global().db, "--connect-timeout",
+                                   global().connect_timeout, "demo-worker"};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::cout.flush();  // or the child's freopen would flush our buffer a second time
-  std::fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) throw Error(ErrorCode::kInternal, "fork failed");
-  if (pid == 0) {
-    FILE* f = std::freopen(out_file.c_str(), "w", stdout);
-    (void)f;
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    execv(a[0], a.data());
-    _exit(127);
-  }
-  return {pid, out_file};
+  proc::SpawnOptions so;
+  so.out = proc::SpawnOptions::Out::kFile;
+  so.out_file = out_file;
+  return {proc::spawn(argv, so), out_file};
 }
 
-// Waits for all children while printing progress; returns their exit codes.
-std::vector<int> wait_all(std::vector<Child>& kids, const std::function<std::string()>& progress) {
-  std::vector<int> codes(kids.size(), -1);
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A worker that ended: its exit code and what it printed.
+struct Finished {
+  int code = -1;
+  std::string out;
+};
+
+// Waits for all children while printing progress; returns how each ended
+// (and removes their output files).
+std::vector<Finished> wait_all(std::vector<Child>& kids, const std::function<std::string()>& progress) {
   std::size_t left = kids.size();
   bool tty = isatty(2);
   auto last = steady_clock::now();
   while (left > 0) {
-    for (std::size_t i = 0; i < kids.size(); ++i) {
-      if (codes[i] != -1) continue;
-      int st = 0;
-      if (waitpid(kids[i].pid, &st, WNOHANG) == kids[i].pid) {
-        codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        --left;
-      }
-    }
+    for (auto& k : kids)
+      if (k.proc.running() && k.proc.wait(milliseconds(0))) --left;
     if (left > 0 && steady_clock::now() - last > (tty ? milliseconds(200) : milliseconds(1000))) {
       last = steady_clock::now();
       try {
@@ -110,25 +111,19 @@ std::vector<int> wait_all(std::vector<Child>& kids, const std::function<std::str
     std::this_thread::sleep_for(milliseconds(20));
   }
   if (tty) std::cerr << "\r" << std::string(70, ' ') << "\r";
-  return codes;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<Finished> done;
+  for (auto& k : kids) {
+    done.push_back({k.proc.status().code(), slurp(k.out_file)});
+    std::remove(k.out_file.c_str());
+  }
+  return done;
 }
 
 std::string tmp_file(const std::string& tag, int i) {
   return "/tmp/sqlguard-demo-" + std::to_string(getpid()) + "-" + tag + "-" + std::to_string(i);
 }
 
-// 8 hex digits: makes table names and bodies unique per run.
-std::string run_id() {
-  static thread_local std::mt19937 rng{std::random_device{}()};
-  char buf[9];
-  std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(rng()));
-  return buf;
-}
+std::string run_id() { return random_hex(8); }
 
 // ---- flash sale ---------------------------------------------------------------
 
@@ -153,7 +148,7 @@ SaleResult flash_sale_one(Connection& conn, const std::string& strategy, int wor
     kids.push_back(spawn_worker({"flash-sale", strategy, stock_t, orders_t, std::to_string(w), std::to_string(workers),
                                  std::to_string(orders), std::to_string(think_ms)},
                                 tmp_file("sale", w)));
-  auto codes = wait_all(kids, [&] {
+  auto done = wait_all(kids, [&] {
     auto sold = conn.execute("SELECT COUNT(*) FROM " + orders_t).rows[0][0].as_int();
     return "[flash-sale/" + strategy + "] sold " + std::to_string(sold) + " of stock " + std::to_string(stock);
   });
@@ -162,12 +157,11 @@ SaleResult flash_sale_one(Connection& conn, const std::string& strategy, int wor
   r.elapsed = seconds_since(t0);
   r.sold = conn.execute("SELECT COUNT(*) FROM " + orders_t).rows[0][0].as_int();
   r.stock_left = conn.execute("SELECT qty FROM " + stock_t + " WHERE id = 1").rows[0][0].as_int();
-  for (std::size_t i = 0; i < kids.size(); ++i) {
-    if (codes[i] != 0) {
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    if (done[i].code != 0) {
       r.ok = false;
-      std::cerr << "  worker " << i << " failed (exit " << codes[i] << "): " << slurp(kids[i].out_file) << "\n";
+      std::cerr << "  worker " << i << " failed (exit " << done[i].code << "): " << done[i].out << "\n";
     }
-    std::remove(kids[i].out_file.c_str());
   }
   conn.execute_script("DROP TABLE " + stock_t);
   conn.execute_script("DROP TABLE " + orders_t);
@@ -279,9 +273,7 @@ int flash_sale_worker(const std::vector<std::string>& a) {
 }
 
 int run_flash_sale(const std::vector<std::string>& strategies, int workers, int stock, int orders, int think_ms) {
-  auto conn = open_demo_db();
-  migrate(*conn);
-  std::string dialect(to_string(conn->kind()));
+  auto [conn, dialect] = start_scenario();
   std::vector<SaleResult> results;
   bool failed = false;
   if (!global().json)
@@ -337,7 +329,7 @@ int duplicate_submit_worker(const std::vector<std::string>& a) {
     std::string fp = request_fingerprint({"POST", "/orders", key, tampered ? "qty=999" : "qty=1"});
     for (int attempt = 0;; ++attempt) {
       auto r = idem.execute(scope, key, fp, [&](IdempotencyExecution&) {
-        std::string body = "order " + key + " accepted #" + run_id();
+        std::string body = "order " + key + " accepted #" + random_hex(8);
         conn->execute("INSERT INTO " + exec_t + " (idem_key, body) VALUES (?, ?)", {key, body});
         std::this_thread::sleep_for(milliseconds(3));  // the "payment call"
         return StoredResponse{201, body};
@@ -364,17 +356,13 @@ int duplicate_submit_worker(const std::vector<std::string>& a) {
   }
   json keys_used = json::array();
   for (const auto& k : used) keys_used.push_back(k);
-  std::cout << json{{"executed", executed}, {"replayed", replayed}, {"in_progress", in_progress},
-                    {"mismatches", mismatches}, {"bad_replays", bad_replays}, {"keys", keys_used}}
-                   .dump()
-            << std::endl;
+  print_json({{"executed", executed}, {"replayed", replayed}, {"in_progress", in_progress},
+              {"mismatches", mismatches}, {"bad_replays", bad_replays}, {"keys", keys_used}});
   return 0;
 }
 
 int run_duplicate_submit(int workers, int requests, int keys) {
-  auto conn = open_demo_db();
-  migrate(*conn);
-  std::string dialect(to_string(conn->kind()));
+  auto [conn, dialect] = start_scenario();
   std::string id = run_id();
   std::string scope = "demo-" + id, exec_t = "sgdemo_exec_" + id;
   conn->execute_script("CREATE TABLE " + exec_t + " (idem_key VARCHAR(255) NOT NULL, body VARCHAR(255) NOT NULL)");
@@ -390,7 +378,7 @@ int run_duplicate_submit(int workers, int requests, int keys) {
                                  std::to_string((static_cast<std::uint64_t>(rd()) << 32) ^ rd())},
                                 tmp_file("dup", w)));
   }
-  auto codes = wait_all(kids, [&] {
+  auto done = wait_all(kids, [&] {
     return "[duplicate-submit] executions " +
            std::to_string(conn->execute("SELECT COUNT(*) FROM " + exec_t).rows[0][0].as_int());
   });
@@ -398,15 +386,13 @@ int run_duplicate_submit(int workers, int requests, int keys) {
   std::int64_t executed = 0, replayed = 0, in_progress = 0, mismatches = 0, bad_replays = 0;
   std::set<std::string> used;
   bool ok = true;
-  for (std::size_t i = 0; i < kids.size(); ++i) {
-    std::string out = slurp(kids[i].out_file);
-    std::remove(kids[i].out_file.c_str());
-    if (codes[i] != 0) {
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    if (done[i].code != 0) {
       ok = false;
-      std::cerr << "  client " << i << " failed (exit " << codes[i] << ")\n";
+      std::cerr << "  client " << i << " failed (exit " << done[i].code << ")\n";
       continue;
     }
-    auto j = json::parse(out);
+    auto j = json::parse(done[i].out);
     executed += j["executed"].get<std::int64_t>();
     replayed += j["replayed"].get<std::int64_t>();
     in_progress += j["in_progress"].get<std::int64_t>();
@@ -456,14 +442,12 @@ int consumer_dedup_worker(const std::vector<std::string>& a) {
     });
     ++(r.outcome == InboxOutcome::kProcessed ? processed : duplicates);
   }
-  std::cout << json{{"processed", processed}, {"duplicates", duplicates}}.dump() << std::endl;
+  print_json({{"processed", processed}, {"duplicates", duplicates}});
   return 0;
 }
 
 int run_consumer_dedup(int workers, int messages, double redeliver) {
-  auto conn = open_demo_db();
-  migrate(*conn);
-  std::string dialect(to_string(conn->kind()));
+  auto [conn, dialect] = start_scenario();
   std::string id = run_id();
   std::string consumer = "demo-consumer-" + id, effects_t = "sgdemo_effects_" + id;
   conn->execute_script("CREATE TABLE " + effects_t + " (message_id VARCHAR(255) NOT NULL, worker INTEGER NOT NULL)");
@@ -498,23 +482,21 @@ int run_consumer_dedup(int workers, int messages, double redeliver) {
   for (int w = 0; w < workers; ++w)
     kids.push_back(spawn_worker({"consumer-dedup", consumer, effects_t, files[w], std::to_string(w)},
                                 tmp_file("consumer", w)));
-  auto codes = wait_all(kids, [&] {
+  auto done = wait_all(kids, [&] {
     return "[consumer-dedup] effects " +
            std::to_string(conn->execute("SELECT COUNT(*) FROM " + effects_t).rows[0][0].as_int());
   });
   double elapsed = seconds_since(t0);
   bool ok = true;
   std::int64_t skipped = 0;
-  for (std::size_t i = 0; i < kids.size(); ++i) {
-    std::string out = slurp(kids[i].out_file);
-    std::remove(kids[i].out_file.c_str());
+  for (std::size_t i = 0; i < done.size(); ++i) {
     std::remove(files[i].c_str());
-    if (codes[i] != 0) {
+    if (done[i].code != 0) {
       ok = false;
-      std::cerr << "  consumer " << i << " failed (exit " << codes[i] << ")\n";
+      std::cerr << "  consumer " << i << " failed (exit " << done[i].code << ")\n";
       continue;
     }
-    skipped += json::parse(out)["duplicates"].get<std::int64_t>();
+    skipped += json::parse(done[i].out)["duplicates"].get<std::int64_t>();
   }
   std::int64_t effects = conn->execute("SELECT COUNT(*) FROM " + effects_t).rows[0][0].as_int();
   std::int64_t distinct = conn->execute("SELECT COUNT(DISTINCT message_id) FROM " + effects_t).rows[0][0].as_int();

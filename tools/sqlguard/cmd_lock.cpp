@@ -1,14 +1,14 @@
 // sqlguard lock acquire|renew|release|list, sqlguard run, sqlguard cleanup.
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <iostream>
+#include <mutex>
 #include <random>
 #include <thread>
 
 #include "common.h"
+#include "process.h"
 #include "sqlguard/cleanup.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/validate.h"
@@ -218,49 +218,29 @@ void add_run(CLI::App& app) {
       *loss = std::string(to_string(l.cause)) + ": " + l.detail;
       lost = true;
     };
-    ConnectOptions co;
-    co.connect_timeout = duration_flag("--connect-timeout", global().connect_timeout);
-    LeaseLock lock(global().db, o->name, lo, Watchdog::kOn, co);
+    LeaseLock lock(global().db, o->name, lo, Watchdog::kOn, connect_options());
     install_signal_handlers();
     if (!lock.acquire(wait)) {
       std::cerr << "sqlguard run: lock '" << o->name << "' not acquired within " << format_duration(wait) << "\n";
       exit_code() = kExitTempFail;
       return;
     }
-    std::string fence = std::to_string(lock.fence());
-    std::string owner = lock.owner();
-    pid_t child = fork();
-    if (child < 0) throw Error(ErrorCode::kInternal, "fork failed");
-    if (child == 0) {
-      setenv("SQLGUARD_FENCE", fence.c_str(), 1);
-      setenv("SQLGUARD_OWNER", owner.c_str(), 1);
-      setenv("SQLGUARD_LOCK", o->name.c_str(), 1);
-      signal(SIGTERM, SIG_DFL);
-      signal(SIGINT, SIG_DFL);
-      signal(SIGHUP, SIG_DFL);
-      std::vector<char*> argv;
-      for (auto& a : o->cmd) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execvp(argv[0], argv.data());
-      std::fprintf(stderr, "sqlguard run: cannot execute '%s': %s\n", argv[0], std::strerror(errno));
-      _exit(127);
-    }
-    int status = 0;
+    proc::SpawnOptions so;
+    so.search_path = true;
+    so.env = {{"SQLGUARD_FENCE", std::to_string(lock.fence())},
+              {"SQLGUARD_OWNER", lock.owner()},
+              {"SQLGUARD_LOCK", o->name}};
+    so.default_signals = {SIGTERM, SIGINT, SIGHUP};  // ours forward to CMD; CMD gets the defaults
+    so.exec_error_prefix = "sqlguard run: ";
+    proc::Child child = proc::spawn(o->cmd, so);
     bool terminated_for_loss = false;
-    steady_clock::time_point term_sent{};
-    for (;;) {
-      pid_t w = waitpid(child, &status, WNOHANG);
-      if (w == child) break;
+    while (!child.wait(milliseconds(0))) {
       if (g_signal) {
-        kill(child, g_signal);
+        child.signal(g_signal);
         g_signal = 0;
       }
-      if (!terminated_for_loss && (lost || !lock.owns())) {
-        terminated_for_loss = true;
-        term_sent = steady_clock::now();
-        kill(child, SIGTERM);
-      }
-      if (terminated_for_loss && steady_clock::now() - term_sent > grace) kill(child, SIGKILL);
+      if (!terminated_for_loss && (lost || !lock.owns())) terminated_for_loss = true;
+      if (terminated_for_loss) child.kill_with_grace(grace);  // SIGTERM now, SIGKILL after --kill-grace
       std::this_thread::sleep_for(milliseconds(5));
     }
     if (terminated_for_loss) {
@@ -274,7 +254,7 @@ void add_run(CLI::App& app) {
       return;
     }
     if (!lock.release()) std::cerr << "sqlguard run: warning: lease '" << o->name << "' was not held at release\n";
-    exit_code() = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    exit_code() = child.status().code();
   });
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <random>
 
 #include "sqlguard/validate.h"
 
@@ -26,10 +27,36 @@ std::chrono::milliseconds duration_flag(const std::string& flag, const std::stri
   }
 }
 
-std::unique_ptr<Connection> open_db() {
-  ConnectOptions o;
+std::chrono::milliseconds bounded_duration_flag(const std::string& flag, const std::string& text,
+                                                std::chrono::milliseconds min, std::chrono::milliseconds max) {
+  std::chrono::milliseconds d;
+  try {
+    d = parse_duration(text);
+  } catch (const Error& e) {
+    throw CLI::ValidationError(flag, e.message());
+  }
+  if (d < min || d > max)
+    throw CLI::ValidationError(flag, "is " + text + "; it must be between " + format_duration(min) + " and " +
+                                         format_duration(max));
+  return d;
+}
+
+ConnectOptions connect_options(ConnectOptions o) {
   o.connect_timeout = duration_flag("--connect-timeout", global().connect_timeout);
-  return make_connection(global().db, o);
+  return o;
+}
+
+std::unique_ptr<Connection> open_db(ConnectOptions o) { return make_connection(global().db, connect_options(o)); }
+
+std::string random_hex(std::size_t digits) {
+  static const char* hex = "0123456789abcdef";
+  std::random_device rd;
+  std::string out;
+  while (out.size() < digits) {
+    auto r = static_cast<std::uint32_t>(rd());
+    for (int i = 0; i < 8 && out.size() < digits; ++i, r >>= 4) out += hex[r & 15];
+  }
+  return out;
 }
 
 void print_json(const nlohmann::json& j) {

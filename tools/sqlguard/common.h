@@ -29,11 +29,23 @@ struct Global {
 
 Global& global();
 
-// Opens --db with --connect-timeout.
-std::unique_ptr<Connection> open_db();
+// `o` with the global --connect-timeout applied; the rest of `o` is kept.
+ConnectOptions connect_options(ConnectOptions o = {});
 
-// Parses a duration flag, naming the flag in the error.
+// Opens --db with connect_options(o), e.g. a longer SQLite busy_timeout.
+std::unique_ptr<Connection> open_db(ConnectOptions o = {});
+
+// Parses a duration flag, naming the flag in the error (exit 1).
 std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text);
+
+// Parses a duration flag that must lie in [min, max]; anything else is a
+// usage error (CLI::ValidationError: exit 2).
+std::chrono::milliseconds bounded_duration_flag(const std::string& flag, const std::string& text,
+                                                std::chrono::milliseconds min, std::chrono::milliseconds max);
+
+// `digits` random lower-case hex digits (std::random_device): run ids and
+// tags that keep one run's names apart from another's. Not a secret.
+std::string random_hex(std::size_t digits);
 
 // Prints JSON (one object per line) to stdout.
 void print_json(const nlohmann::json& j);

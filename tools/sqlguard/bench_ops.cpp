@@ -1,0 +1,340 @@
+// sqlguard bench: the ops. Each returns one client's closure for the
+// sqlguard path (the public API) or the raw path (the same statements,
+// same order, same values through the native driver, see bench_raw.h), plus
+// the rows they run against.
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "bench.h"
+#include "bench_raw.h"
+#include "bench_sql.h"
+#include "sqlguard/idempotency.h"
+#include "sqlguard/inbox.h"
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/row_lock.h"
+#include "sqlguard/transition.h"
+#include "sqlguard/version_cas.h"
+
+namespace sqlguard::bench {
+
+using std::chrono::milliseconds;
+
+// ---- the rows the ops run against ----------------------------------------------
+
+void create_stock(Connection& c) {
+  c.execute_script(std::string("CREATE TABLE IF NOT EXISTS ") + kStock +
+                   " (id BIGINT NOT NULL PRIMARY KEY, qty BIGINT NOT NULL, version BIGINT NOT NULL)");
+}
+
+void fill_stock(Connection& c, std::int64_t from, int n) {
+  Transaction tx(c);
+  for (int i = 0; i < n; ++i) {
+    tx.execute(std::string("DELETE FROM ") + kStock + " WHERE id = ?", {from + i});
+    tx.execute(std::string("INSERT INTO ") + kStock + " (id, qty, version) VALUES (?, ?, 0)", {from + i, kBigQty});
+  }
+  tx.commit();
+}
+
+// ---- scale checks -------------------------------------------------------------------
+
+// Bulk-fills `n` EXPIRED rows (a day old on the database clock) into
+// sqlguard_lock or sqlguard_idempotency: multi-row INSERTs of 500 rows with
+// bound values, the same text on every dialect.
+void bulk_fill(Connection& c, const std::string& table, const std::string& tag, std::int64_t n) {
+  const std::int64_t old = c.db_now_ms() - 86400000;
+  const bool lock = table == "sqlguard_lock";
+  const std::string head =
+      lock ? "INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at) VALUES "
+           : "INSERT INTO sqlguard_idempotency (scope, idem_key, status, fingerprint, owner, locked_until, "
+             "response_code, response_body, created_at, completed_at, expire_at) VALUES ";
+  const std::string row = lock ? "(?, 'bench-fill', 0, ?, ?, ?, 0)"
+                               : "('bench-fill', ?, 'completed', '" + std::string(64, '0') +
+                                     "', 'bench-fill', ?, 201, NULL, ?, ?, ?)";
+  constexpr std::int64_t kBatch = 500;
+  for (std::int64_t done = 0; done < n;) {
+    const std::int64_t k = std::min(kBatch, n - done);
+    std::string sql = head;
+    Params p;
+    for (std::int64_t i = 0; i < k; ++i) {
+      sql += i ? ", " + row : row;
+      p.emplace_back(tag + ":" + std::to_string(done + i + 1));
+      for (int t = 0; t < (lock ? 3 : 4); ++t) p.emplace_back(old);
+    }
+    c.execute(sql, p);
+    done += k;
+  }
+}
+
+namespace {
+
+std::string owner_for(const Cell& cell, int client, const char* path) {
+  // Same length as make_owner_token() output would be is not needed: a
+  // token is an opaque string; the raw path uses a fixed one per client.
+  return std::string(path) + "-" + std::to_string(client) + "@" + cell.prefix;
+}
+
+std::int64_t to_i(const std::string& s) { return std::stoll(s); }
+
+}  // namespace
+
+// ---- sqlguard paths ------------------------------------------------------------
+
+OpFn sg_op(const Cell& cell, int client, const std::function<std::unique_ptr<Connection>()>& open) {
+  std::shared_ptr<Connection> conn = open();
+  const std::string& op = cell.op;
+  const std::int64_t key = cell.key_base + client;
+  if (op == "lease-distinct" || op == "lease-hot") {
+    std::string name = cell.prefix + (op == "lease-hot" ? ":hot" : ":sg" + std::to_string(client));
+    LeaseOptions o;
+    o.ttl = milliseconds(kTtlMs);
+    auto lock = std::make_shared<LeaseLock>(*conn, name, o);
+    return [conn, lock] {
+      if (!lock->try_acquire()) return false;
+      lock->release();
+      return true;
+    };
+  }
+  if (op == "guarded-decrement") {
+    auto gu = std::make_shared<GuardedUpdate>(
+        *conn, GuardedUpdateSpec{kStock, "id", {{"qty", AssignOp::kSubtract}}, {{"qty", Compare::kGe}}});
+    return [conn, gu, key] { return gu->apply(key, {1, 1}).status == GuardedStatus::kApplied; };
+  }
+  if (op == "rowlock-decrement") {
+    RowLockSpec spec;
+    spec.table = kStock;
+    spec.columns = {"qty"};
+    auto rl = std::make_shared<RowLocker>(*conn, spec);
+    auto upd = std::make_shared<std::string>(kRowLockUpdate);
+    return [conn, rl, upd, key] {
+      auto scope = rl->lock(key);
+      if (!scope) return false;
+      scope.execute(*upd, {scope.rows()[0][1].as_int() - 1, key});
+      scope.commit();
+      return true;
+    };
+  }
+  if (op == "cas-decrement") {
+    VersionCasSpec spec;
+    spec.table = kStock;
+    spec.columns = {"qty"};
+    auto cas = std::make_shared<VersionCas>(*conn, spec);
+    return [conn, cas, key] {
+      auto r = cas->update(key, [](const Versioned& cur) -> std::optional<Params> {
+        return Params{cur.values[0].as_int() - 1};
+      });
+      return r.status == CasStatus::kApplied;
+    };
+  }
+  if (op == "idem-first" || op == "idem-replay") {
+    IdempotencyOptions o;
+    o.lease = milliseconds(kIdemLeaseMs);
+    o.retention = milliseconds(kIdemRetentionMs);
+    auto idem = std::make_shared<IdempotencyKeys>(*conn, o);
+    auto fp = std::make_shared<std::string>(request_fingerprint({"POST", "/orders", "{\"sku\":42}"}));
+    auto handler = [](IdempotencyExecution&) { return StoredResponse{201, "{\"order\":1}"}; };
+    std::string base = cell.prefix + ":sg" + std::to_string(client);
+    if (op == "idem-replay") {
+      idem->execute("bench", base, *fp, handler);
+      return [conn, idem, fp, handler, base] {
+        return idem->execute("bench", base, *fp, handler).outcome == IdempotencyOutcome::kReplayed;
+      };
+    }
+    auto n = std::make_shared<std::uint64_t>(0);
+    return [conn, idem, fp, handler, base, n] {
+      std::string k = base + ":" + std::to_string((*n)++);
+      return idem->execute("bench", k, *fp, handler).outcome == IdempotencyOutcome::kExecuted;
+    };
+  }
+  if (op == "inbox") {
+    InboxOptions o;
+    o.retention = milliseconds(kInboxRetentionMs);
+    auto inbox = std::make_shared<Inbox>(*conn, o);
+    auto eff = std::make_shared<std::string>(kInboxEffect);
+    auto n = std::make_shared<std::uint64_t>(0);
+    std::string base = cell.prefix + ":sg" + std::to_string(client);
+    return [conn, inbox, eff, n, base, key] {
+      std::string id = base + ":" + std::to_string((*n)++);
+      auto r = inbox->process("bench", id, [&](Transaction& tx) { tx.execute(*eff, {key}); });
+      return r.outcome == InboxOutcome::kProcessed;
+    };
+  }
+  throw Error(ErrorCode::kInvalidArgument, "bench: no sqlguard path for op '" + op + "'");
+}
+
+// ---- raw driver paths (same statements, same order, same values) -------------
+
+OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Connection>()>& open) {
+  std::shared_ptr<Connection> conn = open();
+  Sql s(*conn);
+  std::shared_ptr<RawConn> raw = make_raw(*conn);
+  const std::string& op = cell.op;
+  const auto kind = conn->kind();
+  const bool my = kind == DialectKind::kMysql, pg = kind == DialectKind::kPostgres;
+  const std::int64_t key = cell.key_base + 10000 + client;
+  auto keep = [conn, raw] {};  // keeps the session alive inside closures
+  (void)keep;
+  if (op == "lease-distinct" || op == "lease-hot") {
+    auto name = std::make_shared<std::string>(cell.prefix + (op == "lease-hot" ? ":hot" : ":raw" + std::to_string(client)));
+    auto owner = std::make_shared<std::string>(owner_for(cell, client, "raw"));
+    auto channel = std::make_shared<std::string>(lease_wakeup_channel(*name));
+    int acq = raw->prepare(s.acquire), rel = raw->prepare(s.release);
+    int ins = my ? raw->prepare(s.insert) : -1, info = my ? raw->prepare(s.info) : -1;
+    int mine = my ? raw->prepare(s.read_mine) : -1, ntf = s.notify.empty() ? -1 : raw->prepare(s.notify);
+    return [conn, raw, name, owner, channel, acq, rel, ins, info, mine, ntf, my] {
+      try {
+        if (!my) {
+          auto r = raw->exec(acq, {*name, *owner, kTtlMs, 0});
+          if (r.nrows == 0) return false;
+          (void)to_i(r.first[0]);
+        } else {
+          auto r = raw->exec(acq, {*owner, kTtlMs, 0, *name});
+          if (r.affected == 0) {
+            if (raw->exec(info, {*name}).nrows > 0) return false;
+            try {
+              raw->exec(ins, {*name, *owner, kTtlMs, 0});
+            } catch (const RawError& e) {
+              if (e.kind == RawErr::kDuplicate) return false;
+              throw;
+            }
+          }
+          auto m = raw->exec(mine, {*name, *owner});
+          if (m.nrows == 0) return false;
+          (void)to_i(m.first[0]);
+        }
+      } catch (const RawError& e) {
+        if (e.kind == RawErr::kConflict || e.kind == RawErr::kBusy) return false;  // contention = not acquired
+        throw;
+      }
+      if (raw->exec(rel, {*name, *owner}).affected != 1) throw std::runtime_error("raw release: not held");
+      if (ntf >= 0) raw->exec(ntf, {*channel});
+      return true;
+    };
+  }
+  if (op == "guarded-decrement") {
+    int u = raw->prepare(s.g_update), e = raw->prepare(s.g_exists);
+    return [conn, raw, u, e, key] {
+      if (raw->exec(u, {1, key, 1}).affected >= 1) return true;
+      raw->exec(e, {key});
+      return false;
+    };
+  }
+  if (op == "rowlock-decrement") {
+    int sel = raw->prepare(s.rl_select), upd = raw->prepare(kRowLockUpdate);
+    int get = my ? raw->prepare(s.lock_timeout_get) : -1, set = my ? raw->prepare(s.lock_timeout_set) : -1;
+    int lite = kind == DialectKind::kSqlite ? raw->prepare(s.lock_timeout_get) : -1;
+    int loc = pg ? raw->prepare(s.lock_timeout_local) : -1;
+    return [conn, raw, sel, upd, get, set, lite, loc, key] {
+      std::int64_t prev = 0;
+      if (get >= 0) {
+        prev = to_i(raw->exec(get, {}).first[0]);
+        raw->exec(set, {(kRowLockTimeoutMs + 999) / 1000});
+      }
+      if (lite >= 0) raw->exec(lite, {});
+      raw->begin();
+      try {
+        if (loc >= 0) raw->exec(loc, {std::to_string(kRowLockTimeoutMs) + "ms"});
+        auto r = raw->exec(sel, {key});
+        if (set >= 0) raw->exec(set, {prev});
+        if (r.nrows == 0) {
+          raw->rollback();
+          return false;
+        }
+        raw->exec(upd, {to_i(r.first[1]) - 1, key});
+        raw->commit();
+        return true;
+      } catch (...) {
+        raw->rollback();
+        throw;
+      }
+    };
+  }
+  if (op == "cas-decrement") {
+    int sel = raw->prepare(s.cas_select), upd = raw->prepare(s.cas_update), ver = raw->prepare(s.cas_version);
+    return [conn, raw, sel, upd, ver, key] {
+      raw->begin();
+      try {
+        auto r = raw->exec(sel, {key});
+        if (r.nrows == 0) {
+          raw->rollback();
+          return false;
+        }
+        std::int64_t v = to_i(r.first[0]), q = to_i(r.first[1]);
+        if (raw->exec(upd, {q - 1, key, v}).affected != 1) {
+          raw->exec(ver, {key});
+          raw->rollback();
+          return false;
+        }
+        raw->commit();
+        return true;
+      } catch (...) {
+        raw->rollback();
+        throw;
+      }
+    };
+  }
+  if (op == "idem-first" || op == "idem-replay") {
+    int ins = raw->prepare(s.idem_insert), sel = raw->prepare(s.idem_select), done = raw->prepare(s.idem_complete);
+    auto fp = std::make_shared<std::string>(request_fingerprint({"POST", "/orders", "{\"sku\":42}"}));
+    auto owner = std::make_shared<std::string>(owner_for(cell, client, "raw"));
+    auto base = std::make_shared<std::string>(cell.prefix + ":raw" + std::to_string(client));
+    auto body = std::make_shared<std::string>("{\"order\":1}");
+    auto first = [raw, ins, done, fp, owner, body](const std::string& k) {
+      std::int64_t aff = 0;
+      try {
+        aff = raw->exec(ins, {"bench", k, *fp, *owner, kIdemLeaseMs, kIdemLeaseMs + kIdemRetentionMs}).affected;
+      } catch (const RawError& e) {
+        if (e.kind != RawErr::kDuplicate) throw;
+      }
+      if (aff != 1) return false;
+      return raw->exec(done, {"completed", 201, P::blob(*body), kIdemRetentionMs, "bench", k, *owner}).affected == 1;
+    };
+    if (op == "idem-replay") {
+      first(*base);
+      return [conn, raw, ins, sel, fp, owner, base] {
+        std::int64_t aff = 0;
+        try {
+          aff = raw->exec(ins, {"bench", *base, *fp, *owner, kIdemLeaseMs, kIdemLeaseMs + kIdemRetentionMs}).affected;
+        } catch (const RawError& e) {
+          if (e.kind != RawErr::kDuplicate) throw;
+        }
+        if (aff == 1) return false;
+        auto r = raw->exec(sel, {"bench", *base});
+        return r.nrows == 1 && r.first[0] == "completed" && r.first[1] == *fp;
+      };
+    }
+    auto n = std::make_shared<std::uint64_t>(0);
+    return [conn, raw, first, base, n] { return first(*base + ":" + std::to_string((*n)++)); };
+  }
+  if (op == "inbox") {
+    int ins = raw->prepare(s.inbox_insert), eff = raw->prepare(kInboxEffect);
+    auto base = std::make_shared<std::string>(cell.prefix + ":raw" + std::to_string(client));
+    auto n = std::make_shared<std::uint64_t>(0);
+    return [conn, raw, ins, eff, base, n, key] {
+      std::string id = *base + ":" + std::to_string((*n)++);
+      raw->begin();
+      try {
+        std::int64_t aff = 0;
+        try {
+          aff = raw->exec(ins, {"bench", id, kInboxRetentionMs}).affected;
+        } catch (const RawError& e) {
+          if (e.kind != RawErr::kDuplicate) throw;
+        }
+        if (aff != 1) {
+          raw->rollback();
+          return false;
+        }
+        raw->exec(eff, {key});
+        raw->commit();
+        return true;
+      } catch (...) {
+        raw->rollback();
+        throw;
+      }
+    };
+  }
+  throw Error(ErrorCode::kInvalidArgument, "bench: no raw path for op '" + op + "'");
+}
+
+}  // namespace sqlguard::bench

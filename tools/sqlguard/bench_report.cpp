@@ -1,0 +1,214 @@
+// sqlguard bench: what a run reports. Percentiles, the text table, the
+// JSON of a cell, the scale lines and the SVG plot.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "bench.h"
+#include "sqlguard/errors.h"
+
+namespace sqlguard::bench {
+
+using nlohmann::json;
+
+double Stats::pct_ms(double q) {
+  if (lat_ns.empty()) return 0;
+  if (!std::is_sorted(lat_ns.begin(), lat_ns.end())) std::sort(lat_ns.begin(), lat_ns.end());
+  auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(lat_ns.size()))) ;
+  idx = std::min(lat_ns.size() - 1, idx == 0 ? 0 : idx - 1);
+  return static_cast<double>(lat_ns[idx]) / 1e6;
+}
+
+// ---- numbers, rows, cells --------------------------------------------------------
+
+double r3(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+void print_table_header() {
+  std::cout << std::left << std::setw(20) << "op" << std::right << std::setw(8) << "clients" << std::setw(11)
+            << "ops/s" << std::setw(9) << "p50 ms" << std::setw(9) << "p99 ms" << std::setw(11) << "raw ops/s"
+            << std::setw(9) << "raw p50" << std::setw(9) << "ratio" << std::setw(8) << "errors" << "\n";
+}
+
+void print_row(const json& j) {
+  auto num = [&](const char* k, int w, int prec) {
+    std::ostringstream o;
+    if (j.contains(k) && j[k].is_number()) o << std::fixed << std::setprecision(prec) << j[k].get<double>();
+    else o << "-";
+    std::cout << std::setw(w) << o.str();
+  };
+  std::cout << std::left << std::setw(20) << j.value("op", "") << std::right << std::setw(8) << j.value("clients", 0);
+  num("ops_per_s", 11, 0);
+  num("p50_ms", 9, 3);
+  num("p99_ms", 9, 3);
+  num("raw_ops_per_s", 11, 0);
+  num("raw_p50_ms", 9, 3);
+  num("overhead_ratio", 9, 3);
+  std::cout << std::setw(8) << j.value("errors", 0) << "\n" << std::flush;
+}
+
+void add_cell_fields(json& j, const std::string& op, Stats& st, Stats* raw) {
+  j["ops_per_s"] = r3(st.ops_per_s());
+  j["p50_ms"] = r3(st.pct_ms(0.5));
+  j["p99_ms"] = r3(st.pct_ms(0.99));
+  j["ops"] = st.ops;
+  j["errors"] = st.errors;
+  if (op == "lease-hot") j["busy_attempts"] = st.misses;
+  if (raw) {
+    j["raw_ops_per_s"] = r3(raw->ops_per_s());
+    j["raw_p50_ms"] = r3(raw->pct_ms(0.5));
+    j["raw_p99_ms"] = r3(raw->pct_ms(0.99));
+    j["raw_errors"] = raw->errors;
+    j["overhead_ratio"] = raw->ops_per_s() > 0 ? json(r3(st.ops_per_s() / raw->ops_per_s())) : json(nullptr);
+    if (op == "lease-hot") j["raw_busy_attempts"] = raw->misses;
+    if (!raw->first_error.empty()) j["raw_first_error"] = raw->first_error;
+  } else {
+    j["raw_ops_per_s"] = nullptr;
+    j["overhead_ratio"] = nullptr;
+  }
+  j["duration_s"] = r3(st.elapsed_s);
+  if (!st.first_error.empty()) j["first_error"] = st.first_error;
+}
+
+void add_handoff_fields(json& j, Stats& st, std::chrono::milliseconds hold) {
+  j["ops_per_s"] = r3(st.ops_per_s());
+  j["p50_ms"] = r3(st.pct_ms(0.5));
+  j["p99_ms"] = r3(st.pct_ms(0.99));
+  j["handoffs"] = st.ops;
+  j["self_reacquired"] = st.misses;
+  j["hold_ms"] = hold.count();
+  j["raw_ops_per_s"] = nullptr;
+  j["overhead_ratio"] = nullptr;
+  j["errors"] = st.errors;
+  j["duration_s"] = r3(st.elapsed_s);
+  if (!st.first_error.empty()) j["first_error"] = st.first_error;
+}
+
+json lat_json(const std::string& phase, const std::string& op, Stats& st) {
+  return {{"phase", phase}, {"op", op}, {"ops_per_s", st.ops_per_s()}, {"p50_ms", st.pct_ms(0.5)},
+          {"p99_ms", st.pct_ms(0.99)}, {"errors", st.errors}, {"duration_s", st.elapsed_s}};
+}
+
+void print_scale_row(const std::string& label, Stats& st) {
+  std::cout << "scale " << std::left << std::setw(34) << label << std::right << std::setw(10)
+            << std::fixed << std::setprecision(0) << st.ops_per_s() << " ops/s  p50 " << std::setprecision(3)
+            << st.pct_ms(0.5) << " ms  p99 " << st.pct_ms(0.99) << " ms\n" << std::flush;
+}
+
+void print_cleanup_row(Stats& during, std::int64_t locks_deleted, std::int64_t idempotency_deleted, double cleanup_s,
+                       double fill_s) {
+  std::cout << "scale lease-distinct during_cleanup        " << std::fixed << std::setprecision(0)
+            << during.ops_per_s() << " ops/s  p50 " << std::setprecision(3) << during.pct_ms(0.5) << " ms  p99 "
+            << during.pct_ms(0.99) << " ms  (cleanup deleted " << locks_deleted << " lock + "
+            << idempotency_deleted << " idempotency rows in " << std::setprecision(1) << cleanup_s
+            << " s; fill took " << fill_s << " s)\n";
+}
+
+// ---- SVG plot ------------------------------------------------------------------
+
+namespace {
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else o += c;
+  }
+  return o;
+}
+}  // namespace
+
+void write_svg(const std::string& path, const std::string& title, const std::vector<nlohmann::json>& cells) {
+  // series name -> clients -> ops/s
+  std::map<std::string, std::map<int, double>> series;
+  std::map<std::string, std::string> style;
+  std::set<int> xs;
+  for (const auto& c : cells) {
+    if (!c.contains("op") || !c.contains("clients") || !c.contains("ops_per_s")) continue;
+    std::string op = c["op"].get<std::string>();
+    int n = c["clients"].get<int>();
+    bool redis = c.value("dialect", "") == "redis";
+    std::string name = redis ? "redis " + op : op;
+    series[name][n] = c["ops_per_s"].get<double>();
+    style[name] = redis ? "4,2,1,2" : "";
+    xs.insert(n);
+    if (!redis && c.contains("raw_ops_per_s") && c["raw_ops_per_s"].is_number()) {
+      series[op + " (raw)"][n] = c["raw_ops_per_s"].get<double>();
+      style[op + " (raw)"] = "6,4";
+    }
+  }
+  double ymin = 1e18, ymax = 1;
+  for (auto& [_, m] : series)
+    for (auto& [__, v] : m)
+      if (v > 0) {
+        ymin = std::min(ymin, v);
+        ymax = std::max(ymax, v);
+      }
+  if (ymin > ymax) ymin = 1;
+  double lo = std::floor(std::log10(std::max(ymin, 1.0))), hi = std::ceil(std::log10(ymax));
+  if (hi <= lo) hi = lo + 1;
+  const int W = 960, H = 560, L = 70, R = 300, T = 40, B = 50;
+  const int pw = W - L - R, ph = H - T - B;
+  std::vector<int> xv(xs.begin(), xs.end());
+  auto xpos = [&](int n) {
+    if (xv.size() <= 1) return static_cast<double>(L + pw / 2);
+    double a = std::log2(static_cast<double>(xv.front())), b = std::log2(static_cast<double>(xv.back()));
+    return L + (std::log2(static_cast<double>(n)) - a) / (b - a) * pw;
+  };
+  auto ypos = [&](double v) { return T + ph - (std::log10(std::max(v, 1.0)) - lo) / (hi - lo) * ph; };
+  static const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939"};
+  std::map<std::string, std::string> color_of;
+  int ci = 0;
+  for (auto& [name, _] : series) {
+    std::string base = name;
+    auto p = base.find(" (raw)");
+    if (p != std::string::npos) base = base.substr(0, p);
+    if (base.rfind("redis ", 0) == 0) base = base;  // redis gets its own colour
+    if (!color_of.count(base)) color_of[base] = colors[ci++ % 12];
+  }
+  std::ofstream f(path);
+  if (!f) throw Error(ErrorCode::kInvalidArgument, "bench: cannot write plot '" + path + "'");
+  f << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  f << "<text x='" << L << "' y='22' font-size='15'>" << esc(title) << "</text>\n";
+  f << "<rect x='" << L << "' y='" << T << "' width='" << pw << "' height='" << ph
+    << "' fill='none' stroke='#444'/>\n";
+  for (double e = lo; e <= hi + 1e-9; e += 1) {
+    double y = ypos(std::pow(10, e));
+    f << "<line x1='" << L << "' x2='" << L + pw << "' y1='" << y << "' y2='" << y << "' stroke='#ddd'/>";
+    f << "<text x='" << L - 6 << "' y='" << y + 4 << "' text-anchor='end'>" << static_cast<long long>(std::pow(10, e))
+      << "</text>\n";
+  }
+  for (int n : xv) {
+    double x = xpos(n);
+    f << "<line x1='" << x << "' x2='" << x << "' y1='" << T << "' y2='" << T + ph << "' stroke='#eee'/>";
+    f << "<text x='" << x << "' y='" << T + ph + 18 << "' text-anchor='middle'>" << n << "</text>\n";
+  }
+  f << "<text x='" << L + pw / 2 << "' y='" << H - 10 << "' text-anchor='middle'>clients</text>\n";
+  f << "<text transform='translate(16," << T + ph / 2 << ") rotate(-90)' text-anchor='middle'>ops/s (log)</text>\n";
+  int ly = T + 10;
+  for (auto& [name, pts] : series) {
+    std::string base = name;
+    auto p = base.find(" (raw)");
+    if (p != std::string::npos) base = base.substr(0, p);
+    const std::string& col = color_of[base];
+    std::string dash = style[name].empty() ? "" : " stroke-dasharray='" + style[name] + "'";
+    f << "<polyline fill='none' stroke='" << col << "' stroke-width='2'" << dash << " points='";
+    for (auto& [n, v] : pts) f << xpos(n) << "," << ypos(v) << " ";
+    f << "'/>\n";
+    for (auto& [n, v] : pts) f << "<circle cx='" << xpos(n) << "' cy='" << ypos(v) << "' r='3' fill='" << col << "'/>";
+    f << "\n<line x1='" << L + pw + 15 << "' x2='" << L + pw + 45 << "' y1='" << ly << "' y2='" << ly
+      << "' stroke='" << col << "' stroke-width='2'" << dash << "/>";
+    f << "<text x='" << L + pw + 52 << "' y='" << ly + 4 << "'>" << esc(name) << "</text>\n";
+    ly += 18;
+  }
+  f << "</svg>\n";
+}
+
+}  // namespace sqlguard::bench

@@ -1,0 +1,262 @@
+// sqlguard bench: running one cell. run_clients() drives N client loops
+// (threads, or forked processes reporting back through a pipe);
+// run_handoff() measures lock hand-off latency between N threads.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "bench.h"
+#include "process.h"
+#include "sqlguard/errors.h"
+#include "sqlguard/lease_lock.h"
+
+namespace sqlguard::bench {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+// Phases shared by the coordinator and the clients (also across fork()).
+struct Shared {
+  std::atomic<int> ready{0};
+  std::atomic<int> phase{0};  // 0 warmup, 1 measure, 2 stop
+};
+
+// One client's loop; only ops that START in the measured phase are counted.
+void client_loop(Shared& sh, const OpFn& fn, Stats& st) {
+  while (true) {
+    int ph = sh.phase.load(std::memory_order_acquire);
+    if (ph == 2) return;
+    auto t0 = Clock::now();
+    try {
+      bool ok = fn();
+      auto t1 = Clock::now();
+      if (ph == 1) {
+        if (ok) {
+          ++st.ops;
+          st.lat_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+        } else {
+          ++st.misses;
+        }
+      }
+    } catch (const std::exception& e) {
+      if (ph == 1) ++st.errors;
+      if (st.first_error.empty()) st.first_error = e.what();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // never spin on a broken session
+    }
+  }
+}
+
+void merge(Stats& into, Stats& from) {
+  into.ops += from.ops;
+  into.misses += from.misses;
+  into.errors += from.errors;
+  into.lat_ns.insert(into.lat_ns.end(), from.lat_ns.begin(), from.lat_ns.end());
+  if (into.first_error.empty()) into.first_error = from.first_error;
+}
+
+bool write_all(int fd, const void* p, std::size_t n) {
+  auto* c = static_cast<const char*>(p);
+  while (n) {
+    ssize_t w = ::write(fd, c, n);
+    if (w <= 0) return false;
+    c += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+bool read_all(int fd, void* p, std::size_t n) {
+  auto* c = static_cast<char*>(p);
+  while (n) {
+    ssize_t r = ::read(fd, c, n);
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+}  // namespace
+
+Stats run_clients(int clients, bool processes, const std::function<OpFn(int client)>& make,
+                  std::chrono::milliseconds warmup, std::chrono::milliseconds duration) {
+  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) throw Error(ErrorCode::kInternal, "bench: mmap failed");
+  auto* sh = new (mem) Shared();
+  struct Unmap {
+    void* m;
+    ~Unmap() { munmap(m, sizeof(Shared)); }
+  } unmap{mem};
+
+  Stats total;
+  std::vector<Stats> per(static_cast<std::size_t>(clients));
+  std::vector<std::thread> threads;
+  std::vector<cli::proc::Child> children;  // each reports through its pipe
+  std::mutex err_mu;
+  std::string setup_error;
+
+  auto body = [&](int i, Stats& st) {
+    OpFn fn;
+    try {
+      fn = make(i);
+    } catch (const std::exception& e) {
+      st.first_error = std::string("client setup failed: ") + e.what();
+      st.errors = 1;
+      sh->ready.fetch_add(1);
+      return false;
+    }
+    sh->ready.fetch_add(1);
+    client_loop(*sh, fn, st);
+    fn = nullptr;  // close connections before reporting
+    return true;
+  };
+
+  for (int i = 0; i < clients; ++i) {
+    if (!processes) {
+      threads.emplace_back([&, i] {
+        if (!body(i, per[static_cast<std::size_t>(i)])) {
+          std::lock_guard<std::mutex> lk(err_mu);
+          if (setup_error.empty()) setup_error = per[static_cast<std::size_t>(i)].first_error;
+        }
+      });
+      continue;
+    }
+    cli::proc::SpawnOptions so;
+    so.out = cli::proc::SpawnOptions::Out::kPipe;
+    children.push_back(cli::proc::fork_call(
+        [&, i](int fd) {
+          Stats st;
+          bool ok = body(i, st);
+          std::uint64_t hdr[5] = {ok ? 1u : 0u, st.ops, st.misses, st.errors, st.lat_ns.size()};
+          std::uint64_t elen = st.first_error.size();
+          bool w = write_all(fd, hdr, sizeof hdr) && write_all(fd, &elen, sizeof elen) &&
+                   write_all(fd, st.first_error.data(), elen) &&
+                   write_all(fd, st.lat_ns.data(), st.lat_ns.size() * sizeof(std::int64_t));
+          return w ? 0 : 1;
+        },
+        so));
+  }
+  // Wait for every client to be connected (bounded: connect timeouts apply).
+  while (sh->ready.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::this_thread::sleep_for(warmup);
+  auto t0 = Clock::now();
+  sh->phase.store(1, std::memory_order_release);
+  std::this_thread::sleep_for(duration);
+  sh->phase.store(2, std::memory_order_release);
+  auto t1 = Clock::now();
+  total.elapsed_s = std::chrono::duration<double>(t1 - t0).count();
+  for (auto& t : threads) t.join();
+  for (auto& s : per) merge(total, s);
+  for (auto& child : children) {
+    const int fd = child.out_fd();
+    std::uint64_t hdr[5] = {0, 0, 0, 0, 0}, elen = 0;
+    Stats st;
+    if (read_all(fd, hdr, sizeof hdr) && read_all(fd, &elen, sizeof elen)) {
+      st.first_error.resize(elen);
+      read_all(fd, st.first_error.data(), elen);
+      st.ops = hdr[1];
+      st.misses = hdr[2];
+      st.errors = hdr[3];
+      st.lat_ns.resize(hdr[4]);
+      read_all(fd, st.lat_ns.data(), hdr[4] * sizeof(std::int64_t));
+      if (!hdr[0] && setup_error.empty()) setup_error = st.first_error;
+    } else if (setup_error.empty()) {
+      setup_error = "a client process died";
+    }
+    child.close_out();
+    child.wait();
+    merge(total, st);
+  }
+  if (!setup_error.empty()) throw Error(ErrorCode::kInternal, "bench: " + setup_error);
+  return total;
+}
+
+// ---- hand-off latency ------------------------------------------------------------
+// N threads contend for one name with blocking acquire (backoff + jitter;
+// LISTEN/NOTIFY on PostgreSQL). A holder keeps the lease for `hold`, releases,
+// and stamps steady_clock right after release() returns; the next owner
+// stamps right after acquire() returns. Events are paired by fencing token
+// (strictly increasing per acquisition), so the order of the stamps does not
+// matter; only hand-offs to ANOTHER client count.
+Stats run_handoff(int clients, const Cell& cell, const std::function<std::unique_ptr<Connection>()>& open,
+                  milliseconds warmup, milliseconds duration, milliseconds hold) {
+  struct Ev {
+    std::int64_t fence;
+    int client;
+    Clock::time_point acq, rel;
+  };
+  std::mutex mu;
+  std::vector<Ev> evs;
+  std::atomic<int> phase{0}, ready{0};
+  std::atomic<std::uint64_t> errors{0};
+  std::string first_error;
+  std::vector<std::thread> ts;
+  for (int i = 0; i < clients; ++i) {
+    ts.emplace_back([&, i] {
+      std::unique_ptr<Connection> conn;
+      std::unique_ptr<LeaseLock> lock;
+      try {
+        conn = open();
+        LeaseOptions o;
+        o.ttl = milliseconds(kTtlMs);
+        lock = std::make_unique<LeaseLock>(*conn, cell.prefix + ":handoff", o);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (first_error.empty()) first_error = e.what();
+        ++errors;
+        ready.fetch_add(1);
+        return;
+      }
+      ready.fetch_add(1);
+      while (phase.load() < 2) {
+        try {
+          if (!lock->acquire(milliseconds(2000))) continue;
+          auto acq = Clock::now();
+          auto fence = lock->fence();
+          std::this_thread::sleep_for(hold);
+          lock->release();
+          auto rel = Clock::now();
+          if (phase.load() == 1) {
+            std::lock_guard<std::mutex> lk(mu);
+            evs.push_back({fence, i, acq, rel});
+          }
+          std::this_thread::sleep_for(hold);  // step back so a waiter can take it
+        } catch (const std::exception& e) {
+          ++errors;
+          std::lock_guard<std::mutex> lk(mu);
+          if (first_error.empty()) first_error = e.what();
+        }
+      }
+    });
+  }
+  while (ready.load() < clients) std::this_thread::sleep_for(milliseconds(2));
+  std::this_thread::sleep_for(warmup);
+  auto t0 = Clock::now();
+  phase = 1;
+  std::this_thread::sleep_for(duration);
+  phase = 2;
+  auto t1 = Clock::now();
+  for (auto& t : ts) t.join();
+  Stats st;
+  st.elapsed_s = std::chrono::duration<double>(t1 - t0).count();
+  st.errors = errors;
+  st.first_error = first_error;
+  std::sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.fence < b.fence; });
+  for (std::size_t k = 1; k < evs.size(); ++k) {
+    if (evs[k].client == evs[k - 1].client) {
+      ++st.misses;  // re-acquired by the same client: not a hand-off
+      continue;
+    }
+    ++st.ops;
+    st.lat_ns.push_back(std::max<std::int64_t>(
+        0, std::chrono::duration_cast<std::chrono::nanoseconds>(evs[k].acq - evs[k - 1].rel).count()));
+  }
+  return st;
+}
+
+}  // namespace sqlguard::bench

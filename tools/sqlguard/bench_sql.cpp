@@ -1,0 +1,114 @@
+#include "bench_sql.h"
+
+#include <iostream>
+
+#include "common.h"
+#include "sqlguard/catalog.h"
+#include "sqlguard/row_lock.h"
+#include "sqlguard/transition.h"
+#include "sqlguard/version_cas.h"
+
+namespace sqlguard::bench {
+
+Sql::Sql(Connection& c) {
+  const std::string d(to_string(c.kind()));
+  auto text = [&](const char* name) {
+    const auto& e = sql_statement(d, name);
+    return e.available ? e.text : std::string();
+  };
+  acquire = text("lease_acquire");
+  insert = text("lease_insert");
+  read_mine = text("lease_read_mine");
+  info = text("lease_info");
+  release = text("lease_release");
+  notify = text("lease_notify");
+  lock_timeout_get = text("lock_timeout_get");
+  lock_timeout_set = text("lock_timeout_set");
+  lock_timeout_local = text("lock_timeout_local");
+  idem_insert = text("idem_insert");
+  idem_select = text("idem_select");
+  idem_complete = text("idem_complete");
+  inbox_insert = text("inbox_insert");
+
+  // The strategies render these once from catalog templates with the bench
+  // table's identifiers: record what they send on a key that has no row.
+  std::map<std::string, std::string> seen;
+  c.set_statement_observer([&](const StatementEvent& e) {
+    if (!e.catalog_name.empty()) seen[std::string(e.catalog_name)] = std::string(e.sql);
+  });
+  const std::int64_t absent = -1;
+  GuardedUpdate(c, GuardedUpdateSpec{kStock, "id", {{"qty", AssignOp::kSubtract}}, {{"qty", Compare::kGe}}})
+      .apply(absent, {1, 1});
+  RowLockSpec rs;
+  rs.table = kStock;
+  rs.columns = {"qty"};
+  RowLocker(c, rs).lock(absent);
+  VersionCasSpec cs;
+  cs.table = kStock;
+  cs.columns = {"qty"};
+  VersionCas cas(c, cs);
+  cas.read(absent);
+  cas.compare_and_set(absent, 0, {1});
+  c.set_statement_observer({});
+  g_update = seen.at("guarded_update");
+  g_exists = seen.at("row_exists");
+  rl_select = seen.at("row_lock_select");
+  cas_select = seen.at("cas_select");
+  cas_update = seen.at("cas_update");
+  cas_version = seen.at("cas_version");
+}
+
+Recorded record_op(const std::string& op, const Cell& cell) {
+  Recorded rec;
+  bool on = false;
+  auto observer = [&rec, &on](const StatementEvent& e) {
+    if (!on) return;
+    ++rec.round_trips;
+    switch (e.kind) {
+      case StatementKind::kBegin: rec.lines.emplace_back("BEGIN"); return;
+      case StatementKind::kCommit: rec.lines.emplace_back("COMMIT"); return;
+      case StatementKind::kRollback: rec.lines.emplace_back("ROLLBACK"); return;
+      case StatementKind::kStatement: break;
+    }
+    std::string line;
+    if (e.catalog_name.empty()) {
+      line = "-- the op's own business write (not sqlguard's)\n";
+    } else {
+      const auto& entry = sql_statement(e.dialect, e.catalog_name);
+      line = "-- " + entry.name + " (sql/" + entry.file + ")";
+      for (std::size_t i = 0; i < entry.params.size(); ++i) line += (i ? ", " : ": ") + entry.params[i];
+      line += "\n";
+    }
+    rec.lines.push_back(line + std::string(e.sql));
+  };
+  Cell c = cell;
+  if (op == "handoff") c.op = "lease-hot";  // the same statements; waiters add their wake-up wait
+  auto fn = sg_op(c, 0, [&] {
+    auto conn = cli::open_db();
+    conn->set_statement_observer(observer);
+    return conn;
+  });
+  fn();  // creates what a first run creates (lock rows, the replayed key)
+  on = true;
+  fn();
+  on = false;
+  return rec;
+}
+
+void emit_sql(const std::string& dialect, bool numbered, const std::vector<std::string>& ops,
+              const std::map<std::string, Recorded>& recorded) {
+  std::cout << "-- sqlguard bench --emit-sql, dialect " << dialect
+            << ": what each op sends per operation in steady state, recorded from a run, each statement\n"
+            << "-- named by its entry in the SQL catalog (sql/" << dialect << "/*.sql; `?` = bound value"
+            << (numbered ? ", numbered $1..$n on the wire" : "") << ").\n";
+  for (const auto& op : ops) {
+    const auto& r = recorded.at(op);
+    std::cout << "\n-- op: " << op << " (" << r.round_trips << " round trips)\n";
+    if (op == "handoff")
+      std::cout << "-- waiters: between attempts they wait for the holder's wake-up (lease_wakeup_wait where the\n"
+                   "-- catalog has it, else LISTEN on PostgreSQL / a WAL-file watch on SQLite), with a backoff cap\n";
+    for (const auto& line : r.lines) std::cout << line << ";\n";
+  }
+}
+
+}  // namespace sqlguard::bench

@@ -1,0 +1,257 @@
+// The `sqlguard chaos` coordinator, split by job:
+//   cmd_chaos.cpp      the command: options, setup, the fault schedule, the result
+//   chaos_workers.cpp  the worker processes: spawn, reap, respawn, aim, wind down
+//   chaos_faults.cpp   the faults: kill -9, SIGSTOP/SIGCONT, session kills,
+//                      server restarts (the script named by SQLGUARD_DBSERVERS)
+//   chaos_check.cpp    the invariant checker, and ChaosSql: every statement
+//                      the coordinator sends
+// The worker body is chaos_worker.cpp (chaos.h). Not a public API.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chaos.h"
+#include "process.h"
+#include "sqlguard/connection.h"
+#include "sqlguard/errors.h"
+
+namespace sqlguard::cli::chaos {
+
+// ---- the command's options ------------------------------------------------------
+
+struct Opts {
+  std::string duration = "30s", ttl = "1s";
+  int workers = 4;
+  std::uint64_t seed = 0;
+  bool no_fencing = false, no_restarts = false, keep = false;
+};
+
+std::int64_t wall_ms();  // system clock, ms since the epoch
+
+// ---- what every part of the coordinator reads ------------------------------------
+
+// One run: options, names, scale, clocks, and THE random generator. Every
+// random choice (schedule, targets, worker seeds) draws from this one
+// stream, in a fixed order, so --seed replays the same choices.
+struct Run {
+  Run(const Opts& opts, std::chrono::milliseconds run_for, std::chrono::milliseconds lease_ttl);
+
+  const Opts& o;
+  std::chrono::milliseconds duration, ttl;
+  Names names;
+  std::mt19937_64 rng;
+  DialectKind kind = DialectKind::kSqlite;
+  int resources = 1, items = 2, messages = 100;
+  std::int64_t initial_qty = 0;
+  std::int64_t clock_offset_ms = 0;  // db clock - wall clock, measured at start
+  std::chrono::steady_clock::time_point t0, deadline;
+  std::vector<std::string> notes;  // printed with the result
+  nlohmann::json faults = nlohmann::json::array();
+
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+  std::chrono::milliseconds jitter(std::chrono::milliseconds base, double lo, double hi) {
+    return std::chrono::milliseconds(
+        static_cast<long long>(base.count() * std::uniform_real_distribution<double>(lo, hi)(rng)));
+  }
+  std::int64_t db_now_ms() const { return wall_ms() + clock_offset_ms; }  // estimate, no round trip
+  // Records a fault or event (JSON "faults", one line on stderr). slot < 0:
+  // not about one worker; else `pid` is that worker's.
+  void fault(const std::string& kind, int slot, pid_t pid, const std::string& detail);
+};
+
+// The coordinator's connection. with() runs f on it, reconnecting (bounded)
+// when the session was killed or the server restarted.
+class Db {
+ public:
+  void open();
+  Connection& conn() { return *conn_; }
+
+  template <typename F>
+  std::invoke_result_t<F&, Connection&> with(F&& f,
+                                             std::chrono::milliseconds bound = std::chrono::milliseconds(30000)) {
+    auto until = std::chrono::steady_clock::now() + bound;
+    for (;;) {
+      try {
+        return f(*conn_);
+      } catch (const Error& e) {
+        if (!transient(e) || std::chrono::steady_clock::now() >= until) throw;
+        recover();
+      }
+    }
+  }
+
+ private:
+  static bool transient(const Error& e);
+  void recover();  // rollback, reconnect (or back off 200ms)
+  std::unique_ptr<Connection> conn_;
+};
+
+// ---- every SQL statement the coordinator sends (defined in chaos_check.cpp) ----
+// Gathered in one place, text unchanged, to move behind the public API later.
+// The workers' own statements are in chaos_worker.cpp.
+struct ChaosSql {
+  explicit ChaosSql(const Names& n);
+  std::vector<std::string> create_tables;  // in order
+  std::string insert_resource;             // id
+  std::string insert_stock;                // id, qty, initial_qty
+  std::vector<std::string> tables;         // the run's tables (to drop)
+  static std::string drop_table(const std::string& table);
+  // Session kills, per dialect. `spare`: comma-separated session ids to leave alone.
+  // The checker.
+  std::string insert_final_effect;  // message
+  std::string select_audit;         // resource, seq, fence, worker, start_ms, end_ms, paused
+  std::string select_stock;         // id, qty, initial_qty, sold
+  std::string select_effects;       // message, count
+};
+
+// ---- chaos_workers.cpp ---------------------------------------------------------------
+
+// A worker slot's current process and what the injector did to it.
+struct Worker {
+  proc::Child proc;  // running() == alive
+  bool killed_by_us = false;
+  bool paused = false;
+  std::chrono::steady_clock::time_point resume_at{};
+  std::chrono::steady_clock::time_point respawn_at{};
+  bool respawn_pending = false;
+  std::int64_t last_paused_fence = -1;                    // never pause the same lease twice
+  std::chrono::steady_clock::time_point no_kill_until{};  // let a resumed worker make its late write
+};
+
+// The workers' counters, summed over the slots.
+struct WorkerTotals {
+  std::int64_t acquisitions = 0, by_lease = 0, by_fence = 0, late = 0, late_rejected = 0, slow = 0, sales_g = 0,
+               sales_c = 0, cas_conf = 0, deliveries = 0, processed = 0, dups = 0, errors = 0, reconnects = 0,
+               losses = 0;
+};
+
+class Workers {
+ public:
+  explicit Workers(Run& run);
+  ~Workers();  // unmaps and removes the state file; never kills (see kill_all)
+  Workers(const Workers&) = delete;
+  Workers& operator=(const Workers&) = delete;
+
+  void create_state();  // the shared-memory slots, one per worker
+  void spawn(int slot);
+  // Reaps exited workers: ours (killed) respawn after 50..250ms, others are
+  // reported as unexpected and respawn after 200ms, while before the deadline.
+  void reap();
+  // SIGCONTs workers whose pause is over; starts due replacements.
+  void resume_and_respawn(std::chrono::steady_clock::time_point now);
+  // A live, running (not paused) worker in one of `phases`, or -1.
+  int pick_target(std::initializer_list<std::int32_t> phases, bool need_lease, bool for_pause = false);
+  int paused_count() const;
+  // End of the run: wake paused workers, wait for all to exit by themselves
+  // until a grace period, then SIGKILL the stragglers.
+  void finish();
+  void kill_all();  // on an error: SIGCONT + SIGKILL + reap every live worker
+  WorkerTotals totals() const;
+
+  int size() const { return static_cast<int>(kids_.size()); }
+  Slot& slot(int i) { return slots_[i]; }
+  Worker& at(int i) { return kids_[static_cast<std::size_t>(i)]; }
+  void fault(const std::string& kind, int slot, const std::string& detail) {
+    run_.fault(kind, slot, kids_[static_cast<std::size_t>(slot)].proc.pid(), detail);
+  }
+
+  std::int64_t last_exit_db_ms = 0;
+  int unexpected_exits = 0, stragglers = 0;
+
+ private:
+  Run& run_;
+  std::string exe_;
+  std::string state_path_;
+  Slot* slots_ = nullptr;
+  std::size_t state_size_ = 0;
+  std::vector<Worker> kids_;
+};
+
+// ---- chaos_faults.cpp ----------------------------------------------------------------
+
+// A kill -9 of a lease holder, to check that its lease expires in time.
+struct KillRecord {
+  int slot;
+  int resource;
+  std::int64_t fence;
+  std::int64_t kill_db_ms;
+  std::chrono::steady_clock::time_point check_at;
+  bool checked = false;
+  bool taken_over = false;
+  std::int64_t expire_at_ms = 0;  // of the victim's lease, read after the kill
+};
+
+class Faults {
+ public:
+  Faults(Run& run, Db& db, Workers& workers) : run_(run), db_(db), w_(workers) {}
+  ~Faults();  // joins a restart still running
+  Faults(const Faults&) = delete;
+  Faults& operator=(const Faults&) = delete;
+
+  // Which server faults apply (notes say why not); reads SQLGUARD_DBSERVERS.
+  void configure_server();
+  bool server() const { return run_.kind != DialectKind::kSqlite; }
+  bool can_restart() const { return !dbservers_.empty(); }
+
+  void kill(int slot);   // kill -9
+  void pause(int slot);  // SIGSTOP for 2*ttl+500ms; Workers resumes it
+  void kill_connections();
+  // Reads the leases of killed holders once their last renewal can no longer be in flight.
+  void check_killed_leases(std::chrono::steady_clock::time_point now);
+
+  void start_restart();  // `$SQLGUARD_DBSERVERS restart <target>` on a thread
+  bool restarting() const { return restarting_; }
+  bool restart_started() const { return restart_thread_.joinable(); }
+  void join_restart();  // counts the result
+  void finish();        // joins a restart still running
+  // After a failed restart: one `$SQLGUARD_DBSERVERS start`, not to leave the server down.
+  void restore_server();
+
+  std::vector<KillRecord> kill_records;
+  int kills = 0, pauses = 0, connection_kills = 0, sessions_terminated = 0, server_restarts = 0,
+      restart_failures = 0;
+
+ private:
+  void check_killed_lease(KillRecord& k);
+  bool run_dbservers(const std::string& action);
+
+  Run& run_;
+  Db& db_;
+  Workers& w_;
+  std::string dbservers_, server_target_;
+  std::thread restart_thread_;
+  std::atomic<bool> restarting_{false};
+  std::atomic<int> restart_result_{-1};  // -1 none, 0 ok, 1 failed
+};
+
+// ---- chaos_check.cpp -----------------------------------------------------------------
+
+// What the checker found. `invariants` maps each invariant to its violations.
+struct Verdict {
+  nlohmann::json invariants;
+  nlohmann::json examples = nlohmann::json::array();  // at most 10
+  int violations = 0;
+  std::int64_t accepted = 0, paused_accepted = 0, drained = 0;
+  std::int64_t sold_total = 0, left_total = 0, initial_total = 0, effect_rows = 0;
+  int verified_in_row = 0, verified_by_takeover = 0;
+  std::int64_t max_orphan_ms = 0;
+};
+
+// Runs once every worker has exited: redelivers every inbox message once
+// more, then checks fence order, overlap, stock, exactly-one effect and
+// stale locks from what the database recorded. Unchecked kill records are
+// read here.
+Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, std::int64_t last_exit_db_ms);
+
+}  // namespace sqlguard::cli::chaos

@@ -1,0 +1,157 @@
+// `sqlguard chaos`: the faults. kill -9 and SIGSTOP hit worker processes;
+// session kills and server restarts hit the database server (not SQLite).
+// When to inject which is decided in cmd_chaos.cpp. See chaos_coordinator.h.
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "chaos_coordinator.h"
+#include "sqlguard/admin.h"
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard::cli::chaos {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+Faults::~Faults() {
+  if (restart_thread_.joinable()) restart_thread_.join();
+}
+
+void Faults::configure_server() {
+  if (!server()) {
+    run_.notes.push_back("sqlite: connection kills and server restarts do not apply (no server, no sessions); kill -9 "
+                         "and SIGSTOP faults do");
+    return;
+  }
+  server_target_ = run_.kind == DialectKind::kPostgres ? "pg" : "mariadb";
+  const char* env = std::getenv("SQLGUARD_DBSERVERS");
+  if (run_.o.no_restarts)
+    run_.notes.push_back("server restarts disabled by --no-server-restarts");
+  else if (!env || !*env)
+    run_.notes.push_back("server restarts skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
+  else
+    dbservers_ = env;
+}
+
+void Faults::kill(int slot) {
+  auto& s = w_.slot(slot);
+  auto phase = s.phase.load();
+  int res = s.resource.load();
+  std::int64_t fence = s.fence.load();
+  w_.at(slot).proc.signal(SIGKILL);
+  w_.at(slot).killed_by_us = true;
+  ++kills;
+  std::int64_t at = run_.db_now_ms();
+  if (res >= 0 && (phase == kHolding || phase == kWriting))
+    kill_records.push_back({slot, res, fence, at, steady_clock::now() + milliseconds(200)});
+  std::string detail = std::string("kill -9 while ") + phase_name(phase);
+  if (res >= 0) detail += " (lease " + run_.names.lock(res) + ", fence " + std::to_string(fence) + ")";
+  w_.fault("kill", slot, detail);
+}
+
+void Faults::check_killed_leases(steady_clock::time_point now) {
+  for (auto& k : kill_records)
+    if (!k.checked && now >= k.check_at && !restarting_) check_killed_lease(k);
+}
+
+// Its expiry is final once read: only the dead watchdog could extend it.
+void Faults::check_killed_lease(KillRecord& k) {
+  try {
+    auto info = lease_info(db_.conn(), run_.names.lock(k.resource));
+    k.checked = true;
+    if (!info || info->fence != k.fence)
+      k.taken_over = true;  // someone holds a newer lease: the victim's had expired
+    else
+      k.expire_at_ms = info->expire_at_ms;
+  } catch (const Error&) {
+    try {
+      db_.conn().reconnect();
+    } catch (const Error&) {
+    }
+    // checked again at the end
+  }
+}
+
+void Faults::pause(int slot) {
+  auto& s = w_.slot(slot);
+  auto& k = w_.at(slot);
+  milliseconds len = run_.ttl * 2 + milliseconds(500);
+  k.proc.signal(SIGSTOP);
+  k.paused = true;
+  k.last_paused_fence = s.fence.load();
+  k.resume_at = steady_clock::now() + len;
+  ++pauses;
+  w_.fault("pause", slot,
+           "SIGSTOP for " + format_duration(len) + " (ttl " + format_duration(run_.ttl) + ") while " +
+               phase_name(s.phase.load()) + " lease " + run_.names.lock(std::max(0, s.resource.load())) +
+               " fence " + std::to_string(s.fence.load()));
+}
+
+void Faults::kill_connections() {
+  // Spare paused workers' main sessions: their late write must reach the
+  // database (it is what the fence and the lease re-check have to stop).
+  std::vector<std::int64_t> spare;
+  for (int i = 0; i < w_.size(); ++i) {
+    std::int64_t sid = w_.slot(i).session.load();
+    if (w_.at(i).proc.running() && w_.at(i).paused && sid > 0) spare.push_back(sid);
+  }
+  int n = 0;
+  try {
+    n = db_.with([&](Connection& c) { return admin::terminate_sessions(c, spare); }, milliseconds(3000));
+  } catch (const Error& e) {
+    run_.fault("connection-kill", -1, 0, std::string("failed: ") + e.message());
+    return;
+  }
+  ++connection_kills;
+  sessions_terminated += n;
+  run_.fault("connection-kill", -1, 0, "terminated " + std::to_string(n) + " worker sessions");
+}
+
+bool Faults::run_dbservers(const std::string& action) {
+  proc::SpawnOptions so;
+  so.out = proc::SpawnOptions::Out::kStderr;  // keep our stdout (JSON) clean
+  try {
+    proc::Child c = proc::spawn({"/bin/bash", dbservers_, action, server_target_}, so);
+    c.wait();
+    return c.status().code() == 0;
+  } catch (const Error&) {  // could not fork
+    return false;
+  }
+}
+
+void Faults::start_restart() {
+  restarting_ = true;
+  restart_result_ = -1;
+  run_.fault("server-restart", -1, 0, "$SQLGUARD_DBSERVERS restart " + server_target_);
+  restart_thread_ = std::thread([this] {
+    bool ok = run_dbservers("restart");
+    restart_result_ = ok ? 0 : 1;
+    restarting_ = false;
+  });
+}
+
+void Faults::join_restart() {
+  restart_thread_.join();
+  if (restart_result_ == 0) {
+    ++server_restarts;
+    run_.fault("server-restart", -1, 0, "server back");
+  } else {
+    ++restart_failures;
+    run_.fault("server-restart", -1, 0, "restart script failed");
+  }
+}
+
+void Faults::finish() {
+  if (restart_thread_.joinable()) join_restart();
+}
+
+void Faults::restore_server() {
+  if (restart_failures == 0) return;
+  run_.notes.push_back("the restart script failed; ran `$SQLGUARD_DBSERVERS start " + server_target_ + "`");
+  run_dbservers("start");
+}
+
+}  // namespace sqlguard::cli::chaos

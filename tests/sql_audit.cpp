@@ -27,7 +27,7 @@ std::regex pattern_of(const std::string& text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (c == '{') {
-      re += slot;
+      re += i + 1 < text.size() && text[i + 1] == '#' ? std::string("[0-9]+") : slot;
       i = text.find('}', i);
       continue;
     }

@@ -7,8 +7,9 @@
 // `-- not needed: ...` (another entry covers it) or `-- not supported: ...`
 // (the API then throws Error(kNotSupported) naming dialect and feature).
 // Statements on the caller's own tables (row locks, CAS, state machines) hold
-// slots: `{table}` is a validated, quoted identifier or a fragment, and
-// `{columns*, }` a list of them joined by ", ".
+// slots: `{table}` is a validated, quoted identifier or a fragment,
+// `{columns*, }` a list of them joined by ", ", and `{#timeout_s}` a
+// non-negative integer the library computed (digits only, checked).
 //
 // This header is for tools, docs and audits (`sqlguard bench --emit-sql`
 // prints from it). Thread safety: the catalog is immutable after first use;

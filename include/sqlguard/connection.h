@@ -41,6 +41,10 @@ struct Capabilities {
   bool skip_locked = false;        // FOR UPDATE SKIP LOCKED
   bool shared_row_locks = false;   // FOR SHARE / LOCK IN SHARE MODE
   bool listen_notify = false;      // LISTEN / NOTIFY wake-ups
+  // wait_for_notify() wakes waiters on a release: PostgreSQL LISTEN/NOTIFY,
+  // SQLite a watch on the database's WAL file (any commit wakes; one host by
+  // definition). MySQL/MariaDB waiters use the lease_wakeup_* statements.
+  bool wakeups = false;
   bool transactional_ddl = false;  // DDL can roll back
   // Database-wide sequences for fencing tokens (MySQL 8 has none: sqlguard
   // needs MariaDB >= 10.3 there and refuses MySQL with NotSupported).
@@ -189,10 +193,11 @@ class Connection {
   // CONNECTION_ID()); 0 for SQLite. Used by tests/chaos to kill sessions.
   virtual std::int64_t session_id() = 0;
 
-  // LISTEN/NOTIFY (capabilities().listen_notify: PostgreSQL). Waits up to
-  // `timeout` for a NOTIFY on `channel`, LISTENing on first use; true if one
-  // arrived. Must not be called inside a transaction. Elsewhere: throws
-  // Error(kNotSupported).
+  // Wake-ups (capabilities().wakeups). PostgreSQL: waits up to `timeout` for
+  // a NOTIFY on `channel`, LISTENing on first use. SQLite: waits up to
+  // `timeout` for any commit to the database file (`channel` is ignored),
+  // watching from the first call. True if one arrived. Must not be called
+  // inside a transaction. Elsewhere: throws Error(kNotSupported).
   virtual bool wait_for_notify(const std::string& channel, std::chrono::milliseconds timeout);
   // Stops LISTENing on `channel` (no-op if not listening).
   virtual void unlisten(const std::string& channel);

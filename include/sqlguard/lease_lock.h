@@ -170,8 +170,13 @@ class LeaseLock {
   std::chrono::milliseconds margin_;
   std::chrono::milliseconds period_;
   std::shared_ptr<Shared> shared_;
+  // Blocks up to `nap` for a release of this lease; true if woken.
+  bool wait_for_release(std::chrono::milliseconds nap);
+
   std::thread watchdog_;
-  std::string notify_channel_;  // PostgreSQL only
+  enum class Wakeup { kNone, kConnection, kStatements } wakeup_ = Wakeup::kNone;
+  std::string wakeup_channel_;
+  std::chrono::milliseconds holder_remaining_{0};  // of the lease that made the last attempt busy
 };
 
 // RAII: acquires in the constructor (waiting up to `wait`), releases in the
@@ -208,6 +213,10 @@ struct AcquireResult {
   std::int64_t fence = 0;
   std::int64_t expire_at_ms = 0;  // DB clock
   std::string owner;
+  // Not acquired: how long the current holder's lease still runs on the
+  // database clock (0 when unknown or just taken). Waiters size their
+  // backoff by it.
+  std::int64_t holder_remaining_ms = 0;
 };
 
 // One acquire attempt with an explicit owner (the lease outlives the call).

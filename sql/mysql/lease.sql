@@ -4,24 +4,36 @@
 -- the sqlguard_fence_seq sequence, so they never go back.
 
 -- name: lease_acquire
--- Takes over an EXPIRED row (1 row affected = acquired; lease_read_mine then reads the
--- fence). An UPDATE takes only that row's X lock: no duplicate-key S locks, so hot
--- names do not deadlock the way INSERT IGNORE + DELETE does on InnoDB.
+-- Takes over an EXPIRED row: one statement decides, on the database clock, and draws one
+-- fence. A row that is held does not match the WHERE, so a busy attempt is a read:
+-- lease_precheck reads first, so a loser
+-- never gets here.
+-- 1 row affected = acquired; lease_read_mine then reads the fence.
 -- params: owner, ttl_ms, min_hold_ms, name
 UPDATE sqlguard_lock SET owner = ?, fence = NEXTVAL(sqlguard_fence_seq), expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
   renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?
 WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: lease_insert
--- Creates a name never seen before (run only when lease_info found no row);
--- a concurrent creator makes it fail with 1062 = already there.
+-- Creates a name never seen before (only after lease_info found no row); a concurrent
+-- creator makes it fail with 1062 = already there.
 -- params: name, owner, ttl_ms, min_hold_ms
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
 VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
 
+-- name: lease_precheck
+-- A consistent read (no lock, never waits) that decides first: a held lease is busy
+-- without touching the row. Needed because InnoDB's UPDATE by primary key waits for a
+-- row lock even when the row will not match (no semi-consistent read on a unique lookup).
+-- params: name
+SELECT owner, expire_at, expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM sqlguard_lock WHERE name = ?;
+
 -- name: lease_read_mine
--- params: name, owner
-SELECT fence, expire_at FROM sqlguard_lock WHERE name = ? AND owner = ?;
+-- Reads the fence after lease_acquire / lease_insert took the lease, and takes the
+-- wake-up lock (GET_LOCK(channel, 0), session-scoped, no wait) in the same round trip:
+-- waiters block in lease_wakeup_wait until lease_wakeup_signal or the end of this session.
+-- params: channel, name, owner
+SELECT fence, expire_at, GET_LOCK(?, 0) FROM sqlguard_lock WHERE name = ? AND owner = ?;
 
 -- name: lease_info
 -- params: name
@@ -61,9 +73,6 @@ FROM sqlguard_lock ORDER BY name;
 -- params: name, owner, fence
 SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FOR UPDATE;
 
--- name: lease_notify
--- not supported: no LISTEN/NOTIFY; waiters poll with backoff
-
 -- name: fenced_ensure
 -- Creates the resource's fence row if it is missing (not INSERT IGNORE: that also turns data
 -- errors into truncating warnings).
@@ -81,3 +90,15 @@ WHERE resource = ? AND fence <= ?;
 -- cleanup(): one bounded batch of long-expired rows (MariaDB refuses LIMIT inside IN (subquery)).
 -- params: grace_ms, batch
 DELETE FROM sqlguard_lock WHERE expire_at < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ? LIMIT ?;
+
+-- name: lease_wakeup_signal
+-- After a release: frees the wake-up lock, so every waiter blocked in lease_wakeup_wait
+-- returns at once (a crashed holder's session frees it too).
+-- params: channel
+SELECT RELEASE_LOCK(?);
+
+-- name: lease_wakeup_wait
+-- A waiter blocks on the holder's wake-up lock (timeout in seconds, fractions allowed),
+-- then frees it at once with lease_wakeup_signal: 1 = woken (or nobody held it), 0 = timed out.
+-- params: channel, timeout_s
+SELECT GET_LOCK(?, ?);

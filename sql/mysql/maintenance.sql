@@ -103,8 +103,8 @@ SELECT id FROM information_schema.processlist
 WHERE db = DATABASE() AND id <> CONNECTION_ID() AND user = SUBSTRING_INDEX(CURRENT_USER(), '@', 1);
 
 -- name: admin_terminate_session
--- KILL takes no placeholder: {id} is an integer read from admin_list_sessions.
-KILL {id};
+-- KILL takes no placeholder: {#id} is an integer read from admin_list_sessions.
+KILL {#id};
 
 -- name: admin_delete_lease
 -- Operator: forget a lock name entirely (the fence history is the sequence).

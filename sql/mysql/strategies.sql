@@ -4,18 +4,23 @@
 -- identifier or a fragment below; {list*SEP} is a list of them joined by SEP. Every value is a ?.
 
 -- name: row_lock_select
--- RowLocker::lock(): columns = key column first, then RowLockSpec::columns.
+-- RowLocker::lock(): columns = key column first, then RowLockSpec::columns. The lock wait
+-- bound rides in the statement (SET STATEMENT ... FOR: whole seconds, at least 1), so the
+-- session's innodb_lock_wait_timeout is never read, changed or restored.
 -- params: key
+SET STATEMENT innodb_lock_wait_timeout = {#timeout_s} FOR
 SELECT {columns*, } FROM {table} WHERE {key} = ? {lock};
 
 -- name: row_claim
 -- RowLocker::claim() without a filter.
 -- params: limit
+SET STATEMENT innodb_lock_wait_timeout = {#timeout_s} FOR
 SELECT {columns*, } FROM {table} ORDER BY {key} LIMIT ? {lock};
 
 -- name: row_claim_filtered
 -- RowLocker::claim(): filter = param_eq fragments, one per claim_filter column.
 -- params: filter values..., limit
+SET STATEMENT innodb_lock_wait_timeout = {#timeout_s} FOR
 SELECT {columns*, } FROM {table} WHERE {filter* AND } ORDER BY {key} LIMIT ? {lock};
 
 -- fragment: lock_exclusive
@@ -37,16 +42,13 @@ LOCK IN SHARE MODE NOWAIT;
 LOCK IN SHARE MODE SKIP LOCKED;
 
 -- name: lock_timeout_local
--- not needed: innodb_lock_wait_timeout is session-wide: lock_timeout_get/set around the scope
+-- not needed: the row-lock selects carry their wait bound (SET STATEMENT ... FOR)
 
 -- name: lock_timeout_get
--- params: 
-SELECT @@SESSION.innodb_lock_wait_timeout;
+-- not needed: the row-lock selects carry their wait bound (SET STATEMENT ... FOR)
 
 -- name: lock_timeout_set
--- Whole seconds, at least 1; set before the scope, the previous value restored after.
--- params: seconds
-SET SESSION innodb_lock_wait_timeout = ?;
+-- not needed: the row-lock selects carry their wait bound (SET STATEMENT ... FOR)
 
 -- name: cas_select
 -- VersionCas::read(): columns = version column first, then VersionCasSpec::columns.

@@ -4,18 +4,28 @@
 -- the sqlguard_fence_seq sequence, so they never go back.
 
 -- name: lease_acquire
--- Inserts a new name or takes over an expired row in ONE statement; a row comes back
--- only when this call acquired the lease (fence, expire_at).
--- params: name, owner, ttl_ms, min_hold_ms
-INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, nextval('sqlguard_fence_seq'), (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
-ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, fence = nextval('sqlguard_fence_seq'), expire_at = excluded.expire_at,
-  acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, min_release_at = excluded.min_release_at
-WHERE sqlguard_lock.expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+-- Takes over an EXPIRED row: one statement decides, on the database clock, and draws one
+-- fence. A row that is held does not match the WHERE, so a busy attempt is a read:
+-- no row lock, no xid, no WAL, no commit flush (an ON CONFLICT DO UPDATE would
+-- lock the row and write WAL even when its WHERE is false).
+-- A row comes back only when this call acquired the lease.
+-- params: owner, ttl_ms, min_hold_ms, name
+UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+  renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
+WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
 RETURNING fence, expire_at;
 
 -- name: lease_insert
--- not needed: lease_acquire inserts a name it has never seen itself (ON CONFLICT)
+-- Creates a name never seen before (only after no row was found); a concurrent creator
+-- wins the primary key and this inserts nothing (no row back).
+-- params: name, owner, ttl_ms, min_hold_ms
+INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
+VALUES (?, ?, nextval('sqlguard_fence_seq'), (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
+ON CONFLICT (name) DO NOTHING
+RETURNING fence, expire_at;
+
+-- name: lease_precheck
+-- not needed: lease_acquire takes no lock and writes nothing when the lease is held
 
 -- name: lease_read_mine
 -- params: name, owner
@@ -33,15 +43,25 @@ UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 10
 WHERE name = ? AND owner = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
 
 -- name: lease_release
--- Owner-checked; the row stays (its fence history is the sequence) and expires now,
--- or at min_release_at when a minimum hold was asked for.
+-- Owner-checked; the row stays (its fence history is the sequence) and expires now, or
+-- at min_release_at when a minimum hold was asked for. The NOTIFY that wakes waiters
+-- rides in the same statement (one round trip, one commit; sent only if released), on
+-- the channel lease_wakeup_channel(name) computes: 'sqlguard_' + sha256(name)[:24].
+-- 1 row = released.
 -- params: name, owner
-UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
-WHERE name = ? AND owner = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+WITH released AS (
+  UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+  WHERE name = ? AND owner = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  RETURNING name)
+SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM released;
 
 -- name: lease_force_release
+-- Operator override (ignores the minimum hold); wakes waiters like lease_release. 1 row = ended.
 -- params: name
-UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+WITH ended AS (
+  UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  RETURNING name)
+SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM ended;
 
 -- name: lease_list_held
 -- params: 
@@ -59,11 +79,6 @@ FROM sqlguard_lock ORDER BY name;
 -- params: name, owner, fence
 SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT FOR UPDATE;
 
--- name: lease_notify
--- Wakes waiters LISTENing on 'sqlguard_' || left(sha256(name), 24) after a release.
--- params: channel
-SELECT pg_notify(?, '');
-
 -- name: fenced_ensure
 -- Creates the resource's fence row if it is missing.
 -- params: resource
@@ -80,3 +95,9 @@ WHERE resource = ? AND fence <= ?;
 -- cleanup(): one bounded batch of long-expired rows.
 -- params: grace_ms, batch
 DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE expire_at < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ? LIMIT ?);
+
+-- name: lease_wakeup_signal
+-- not needed: LISTEN/NOTIFY: lease_release sends the NOTIFY
+
+-- name: lease_wakeup_wait
+-- not needed: LISTEN/NOTIFY: lease_release sends the NOTIFY

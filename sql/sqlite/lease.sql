@@ -4,18 +4,31 @@
 -- the sqlguard_fence_seq counter row (kept by triggers), so they never go back.
 
 -- name: lease_acquire
--- Inserts a new name or takes over an expired row in ONE statement; a row comes back
--- only when this call acquired the lease (fence, expire_at).
--- params: name, owner, ttl_ms, min_hold_ms
-INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?)
-ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, fence = (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), expire_at = excluded.expire_at,
-  acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, min_release_at = excluded.min_release_at
-WHERE sqlguard_lock.expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+-- Takes over an EXPIRED row: one statement decides, on the database clock, and draws one
+-- fence. A row that is held does not match the WHERE, so a busy attempt is a read:
+-- but SQLite takes the database write lock for any UPDATE, so lease_precheck
+-- decides first and a loser never gets here.
+-- A row comes back only when this call acquired the lease.
+-- params: owner, ttl_ms, min_hold_ms, name
+UPDATE sqlguard_lock SET owner = ?, fence = (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, acquired_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER),
+  renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?
+WHERE name = ? AND expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 RETURNING fence, expire_at;
 
 -- name: lease_insert
--- not needed: lease_acquire inserts a name it has never seen itself (ON CONFLICT)
+-- Creates a name never seen before (only after no row was found); a concurrent creator
+-- wins the primary key and this inserts nothing (no row back).
+-- params: name, owner, ttl_ms, min_hold_ms
+INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
+VALUES (?, ?, (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?)
+ON CONFLICT (name) DO NOTHING
+RETURNING fence, expire_at;
+
+-- name: lease_precheck
+-- A plain read (WAL: no lock, never blocks behind the writer) that decides first: a held
+-- lease is busy without taking the database write lock.
+-- params: name
+SELECT owner, expire_at, expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_read_mine
 -- params: name, owner
@@ -59,9 +72,6 @@ FROM sqlguard_lock ORDER BY name;
 -- params: name, owner, fence
 SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
 
--- name: lease_notify
--- not supported: no LISTEN/NOTIFY; waiters poll with backoff
-
 -- name: fenced_ensure
 -- Creates the resource's fence row if it is missing.
 -- params: resource
@@ -78,3 +88,9 @@ WHERE resource = ? AND fence <= ?;
 -- cleanup(): one bounded batch of long-expired rows.
 -- params: grace_ms, batch
 DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE expire_at < CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) - ? LIMIT ?);
+
+-- name: lease_wakeup_signal
+-- not needed: waiters watch the database's WAL file (inotify): any commit wakes them
+
+-- name: lease_wakeup_wait
+-- not needed: waiters watch the database's WAL file (inotify): any commit wakes them

@@ -215,6 +215,8 @@ std::string Catalog::render(Sql id, const Slots& slots) const {
     auto close = t.find('}', i);
     if (close == std::string::npos) bad_file(entries_[index(id)].file, "unclosed slot in '" + entries_[index(id)].name + "'");
     std::string_view spec(t.data() + i + 1, close - i - 1);
+    const bool numeric = !spec.empty() && spec[0] == '#';  // {#n}: digits only (KILL, SET STATEMENT)
+    if (numeric) spec.remove_prefix(1);
     auto star = spec.find('*');
     std::string_view slot = spec.substr(0, star);
     auto it = std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.first == slot; });
@@ -223,6 +225,8 @@ std::string Catalog::render(Sql id, const Slots& slots) const {
     if (star == std::string_view::npos) {
       const auto* one = std::get_if<std::string>(&it->second);
       if (!one) throw Error(ErrorCode::kInternal, "slot {" + std::string(slot) + "} takes one value, not a list");
+      if (numeric && (one->empty() || one->find_first_not_of("0123456789") != std::string::npos))
+        throw Error(ErrorCode::kInternal, "slot {#" + std::string(slot) + "} takes digits only, got '" + *one + "'");
       out += *one;
     } else {
       const auto* list = std::get_if<std::vector<std::string>>(&it->second);
@@ -256,14 +260,18 @@ Result run_rendered(Connection& conn, Sql id, const std::string& text, const Par
   return ConnectionAccess::execute_named(conn, sql_name(id), text, params);
 }
 
-bool insert_if_absent(Connection& conn, Sql id, const Params& params) {
+std::optional<Result> try_insert(Connection& conn, Sql id, const Params& params) {
   try {
-    return run(conn, id, params).affected == 1;
+    Result r = run(conn, id, params);
+    if (r.affected == 1 || !r.rows.empty()) return r;
+    return std::nullopt;  // ON CONFLICT DO NOTHING: the key was there
   } catch (const Error& e) {
-    if (e.code() == ErrorCode::kAlreadyExists) return false;  // MySQL: duplicate key (1062)
+    if (e.code() == ErrorCode::kAlreadyExists) return std::nullopt;  // MySQL: duplicate key (1062)
     throw;
   }
 }
+
+bool insert_if_absent(Connection& conn, Sql id, const Params& params) { return try_insert(conn, id, params).has_value(); }
 
 }  // namespace detail
 

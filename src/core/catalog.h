@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -70,5 +71,7 @@ Result run_rendered(Connection& conn, Sql id, const std::string& text, const Par
 // on every dialect: true = inserted, false = the key was already there (0
 // rows on ON CONFLICT DO NOTHING dialects, a duplicate-key error on MySQL).
 bool insert_if_absent(Connection& conn, Sql id, const Params& params);
+// The same, keeping what the statement returned (RETURNING rows, affected).
+std::optional<Result> try_insert(Connection& conn, Sql id, const Params& params);
 
 }  // namespace sqlguard::detail

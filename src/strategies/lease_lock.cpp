@@ -50,46 +50,57 @@ bool is_contention(const Error& e) {
 milliseconds jitter(milliseconds upto) { return jittered(std::max(upto, milliseconds(1)), milliseconds(1)); }
 
 
-void notify_release(Connection& conn, const std::string& name) {
-  if (!detail::catalog(conn).has(Sql::lease_notify)) return;  // waiters poll
-  try {
-    run(conn, Sql::lease_notify, {lease_wakeup_channel(name)});
-  } catch (const Error& e) {
-    // Waiters fall back to polling; the release itself already happened.
-    log(LogLevel::kWarning, "NOTIFY after releasing '" + name + "' failed: " + e.what());
-  }
+AcquireResult busy(const std::string& owner, std::int64_t holder_remaining_ms) {
+  AcquireResult out;
+  out.owner = owner;
+  out.holder_remaining_ms = std::max<std::int64_t>(0, holder_remaining_ms);
+  return out;
 }
 
-// One attempt. Where lease_acquire also inserts new names (an upsert) it
-// returns the fence itself; where it only takes over expired rows, the
-// catalog has lease_insert for names never seen, and lease_read_mine reads
-// the fence. Either way one statement decides, on the database clock.
+// One attempt: a busy attempt is a read (no row lock, no write lock, no WAL)
+// on every dialect, and one statement decides a take-over on the database
+// clock. Where UPDATE itself takes the database write lock (SQLite), the
+// catalog has lease_precheck, a plain read that decides first. Then:
+// lease_acquire takes over an expired row (a held row does not match, so it
+// stays a read); lease_insert creates a name never seen; lease_read_mine
+// reads the fence where the statements cannot return it (MariaDB).
 AcquireResult attempt_once(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
                            milliseconds min_hold) {
   const auto& cat = detail::catalog(conn);
   const Params args{name, owner, ttl.count(), min_hold.count()};
-  AcquireResult out;
-  out.owner = owner;
-  auto r = run(conn, Sql::lease_acquire, args);
-  if (!r.rows.empty()) {
+  enum { kUnknown, kExpired, kMissing } state = kUnknown;
+  if (cat.has(Sql::lease_precheck)) {
+    auto pre = run(conn, Sql::lease_precheck, {name});
+    if (!pre.rows.empty() && pre.rows[0][2].as_int() == 1)
+      return busy(owner, pre.rows[0][1].as_int() - pre.rows[0][3].as_int());
+    state = pre.rows.empty() ? kMissing : kExpired;
+  }
+  auto acquired = [&](const Result& r) {
+    AcquireResult out;
+    out.owner = owner;
+    if (r.rows.empty()) {  // the statement cannot return the fence: read it
+      auto mine = run(conn, Sql::lease_read_mine, {name, owner, lease_wakeup_channel(name)});
+      if (mine.rows.empty()) return out;  // taken over already (tiny ttl): not ours
+      out.fence = mine.rows[0][0].as_int();
+      out.expire_at_ms = mine.rows[0][1].as_int();
+    } else {
+      out.fence = r.rows[0][0].as_int();
+      out.expire_at_ms = r.rows[0][1].as_int();
+    }
     out.acquired = true;
-    out.fence = r.rows[0][0].as_int();
-    out.expire_at_ms = r.rows[0][1].as_int();
     return out;
+  };
+  if (state != kMissing) {
+    auto r = run(conn, Sql::lease_acquire, args);
+    if (!r.rows.empty() || r.affected == 1) return acquired(r);
+    if (state == kExpired) return busy(owner, 0);  // another contender took it just now
+    // Held, or never seen: a consistent read (no locks) tells which.
+    auto info = run(conn, Sql::lease_info, {name});
+    if (!info.rows.empty()) return busy(owner, info.rows[0][3].as_int() - info.rows[0][6].as_int());
   }
-  if (r.affected == 0) {
-    if (!cat.has(Sql::lease_insert)) return out;  // the upsert found the lease held
-    // Held, or never seen: only then try to create it. A consistent read
-    // takes no locks.
-    if (!run(conn, Sql::lease_info, {name}).rows.empty()) return out;
-    if (!detail::insert_if_absent(conn, Sql::lease_insert, args)) return out;  // someone created it first
-  }
-  auto mine = run(conn, Sql::lease_read_mine, {name, owner});
-  if (mine.rows.empty()) return out;  // taken over already (tiny ttl): not ours
-  out.acquired = true;
-  out.fence = mine.rows[0][0].as_int();
-  out.expire_at_ms = mine.rows[0][1].as_int();
-  return out;
+  auto ins = detail::try_insert(conn, Sql::lease_insert, args);
+  if (!ins) return busy(owner, 0);  // someone created it first
+  return acquired(*ins);
 }
 
 LeaseInfo to_info(const Row& r) {
@@ -179,13 +190,30 @@ bool renew_lease(Connection& conn, const std::string& name, const std::string& o
   return r.affected == 1;
 }
 
+namespace {
+// Wakes waiters blocked on this session's wake-up lock (MariaDB); elsewhere
+// the release statement itself wakes them (NOTIFY) or the commit does (SQLite).
+void signal_waiters(Connection& conn, const std::string& name) {
+  if (!detail::catalog(conn).has(Sql::lease_wakeup_signal)) return;
+  try {
+    run(conn, Sql::lease_wakeup_signal, {lease_wakeup_channel(name)});
+  } catch (const Error& e) {
+    // Waiters fall back to polling; the release itself already happened.
+    log(LogLevel::kWarning, "waking the waiters of '" + name + "' failed: " + e.what());
+  }
+}
+
+// A released / ended row: 1 row affected, or 1 row back where the statement
+// also sends a NOTIFY (PostgreSQL).
+bool changed_one(const Result& r) { return r.affected == 1 || r.rows.size() == 1; }
+}  // namespace
+
 bool release_lease(Connection& conn, const std::string& name, const std::string& owner) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
-  auto r = run(conn, Sql::lease_release, {name, owner});
-  if (r.affected == 1) {
+  if (changed_one(run(conn, Sql::lease_release, {name, owner}))) {
     ++g_metrics.releases;
-    if (!conn.in_transaction()) notify_release(conn, name);
+    signal_waiters(conn, name);
     return true;
   }
   ++g_metrics.releases_not_held;
@@ -194,9 +222,7 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
 
 bool force_release(Connection& conn, const std::string& name) {
   validate_name(name, "lock name");
-  auto r = run(conn, Sql::lease_force_release, {name});
-  if (r.affected == 1 && !conn.in_transaction()) notify_release(conn, name);
-  return r.affected == 1;
+  return changed_one(run(conn, Sql::lease_force_release, {name}));
 }
 
 std::vector<LeaseInfo> list_leases(Connection& conn, bool include_free) {
@@ -317,8 +343,12 @@ void LeaseLock::init() {
   margin_ = options_.safety_margin.value_or(std::min<milliseconds>(options_.ttl / 10, std::chrono::seconds(2)));
   period_ = options_.renew_period.value_or(options_.ttl / 3);
   shared_->on_lost = options_.on_lost;
-  if (conn_->capabilities().listen_notify && detail::catalog(*conn_).has(Sql::lease_notify))
-    notify_channel_ = lease_wakeup_channel(name_);
+  // How waiters wake on a release: statements where the catalog has them
+  // (MariaDB's wake-up lock), else the connection's own wake-ups
+  // (PostgreSQL NOTIFY, SQLite WAL watch), else plain backoff.
+  if (detail::catalog(*conn_).has(Sql::lease_wakeup_wait)) wakeup_ = Wakeup::kStatements;
+  else if (conn_->capabilities().wakeups) wakeup_ = Wakeup::kConnection;
+  if (wakeup_ != Wakeup::kNone) wakeup_channel_ = lease_wakeup_channel(name_);
 }
 
 LeaseLock::~LeaseLock() {
@@ -350,7 +380,10 @@ bool LeaseLock::try_acquire() {
   std::string owner = options_.owner.empty() ? make_owner_token() : options_.owner;
   auto start = steady_clock::now();
   auto r = acquire_lease(*conn_, name_, owner, options_.ttl, options_.min_hold);
-  if (!r.acquired) return false;
+  if (!r.acquired) {
+    holder_remaining_ = milliseconds(r.holder_remaining_ms);
+    return false;
+  }
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
     shared_->hold = 1;
@@ -366,27 +399,38 @@ bool LeaseLock::try_acquire() {
   return true;
 }
 
+bool LeaseLock::wait_for_release(milliseconds nap) {
+  if (wakeup_ == Wakeup::kConnection) return conn_->wait_for_notify(wakeup_channel_, nap);
+  // MariaDB: block on the holder's wake-up lock (GET_LOCK with a timeout in
+  // seconds), and free it at once: this waiter is not the holder.
+  auto r = run(*conn_, Sql::lease_wakeup_wait, {wakeup_channel_, static_cast<double>(nap.count()) / 1000.0});
+  bool got = !r.rows.empty() && !r.rows[0][0].is_null() && r.rows[0][0].as_int() == 1;
+  if (got) run(*conn_, Sql::lease_wakeup_signal, {wakeup_channel_});
+  return got;
+}
+
 bool LeaseLock::acquire(milliseconds wait) {
   check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
   auto t0 = steady_clock::now();
   auto deadline = t0 + wait;
   auto backoff = options_.backoff_initial;
   bool listening = false;
+  int idle_wakes = 0;  // wake-ups that found the lease still held
   struct Unlisten {
     LeaseLock* self;
     bool* listening;
     ~Unlisten() {
       if (!*listening) return;
       try {
-        self->conn_->unlisten(self->notify_channel_);
+        self->conn_->unlisten(self->wakeup_channel_);
       } catch (const std::exception& e) {
         log(LogLevel::kDebug, std::string("UNLISTEN failed: ") + e.what());
       }
     }
   } unlisten{this, &listening};
   for (;;) {
-    if (!listening && !notify_channel_.empty() && wait.count() > 0 && !conn_->in_transaction()) {
-      conn_->wait_for_notify(notify_channel_, milliseconds(0));  // LISTEN before trying: no lost wake-ups
+    if (!listening && wakeup_ == Wakeup::kConnection && wait.count() > 0 && !conn_->in_transaction()) {
+      conn_->wait_for_notify(wakeup_channel_, milliseconds(0));  // listen before trying: no lost wake-ups
       listening = true;
     }
     if (try_acquire()) {
@@ -401,9 +445,21 @@ bool LeaseLock::acquire(milliseconds wait) {
     auto now = steady_clock::now();
     if (now >= deadline) break;
     auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
-    auto nap = std::min(jitter(backoff), std::max(left, milliseconds(1)));
-    if (listening) conn_->wait_for_notify(notify_channel_, nap);
-    else std::this_thread::sleep_for(nap);
+    // Full jitter, capped by the backoff and by what the holder's lease has
+    // left: no point polling a 30 s lease every 5 ms, nor sleeping past its end.
+    auto cap = std::min(backoff, std::max(holder_remaining_, options_.backoff_initial));
+    auto nap = std::min(jitter(cap), std::max(left, milliseconds(1)));
+    // A release wakes waiters at once where the dialect can; a waiter whose
+    // wake-ups keep finding the lease held (a holder that publishes none, an
+    // unrelated commit on SQLite) sleeps its backoff instead of spinning.
+    bool woke = false;
+    if (wakeup_ != Wakeup::kNone && !conn_->in_transaction() && idle_wakes < 2) {
+      auto cap_wait = std::min(options_.backoff_max, std::max(left, milliseconds(1)));
+      woke = wait_for_release(std::min(cap_wait, std::max(holder_remaining_, nap)));
+    } else {
+      std::this_thread::sleep_for(nap);
+    }
+    idle_wakes = woke ? idle_wakes + 1 : 0;
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
   g_metrics.wait_ms_total +=

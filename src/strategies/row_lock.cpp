@@ -91,8 +91,15 @@ std::string RowLocker::select_sql(const RowLockOptions& o, bool claim) const {
       {Sql::lock_shared, Sql::lock_shared_nowait, Sql::lock_shared_skip_locked}};
   const int wait = o.wait == LockWait::kNoWait ? 1 : o.wait == LockWait::kSkipLocked ? 2 : 0;
   std::string lock = cat.render(kLock[o.strength == LockStrength::kShared ? 1 : 0][wait], {});
-  return cat.render(statement_of(claim, !filter_.empty()),
-                    {{"table", table_}, {"key", key_}, {"columns", cols_}, {"filter", filter_}, {"lock", lock}});
+  // Where the catalog bounds the wait inside the statement (MariaDB's SET
+  // STATEMENT), in whole seconds, at least 1.
+  const auto secs = std::max<std::int64_t>(1, (o.lock_timeout.count() + 999) / 1000);
+  return cat.render(statement_of(claim, !filter_.empty()), {{"table", table_},
+                                                            {"key", key_},
+                                                            {"columns", cols_},
+                                                            {"filter", filter_},
+                                                            {"lock", lock},
+                                                            {"timeout_s", std::to_string(secs)}});
 }
 
 RowLockScope RowLocker::lock(const Value& key, const RowLockOptions& options) {

@@ -179,36 +179,51 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
     auto name = std::make_shared<std::string>(cell.prefix + (op == "lease-hot" ? ":hot" : ":raw" + std::to_string(client)));
     auto owner = std::make_shared<std::string>(owner_for(cell, client, "raw"));
     auto channel = std::make_shared<std::string>(lease_wakeup_channel(*name));
-    int acq = raw->prepare(s.acquire), rel = raw->prepare(s.release);
-    int ins = my ? raw->prepare(s.insert) : -1, info = my ? raw->prepare(s.info) : -1;
-    int mine = my ? raw->prepare(s.read_mine) : -1, ntf = s.notify.empty() ? -1 : raw->prepare(s.notify);
-    return [conn, raw, name, owner, channel, acq, rel, ins, info, mine, ntf, my] {
+    // The same protocol as attempt_once() in src/strategies/lease_lock.cpp,
+    // with the catalog's statements (lease_acquire binds owner, ttl, min
+    // hold, name on every dialect).
+    int pre = s.precheck.empty() ? -1 : raw->prepare(s.precheck);
+    int acq = raw->prepare(s.acquire), ins = raw->prepare(s.insert), info = raw->prepare(s.info);
+    int mine = raw->prepare(s.read_mine), rel = raw->prepare(s.release);
+    int sig = s.wakeup_signal.empty() ? -1 : raw->prepare(s.wakeup_signal);
+    return [conn, raw, name, owner, channel, pre, acq, ins, info, mine, rel, sig, my] {
+      auto read_mine = [&] {
+        auto m = my ? raw->exec(mine, {*channel, *name, *owner}) : raw->exec(mine, {*name, *owner});
+        if (m.nrows > 0) (void)to_i(m.first[0]);
+        return m.nrows > 0;
+      };
       try {
-        if (!my) {
-          auto r = raw->exec(acq, {*name, *owner, kTtlMs, 0});
-          if (r.nrows == 0) return false;
-          (void)to_i(r.first[0]);
-        } else {
-          auto r = raw->exec(acq, {*owner, kTtlMs, 0, *name});
-          if (r.affected == 0) {
-            if (raw->exec(info, {*name}).nrows > 0) return false;
-            try {
-              raw->exec(ins, {*name, *owner, kTtlMs, 0});
-            } catch (const RawError& e) {
-              if (e.kind == RawErr::kDuplicate) return false;
-              throw;
-            }
-          }
-          auto m = raw->exec(mine, {*name, *owner});
-          if (m.nrows == 0) return false;
-          (void)to_i(m.first[0]);
+        bool missing = false, got = false;
+        if (pre >= 0) {
+          auto p = raw->exec(pre, {*name});
+          if (p.nrows > 0 && to_i(p.first[2]) == 1) return false;  // held: busy, no write lock
+          missing = p.nrows == 0;
         }
+        if (!missing) {
+          auto r = raw->exec(acq, {*owner, kTtlMs, 0, *name});
+          if (r.nrows > 0) got = true;
+          else if (r.affected == 1) got = read_mine();
+          else if (pre >= 0) return false;  // taken by another contender just now
+          else if (raw->exec(info, {*name}).nrows > 0) return false;
+          else missing = true;
+        }
+        if (missing) {
+          try {
+            auto r = raw->exec(ins, {*name, *owner, kTtlMs, 0});
+            got = r.nrows > 0 || (r.affected == 1 && read_mine());
+          } catch (const RawError& e) {
+            if (e.kind == RawErr::kDuplicate) return false;
+            throw;
+          }
+        }
+        if (!got) return false;
       } catch (const RawError& e) {
         if (e.kind == RawErr::kConflict || e.kind == RawErr::kBusy) return false;  // contention = not acquired
         throw;
       }
-      if (raw->exec(rel, {*name, *owner}).affected != 1) throw std::runtime_error("raw release: not held");
-      if (ntf >= 0) raw->exec(ntf, {*channel});
+      auto r = raw->exec(rel, {*name, *owner});
+      if (r.affected != 1 && r.nrows != 1) throw std::runtime_error("raw release: not held");
+      if (sig >= 0) raw->exec(sig, {*channel});
       return true;
     };
   }

@@ -31,7 +31,9 @@ double r3(double v) { return std::round(v * 1000.0) / 1000.0; }
 void print_table_header() {
   std::cout << std::left << std::setw(20) << "op" << std::right << std::setw(8) << "clients" << std::setw(11)
             << "ops/s" << std::setw(9) << "p50 ms" << std::setw(9) << "p99 ms" << std::setw(11) << "raw ops/s"
-            << std::setw(9) << "raw p50" << std::setw(9) << "ratio" << std::setw(8) << "errors" << "\n";
+            << std::setw(9) << "raw p50" << std::setw(9) << "ratio" << std::setw(8) << "errors" << std::setw(7)
+            << "rt/op" << std::setw(11) << "contention" << std::setw(9) << "vs_redis" << std::setw(11) << "handoff_eff"
+            << "\n";
 }
 
 void print_row(const json& j) {
@@ -48,7 +50,12 @@ void print_row(const json& j) {
   num("raw_ops_per_s", 11, 0);
   num("raw_p50_ms", 9, 3);
   num("overhead_ratio", 9, 3);
-  std::cout << std::setw(8) << j.value("errors", 0) << "\n" << std::flush;
+  std::cout << std::setw(8) << j.value("errors", 0);
+  num("statements_per_op", 7, 0);
+  num("contention_ratio", 11, 3);
+  num("vs_redis", 9, 3);
+  num("handoff_efficiency", 11, 3);
+  std::cout << "\n" << std::flush;
 }
 
 void add_cell_fields(json& j, const std::string& op, Stats& st, Stats* raw) {

@@ -21,7 +21,8 @@ Sql::Sql(Connection& c) {
   read_mine = text("lease_read_mine");
   info = text("lease_info");
   release = text("lease_release");
-  notify = text("lease_notify");
+  precheck = text("lease_precheck");
+  wakeup_signal = text("lease_wakeup_signal");
   lock_timeout_get = text("lock_timeout_get");
   lock_timeout_set = text("lock_timeout_set");
   lock_timeout_local = text("lock_timeout_local");

@@ -198,6 +198,25 @@ void run_bench(const Opts& o) {
               << ", " << format_duration(duration) << " per cell after " << format_duration(warmup) << " warm-up\n";
     print_table_header();
   }
+  // Redis first (same run, same client counts): every lease cell then
+  // reports vs_redis = its ops/s over Redis's for the same op and clients.
+  std::map<std::pair<std::string, int>, double> redis_ops;
+  if (!o.redis.empty()) {
+    std::vector<std::string> rops;
+    for (const auto& op : ops)
+      if (op == "lease-distinct" || op == "lease-hot") rops.push_back(op);
+    for (auto& j : run_redis(o.redis, rops, clients, o.processes, warmup, duration)) {
+      redis_ops[{j["op"].get<std::string>(), j["clients"].get<int>()}] = j["ops_per_s"].get<double>();
+      if (g.json) print_json(j);
+      else {
+        std::cout << "redis ";
+        print_row(j);
+      }
+      cells.push_back(j);
+    }
+  }
+  std::map<std::string, double> one_client;  // op -> ops/s with 1 client (contention_ratio)
+  double cycle_ms = 0;                       // lease-distinct, 1 client: p50 of acquire + release
   int cell_no = 0;
   for (const auto& op : ops) {
     for (int n : clients) {
@@ -221,21 +240,21 @@ void run_bench(const Opts& o) {
         add_cell_fields(j, op, st, have_raw ? &raw_st : nullptr);
       }
       j["statements_per_op"] = recorded[op].round_trips;
+      const bool lease = op == "lease-distinct" || op == "lease-hot" || op == "handoff";
+      if (lease && j["ops_per_s"].is_number()) {
+        const double ops_s = j["ops_per_s"].get<double>();
+        if (n == 1 && op != "handoff") one_client[op] = ops_s;
+        if (one_client.count(op) && one_client[op] > 0) j["contention_ratio"] = r3(ops_s / one_client[op]);
+        auto rd = redis_ops.find({op, n});
+        if (rd != redis_ops.end() && rd->second > 0) j["vs_redis"] = r3(ops_s / rd->second);
+        if (op == "lease-distinct" && n == 1) cycle_ms = j["p50_ms"].get<double>();
+        // Hand-off ceiling: one cycle per (hold + release commit + acquire
+        // commit); the last two are the 1-client lease-distinct p50.
+        if (op == "handoff" && cycle_ms > 0)
+          j["handoff_efficiency"] = r3(ops_s * (static_cast<double>(hold.count()) + cycle_ms) / 1000.0);
+      }
       if (g.json) print_json(j);
       else print_row(j);
-      cells.push_back(j);
-    }
-  }
-  if (!o.redis.empty()) {
-    std::vector<std::string> rops;
-    for (const auto& op : ops)
-      if (op == "lease-distinct" || op == "lease-hot") rops.push_back(op);
-    for (auto& j : run_redis(o.redis, rops, clients, o.processes, warmup, duration)) {
-      if (g.json) print_json(j);
-      else {
-        std::cout << "redis ";
-        print_row(j);
-      }
       cells.push_back(j);
     }
   }

@@ -33,20 +33,17 @@ namespace {
 class MysqlDialect final : public Dialect {
  public:
   MysqlDialect() : Dialect(DialectKind::kMysql, "mysql", '`') {}
-  // innodb_lock_wait_timeout is whole seconds (min 1) and session-wide, so
-  // it is set before the scope and the previous value restored after it.
-  std::optional<std::int64_t> push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
-    auto prev = detail::run(c, detail::Sql::lock_timeout_get).rows.at(0)[0].as_int();
-    detail::run(c, detail::Sql::lock_timeout_set, {std::max<std::int64_t>(1, (t.count() + 999) / 1000)});
-    return prev;
-  }
-  void restore_session_lock_timeout(Connection& c, std::int64_t previous) const override {
-    detail::run(c, detail::Sql::lock_timeout_set, {previous});
-  }
+  // Row-lock scopes bound their wait inside the statement (SET STATEMENT
+  // innodb_lock_wait_timeout = N FOR SELECT ..., sql/mysql/strategies.sql).
 };
 const MysqlDialect kDialect;
 
 bool returns_rows(std::string_view sql) {
+  // SET STATEMENT var = value FOR <statement>: look at the statement.
+  if (sql.substr(0, 14) == "SET STATEMENT ") {
+    auto f = sql.find(" FOR");
+    if (f != std::string_view::npos) sql = sql.substr(f + 4);
+  }
   std::size_t i = 0;
   while (i < sql.size() && (sql[i] == ' ' || sql[i] == '\n' || sql[i] == '(' || sql[i] == '\t')) ++i;
   std::string head;

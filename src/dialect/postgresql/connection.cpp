@@ -64,7 +64,7 @@ class PgConnection final : public Connection {
   PgConnection(std::string connstr, std::string password, std::string description)
       : connstr_(std::move(connstr)), password_(std::move(password)), description_(std::move(description)) {
     caps_.row_locks = caps_.nowait = caps_.skip_locked = caps_.shared_row_locks = true;
-    caps_.listen_notify = caps_.transactional_ddl = true;
+    caps_.listen_notify = caps_.wakeups = caps_.transactional_ddl = true;
     connect();
   }
   ~PgConnection() override {

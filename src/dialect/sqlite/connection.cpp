@@ -2,7 +2,11 @@
 // transactions use BEGIN IMMEDIATE so the write lock is taken up front (a
 // deferred transaction upgrading to a writer can fail with SQLITE_BUSY that
 // no busy timeout resolves).
+#include <poll.h>
 #include <sqlite3.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
 
 #include <chrono>
 #include <string>
@@ -44,6 +48,7 @@ class SqliteConnection final : public Connection {
       : path_(std::move(path)), description_(std::move(description)) {
     caps_.row_locks = false;
     caps_.transactional_ddl = true;
+    caps_.wakeups = path_ != ":memory:";
     int rc = sqlite3_open_v2(path_.c_str(), &db_,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
@@ -78,6 +83,7 @@ class SqliteConnection final : public Connection {
   }
 
   ~SqliteConnection() override {
+    if (watch_fd_ >= 0) ::close(watch_fd_);
     for (auto& [sql, st] : cache_) sqlite3_finalize(st);
     sqlite3_close_v2(db_);
   }
@@ -156,6 +162,45 @@ class SqliteConnection final : public Connection {
   }
   bool in_transaction() const noexcept override { return in_tx_; }
   void reconnect() override {}
+
+  // Wake-ups between processes on one host: every commit appends to the WAL
+  // file, so an inotify watch on it wakes a waiter on any commit (the lease
+  // waiter then re-reads; a release is one of those commits). The watch is
+  // set on the first call (call with timeout 0 before the attempt that may
+  // fail, so no commit after it is missed). Without a WAL file yet, or
+  // without inotify, it sleeps for `timeout` and returns false.
+  bool wait_for_notify(const std::string&, std::chrono::milliseconds timeout) override {
+    if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "wait_for_notify() inside a transaction", "sqlite");
+    if (!caps_.wakeups) dialect().not_supported("wake-ups on an in-memory database");
+    if (watch_fd_ < 0 && !watch_failed_) {
+      watch_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+      if (watch_fd_ >= 0 && inotify_add_watch(watch_fd_, (path_ + "-wal").c_str(), IN_MODIFY | IN_DELETE_SELF) < 0) {
+        ::close(watch_fd_);
+        watch_fd_ = -1;
+      }
+      watch_failed_ = watch_fd_ < 0;
+    }
+    if (watch_fd_ < 0) {
+      if (timeout.count() > 0) std::this_thread::sleep_for(timeout);
+      watch_failed_ = false;  // the WAL file may exist by the next call
+      return false;
+    }
+    pollfd p{watch_fd_, POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(timeout.count(), 1 << 30)));
+    if (n <= 0) return false;
+    alignas(inotify_event) char buf[4096];
+    bool gone = false;  // the WAL file was removed (last connection closed): watch it anew next time
+    for (ssize_t len; (len = ::read(watch_fd_, buf, sizeof buf)) > 0;) {
+      for (char* e = buf; e < buf + len; e += sizeof(inotify_event) + reinterpret_cast<inotify_event*>(e)->len)
+        if (reinterpret_cast<inotify_event*>(e)->mask & (IN_IGNORED | IN_DELETE_SELF)) gone = true;
+    }
+    if (gone) unlisten({});
+    return true;
+  }
+  void unlisten(const std::string&) override {
+    if (watch_fd_ >= 0) ::close(watch_fd_);
+    watch_fd_ = -1;
+  }
   std::int64_t session_id() override { return 0; }
 
   sqlite3* handle() const noexcept { return db_; }
@@ -219,6 +264,8 @@ class SqliteConnection final : public Connection {
   Capabilities caps_;
   sqlite3* db_ = nullptr;
   bool in_tx_ = false;
+  int watch_fd_ = -1;         // inotify on <path>-wal (wait_for_notify)
+  bool watch_failed_ = false;
   detail::SqlCache<sqlite3_stmt*> cache_;
 };
 

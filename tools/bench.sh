@@ -15,6 +15,7 @@
 #   SQLGUARD_BIN            the sqlguard binary (default: build/tools/sqlguard)
 #   BENCH_OUT               output directory (default: bench-results)
 #   BENCH_CLIENTS           default 1,4,16
+#   BENCH_OPS               default all (comma-separated, see sqlguard bench --help)
 #   BENCH_DURATION          default 2s;  BENCH_WARMUP default 300ms
 #   BENCH_DIALECTS          default "sqlite postgresql mysql"
 #   SQLGUARD_PG_PORT / SQLGUARD_MARIADB_PORT / SQLGUARD_SERVERS_DIR
@@ -45,6 +46,7 @@ out=${BENCH_OUT:-$root/bench-results}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 clients=${BENCH_CLIENTS:-1,4,16}
+ops=${BENCH_OPS:-all}
 warmup=${BENCH_WARMUP:-300ms}
 dialects=${BENCH_DIALECTS:-sqlite postgresql mysql}
 
@@ -127,10 +129,11 @@ for d in $dialects; do
     mysql) uri=${SQLGUARD_TEST_MYSQL_URI:?} ;;
     *) die "unknown dialect '$d' in BENCH_DIALECTS" ;;
   esac
-  r=()
-  [[ "$d" == postgresql ]] && r=("${redis_arg[@]}")
+  # Redis runs beside every dialect (same run, same client counts): the lease
+  # cells report vs_redis.
+  r=("${redis_arg[@]}")
   log "$d: running (${duration} cells) ..."
-  "$bin" --db "$uri" --json bench --clients "$clients" --duration "$duration" --warmup "$warmup" \
+  "$bin" --db "$uri" --json bench --ops "$ops" --clients "$clients" --duration "$duration" --warmup "$warmup" \
     --plot "$out/$d.svg" "${r[@]}" "${extra[@]}" > "$out/$d.json" 2> "$out/$d.txt" \
     || { cat "$out/$d.txt" >&2; die "$d bench failed"; }
   log "$d: done, $(wc -l < "$out/$d.json") cells -> $out/$d.json, $out/$d.svg"

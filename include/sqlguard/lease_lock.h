@@ -176,6 +176,7 @@ class LeaseLock {
   std::thread watchdog_;
   enum class Wakeup { kNone, kConnection, kStatements } wakeup_ = Wakeup::kNone;
   std::string wakeup_channel_;
+  bool listening_ = false;  // wake-ups set up on conn_ (kept until destruction)
   std::chrono::milliseconds holder_remaining_{0};  // of the lease that made the last attempt busy
 };
 

@@ -353,6 +353,13 @@ void LeaseLock::init() {
 
 LeaseLock::~LeaseLock() {
   stop_watchdog();
+  if (listening_) {
+    try {
+      conn_->unlisten(wakeup_channel_);
+    } catch (const std::exception& e) {
+      log(LogLevel::kDebug, std::string("UNLISTEN failed: ") + e.what());
+    }
+  }
   std::string owner;
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
@@ -414,25 +421,11 @@ bool LeaseLock::acquire(milliseconds wait) {
   auto t0 = steady_clock::now();
   auto deadline = t0 + wait;
   auto backoff = options_.backoff_initial;
-  bool listening = false;
   int idle_wakes = 0;  // wake-ups that found the lease still held
-  struct Unlisten {
-    LeaseLock* self;
-    bool* listening;
-    ~Unlisten() {
-      if (!*listening) return;
-      try {
-        self->conn_->unlisten(self->wakeup_channel_);
-      } catch (const std::exception& e) {
-        log(LogLevel::kDebug, std::string("UNLISTEN failed: ") + e.what());
-      }
-    }
-  } unlisten{this, &listening};
+  const bool can_listen = wakeup_ == Wakeup::kConnection && wait.count() > 0 && !conn_->in_transaction();
+  // Wake-ups that arrived since the last call are stale: drain them.
+  if (can_listen && listening_) conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
   for (;;) {
-    if (!listening && wakeup_ == Wakeup::kConnection && wait.count() > 0 && !conn_->in_transaction()) {
-      conn_->wait_for_notify(wakeup_channel_, milliseconds(0));  // listen before trying: no lost wake-ups
-      listening = true;
-    }
     if (try_acquire()) {
       g_metrics.wait_ms_total += static_cast<std::uint64_t>(
           std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0).count());
@@ -441,6 +434,14 @@ bool LeaseLock::acquire(milliseconds wait) {
     {
       std::lock_guard<std::mutex> lk(shared_->mu);
       if (shared_->hold > 0) return false;  // holding a lost lease: waiting cannot help
+    }
+    if (can_listen && !listening_) {
+      // Listen (once per handle; it stays for later calls), then try again
+      // at once: a release between the failed attempt and the LISTEN is
+      // not missed.
+      conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
+      listening_ = true;
+      continue;
     }
     auto now = steady_clock::now();
     if (now >= deadline) break;

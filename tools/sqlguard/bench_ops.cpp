@@ -6,10 +6,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "bench.h"
 #include "bench_raw.h"
 #include "bench_sql.h"
+#include "sqlguard/backoff.h"
 #include "sqlguard/idempotency.h"
 #include "sqlguard/inbox.h"
 #include "sqlguard/lease_lock.h"
@@ -90,6 +92,15 @@ OpFn sg_op(const Cell& cell, int client, const std::function<std::unique_ptr<Con
     LeaseOptions o;
     o.ttl = milliseconds(kTtlMs);
     auto lock = std::make_shared<LeaseLock>(*conn, name, o);
+    if (op == "lease-hot") {
+      // Contenders wait as users do: blocking acquire (backoff sized to the
+      // holder's lease, woken by the release), then hold for no time.
+      return [conn, lock] {
+        if (!lock->acquire(milliseconds(2000))) return false;
+        lock->release();
+        return true;
+      };
+    }
     return [conn, lock] {
       if (!lock->try_acquire()) return false;
       lock->release();
@@ -186,7 +197,13 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
     int acq = raw->prepare(s.acquire), ins = raw->prepare(s.insert), info = raw->prepare(s.info);
     int mine = raw->prepare(s.read_mine), rel = raw->prepare(s.release);
     int sig = s.wakeup_signal.empty() ? -1 : raw->prepare(s.wakeup_signal);
-    return [conn, raw, name, owner, channel, pre, acq, ins, info, mine, rel, sig, my] {
+    const bool hot = op == "lease-hot";
+    return [conn, raw, name, owner, channel, pre, acq, ins, info, mine, rel, sig, my, hot] {
+      // The raw contender backs off 1-5 ms after a busy attempt (no wake-ups).
+      auto busy = [hot] {
+        if (hot) std::this_thread::sleep_for(jittered(milliseconds(5), milliseconds(1)));
+        return false;
+      };
       auto read_mine = [&] {
         auto m = my ? raw->exec(mine, {*channel, *name, *owner}) : raw->exec(mine, {*name, *owner});
         if (m.nrows > 0) (void)to_i(m.first[0]);
@@ -196,15 +213,15 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
         bool missing = false, got = false;
         if (pre >= 0) {
           auto p = raw->exec(pre, {*name});
-          if (p.nrows > 0 && to_i(p.first[2]) == 1) return false;  // held: busy, no write lock
+          if (p.nrows > 0 && to_i(p.first[2]) == 1) return busy();  // held: no write lock
           missing = p.nrows == 0;
         }
         if (!missing) {
           auto r = raw->exec(acq, {*owner, kTtlMs, 0, *name});
           if (r.nrows > 0) got = true;
           else if (r.affected == 1) got = read_mine();
-          else if (pre >= 0) return false;  // taken by another contender just now
-          else if (raw->exec(info, {*name}).nrows > 0) return false;
+          else if (pre >= 0) return busy();  // taken by another contender just now
+          else if (raw->exec(info, {*name}).nrows > 0) return busy();
           else missing = true;
         }
         if (missing) {
@@ -212,13 +229,13 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
             auto r = raw->exec(ins, {*name, *owner, kTtlMs, 0});
             got = r.nrows > 0 || (r.affected == 1 && read_mine());
           } catch (const RawError& e) {
-            if (e.kind == RawErr::kDuplicate) return false;
+            if (e.kind == RawErr::kDuplicate) return busy();
             throw;
           }
         }
-        if (!got) return false;
+        if (!got) return busy();
       } catch (const RawError& e) {
-        if (e.kind == RawErr::kConflict || e.kind == RawErr::kBusy) return false;  // contention = not acquired
+        if (e.kind == RawErr::kConflict || e.kind == RawErr::kBusy) return busy();  // contention = not acquired
         throw;
       }
       auto r = raw->exec(rel, {*name, *owner});

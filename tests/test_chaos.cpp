@@ -74,7 +74,9 @@ TEST_CASE("a fenced chaos run keeps every invariant under kill -9, pauses past t
 }
 
 TEST_CASE("negative control: chaos without fencing is caught by the checker and exits 4", "[chaos][control]") {
-  auto r = chaos({"--duration", "6s", "--workers", "4", "--ttl", "500ms", "--seed", "7", "--no-fencing",
+  // Long enough for several pauses past the ttl: a late write needs one to
+  // end while another worker holds the lease.
+  auto r = chaos({"--duration", "9s", "--workers", "4", "--ttl", "500ms", "--seed", "7", "--no-fencing",
                   "--no-server-restarts"});
   INFO(r.out);
   CHECK(r.rc == 4);

@@ -41,6 +41,31 @@ void count_loss(LossCause c) {
 using detail::Sql;
 using detail::run;
 
+// Lease statements are idempotent by owner token, so a connection lost, a
+// timeout or an unknown outcome is retried on a fresh connection, with
+// full-jitter backoff, until `budget` has passed; other errors propagate.
+template <typename F>
+auto with_reconnect(Connection& conn, milliseconds budget, const std::string& what, F&& f) {
+  const auto deadline = steady_clock::now() + budget;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return f(attempt);
+    } catch (const Error& e) {
+      const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
+                             e.code() == ErrorCode::kCommitInDoubt;
+      auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+      if (!transient || conn.in_transaction() || left.count() <= 0) throw;
+      log(LogLevel::kInfo, what + " failed, reconnecting and retrying: " + e.what());
+      std::this_thread::sleep_for(std::min(Backoff{milliseconds(10), milliseconds(500)}.delay(attempt), left));
+      try {
+        conn.reconnect();
+      } catch (const Error& re) {
+        log(LogLevel::kInfo, what + ": reconnect failed (the next attempt reports it): " + re.what());
+      }
+    }
+  }
+}
+
 
 bool is_contention(const Error& e) {
   return e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kLockBusy || e.code() == ErrorCode::kTimeout;
@@ -115,6 +140,33 @@ LeaseInfo to_info(const Row& r) {
   return i;
 }
 
+// Why `owner` no longer holds lease `name`.
+LossCause diagnose_lease(Connection& conn, const std::string& name, const std::string& owner, std::string* detail) {
+  auto info = lease_info(conn, name);
+  if (!info) {
+    *detail = "lease '" + name + "' expired and its row was cleaned up";
+    return LossCause::kExpired;
+  }
+  if (info->owner != owner) {
+    *detail = "lease '" + name + "' is held by another owner now (fence " + std::to_string(info->fence) + ")";
+    return LossCause::kTakenOver;
+  }
+  *detail = "lease '" + name + "' expired before it was renewed";
+  return LossCause::kExpired;
+}
+
+// One watchdog renewal, run on a thread of its own (see start_watchdog).
+struct RenewTask {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;                  // guarded by mu
+  std::shared_ptr<Connection> conn;   // the watchdog's connection (made here when missing)
+  std::atomic<bool> connected{false};
+  bool ok = false;
+  LossCause cause = LossCause::kExpired;
+  std::string detail;
+  std::exception_ptr error;
+};
 }  // namespace
 
 // ---- free functions ----------------------------------------------------------
@@ -386,7 +438,22 @@ bool LeaseLock::try_acquire() {
   }
   std::string owner = options_.owner.empty() ? make_owner_token() : options_.owner;
   auto start = steady_clock::now();
-  auto r = acquire_lease(*conn_, name_, owner, options_.ttl, options_.min_hold);
+  // A retry after an unanswered attempt first asks whether that attempt
+  // took the lease (the owner token is ours alone).
+  auto r = with_reconnect(*conn_, options_.ttl - margin_, "acquiring lease '" + name_ + "'", [&](int attempt) {
+    if (attempt > 1) {
+      auto mine = run(*conn_, Sql::lease_read_mine, {name_, owner, lease_wakeup_channel(name_)});
+      if (!mine.rows.empty() && mine.rows[0][1].as_int() > conn_->db_now_ms()) {
+        AcquireResult held;
+        held.acquired = true;
+        held.owner = owner;
+        held.fence = mine.rows[0][0].as_int();
+        held.expire_at_ms = mine.rows[0][1].as_int();
+        return held;
+      }
+    }
+    return acquire_lease(*conn_, name_, owner, options_.ttl, options_.min_hold);
+  });
   if (!r.acquired) {
     holder_remaining_ = milliseconds(r.holder_remaining_ms);
     return false;
@@ -469,18 +536,9 @@ bool LeaseLock::acquire(milliseconds wait) {
 }
 
 LossCause LeaseLock::diagnose(Connection& conn, const std::string& owner, std::string* detail) {
-  auto info = lease_info(conn, name_);
-  if (!info) {
-    *detail = "lease '" + name_ + "' expired and its row was cleaned up";
-    return LossCause::kExpired;
-  }
-  if (info->owner != owner) {
-    *detail = "lease '" + name_ + "' is held by another owner now (fence " + std::to_string(info->fence) + ")";
-    return LossCause::kTakenOver;
-  }
-  *detail = "lease '" + name_ + "' expired before it was renewed";
-  return LossCause::kExpired;
+  return diagnose_lease(conn, name_, owner, detail);
 }
+
 
 void LeaseLock::mark_lost(LossCause cause, std::string detail) {
   std::function<void(const LeaseLoss&)> cb;
@@ -513,7 +571,8 @@ bool LeaseLock::renew() {
     owner = shared_->owner;
   }
   auto start = steady_clock::now();
-  if (renew_lease(*conn_, name_, owner, options_.ttl)) {
+  if (with_reconnect(*conn_, remaining(), "renewing lease '" + name_ + "'",
+                     [&](int) { return renew_lease(*conn_, name_, owner, options_.ttl); })) {
     std::lock_guard<std::mutex> lk(shared_->mu);
     if (shared_->owner == owner && !shared_->lost) shared_->valid_until = start + options_.ttl - margin_;
     return true;
@@ -537,17 +596,31 @@ bool LeaseLock::release() {
       --shared_->hold;
       return true;
     }
+    if (shared_->lost) {
+      // The loss was reported already (on_lost / last_loss()); the database
+      // may be unreachable, so do not wait on it: the row expires by itself.
+      shared_->hold = 0;
+      ++g_metrics.releases_not_held;
+      log(LogLevel::kWarning, "release of lease '" + name_ + "': it was no longer held (" +
+                                  std::string(to_string(shared_->loss ? shared_->loss->cause : LossCause::kExpired)) +
+                                  "); nothing sent to the database");
+      return false;
+    }
     owner = shared_->owner;
   }
   stop_watchdog();
-  bool ok = false;
-  try {
-    ok = release_lease(*conn_, name_, owner);
-  } catch (...) {
-    std::lock_guard<std::mutex> lk(shared_->mu);
-    shared_->hold = 0;
-    throw;
-  }
+  // Idempotent by owner token: retried on a fresh connection; if it still
+  // fails, the handle keeps the lease (release() can be called again, and
+  // the destructor tries once more) rather than forget one that may be held.
+  bool ok = with_reconnect(*conn_, std::min<milliseconds>(options_.ttl, std::chrono::seconds(10)),
+                           "releasing lease '" + name_ + "'",
+                           [&](int attempt) {
+                             bool released = release_lease(*conn_, name_, owner);
+                             if (released || attempt == 1) return released;
+                             // An earlier attempt's answer was lost: did it release?
+                             auto info = lease_info(*conn_, name_);
+                             return info && info->owner == owner && !info->held();
+                           });
   if (!ok) {
     std::string detail;
     LossCause cause = LossCause::kExpired;
@@ -651,11 +724,14 @@ void LeaseLock::start_watchdog() {
   auto ttl = options_.ttl;
   auto margin = margin_;
   auto period = period_;
-  watchdog_ = std::thread([this, shared, factory, ttl, margin, period] {
+  const std::string name = name_;
+  watchdog_ = std::thread([this, shared, factory, ttl, margin, period, name] {
     // Retry quickly after a transient failure, but keep enough of the trust
     // window to report the loss before it ends.
     const milliseconds retry = std::clamp<milliseconds>(period / 4, milliseconds(10), milliseconds(1000));
-    std::unique_ptr<Connection> c;
+    // The loss is signalled this long before the trust window ends.
+    const milliseconds early = std::min<milliseconds>(retry, milliseconds(20));
+    std::shared_ptr<Connection> c;
     milliseconds next = period;
     bool unknown = false;  // the last failure was a sent renewal with no answer
     for (;;) {
@@ -668,36 +744,71 @@ void LeaseLock::start_watchdog() {
         owner = shared->owner;
         valid_until = shared->valid_until;
       }
+      // The renewal runs on a thread of its own: a call blocked by a frozen
+      // server or a silent partition cannot hold the loss signal past the
+      // trust window. This thread waits for it only until then; a renewal
+      // still blocked after that is abandoned with its connection.
       auto start = steady_clock::now();
-      bool connected = c != nullptr;
-      try {
-        if (!c) c = factory();
-        connected = true;
-        bool ok = renew_lease(*c, name_, owner, ttl);
-        if (ok) {
+      auto task = std::make_shared<RenewTask>();
+      task->conn = std::move(c);
+      std::thread([task, factory, name, owner, ttl] {
+        std::unique_lock<std::mutex> lk(task->mu, std::defer_lock);
+        try {
+          if (!task->conn) task->conn = std::shared_ptr<Connection>(factory());
+          task->connected = true;
+          task->ok = renew_lease(*task->conn, name, owner, ttl);
+          if (!task->ok) task->cause = diagnose_lease(*task->conn, name, owner, &task->detail);
+        } catch (...) {
+          task->error = std::current_exception();
+        }
+        lk.lock();
+        task->done = true;
+        task->cv.notify_all();
+      }).detach();
+      {
+        std::unique_lock<std::mutex> lk(task->mu);
+        task->cv.wait_until(lk, valid_until - early, [&] { return task->done; });
+        if (!task->done) {
+          lk.unlock();
+          // No renewal answered within the trust window: the lease may be
+          // gone in the database by now. owns() is already false.
+          bool sent = task->connected.load();
+          mark_lost(sent || unknown ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
+                    "no renewal of lease '" + name + "' succeeded within its trust window: database " +
+                        (sent ? "did not answer" : "unreachable"));
+          return;
+        }
+      }
+      if (!task->error) {
+        c = task->conn;
+        if (task->ok) {
           std::lock_guard<std::mutex> lk(shared->mu);
           if (shared->owner == owner && !shared->lost) shared->valid_until = start + ttl - margin;
           next = period;
           unknown = false;
           continue;
         }
-        std::string detail;
-        auto cause = diagnose(*c, owner, &detail);
-        mark_lost(cause, std::move(detail));
+        mark_lost(task->cause, std::move(task->detail));
         return;
+      }
+      try {
+        std::rethrow_exception(task->error);
       } catch (const std::exception& e) {
         ++g_metrics.renew_errors;
         const Error* se = dynamic_cast<const Error*>(&e);
         bool conn_problem = !se || se->code() == ErrorCode::kConnectionLost ||
                             se->code() == ErrorCode::kCommitInDoubt || se->code() == ErrorCode::kTimeout;
-        unknown = connected && conn_problem;
-        if (conn_problem) c.reset();
-        log(LogLevel::kInfo, "watchdog renew of '" + name_ + "' failed, retrying: " + e.what());
+        unknown = task->connected && conn_problem;
+        if (!conn_problem) c = task->conn;  // else reconnect on the next try
+        log(LogLevel::kInfo, "watchdog renew of '" + name + "' failed, retrying: " + e.what());
+      } catch (...) {
+        ++g_metrics.renew_errors;
+        log(LogLevel::kInfo, "watchdog renew of '" + name + "' failed with a non-standard exception, retrying");
       }
       auto now = steady_clock::now();
       if (valid_until - now <= retry * 2) {
         mark_lost(unknown ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
-                  "could not renew lease '" + name_ + "' before its trust window ended: database " +
+                  "could not renew lease '" + name + "' before its trust window ended: database " +
                       (unknown ? "did not answer" : "unreachable"));
         return;
       }

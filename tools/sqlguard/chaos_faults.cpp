@@ -96,7 +96,9 @@ void Faults::kill_connections() {
   std::vector<std::int64_t> spare;
   for (int i = 0; i < w_.size(); ++i) {
     std::int64_t sid = w_.slot(i).session.load();
-    if (w_.at(i).proc.running() && w_.at(i).paused && sid > 0) spare.push_back(sid);
+    // ...and resumed ones until their late write is done (no_kill_until).
+    const auto& k = w_.at(i);
+    if (k.proc.running() && (k.paused || steady_clock::now() < k.no_kill_until) && sid > 0) spare.push_back(sid);
   }
   int n = 0;
   try {

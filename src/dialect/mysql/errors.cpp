@@ -24,6 +24,11 @@ constexpr Row kTable[] = {
     {1406, ErrorCode::kInvalidArgument},  // ER_DATA_TOO_LONG
     {1053, ErrorCode::kConnectionLost},   // ER_SERVER_SHUTDOWN
     {1927, ErrorCode::kConnectionLost},   // ER_CONNECTION_KILLED (MariaDB)
+    // Read-only / not-ready servers (a demoted primary, a Galera node outside
+    // the primary component): retryable with a reconnect.
+    {1290, ErrorCode::kConnectionLost},   // ER_OPTION_PREVENTS_STATEMENT (--read-only)
+    {1836, ErrorCode::kConnectionLost},   // ER_READ_ONLY_MODE
+    {1047, ErrorCode::kConnectionLost},   // ER_UNKNOWN_COM_ERROR (WSREP has not yet prepared node for application use)
     {2002, ErrorCode::kConnectionLost},   // CR_CONNECTION_ERROR
     {2003, ErrorCode::kConnectionLost},   // CR_CONN_HOST_ERROR
     {2005, ErrorCode::kConnectionLost},   // CR_UNKNOWN_HOST

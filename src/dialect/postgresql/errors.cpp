@@ -21,6 +21,9 @@ constexpr Row kTable[] = {
     {"57P02", ErrorCode::kConnectionLost},   // crash_shutdown
     {"57P03", ErrorCode::kConnectionLost},   // cannot_connect_now
     {"08", ErrorCode::kConnectionLost},      // connection_exception class
+    // On a standby after a failover: retryable with a reconnect (a multi-host
+    // URI with target_session_attrs=read-write finds the new primary).
+    {"25006", ErrorCode::kConnectionLost},   // read_only_sql_transaction
     {"28P01", ErrorCode::kUnauthenticated},  // invalid_password
     {"28000", ErrorCode::kUnauthenticated},  // invalid_authorization_specification
     {"3D000", ErrorCode::kNotFound},         // invalid_catalog_name (no such database)

@@ -766,8 +766,17 @@ void LeaseLock::start_watchdog() {
         task->cv.notify_all();
       }).detach();
       {
+        // Wait for the answer until the trust window ends, looking at the
+        // stop flag every 20 ms: stop_watchdog() (release, ~LeaseLock) never
+        // waits for a renewal that hangs.
         std::unique_lock<std::mutex> lk(task->mu);
-        task->cv.wait_until(lk, valid_until - early, [&] { return task->done; });
+        for (;;) {
+          auto until = std::min(valid_until - early, steady_clock::now() + milliseconds(20));
+          if (task->cv.wait_until(lk, until, [&] { return task->done; })) break;
+          if (steady_clock::now() >= valid_until - early) break;
+          std::lock_guard<std::mutex> slk(shared->mu);
+          if (shared->stop) return;  // the renewal thread finishes on its own
+        }
         if (!task->done) {
           lk.unlock();
           // No renewal answered within the trust window: the lease may be

@@ -172,11 +172,14 @@ TEST_CASE("bad inputs to the CLI exit non-zero with one line and change nothing"
   CHECK(cli({"lock", "acquire", s.lock}) == 75);                      // held: not stolen
   CHECK(cli({"lock", "release", s.lock, "--owner", "intruder"}) == 3);  // not the owner
   CHECK(cli({"lock", "renew", s.lock, "--owner", "intruder"}) == 3);
-  CHECK(cli({"lock", "acquire", "", "--ttl", "1s"}) == 1);
-  CHECK(cli({"lock", "acquire", std::string(300, 'n')}) == 1);
-  CHECK(cli({"lock", "acquire", "x", "--ttl", "-1s"}) == 1);
-  CHECK(cli({"lock", "acquire", "x", "--ttl", "100000d"}) == 1);
-  CHECK(cli({"lock", "acquire", "x", "--wait", "soon"}) == 1);
+  // A bad value is a bad command line: exit 2, before anything is sent.
+  CHECK(cli({"lock", "acquire", "", "--ttl", "1s"}) == 2);
+  CHECK(cli({"lock", "acquire", std::string(300, 'n')}) == 2);
+  CHECK(cli({"lock", "acquire", "x", "--ttl", "-1s"}) == 2);
+  CHECK(cli({"lock", "acquire", "x", "--ttl", "100000d"}) == 2);
+  CHECK(cli({"lock", "acquire", "x", "--wait", "soon"}) == 2);
+  CHECK(cli({"lock", "acquire", "x", "--wait", "200000d"}) == 2);
+  CHECK(cli({"lock", "acquire", "\xff\xfe"}) == 2);
   CHECK(cli({"run", "--lock", s.lock, "--wait", "100ms", "--", "/bin/true"}) == 75);
   CHECK(cli({"cleanup", "--batch", "0"}) == 1);
   CHECK(cli({"lock", "frobnicate"}) == 2);

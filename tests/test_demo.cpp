@@ -94,7 +94,8 @@ TEST_CASE("the duplicate-submit demo executes each key once and the consumer-ded
 }
 
 TEST_CASE("the demo refuses bad options with a clear error", "[demo][cli]") {
-  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "demo", "flash-sale", "--workers", "0"}) == 1);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "demo", "flash-sale", "--workers", "0"}) == 2);
   CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "demo", "flash-sale", "--strategy", "yolo"}) == 2);
-  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "demo", "consumer-dedup", "--redeliver", "2"}) == 1);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "demo", "consumer-dedup", "--redeliver", "2"}) ==
+        2);
 }

@@ -639,10 +639,10 @@ TEST_CASE("the CLI lock commands acquire, refuse, renew, release and list with d
   CHECK(cli({"lock", "release", name, "--owner", "op-2"}) == 3);
   CHECK(cli({"lock", "release", name, "--owner", "op-1"}) == 0);
   CHECK(cli({"lock", "release", name, "--force"}) == 3);  // nothing held any more
-  CHECK(cli({"lock", "acquire", "", "--owner", "x"}) == 1);
-  CHECK(cli({"lock", "acquire", std::string(256, 'n')}) == 1);
-  CHECK(cli({"lock", "acquire", name, "--ttl", "0s"}) == 1);
-  CHECK(cli({"lock", "acquire", name, "--ttl", "banana"}) == 1);
+  CHECK(cli({"lock", "acquire", "", "--owner", "x"}) == 2);  // bad values: exit 2
+  CHECK(cli({"lock", "acquire", std::string(256, 'n')}) == 2);
+  CHECK(cli({"lock", "acquire", name, "--ttl", "0s"}) == 2);
+  CHECK(cli({"lock", "acquire", name, "--ttl", "banana"}) == 2);
 }
 
 TEST_CASE("cleanup removes only lock rows expired for longer than the grace period, in bounded batches", "[lease][cleanup]") {

@@ -101,6 +101,7 @@ TEST_CASE("the CLI gives a one-line error and non-zero exit for bad URIs without
     CHECK_THAT(out, Catch::Matchers::Contains("\"error\""));
     CHECK_THAT(out, !Catch::Matchers::Contains("hunter2"));
   }
-  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", "sqlite::memory:", "--connect-timeout", "-5s", "migrate"}) == 1);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", "sqlite::memory:", "--connect-timeout", "-5s", "migrate"}) ==
+        2);
   CHECK(sgtest::run_process({sgtest::cli_path(), "no-such-command"}) == 2);
 }

@@ -98,6 +98,13 @@ Recorded record_op(const std::string& op, const Cell& cell) {
 
 void emit_sql(const std::string& dialect, bool numbered, const std::vector<std::string>& ops,
               const std::map<std::string, Recorded>& recorded) {
+  if (cli::global().json) {  // one object per op: {dialect, op, round_trips, statements[]}
+    for (const auto& op : ops) {
+      const auto& r = recorded.at(op);
+      cli::print_json({{"dialect", dialect}, {"op", op}, {"round_trips", r.round_trips}, {"statements", r.lines}});
+    }
+    return;
+  }
   std::cout << "-- sqlguard bench --emit-sql, dialect " << dialect
             << ": what each op sends per operation in steady state, recorded from a run, each statement\n"
             << "-- named by its entry in the SQL catalog (sql/" << dialect << "/*.sql; `?` = bound value"

@@ -44,6 +44,8 @@ struct Recorded {
 // exist) and records the second run.
 Recorded record_op(const std::string& op, const Cell& cell);
 
+// --emit-sql: the recorded statements per op, as SQL text, or with --json one
+// object per op: dialect, op, round_trips, statements[].
 void emit_sql(const std::string& dialect, bool numbered, const std::vector<std::string>& ops,
               const std::map<std::string, Recorded>& recorded);
 

@@ -47,8 +47,6 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-[[noreturn]] void usage_error(const std::string& msg) { throw Error(ErrorCode::kInvalidArgument, "bench: " + msg); }
-
 // --scale: cells continue the numbering at `cell_no`.
 void run_scale(const Opts& o, Connection& admin, const std::string& dialect, const std::string& run_tag, int& cell_no,
                milliseconds warmup, milliseconds duration) {
@@ -145,11 +143,11 @@ void run_bench(const Opts& o) {
     if (std::find(std::begin(kAllOps), std::end(kAllOps), op) == std::end(kAllOps)) {
       std::string known;
       for (auto* k : kAllOps) known += std::string(known.empty() ? "" : ", ") + k;
-      usage_error("unknown op '" + op + "' (known: " + known + ", all)");
+      throw BadValue("--ops", "unknown op '" + op + "' (known: " + known + ", all)");
     }
     if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
   }
-  if (ops.empty()) usage_error("--ops is empty");
+  if (ops.empty()) throw BadValue("--ops", "is empty");
   std::vector<int> clients;
   for (const auto& c : split(o.clients)) {
     int n = 0;
@@ -160,21 +158,15 @@ void run_bench(const Opts& o) {
     } catch (const std::exception&) {
       n = -1;
     }
-    if (n < 1 || n > 512) usage_error("--clients: '" + c + "' is not a client count in 1..512");
+    if (n < 1 || n > 512) throw BadValue("--clients", "'" + c + "' is not a client count in 1..512");
     clients.push_back(n);
   }
-  if (clients.empty()) usage_error("--clients is empty");
-  auto duration = duration_flag("--duration", o.duration);
-  auto warmup = duration_flag("--warmup", o.warmup);
-  auto hold = duration_flag("--hold", o.hold);
-  if (duration < milliseconds(50) || duration > std::chrono::hours(1))
-    usage_error("--duration must be between 50ms and 1h, got " + o.duration);
-  if (warmup > std::chrono::minutes(10)) usage_error("--warmup must be at most 10m");
-  if (hold > std::chrono::seconds(1)) usage_error("--hold must be at most 1s");
-  if (o.scale_rows < 1 || o.scale_rows > 100000000) usage_error("--scale-rows must be 1..100000000");
-  if (o.scale_clients < 1 || o.scale_clients > 512) usage_error("--scale-clients must be 1..512");
+  if (clients.empty()) throw BadValue("--clients", "is empty");
+  auto duration = duration_flag("--duration", o.duration, {milliseconds(50), std::chrono::hours(1)});
+  auto warmup = duration_flag("--warmup", o.warmup, {milliseconds(0), std::chrono::minutes(10)});
+  auto hold = duration_flag("--hold", o.hold, {milliseconds(0), std::chrono::seconds(1)});
   if (!o.redis.empty() && !redis_compiled())
-    usage_error("--redis: this sqlguard was built without hiredis (install libhiredis-dev and rebuild)");
+    throw BadValue("--redis", "this sqlguard was built without hiredis (install libhiredis-dev and rebuild)");
 
   auto admin = open_db();
   const std::string dialect(to_string(admin->kind()));
@@ -290,8 +282,12 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--redis", o->redis, std::string("Also run lease ops on Redis at HOST:PORT (SET NX PX + Lua release)") +
                                            (redis_compiled() ? "" : " [not compiled in]"));
   cmd->add_flag("--scale", o->scale, "Scale checks: latency with 1M rows in the lock / idempotency tables and during cleanup");
-  cmd->add_option("--scale-rows", o->scale_rows, "Rows filled per table by --scale")->capture_default_str();
-  cmd->add_option("--scale-clients", o->scale_clients, "Clients of the --scale measurements")->capture_default_str();
+  cmd->add_option("--scale-rows", o->scale_rows, "Rows filled per table by --scale")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000000}))
+      ->capture_default_str();
+  cmd->add_option("--scale-clients", o->scale_clients, "Clients of the --scale measurements")
+      ->check(CLI::Range(1, 512))
+      ->capture_default_str();
   cmd->add_flag("--keep", o->keep, "Keep the rows and the bench table afterwards");
   cmd->callback([o] {
     run_bench(*o);

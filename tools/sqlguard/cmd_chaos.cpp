@@ -305,7 +305,6 @@ void add_chaos(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "chaos", "Fault injection (kill -9, pauses past the ttl, killed sessions, server restarts) with an invariant "
                "checker; exits 4 when an invariant is violated");
-  cmd->fallthrough();  // --db / --json may also follow the subcommand name
   cmd->add_option("--duration", o->duration, "How long to inject faults (workers stop at the same time)")
       ->capture_default_str();
   cmd->add_option("--workers", o->workers, "Worker processes (1..64)")->capture_default_str();
@@ -317,10 +316,10 @@ void add_chaos(CLI::App& app) {
   cmd->add_flag("--no-server-restarts", o->no_restarts, "Do not restart the database server");
   cmd->add_flag("--keep-tables", o->keep, "Keep the run's chaos_<run>_* tables for inspection");
   cmd->callback([o, seed] {
-    auto duration = bounded_duration_flag("--duration", o->duration, milliseconds(1), std::chrono::hours(24));
-    auto ttl = bounded_duration_flag("--ttl", o->ttl, milliseconds(100), milliseconds(60000));
+    auto duration = duration_flag("--duration", o->duration, {milliseconds(1), std::chrono::hours(24)});
+    auto ttl = duration_flag("--ttl", o->ttl, {milliseconds(100), milliseconds(60000)});
     if (o->workers < 1 || o->workers > 64)
-      throw CLI::ValidationError("--workers", "is " + std::to_string(o->workers) + "; it must be between 1 and 64");
+      throw BadValue("--workers", "is " + std::to_string(o->workers) + "; it must be between 1 and 64");
     if (seed->count() == 0) o->seed = std::random_device{}() & 0xFFFFFFFFu;
     exit_code() = chaos::run_chaos(*o, duration, ttl);
   });

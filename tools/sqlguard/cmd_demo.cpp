@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -517,13 +518,12 @@ int run_consumer_dedup(int workers, int messages, double redeliver) {
   return ok ? kExitOk : kExitInvariant;
 }
 
-void positive(const char* flag, int v) {
-  if (v < 1) throw Error(ErrorCode::kInvalidArgument, std::string(flag) + " must be at least 1");
-}
-
 }  // namespace
 
 void add_demo(CLI::App& app) {
+  // Bad numbers are refused while parsing: exit 2 before anything starts.
+  constexpr int kIntMax = std::numeric_limits<int>::max();
+  const CLI::Range kPositive(1, kIntMax);
   auto* demo = app.add_subcommand("demo", "Show the three use cases with real processes (default: all of them)");
   struct Sale {
     std::string strategy = "all";
@@ -544,15 +544,13 @@ void add_demo(CLI::App& app) {
   fs->add_option("--strategy", sale->strategy, "naive|lease-lock|row-lock|cas|guarded-update|all")
       ->check(CLI::IsMember({"naive", "lease-lock", "row-lock", "cas", "guarded-update", "all"}))
       ->capture_default_str();
-  fs->add_option("--workers", sale->workers, "Processes")->capture_default_str();
-  fs->add_option("--stock", sale->stock, "Initial stock")->capture_default_str();
-  fs->add_option("--orders", sale->orders, "Orders placed in total")->capture_default_str();
-  fs->add_option("--think-ms", sale->think_ms, "Business logic time between read and write")->capture_default_str();
+  fs->add_option("--workers", sale->workers, "Processes")->check(kPositive)->capture_default_str();
+  fs->add_option("--stock", sale->stock, "Initial stock")->check(kPositive)->capture_default_str();
+  fs->add_option("--orders", sale->orders, "Orders placed in total")->check(kPositive)->capture_default_str();
+  fs->add_option("--think-ms", sale->think_ms, "Business logic time between read and write")
+      ->check(CLI::Range(0, kIntMax))
+      ->capture_default_str();
   auto run_sale = [sale] {
-    positive("--workers", sale->workers);
-    positive("--stock", sale->stock);
-    positive("--orders", sale->orders);
-    if (sale->think_ms < 0) throw Error(ErrorCode::kInvalidArgument, "--think-ms must not be negative");
     std::vector<std::string> strategies =
         sale->strategy == "all" ? kStrategies : std::vector<std::string>{sale->strategy};
     return run_flash_sale(strategies, sale->workers, sale->stock, sale->orders, sale->think_ms);
@@ -560,28 +558,19 @@ void add_demo(CLI::App& app) {
   fs->callback([run_sale] { exit_code() = run_sale(); });
 
   auto* ds = demo->add_subcommand("duplicate-submit", "Clients retry submissions with idempotency keys");
-  ds->add_option("--workers", dup->workers, "Client processes")->capture_default_str();
-  ds->add_option("--requests", dup->requests, "Requests in total")->capture_default_str();
-  ds->add_option("--keys", dup->keys, "Distinct idempotency keys")->capture_default_str();
-  auto run_dup = [dup] {
-    positive("--workers", dup->workers);
-    positive("--requests", dup->requests);
-    positive("--keys", dup->keys);
-    return run_duplicate_submit(dup->workers, dup->requests, dup->keys);
-  };
+  ds->add_option("--workers", dup->workers, "Client processes")->check(kPositive)->capture_default_str();
+  ds->add_option("--requests", dup->requests, "Requests in total")->check(kPositive)->capture_default_str();
+  ds->add_option("--keys", dup->keys, "Distinct idempotency keys")->check(kPositive)->capture_default_str();
+  auto run_dup = [dup] { return run_duplicate_submit(dup->workers, dup->requests, dup->keys); };
   ds->callback([run_dup] { exit_code() = run_dup(); });
 
   auto* cd = demo->add_subcommand("consumer-dedup", "At-least-once delivery to N consumers, deduplicated by the inbox");
-  cd->add_option("--workers", dedup->workers, "Consumer processes")->capture_default_str();
-  cd->add_option("--messages", dedup->messages, "Distinct messages")->capture_default_str();
-  cd->add_option("--redeliver", dedup->redeliver, "Share of messages delivered again (0..1)")->capture_default_str();
-  auto run_dedup = [dedup] {
-    positive("--workers", dedup->workers);
-    positive("--messages", dedup->messages);
-    if (dedup->redeliver < 0 || dedup->redeliver > 1)
-      throw Error(ErrorCode::kInvalidArgument, "--redeliver must be between 0 and 1");
-    return run_consumer_dedup(dedup->workers, dedup->messages, dedup->redeliver);
-  };
+  cd->add_option("--workers", dedup->workers, "Consumer processes")->check(kPositive)->capture_default_str();
+  cd->add_option("--messages", dedup->messages, "Distinct messages")->check(kPositive)->capture_default_str();
+  cd->add_option("--redeliver", dedup->redeliver, "Share of messages delivered again (0..1)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  auto run_dedup = [dedup] { return run_consumer_dedup(dedup->workers, dedup->messages, dedup->redeliver); };
   cd->callback([run_dedup] { exit_code() = run_dedup(); });
 
   demo->callback([demo, run_sale, run_dup, run_dedup] {

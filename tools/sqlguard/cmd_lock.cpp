@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "process.h"
+#include "text.h"
 #include "sqlguard/cleanup.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/validate.h"
@@ -72,9 +73,11 @@ void add_lock_acquire(CLI::App* lock) {
   cmd->add_option("--owner", o->owner, "Owner token (default: random, printed)");
   cmd->add_option("--min-hold", o->min_hold, "Keep the lease at least this long even if released")->capture_default_str();
   cmd->callback([o] {
-    auto ttl = duration_flag("--ttl", o->ttl);
-    auto wait = duration_flag("--wait", o->wait);
-    auto min_hold = duration_flag("--min-hold", o->min_hold);
+    check_name_arg("NAME", o->name);
+    if (!o->owner.empty()) check_name_arg("--owner", o->owner);
+    auto ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
+    auto wait = duration_flag("--wait", o->wait, kAnyDuration);
+    auto min_hold = duration_flag("--min-hold", o->min_hold, {milliseconds(0), ttl});
     auto conn = open_db();
     std::string owner = o->owner.empty() ? make_owner_token() : o->owner;
     auto r = acquire_waiting(*conn, o->name, owner, ttl, min_hold, wait);
@@ -83,8 +86,8 @@ void add_lock_acquire(CLI::App* lock) {
         print_json({{"acquired", true}, {"name", o->name}, {"owner", owner}, {"fence", r.fence},
                     {"expires_at", iso8601(r.expire_at_ms)}, {"expire_at_ms", r.expire_at_ms}, {"ttl_ms", ttl.count()}});
       else
-        std::cout << "acquired '" << o->name << "' fence=" << r.fence << " owner=" << owner
-                  << " expires_at=" << iso8601(r.expire_at_ms) << "\n";
+        std::cout << "acquired '" << terminal_safe(o->name) << "' fence=" << r.fence
+                  << " owner=" << terminal_safe(owner) << " expires_at=" << iso8601(r.expire_at_ms) << "\n";
       return;
     }
     auto info = lease_info(*conn, o->name);
@@ -98,9 +101,10 @@ void add_lock_acquire(CLI::App* lock) {
       }
       print_json(j);
     } else {
-      std::cerr << "not acquired: '" << o->name << "'";
-      if (info) std::cerr << " is held by " << info->owner << " (fence " << info->fence << ") for another "
-                          << info->remaining_ms() << " ms";
+      std::cerr << "not acquired: '" << terminal_safe(o->name) << "'";
+      if (info)
+        std::cerr << " is held by " << terminal_safe(info->owner) << " (fence " << info->fence << ") for another "
+                  << info->remaining_ms() << " ms";
       std::cerr << "\n";
     }
     exit_code() = kExitTempFail;
@@ -117,7 +121,9 @@ void add_lock_renew(CLI::App* lock) {
   cmd->add_option("--owner", o->owner, "Owner token printed by acquire")->required();
   cmd->add_option("--ttl", o->ttl, "New lease duration from now")->capture_default_str();
   cmd->callback([o] {
-    auto ttl = duration_flag("--ttl", o->ttl);
+    check_name_arg("NAME", o->name);
+    check_name_arg("--owner", o->owner);
+    auto ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
     auto conn = open_db();
     bool ok = renew_lease(*conn, o->name, o->owner, ttl);
     auto info = lease_info(*conn, o->name);
@@ -129,9 +135,10 @@ void add_lock_renew(CLI::App* lock) {
       }
       print_json(j);
     } else if (ok) {
-      std::cout << "renewed '" << o->name << "' until " << (info ? iso8601(info->expire_at_ms) : "?") << "\n";
+      std::cout << "renewed '" << terminal_safe(o->name) << "' until " << (info ? iso8601(info->expire_at_ms) : "?")
+                << "\n";
     } else {
-      std::cerr << "not renewed: '" << o->name << "' is not held by " << o->owner << "\n";
+      std::cerr << "not renewed: '" << terminal_safe(o->name) << "' is not held by " << terminal_safe(o->owner) << "\n";
     }
     if (!ok) exit_code() = kExitNotHeld;
   });
@@ -148,15 +155,18 @@ void add_lock_release(CLI::App* lock) {
   auto* owner = cmd->add_option("--owner", o->owner, "Owner token printed by acquire");
   cmd->add_flag("--force", o->force, "Operator override: end the lease whoever holds it")->excludes(owner);
   cmd->callback([o] {
-    if (!o->force && o->owner.empty()) throw CLI::ValidationError("--owner", "release needs --owner ID (or --force)");
+    check_name_arg("NAME", o->name);
+    if (!o->force && o->owner.empty()) throw BadValue("--owner", "release needs --owner ID (or --force)");
+    if (!o->force) check_name_arg("--owner", o->owner);
     auto conn = open_db();
     bool ok = o->force ? force_release(*conn, o->name) : release_lease(*conn, o->name, o->owner);
     if (global().json)
       print_json({{"released", ok}, {"name", o->name}, {"forced", o->force}});
     else if (ok)
-      std::cout << "released '" << o->name << "'\n";
+      std::cout << "released '" << terminal_safe(o->name) << "'\n";
     else
-      std::cerr << "not released: '" << o->name << "' is not held" << (o->force ? "" : " by " + o->owner) << "\n";
+      std::cerr << "not released: '" << terminal_safe(o->name) << "' is not held"
+                << (o->force ? "" : " by " + terminal_safe(o->owner)) << "\n";
     if (!ok) exit_code() = kExitNotHeld;
   });
 }
@@ -172,10 +182,13 @@ void add_lock_list(CLI::App* lock) {
       for (const auto& l : leases) print_json(info_json(l));
       return;
     }
+    // Names and owners are escaped: a newline in a name cannot forge a row,
+    // an escape sequence cannot reach the terminal.
     std::printf("%-32s %-48s %12s %12s\n", "NAME", "HOLDER", "FENCE", "REMAINING");
     for (const auto& l : leases)
-      std::printf("%-32s %-48s %12lld %12s\n", l.name.c_str(), l.held() ? l.owner.c_str() : "(free)",
-                  static_cast<long long>(l.fence), l.held() ? (std::to_string(l.remaining_ms()) + "ms").c_str() : "-");
+      std::printf("%-32s %-48s %12lld %12s\n", terminal_safe(l.name).c_str(),
+                  l.held() ? terminal_safe(l.owner).c_str() : "(free)", static_cast<long long>(l.fence),
+                  l.held() ? (std::to_string(l.remaining_ms()) + "ms").c_str() : "-");
   });
 }
 

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <random>
 
-#include "sqlguard/validate.h"
+#include "text.h"
 
 namespace sqlguard::cli {
 
@@ -19,30 +19,47 @@ int& exit_code() {
   return code;
 }
 
-std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text) {
-  try {
-    return parse_duration(text);
-  } catch (const Error& e) {
-    throw e.with_context(flag);
-  }
+void add_global_flags(CLI::App& app) {
+  auto& g = global();
+  app.add_option("--db", g.db, "Database URI: sqlite:///abs.db, sqlite://rel.db, sqlite::memory:, "
+                              "postgresql://user:pw@host:port/db, mysql://user:pw@host:port/db")
+      ->envname("SQLGUARD_DB")
+      ->capture_default_str();
+  app.add_flag("--json", g.json, "Machine-readable output: one JSON object per line on stdout, for every outcome");
+  app.add_option("--connect-timeout", g.connect_timeout, "Bound on connecting, 1ms..1h, e.g. 5s")
+      ->capture_default_str();
+  // Inherited by every subcommand created from here on (CLI11 copies these
+  // settings at add_subcommand): an option a subcommand does not know is
+  // offered to its parent, up to the root that owns the global flags.
+  app.fallthrough();
+  app.footer("Global flags (--db, --json, --connect-timeout) may come before or after the subcommand.");
 }
 
-std::chrono::milliseconds bounded_duration_flag(const std::string& flag, const std::string& text,
-                                                std::chrono::milliseconds min, std::chrono::milliseconds max) {
+std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text, DurationRange range) {
   std::chrono::milliseconds d;
   try {
     d = parse_duration(text);
   } catch (const Error& e) {
-    throw CLI::ValidationError(flag, e.message());
+    throw BadValue(flag, e.message());
   }
-  if (d < min || d > max)
-    throw CLI::ValidationError(flag, "is " + text + "; it must be between " + format_duration(min) + " and " +
-                                         format_duration(max));
+  if (d < range.min || d > range.max)
+    throw BadValue(flag, "is " + text + "; it must be between " + format_duration(range.min) + " and " +
+                             format_duration(range.max));
   return d;
 }
 
+void check_name_arg(const std::string& argument, const std::string& value, std::size_t max_bytes) {
+  if (auto why = utf8_problem(value)) throw BadValue(argument, "'" + terminal_safe(value) + "' " + *why);
+  try {
+    validate_name(value, "value", max_bytes);
+  } catch (const Error& e) {
+    throw BadValue(argument, e.message());
+  }
+}
+
 ConnectOptions connect_options(ConnectOptions o) {
-  o.connect_timeout = duration_flag("--connect-timeout", global().connect_timeout);
+  o.connect_timeout = duration_flag("--connect-timeout", global().connect_timeout,
+                                    {std::chrono::milliseconds(1), std::chrono::hours(1)});
   return o;
 }
 
@@ -60,7 +77,7 @@ std::string random_hex(std::size_t digits) {
 }
 
 void print_json(const nlohmann::json& j) {
-  std::cout << j.dump() << std::endl;
+  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 
 std::string iso8601(std::int64_t epoch_ms) {

@@ -9,13 +9,15 @@
 #include <string>
 
 #include "sqlguard/connection.h"
+#include "sqlguard/validate.h"
 
 namespace sqlguard::cli {
 
-// Exit codes (documented in README.md "CLI reference").
+// Exit codes (documented in README.md "CLI reference"; besides these, only
+// `run` passes on CMD's status — the CLI never aborts).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;       // an error; one line on stderr
-inline constexpr int kExitUsage = 2;       // bad command line
+inline constexpr int kExitUsage = 2;       // bad command line or bad value (BadValue, CLI11 parse errors)
 inline constexpr int kExitNotHeld = 3;     // renew/release: the caller does not hold the lock
 inline constexpr int kExitInvariant = 4;   // demo/chaos: an invariant was violated
 inline constexpr int kExitLeaseLost = 5;   // run: the lease was lost while CMD ran
@@ -29,25 +31,57 @@ struct Global {
 
 Global& global();
 
+// Registers the global flags --db, --json and --connect-timeout on the root
+// app and makes every subcommand added afterwards fall through to it, so the
+// flags are accepted before or after any (nested) subcommand. Call it before
+// adding the subcommands.
+void add_global_flags(CLI::App& app);
+
 // `o` with the global --connect-timeout applied; the rest of `o` is kept.
 ConnectOptions connect_options(ConnectOptions o = {});
 
 // Opens --db with connect_options(o), e.g. a longer SQLite busy_timeout.
 std::unique_ptr<Connection> open_db(ConnectOptions o = {});
 
-// Parses a duration flag, naming the flag in the error (exit 1).
-std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text);
+// A bad command line or value, found by the CLI before it does anything:
+// exit 2, and the JSON error names `argument` ("--wait", "NAME").
+class BadValue : public CLI::ValidationError {
+ public:
+  BadValue(const std::string& argument, const std::string& message)
+      : CLI::ValidationError(argument, message), argument_(argument) {}
+  const std::string& argument() const { return argument_; }
 
-// Parses a duration flag that must lie in [min, max]; anything else is a
-// usage error (CLI::ValidationError: exit 2).
-std::chrono::milliseconds bounded_duration_flag(const std::string& flag, const std::string& text,
-                                                std::chrono::milliseconds min, std::chrono::milliseconds max);
+ private:
+  std::string argument_;
+};
+
+// The values a duration flag accepts (bounds inclusive).
+struct DurationRange {
+  std::chrono::milliseconds min, max;
+};
+// The widest range: 0 up to 365 days (also the library's bound on a wait).
+inline constexpr DurationRange kAnyDuration{std::chrono::milliseconds(0), std::chrono::hours(24 * 365)};
+// A lease ttl: the library's bounds.
+inline constexpr DurationRange kLeaseTtl{std::chrono::milliseconds(10), std::chrono::hours(24 * 7)};
+
+// The one parser of duration flags ("500ms", "30s", "5m", "2h", "1d"):
+// malformed text or a value outside `range` throws BadValue(flag).
+std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text,
+                                        DurationRange range = kAnyDuration);
+
+// Checks a name argument (lock name, owner) before it goes anywhere: well-
+// formed UTF-8 (no overlong forms, surrogates or code points above
+// U+10FFFF), no NUL, 1..max_bytes bytes. Otherwise throws BadValue(argument).
+void check_name_arg(const std::string& argument, const std::string& value,
+                    std::size_t max_bytes = kMaxNameBytes);
 
 // `digits` random lower-case hex digits (std::random_device): run ids and
 // tags that keep one run's names apart from another's. Not a secret.
 std::string random_hex(std::size_t digits);
 
-// Prints JSON (one object per line) to stdout.
+// Prints JSON (one object per line) to stdout. Bytes that are not valid
+// UTF-8 in a string (a library message quoting raw input) become U+FFFD:
+// the output is always valid JSON, never an exception.
 void print_json(const nlohmann::json& j);
 
 // Formats ms-since-epoch as ISO-8601 UTC with milliseconds.

@@ -1,0 +1,238 @@
+// The command line itself (README.md "CLI reference"): global flags before
+// or after the subcommand, one JSON object per line for every outcome with
+// --json, exit 2 for a bad command line or value, never an abort on bad
+// bytes, and terminal-safe human output. Real processes of the real binary.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sqlguard/lease_lock.h"
+#include "test_context.h"
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using sgtest::ctx;
+
+namespace {
+
+struct Run {
+  int rc = -1;
+  std::string out;
+};
+
+Run cli(std::vector<std::string> args) {
+  Run r;
+  args.insert(args.begin(), sgtest::cli_path());
+  r.rc = sgtest::run_process(args, &r.out);
+  return r;
+}
+
+// Every line of `out` parsed as one JSON object (strictly: invalid UTF-8
+// fails the parse); FAILs on anything else.
+std::vector<json> json_lines(const std::string& out) {
+  INFO("stdout: " << out);
+  std::vector<json> lines;
+  std::size_t start = 0;
+  while (start < out.size()) {
+    auto nl = out.find('\n', start);
+    REQUIRE(nl != std::string::npos);  // every line ends with a newline
+    json j;
+    REQUIRE_NOTHROW(j = json::parse(out.substr(start, nl - start)));
+    REQUIRE(j.is_object());
+    lines.push_back(j);
+    start = nl + 1;
+  }
+  return lines;
+}
+
+// A --json run that must end with exactly one usage error naming `argument`
+// (when given): exit 2, one JSON object {"error": {"code": "usage", ...}}.
+void check_usage_error(const Run& r, const std::string& argument = {}) {
+  INFO("stdout: " << r.out);
+  CHECK(r.rc == 2);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  const auto& e = lines[0]["error"];
+  CHECK(e["code"] == "usage");
+  CHECK_FALSE(e["message"].get<std::string>().empty());
+  if (!argument.empty()) CHECK(e.value("argument", "") == argument);
+}
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+TEST_CASE("global flags work before and after the subcommand, nested subcommands included", "[cli]") {
+  const std::string& db = ctx().uri;
+  SECTION("migrate") {
+    auto fresh = ctx().fresh_database();
+    auto after = cli({"migrate", "--db", fresh, "--json"});
+    REQUIRE(after.rc == 0);
+    CHECK_FALSE(json_lines(after.out).at(0)["applied"].empty());
+    auto before = cli({"--json", "--db", fresh, "migrate", "--status"});
+    REQUIRE(before.rc == 0);
+    CHECK(json_lines(before.out).at(0)["dialect"] == ctx().name);
+    CHECK(cli({"migrate", "--status", "--connect-timeout", "5s", "--db", fresh}).rc == 0);
+  }
+  SECTION("lock acquire and lock list") {
+    auto name = ctx().unique("flags");
+    auto acquired = cli({"lock", "acquire", name, "--owner", "op-1", "--json", "--db", db, "--connect-timeout", "5s"});
+    REQUIRE(acquired.rc == 0);
+    CHECK(json_lines(acquired.out).at(0)["acquired"] == true);
+    auto busy = cli({"--db", db, "lock", "acquire", "--json", name, "--owner", "op-2"});
+    CHECK(busy.rc == 75);
+    CHECK(json_lines(busy.out).at(0)["holder"] == "op-1");
+    for (const auto& argv : std::vector<std::vector<std::string>>{{"--json", "--db", db, "lock", "list"},
+                                                                  {"lock", "list", "--json", "--db", db},
+                                                                  {"lock", "--json", "list", "--db", db},
+                                                                  {"--db", db, "lock", "list", "--all", "--json"}}) {
+      auto r = cli(argv);
+      REQUIRE(r.rc == 0);
+      bool found = false;
+      for (const auto& row : json_lines(r.out)) found |= row["name"] == name;
+      CHECK(found);
+    }
+    auto text = cli({"lock", "list", "--db", db});
+    REQUIRE(text.rc == 0);
+    CHECK(text.out.find(name) != std::string::npos);
+    CHECK(cli({"lock", "release", name, "--db", db, "--owner", "op-1"}).rc == 0);
+  }
+  SECTION("bench --emit-sql") {
+    auto after = cli({"bench", "--emit-sql", "--ops", "lease-distinct", "--db", db, "--json"});
+    REQUIRE(after.rc == 0);
+    auto lines = json_lines(after.out);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0]["op"] == "lease-distinct");
+    CHECK(lines[0]["dialect"] == ctx().name);
+    CHECK_FALSE(lines[0]["statements"].empty());
+    auto before = cli({"--db", db, "bench", "--emit-sql", "--ops", "lease-distinct"});
+    REQUIRE(before.rc == 0);
+    CHECK(before.out.find("-- op: lease-distinct") != std::string::npos);
+  }
+}
+
+TEST_CASE("with --json every usage error is one JSON object on stdout and exits 2", "[cli]") {
+  const std::string& db = ctx().uri;
+  check_usage_error(cli({"--json"}));
+  check_usage_error(cli({"--json", "no-such-command"}));
+  check_usage_error(cli({"lock", "--json"}));
+  check_usage_error(cli({"lock", "frobnicate", "--json"}));
+  check_usage_error(cli({"--json", "lock", "acquire"}));  // NAME missing
+  check_usage_error(cli({"--json", "lock", "acquire", "x", "--frobnicate"}));
+  check_usage_error(cli({"--json", "lock", "acquire", "x", "--ttl"}));           // value missing
+  check_usage_error(cli({"lock", "acquire", "x", "--ttl", "--json"}), "--ttl");  // --json taken as the value
+  check_usage_error(cli({"--json", "lock", "acquire", "x", "y"}));               // one NAME too many
+  check_usage_error(cli({"--json", "--db", db, "lock", "release", "x"}), "--owner");
+  check_usage_error(cli({"--json", "--db", db, "lock", "renew", "x"}));  // --owner is required
+  check_usage_error(cli({"--json", "--db", db, "lock", "acquire", "", "--ttl", "1s"}), "NAME");
+  check_usage_error(cli({"--json", "--db", db, "lock", "acquire", std::string(256, 'n')}), "NAME");
+  check_usage_error(cli({"--json", "--db", db, "bench", "--ops", "no-such-op"}), "--ops");
+  check_usage_error(cli({"--json", "--db", db, "bench", "--scale-clients", "0"}));
+  check_usage_error(cli({"--json", "--db", db, "demo", "flash-sale", "--workers", "0"}));
+  check_usage_error(cli({"--json", "--db", db, "--db", db, "lock", "list"}));  // --db given twice
+  SECTION("--help with --json is one JSON object with the help text, exit 0") {
+    for (const auto& argv :
+         std::vector<std::vector<std::string>>{{"--json", "--help"}, {"lock", "acquire", "--json", "-h"}}) {
+      auto r = cli(argv);
+      CHECK(r.rc == 0);
+      auto lines = json_lines(r.out);
+      REQUIRE(lines.size() == 1);
+      CHECK_THAT(lines[0]["help"].get<std::string>(), Catch::Matchers::Contains("--db"));
+    }
+    auto text = cli({"lock", "acquire", "--help"});
+    CHECK(text.rc == 0);
+    CHECK_THAT(text.out, Catch::Matchers::Contains("before or after the subcommand"));
+  }
+}
+
+TEST_CASE("arguments that are not valid UTF-8 exit 2 with valid JSON and never abort", "[cli]") {
+  const std::string& db = ctx().uri;
+  // Each class of bad bytes: stray bytes, truncated, overlong, a UTF-16
+  // surrogate, above U+10FFFF, a 5-byte lead.
+  const std::vector<std::string> bad = {"\xff\xfe",       "lk-\xe2\x82",      "\xc0\xaf",
+                                        "a\xed\xa0\x80z", "\xf4\x90\x80\x80", "\xf8\x88\x80\x80\x80"};
+  for (const auto& b : bad) {
+    INFO("bytes: " << Catch::Detail::stringify(b));
+    check_usage_error(cli({"--json", "--db", db, "lock", "acquire", b}), "NAME");
+    check_usage_error(cli({"--db", db, "lock", "acquire", "x", "--owner", b, "--json"}), "--owner");
+    check_usage_error(cli({"--db", db, "lock", "renew", b, "--owner", "o", "--json"}), "NAME");
+    check_usage_error(cli({"--db", db, "lock", "release", "x", "--owner", b, "--json"}), "--owner");
+    check_usage_error(cli({"--json", b}));  // as a command
+    check_usage_error(cli({"--json", "--db", db, "lock", "acquire", "x", "--ttl", b}), "--ttl");
+    check_usage_error(cli({"--json", "--db", db, "lock", "list", b}));  // as an extra argument
+    CHECK(cli({"--db", db, "lock", "acquire", b}).rc == 2);             // human output: no abort either
+  }
+  // And lock list --json stays valid JSON afterwards.
+  auto list = cli({"--json", "--db", db, "lock", "list", "--all"});
+  REQUIRE(list.rc == 0);
+  json_lines(list.out);
+}
+
+TEST_CASE("lock list escapes control characters in names and holders in human output", "[cli]") {
+  const std::string& db = ctx().uri;
+  const std::string forged = "FAKE-ROW-" + ctx().run_id;
+  const std::string name = ctx().unique("evil") + "\n" + forged + " 1 2\x1b[31m\x7f\xc2\x9b";
+  const std::string owner = "own\x1b]0;title\x07\r";
+  // Whatever the library lets in today: the CLI takes a lease under the
+  // name, or refuses it cleanly (exit 1 or 2, one JSON error).
+  auto taken = cli({"--json", "--db", db, "lock", "acquire", name + "-cli", "--owner", owner});
+  INFO("acquire stdout: " << taken.out);
+  CHECK((taken.rc == 0 || taken.rc == 1 || taken.rc == 2));
+  auto taken_lines = json_lines(taken.out);
+  REQUIRE(taken_lines.size() == 1);
+  if (taken.rc == 0)
+    CHECK(taken_lines[0]["name"] == name + "-cli");
+  else
+    CHECK(taken_lines[0].contains("error"));
+  // A row written by anything else (an older version, another client):
+  // list must stay safe whatever the table holds.
+  sgtest::exec(
+      "INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at) "
+      "VALUES (?, ?, 1, ?, 0, 0, 0)",
+      {name, owner, now_ms() + 600'000});
+
+  auto text = cli({"--db", db, "lock", "list"});
+  REQUIRE(text.rc == 0);
+  INFO("list: " << text.out);
+  CHECK(text.out.find('\x1b') == std::string::npos);
+  CHECK(text.out.find('\x07') == std::string::npos);
+  CHECK(text.out.find('\r') == std::string::npos);
+  CHECK(text.out.find('\x7f') == std::string::npos);
+  CHECK(text.out.find("\xc2\x9b") == std::string::npos);     // C1 CSI
+  CHECK(text.out.find("\n" + forged) == std::string::npos);  // no forged row
+  const std::string escaped = "\\n" + forged + " 1 2\\x1b[31m\\x7f\\u009b";
+  CHECK(text.out.find(escaped) != std::string::npos);
+  CHECK(text.out.find("own\\x1b]0;title\\x07\\r") != std::string::npos);
+
+  auto js = cli({"--db", db, "lock", "list", "--json"});
+  REQUIRE(js.rc == 0);
+  bool exact = false;
+  for (const auto& row : json_lines(js.out)) exact |= row["name"] == name && row["owner"] == owner;
+  CHECK(exact);  // JSON keeps the exact bytes
+}
+
+TEST_CASE("every duration flag is range-checked: out of range or malformed exits 2 at once", "[cli]") {
+  const std::string& db = ctx().uri;
+  auto t0 = std::chrono::steady_clock::now();
+  check_usage_error(cli({"--json", "--db", db, "lock", "acquire", "x", "--wait", "200000d"}), "--wait");
+  check_usage_error(cli({"--json", "--db", db, "lock", "acquire", "x", "--wait", "soon"}), "--wait");
+  check_usage_error(cli({"--json", "--db", db, "lock", "acquire", "x", "--ttl", "0s"}), "--ttl");
+  check_usage_error(cli({"--json", "--db", db, "lock", "acquire", "x", "--ttl", "8d"}), "--ttl");
+  check_usage_error(cli({"--json", "--db", db, "lock", "acquire", "x", "--ttl", "-1s"}), "--ttl");
+  check_usage_error(cli({"--json", "--db", db, "lock", "acquire", "x", "--ttl", "99999999999999999999d"}), "--ttl");
+  check_usage_error(cli({"--json", "--db", db, "lock", "acquire", "x", "--ttl", "1s", "--min-hold", "2s"}),
+                    "--min-hold");
+  check_usage_error(cli({"--json", "--db", db, "lock", "renew", "x", "--owner", "o", "--ttl", "1ms"}), "--ttl");
+  check_usage_error(cli({"--json", "--db", db, "--connect-timeout", "2h", "lock", "list"}), "--connect-timeout");
+  check_usage_error(cli({"--json", "--db", db, "lock", "list", "--connect-timeout", "-5s"}), "--connect-timeout");
+  check_usage_error(cli({"--json", "--db", db, "bench", "--duration", "10ms"}), "--duration");
+  check_usage_error(cli({"--json", "--db", db, "bench", "--hold", "2s"}), "--hold");
+  check_usage_error(cli({"--json", "--db", db, "chaos", "--ttl", "5ms"}), "--ttl");
+  CHECK(cli({"--db", db, "run", "--lock", "x", "--wait", "200000d", "--", "/bin/true"}).rc == 2);
+  CHECK(std::chrono::steady_clock::now() - t0 < 60s);  // refused up front, nothing waited
+}

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -331,9 +332,14 @@ void add_run(CLI::App& app) {
         std::lock_guard<std::mutex> lk(*loss_mu);
         why = loss->empty() ? "trust window ended without a confirmed renewal" : *loss;
       }
-      std::cerr << "sqlguard run: lease '" << o->name << "' lost (" << why << "); CMD's process tree was stopped\n";
-      exit_code() = kExitLeaseLost;
-      return;
+      std::cerr << "sqlguard run: lease '" << o->name << "' lost (" << why << "); CMD's process tree was stopped"
+                << std::endl;
+      // Nothing is left to do with the database: the lease is gone and so is
+      // the tree. Leave without ~LeaseLock, which joins a watchdog that may
+      // sit in a renewal on a link that no longer answers (measured: without
+      // this, `run` hung until a frozen PostgreSQL path healed).
+      std::cout.flush();
+      std::_Exit(kExitLeaseLost);
     }
     // Only now, with no process of CMD's tree left, may someone else start.
     if (!lock.release()) std::cerr << "sqlguard run: warning: lease '" << o->name << "' was not held at release\n";

@@ -8,7 +8,6 @@
 
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -17,68 +16,16 @@
 #include <thread>
 #include <vector>
 
+#include "process_helpers.h"
 #include "sqlguard/lease_lock.h"
 #include "test_context.h"
 
 using namespace sqlguard;
 using namespace std::chrono_literals;
 using sgtest::ctx;
-using Clock = std::chrono::steady_clock;
+using namespace sgtest::tree;
 
 namespace {
-
-// Alive = exists and is not a zombie (a zombie passes kill -0).
-bool alive(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return false;
-  auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
-
-std::vector<pid_t> read_pids(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<pid_t> pids;
-  long p;
-  while (in >> p) pids.push_back(static_cast<pid_t>(p));
-  return pids;
-}
-
-// Waits until `path` lists `n` pids.
-std::vector<pid_t> wait_for_pids(const std::string& path, std::size_t n) {
-  auto until = Clock::now() + 15s;
-  for (;;) {
-    auto pids = read_pids(path);
-    if (pids.size() >= n || Clock::now() > until) return pids;
-    std::this_thread::sleep_for(10ms);
-  }
-}
-
-// How long until none of `pids` is alive (polled every ms), or `bound` + 1 s.
-std::chrono::milliseconds time_until_gone(const std::vector<pid_t>& pids, Clock::time_point since,
-                                          std::chrono::milliseconds bound) {
-  for (;;) {
-    bool any = false;
-    for (pid_t p : pids) any = any || alive(p);
-    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since);
-    if (!any || took > bound + 1s) return took;
-    std::this_thread::sleep_for(1ms);
-  }
-}
-
-// The raw wait status of `pid`, waiting at most `bound`; -1 on time-out.
-int wait_raw(pid_t pid, std::chrono::milliseconds bound = 30s) {
-  auto until = Clock::now() + bound;
-  for (;;) {
-    int st = 0;
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) return st;
-    if (r < 0 && errno != EINTR) return -1;
-    if (Clock::now() > until) return -1;
-    std::this_thread::sleep_for(1ms);
-  }
-}
 
 // The children of `pid` (from /proc).
 std::vector<pid_t> children_of(pid_t pid) {
@@ -96,16 +43,6 @@ std::vector<pid_t> children_of(pid_t pid) {
   return out;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char d[] = "/tmp/sgtest-tree-XXXXXX";
-    REQUIRE(mkdtemp(d));
-    path = d;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
 
 // CMD: records its own pid, then starts a grandchild, a grandchild that
 // ignores SIGTERM, and one in a session of its own (out of CMD's group),
@@ -124,6 +61,19 @@ std::vector<std::string> run_argv(const std::string& lock, std::vector<std::stri
   return argv;
 }
 
+// `run` with tree_script() as CMD, once the 4 pids are recorded.
+struct Tree {
+  pid_t run = 0;
+  std::vector<pid_t> pids;
+};
+Tree start_tree(const TempDir& dir, const std::string& lock, std::vector<std::string> opts) {
+  Tree t;
+  t.run = sgtest::spawn(run_argv(lock, std::move(opts), tree_script(dir.file("pids"))));
+  t.pids = wait_for_pids(dir.file("pids"), 4);
+  REQUIRE(t.pids.size() == 4);
+  return t;
+}
+
 bool lease_held(const std::string& name) {
   auto c = ctx().connect();
   auto info = lease_info(*c, name);
@@ -137,9 +87,7 @@ TEST_CASE("SIGTERM to run stops CMD's grandchildren, a TERM-ignoring grandchild 
           "[run]") {
   TempDir dir;
   auto name = ctx().unique("tree");
-  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "5s", "--kill-grace", "1s"}, tree_script(dir.file("pids"))));
-  auto pids = wait_for_pids(dir.file("pids"), 4);
-  REQUIRE(pids.size() == 4);
+  auto [run, pids] = start_tree(dir, name, {"--ttl", "5s", "--kill-grace", "1s"});
   for (pid_t p : pids) CHECK(alive(p));
   auto t0 = Clock::now();
   ::kill(run, SIGTERM);
@@ -160,9 +108,7 @@ TEST_CASE("kill -9 of run stops CMD and all its descendants within 1 s and a sec
           "[run]") {
   TempDir dir;
   auto name = ctx().unique("tree");
-  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "3s", "--kill-grace", "10s"}, tree_script(dir.file("pids"))));
-  auto pids = wait_for_pids(dir.file("pids"), 4);
-  REQUIRE(pids.size() == 4);
+  auto [run, pids] = start_tree(dir, name, {"--ttl", "3s", "--kill-grace", "10s"});
   auto sup = children_of(run);
   REQUIRE(sup.size() == 1);  // the supervisor
   ::kill(run, SIGKILL);
@@ -188,9 +134,7 @@ TEST_CASE("kill -9 of run stops CMD and all its descendants within 1 s and a sec
 TEST_CASE("kill -9 of run's supervisor stops CMD's tree; run releases the lease only after it and exits 1", "[run]") {
   TempDir dir;
   auto name = ctx().unique("tree");
-  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "5s", "--kill-grace", "10s"}, tree_script(dir.file("pids"))));
-  auto pids = wait_for_pids(dir.file("pids"), 4);
-  REQUIRE(pids.size() == 4);
+  auto [run, pids] = start_tree(dir, name, {"--ttl", "5s", "--kill-grace", "10s"});
   auto sup = children_of(run);
   REQUIRE(sup.size() == 1);
   ::kill(sup[0], SIGKILL);
@@ -209,9 +153,7 @@ TEST_CASE("kill -9 of run's supervisor stops CMD's tree; run releases the lease 
 TEST_CASE("losing the lease stops CMD's whole tree and run exits 5", "[run]") {
   TempDir dir;
   auto name = ctx().unique("tree");
-  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "900ms", "--kill-grace", "500ms"}, tree_script(dir.file("pids"))));
-  auto pids = wait_for_pids(dir.file("pids"), 4);
-  REQUIRE(pids.size() == 4);
+  auto [run, pids] = start_tree(dir, name, {"--ttl", "900ms", "--kill-grace", "500ms"});
   auto c = ctx().connect();
   REQUIRE(force_release(*c, name));
   REQUIRE(acquire_lease(*c, name, "intruder", 60s).acquired);

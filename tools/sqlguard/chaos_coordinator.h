@@ -3,6 +3,8 @@
 //   chaos_workers.cpp  the worker processes: spawn, reap, respawn, aim, wind down
 //   chaos_faults.cpp   the faults: kill -9, SIGSTOP/SIGCONT, session kills,
 //                      server restarts (the script named by SQLGUARD_DBSERVERS)
+//   chaos_partition.cpp the partition fault: one fault proxy per worker slot
+//                      between the worker and the server, frozen on demand
 //   chaos_check.cpp    the invariant checker, and ChaosSql: every statement
 //                      the coordinator sends
 // The worker body is chaos_worker.cpp (chaos.h). Not a public API.
@@ -22,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chaos.h"
+#include "fault_proxy.h"
 #include "process.h"
 #include "sqlguard/connection.h"
 #include "sqlguard/errors.h"
@@ -30,11 +33,24 @@ namespace sqlguard::cli::chaos {
 
 // ---- the command's options ------------------------------------------------------
 
+// Which faults a run injects (--faults). Names: kill, pause, session-kill,
+// restart, partition.
+struct FaultSet {
+  bool kill = true, pause = true, session_kill = true, restart = true, partition = true;
+  bool listed = false;  // given with --faults (else: all that apply to the dialect)
+  // Parses "kill,pause,..."; throws CLI::ValidationError (exit 2) for an
+  // unknown name or an empty list.
+  static FaultSet parse(const std::string& list);
+  std::vector<std::string> names() const;
+};
+
 struct Opts {
   std::string duration = "30s", ttl = "1s";
   int workers = 4;
   std::uint64_t seed = 0;
   bool no_fencing = false, no_restarts = false, keep = false;
+  std::string faults;  // --faults; empty: the default set
+  FaultSet fault_set;  // parsed from `faults`
 };
 
 std::int64_t wall_ms();  // system clock, ms since the epoch
@@ -122,6 +138,7 @@ struct Worker {
   proc::Child proc;  // running() == alive
   bool killed_by_us = false;
   bool paused = false;
+  bool partitioned = false;  // its path to the server is frozen (chaos_partition.cpp)
   std::chrono::steady_clock::time_point resume_at{};
   std::chrono::steady_clock::time_point respawn_at{};
   bool respawn_pending = false;
@@ -144,15 +161,18 @@ class Workers {
   Workers& operator=(const Workers&) = delete;
 
   void create_state();  // the shared-memory slots, one per worker
+  // The database URI slot `slot`'s workers connect to (default: --db).
+  void set_uri(int slot, std::string uri) { uris_[static_cast<std::size_t>(slot)] = std::move(uri); }
   void spawn(int slot);
   // Reaps exited workers: ours (killed) respawn after 50..250ms, others are
   // reported as unexpected and respawn after 200ms, while before the deadline.
   void reap();
   // SIGCONTs workers whose pause is over; starts due replacements.
   void resume_and_respawn(std::chrono::steady_clock::time_point now);
-  // A live, running (not paused) worker in one of `phases`, or -1.
+  // A live, running (not paused, not partitioned) worker in one of `phases`, or -1.
   int pick_target(std::initializer_list<std::int32_t> phases, bool need_lease, bool for_pause = false);
   int paused_count() const;
+  int partitioned_count() const;
   // End of the run: wake paused workers, wait for all to exit by themselves
   // until a grace period, then SIGKILL the stragglers.
   void finish();
@@ -176,6 +196,7 @@ class Workers {
   Slot* slots_ = nullptr;
   std::size_t state_size_ = 0;
   std::vector<Worker> kids_;
+  std::vector<std::string> uris_;
 };
 
 // ---- chaos_faults.cpp ----------------------------------------------------------------
@@ -199,10 +220,15 @@ class Faults {
   Faults(const Faults&) = delete;
   Faults& operator=(const Faults&) = delete;
 
-  // Which server faults apply (notes say why not); reads SQLGUARD_DBSERVERS.
+  // Which faults apply (notes say why not); reads SQLGUARD_DBSERVERS; sets
+  // up the partition proxies (before any worker starts).
   void configure_server();
   bool server() const { return run_.kind != DialectKind::kSqlite; }
   bool can_restart() const { return !dbservers_.empty(); }
+  bool can_kill_sessions() const { return server() && run_.o.fault_set.session_kill; }
+  bool can_partition() const { return !proxies_.empty(); }
+  // The --faults names this run really injects (JSON "faults_enabled").
+  std::vector<std::string> enabled() const;
 
   void kill(int slot);   // kill -9
   void pause(int slot);  // SIGSTOP for 2*ttl+500ms; Workers resumes it
@@ -218,13 +244,21 @@ class Faults {
   // After a failed restart: one `$SQLGUARD_DBSERVERS start`, not to leave the server down.
   void restore_server();
 
+  // chaos_partition.cpp. A partition freezes one worker's path to the server
+  // (its main and watchdog connections, new connects too) for 2*ttl+500ms.
+  void setup_partitions();
+  void partition(int slot);
+  void heal_partitions(std::chrono::steady_clock::time_point now);  // those whose time is over
+  void heal_all_partitions();                                       // end of the run, or an error
+
   std::vector<KillRecord> kill_records;
   int kills = 0, pauses = 0, connection_kills = 0, sessions_terminated = 0, server_restarts = 0,
-      restart_failures = 0;
+      restart_failures = 0, partitions = 0;
 
  private:
   void check_killed_lease(KillRecord& k);
   bool run_dbservers(const std::string& action);
+  void heal(int slot, const std::string& why);
 
   Run& run_;
   Db& db_;
@@ -233,6 +267,9 @@ class Faults {
   std::thread restart_thread_;
   std::atomic<bool> restarting_{false};
   std::atomic<int> restart_result_{-1};  // -1 none, 0 ok, 1 failed
+  // One proxy per worker slot (empty: no partitions), and when each heals.
+  std::vector<std::unique_ptr<faultproxy::FaultProxy>> proxies_;
+  std::vector<std::chrono::steady_clock::time_point> heal_at_;
 };
 
 // ---- chaos_check.cpp -----------------------------------------------------------------

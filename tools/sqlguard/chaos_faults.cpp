@@ -21,19 +21,35 @@ Faults::~Faults() {
 }
 
 void Faults::configure_server() {
+  const FaultSet& fs = run_.o.fault_set;
   if (!server()) {
-    run_.notes.push_back("sqlite: connection kills and server restarts do not apply (no server, no sessions); kill -9 "
-                         "and SIGSTOP faults do");
+    std::string na;
+    for (auto [on, name] : {std::pair{fs.session_kill, "session-kill"}, {fs.restart, "restart"},
+                            {fs.partition, "partition"}})
+      if (on && fs.listed) na += std::string(na.empty() ? "" : ", ") + name;
+    run_.notes.push_back("sqlite: connection kills, server restarts and partitions do not apply (no server, no "
+                         "sessions, no network path; file-lock stalls are not injected); kill -9 and SIGSTOP do" +
+                         (na.empty() ? std::string() : " (skipped although listed: " + na + ")"));
     return;
   }
   server_target_ = run_.kind == DialectKind::kPostgres ? "pg" : "mariadb";
   const char* env = std::getenv("SQLGUARD_DBSERVERS");
   if (run_.o.no_restarts)
     run_.notes.push_back("server restarts disabled by --no-server-restarts");
-  else if (!env || !*env)
+  else if (fs.restart && (!env || !*env))
     run_.notes.push_back("server restarts skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
-  else
+  else if (fs.restart)
     dbservers_ = env;
+  if (fs.partition) setup_partitions();
+}
+
+std::vector<std::string> Faults::enabled() const {
+  const FaultSet& fs = run_.o.fault_set;
+  FaultSet on = fs;
+  on.session_kill = can_kill_sessions();
+  on.restart = can_restart();
+  on.partition = can_partition();
+  return on.names();
 }
 
 void Faults::kill(int slot) {
@@ -91,14 +107,16 @@ void Faults::pause(int slot) {
 }
 
 void Faults::kill_connections() {
-  // Spare paused workers' main sessions: their late write must reach the
-  // database (it is what the fence and the lease re-check have to stop).
+  // Spare paused and partitioned workers' main sessions: their late write
+  // must reach the database (it is what the fence and the lease re-check
+  // have to stop).
   std::vector<std::int64_t> spare;
   for (int i = 0; i < w_.size(); ++i) {
     std::int64_t sid = w_.slot(i).session.load();
-    // ...and resumed ones until their late write is done (no_kill_until).
+    // ...partitioned ones, and resumed ones until their late write is done.
     const auto& k = w_.at(i);
-    if (k.proc.running() && (k.paused || steady_clock::now() < k.no_kill_until) && sid > 0) spare.push_back(sid);
+    if (k.proc.running() && (k.paused || k.partitioned || steady_clock::now() < k.no_kill_until) && sid > 0)
+      spare.push_back(sid);
   }
   int n = 0;
   try {

@@ -18,7 +18,8 @@ namespace sqlguard::cli::chaos {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-Workers::Workers(Run& run) : run_(run), kids_(static_cast<std::size_t>(run.o.workers)) {}
+Workers::Workers(Run& run)
+    : run_(run), kids_(static_cast<std::size_t>(run.o.workers)), uris_(kids_.size(), global().db) {}
 
 Workers::~Workers() {
   if (slots_) munmap(slots_, state_size_);
@@ -70,7 +71,7 @@ void Workers::spawn(int slot) {
   proc::SpawnOptions so;
   // The URI travels in the environment (SQLGUARD_DB), not on the command
   // line where `ps` would show its password.
-  so.env = {{"SQLGUARD_DB", global().db}};
+  so.env = {{"SQLGUARD_DB", uris_[static_cast<std::size_t>(slot)]}};
   so.out = proc::SpawnOptions::Out::kNull;  // stdout is the coordinator's JSON
   so.own_group = true;        // a terminal's Ctrl-C reaches only the coordinator, which winds the run down
   so.die_with_parent = true;  // no worker outlives a crashed coordinator
@@ -132,7 +133,7 @@ int Workers::pick_target(std::initializer_list<std::int32_t> phases, bool need_l
   auto now = steady_clock::now();
   for (std::size_t i = 0; i < kids_.size(); ++i) {
     const auto& k = kids_[i];
-    if (!k.proc.running() || k.paused || slots_[i].pid.load() != k.proc.pid()) continue;
+    if (!k.proc.running() || k.paused || k.partitioned || slots_[i].pid.load() != k.proc.pid()) continue;
     if (for_pause ? slots_[i].fence.load() == k.last_paused_fence : now < k.no_kill_until) continue;
     auto ph = slots_[i].phase.load();
     if (std::find(phases.begin(), phases.end(), ph) == phases.end()) continue;
@@ -145,6 +146,10 @@ int Workers::pick_target(std::initializer_list<std::int32_t> phases, bool need_l
 
 int Workers::paused_count() const {
   return static_cast<int>(std::count_if(kids_.begin(), kids_.end(), [](const Worker& k) { return k.paused; }));
+}
+
+int Workers::partitioned_count() const {
+  return static_cast<int>(std::count_if(kids_.begin(), kids_.end(), [](const Worker& k) { return k.partitioned; }));
 }
 
 void Workers::finish() {

@@ -1,13 +1,16 @@
 // `sqlguard chaos`: runs N worker processes (chaos_worker.cpp) against one
 // database while a seeded fault injector kill -9s them, SIGSTOPs lock
-// holders past their ttl, terminates their server sessions and restarts the
-// server; then checks invariants from what the database recorded.
+// holders past their ttl, terminates their server sessions, restarts the
+// server and cuts lock holders off the server (partition, through one fault
+// proxy per worker); --faults picks which. Then it checks invariants from
+// what the database recorded.
 //
 // Bounded: every loop ends at --duration (workers stop by themselves at the
 // same deadline), every paused worker is SIGCONTed, every child is reaped,
 // stragglers are SIGKILLed after a grace. Workers die with the coordinator
-// (PR_SET_PDEATHSIG). Traffic goes only to --db (and the server restart
-// script named by SQLGUARD_DBSERVERS).
+// (PR_SET_PDEATHSIG). Traffic goes only to --db (directly, or through the
+// loopback fault proxies) and the server restart script named by
+// SQLGUARD_DBSERVERS.
 //
 // This file: the command (options, setup, the fault schedule, the result).
 // The parts it drives are listed in chaos_coordinator.h.
@@ -51,6 +54,38 @@ void Run::fault(const std::string& kind, int slot, pid_t pid, const std::string&
   std::cerr << "chaos: +" << t << "ms " << kind;
   if (slot >= 0) std::cerr << " worker " << slot << " (pid " << pid << ")";
   std::cerr << ": " << detail << std::endl;
+}
+
+FaultSet FaultSet::parse(const std::string& list) {
+  if (list.empty()) throw CLI::ValidationError("--faults", "needs at least one fault");
+  FaultSet f;
+  f.listed = true;
+  f.kill = f.pause = f.session_kill = f.restart = f.partition = false;
+  std::size_t begin = 0;
+  while (begin <= list.size()) {
+    auto end = std::min(list.find(',', begin), list.size());
+    std::string name = list.substr(begin, end - begin);
+    bool* flag = name == "kill"           ? &f.kill
+                 : name == "pause"        ? &f.pause
+                 : name == "session-kill" ? &f.session_kill
+                 : name == "restart"      ? &f.restart
+                 : name == "partition"    ? &f.partition
+                                          : nullptr;
+    if (!flag)
+      throw CLI::ValidationError("--faults", "unknown fault '" + name +
+                                                 "'; known: kill, pause, session-kill, restart, partition");
+    *flag = true;
+    begin = end + 1;
+  }
+  return f;
+}
+
+std::vector<std::string> FaultSet::names() const {
+  std::vector<std::string> n;
+  for (auto [on, name] : {std::pair{kill, "kill"}, {pause, "pause"}, {session_kill, "session-kill"},
+                          {restart, "restart"}, {partition, "partition"}})
+    if (on) n.emplace_back(name);
+  return n;
 }
 
 void Db::open() { conn_ = open_db(); }
@@ -108,37 +143,50 @@ void drop_tables(Run& run, Db& db) {
 }
 
 // The fault schedule, until the deadline or a signal. Each kind of fault
-// has its own jittered period; every choice draws from run.rng in a fixed order.
+// has its own jittered period; every choice draws from run.rng in a fixed
+// order (a kind left out by --faults draws nothing).
 void inject(Run& run, Workers& w, Faults& f) {
-  const milliseconds pause_len = run.ttl * 2 + milliseconds(500);
+  const FaultSet& fs = run.o.fault_set;
+  const milliseconds pause_len = run.ttl * 2 + milliseconds(500);  // also the length of a partition
   const milliseconds kill_every = std::max(run.ttl, milliseconds(800));
   const milliseconds conn_kill_every = std::max(run.ttl, milliseconds(1000)) * 3 / 2;
   auto next_pause = run.t0 + std::max(milliseconds(300), run.duration / 10);
   auto next_kill = run.t0 + run.jitter(kill_every, 0.5, 1.0);
   auto next_conn_kill = run.t0 + run.jitter(conn_kill_every, 0.5, 1.0);
   auto next_restart = run.t0 + run.duration * 45 / 100;
+  auto next_partition = run.t0 + std::max(milliseconds(500), run.duration / 6);
   bool restarts_on = f.can_restart() && run.duration >= milliseconds(3000);
   if (f.can_restart() && !restarts_on) run.notes.push_back("server restarts need --duration of at least 3s");
-  int max_paused = std::max(1, run.o.workers / 2);
+  // Paused and partitioned workers together: at most half of them.
+  int max_out = std::max(1, run.o.workers / 2);
 
   while (!g_stop) {
     auto now = steady_clock::now();
     if (now >= run.deadline) break;
     w.reap();
     w.resume_and_respawn(now);
-    int paused_now = w.paused_count();
-    // Pauses past the ttl: only while a pause still ends before the
-    // deadline, so the late write happens inside the run.
-    bool pause_fits = now + pause_len + milliseconds(300) <= run.deadline;
-    if (pause_fits && now >= next_pause && paused_now < max_paused) {
+    f.heal_partitions(now);
+    int out_now = w.paused_count() + w.partitioned_count();
+    // Pauses and partitions past the ttl: only while one still ends before
+    // the deadline, so the late write happens inside the run.
+    bool long_fault_fits = now + pause_len + milliseconds(300) <= run.deadline;
+    if (fs.pause && long_fault_fits && now >= next_pause && out_now < max_out) {
       int t = w.pick_target({kHolding}, true, /*for_pause=*/true);
       if (t >= 0) {
         f.pause(t);
+        ++out_now;
         next_pause = now + run.jitter(pause_len, 0.6, 1.2);
       }
       // else: nobody holds a lease this instant; try again next tick
     }
-    if (now >= next_kill) {
+    if (f.can_partition() && long_fault_fits && now >= next_partition && out_now < max_out) {
+      int t = w.pick_target({kHolding}, true, /*for_pause=*/true);
+      if (t >= 0) {
+        f.partition(t);
+        next_partition = now + run.jitter(pause_len, 0.8, 1.5);
+      }
+    }
+    if (fs.kill && now >= next_kill) {
       // Prefer a worker holding a lease or inside a transaction; fall back
       // to anyone after a while.
       int t = w.pick_target({kHolding, kWriting, kInventoryTx, kInboxTx}, false);
@@ -149,7 +197,7 @@ void inject(Run& run, Workers& w, Faults& f) {
       }
     }
     f.check_killed_leases(now);
-    if (f.server() && now >= next_conn_kill && !f.restarting()) {
+    if (f.can_kill_sessions() && now >= next_conn_kill && !f.restarting()) {
       f.kill_connections();
       next_conn_kill = now + run.jitter(conn_kill_every, 0.7, 1.3);
     }
@@ -192,6 +240,8 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v)
       {"sessions_terminated", f.sessions_terminated},
       {"server_restarts", f.server_restarts},
       {"server_restart_failures", f.restart_failures},
+      {"partitions", f.partitions},
+      {"faults_enabled", f.enabled()},
       {"unexpected_worker_exits", w.unexpected_exits},
       {"stragglers_killed", w.stragglers},
       {"worker_errors", t.errors},
@@ -217,7 +267,7 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v)
         << (o.no_fencing ? ", FENCING DISABLED (negative control)" : "") << "\n";
     out << "  faults:     " << f.kills << " kill -9, " << f.pauses << " pauses past ttl, " << f.connection_kills
         << " connection kills (" << f.sessions_terminated << " sessions), " << f.server_restarts
-        << " server restarts\n";
+        << " server restarts, " << f.partitions << " partitions\n";
     out << "  leases:     " << t.acquisitions << " acquisitions, " << v.accepted << " fenced writes accepted, "
         << (t.by_lease + t.by_fence) << " stale writes rejected (" << t.by_lease << " by the lease re-check, "
         << t.by_fence << " by the fence); late writes after a pause: " << t.late << " (" << t.late_rejected
@@ -276,9 +326,11 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
                   (o.no_fencing ? ", FENCING DISABLED (negative control)" : ""));
     inject(run, w, f);
     if (g_stop) run.notes.push_back("interrupted by a signal before --duration ended");
+    f.heal_all_partitions();  // a worker cut off from the server could not wind down
     w.finish();
     f.finish();
   } catch (...) {
+    f.heal_all_partitions();
     w.kill_all();  // never leave stopped or running children behind
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
@@ -303,8 +355,8 @@ using std::chrono::milliseconds;
 void add_chaos(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "chaos", "Fault injection (kill -9, pauses past the ttl, killed sessions, server restarts) with an invariant "
-               "checker; exits 4 when an invariant is violated");
+      "chaos", "Fault injection (kill -9, pauses past the ttl, killed sessions, server restarts, network "
+               "partitions) with an invariant checker; exits 4 when an invariant is violated");
   cmd->add_option("--duration", o->duration, "How long to inject faults (workers stop at the same time)")
       ->capture_default_str();
   cmd->add_option("--workers", o->workers, "Worker processes (1..64)")->capture_default_str();
@@ -313,14 +365,19 @@ void add_chaos(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-fencing", o->no_fencing,
                 "Negative control: write without re-checking the lease or the fencing token (must report violations)");
-  cmd->add_flag("--no-server-restarts", o->no_restarts, "Do not restart the database server");
+  cmd->add_flag("--no-server-restarts", o->no_restarts, "Do not restart the database server (= leave out restart)");
+  auto* faults = cmd->add_option("--faults", o->faults,
+                  "Comma-separated faults to inject: kill, pause, session-kill, restart, partition (default: all "
+                  "that apply to the dialect)");
   cmd->add_flag("--keep-tables", o->keep, "Keep the run's chaos_<run>_* tables for inspection");
-  cmd->callback([o, seed] {
+  cmd->callback([o, seed, faults] {
     auto duration = duration_flag("--duration", o->duration, {milliseconds(1), std::chrono::hours(24)});
     auto ttl = duration_flag("--ttl", o->ttl, {milliseconds(100), milliseconds(60000)});
     if (o->workers < 1 || o->workers > 64)
       throw BadValue("--workers", "is " + std::to_string(o->workers) + "; it must be between 1 and 64");
     if (seed->count() == 0) o->seed = std::random_device{}() & 0xFFFFFFFFu;
+    if (faults->count() > 0) o->fault_set = chaos::FaultSet::parse(o->faults);
+    if (o->no_restarts) o->fault_set.restart = false;
     exit_code() = chaos::run_chaos(*o, duration, ttl);
   });
   chaos::add_chaos_worker(app);

@@ -1,7 +1,14 @@
 // sqlguard lock acquire|renew|release|list, sqlguard run, sqlguard cleanup.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <random>
@@ -10,6 +17,7 @@
 #include "common.h"
 #include "process.h"
 #include "text.h"
+#include "run_supervisor.h"
 #include "sqlguard/cleanup.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/validate.h"
@@ -203,6 +211,73 @@ void add_lock(CLI::App& app) {
   add_lock_list(lock);
 }
 
+namespace {
+
+// `run`'s signals. While it connects and waits for the lock nothing has
+// started, so SIGTERM/SIGINT/SIGHUP end it at once (128 + signal) from the
+// handler itself: a library call that blocks (a wait, a frozen server)
+// cannot delay that. Should the acquire have just committed, the lease
+// expires after its ttl with nobody renewing it. Once the lease is held,
+// the handler only hands the signal to the main loop through a pipe (any
+// thread may take it: the watchdog runs on its own).
+volatile sig_atomic_t g_run_waiting = 1;
+int g_run_wake[2] = {-1, -1};
+char g_run_lock_name[300];
+
+void write_all(int fd, const char* s) {
+  ssize_t n = ::write(fd, s, std::strlen(s));
+  (void)n;  // nothing to do about a failed diagnostic
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+  }
+  return "a signal";
+}
+
+void on_run_signal(int sig) {
+  if (g_run_waiting) {
+    write_all(STDERR_FILENO, "sqlguard run: ");
+    write_all(STDERR_FILENO, signal_name(sig));
+    write_all(STDERR_FILENO, " while waiting for lock '");
+    write_all(STDERR_FILENO, g_run_lock_name);
+    write_all(STDERR_FILENO, "'; CMD not started\n");
+    _exit(128 + sig);
+  }
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t n = ::write(g_run_wake[1], &b, 1);
+  (void)n;  // the pipe is full only if signals pile up: one is enough
+}
+
+void install_run_signals(const std::string& lock_name) {
+  std::snprintf(g_run_lock_name, sizeof g_run_lock_name, "%s", lock_name.c_str());
+  if (pipe2(g_run_wake, O_NONBLOCK | O_CLOEXEC) != 0)
+    throw Error(ErrorCode::kInternal, std::string("pipe failed: ") + std::strerror(errno));
+  struct sigaction sa {};
+  sa.sa_handler = on_run_signal;  // no SA_RESTART: poll() wakes up
+  sigemptyset(&sa.sa_mask);
+  sigset_t ours;
+  sigemptyset(&ours);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    sigaction(sig, &sa, nullptr);
+    sigaddset(&ours, sig);
+  }
+  sigprocmask(SIG_UNBLOCK, &ours, nullptr);  // whatever our parent blocked
+}
+
+// Signals that arrived since the last call (0: none).
+int take_run_signal() {
+  unsigned char b = 0;
+  int sig = 0;
+  while (::read(g_run_wake[0], &b, 1) == 1) sig = b;
+  return sig;
+}
+
+}  // namespace
+
 void add_run(CLI::App& app) {
   struct Opts {
     std::string name, ttl = "30s", wait = "0s", grace = "10s", min_hold = "0s";
@@ -213,7 +288,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--lock", o->name, "Lock name")->required();
   cmd->add_option("--ttl", o->ttl, "Lease duration; the watchdog renews every ttl/3")->capture_default_str();
   cmd->add_option("--wait", o->wait, "How long to wait for the lock; then exit 75")->capture_default_str();
-  cmd->add_option("--kill-grace", o->grace, "After SIGTERM on lease loss, SIGKILL CMD after this")->capture_default_str();
+  cmd->add_option("--kill-grace", o->grace, "Stopping CMD's tree: SIGKILL this long after SIGTERM")->capture_default_str();
   cmd->add_option("--min-hold", o->min_hold, "Keep the lease at least this long after CMD ends")->capture_default_str();
   cmd->add_option("CMD", o->cmd, "Command and arguments (after --)")->required();
   cmd->callback([o] {
@@ -231,44 +306,59 @@ void add_run(CLI::App& app) {
       *loss = std::string(to_string(l.cause)) + ": " + l.detail;
       lost = true;
     };
+    install_run_signals(o->name);
     LeaseLock lock(global().db, o->name, lo, Watchdog::kOn, connect_options());
-    install_signal_handlers();
     if (!lock.acquire(wait)) {
       std::cerr << "sqlguard run: lock '" << o->name << "' not acquired within " << format_duration(wait) << "\n";
       exit_code() = kExitTempFail;
       return;
     }
-    proc::SpawnOptions so;
-    so.search_path = true;
-    so.env = {{"SQLGUARD_FENCE", std::to_string(lock.fence())},
-              {"SQLGUARD_OWNER", lock.owner()},
-              {"SQLGUARD_LOCK", o->name}};
-    so.default_signals = {SIGTERM, SIGINT, SIGHUP};  // ours forward to CMD; CMD gets the defaults
-    so.exec_error_prefix = "sqlguard run: ";
-    proc::Child child = proc::spawn(o->cmd, so);
-    bool terminated_for_loss = false;
-    while (!child.wait(milliseconds(0))) {
-      if (g_signal) {
-        child.signal(g_signal);
-        g_signal = 0;
-      }
-      if (!terminated_for_loss && (lost || !lock.owns())) terminated_for_loss = true;
-      if (terminated_for_loss) child.kill_with_grace(grace);  // SIGTERM now, SIGKILL after --kill-grace
-      std::this_thread::sleep_for(milliseconds(5));
+    g_run_waiting = 0;
+    if (int sig = take_run_signal()) {  // between the acquire and here: CMD never starts
+      lock.release();
+      std::cerr << "sqlguard run: " << signal_name(sig) << " before CMD started; lease released\n";
+      exit_code() = 128 + sig;
+      return;
     }
-    if (terminated_for_loss) {
+    // If `run` dies, its supervisor stops the tree well before the lease
+    // (renewed every ttl/3) can run out: see run_supervisor.h.
+    auto orphan_grace = std::min({grace, ttl / 4, milliseconds(500)});
+    SupervisedCommand child(o->cmd,
+                            {{"SQLGUARD_FENCE", std::to_string(lock.fence())},
+                             {"SQLGUARD_OWNER", lock.owner()},
+                             {"SQLGUARD_LOCK", o->name}},
+                            grace, orphan_grace);
+    bool stopped_for_loss = false;
+    while (!child.poll()) {
+      pollfd fds[2] = {{child.fd(), POLLIN, 0}, {g_run_wake[0], POLLIN, 0}};
+      ::poll(fds, 2, 10);  // also the tick for the lease check below
+      if (int sig = take_run_signal()) child.stop(sig);  // to the tree; SIGKILL after --kill-grace
+      if (!stopped_for_loss && (lost || !lock.owns())) {
+        stopped_for_loss = true;
+        child.stop(SIGTERM);
+      }
+    }
+    if (!child.problem().empty()) std::cerr << "sqlguard run: " << child.problem() << "\n";
+    if (stopped_for_loss) {
       std::string why;
       {
         std::lock_guard<std::mutex> lk(*loss_mu);
         why = loss->empty() ? "trust window ended without a confirmed renewal" : *loss;
       }
-      std::cerr << "sqlguard run: lease '" << o->name << "' lost (" << why << "); CMD was terminated\n";
-      exit_code() = kExitLeaseLost;
-      return;
+      std::cerr << "sqlguard run: lease '" << o->name << "' lost (" << why << "); CMD's process tree was stopped"
+                << std::endl;
+      // Nothing is left to do with the database: the lease is gone and so is
+      // the tree. Leave without ~LeaseLock, which joins a watchdog that may
+      // sit in a renewal on a link that no longer answers (measured: without
+      // this, `run` hung until a frozen PostgreSQL path healed).
+      std::cout.flush();
+      std::_Exit(kExitLeaseLost);
     }
+    // Only now, with no process of CMD's tree left, may someone else start.
     if (!lock.release()) std::cerr << "sqlguard run: warning: lease '" << o->name << "' was not held at release\n";
-    exit_code() = child.status().code();
+    exit_code() = child.status() ? child.status()->code() : kExitError;
   });
+  add_run_supervisor(app);
 }
 
 void add_cleanup(CLI::App& app) {

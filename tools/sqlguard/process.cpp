@@ -1,16 +1,21 @@
 #include "process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <thread>
+#include <unordered_map>
 
 #include "sqlguard/errors.h"
 
@@ -114,6 +119,10 @@ void setup_child(const SpawnOptions& o, const Prepared& p, bool stdout_from_out)
   if (p.pipe_read >= 0) ::close(p.pipe_read);
   if (o.out == SpawnOptions::Out::kStderr) dup2(STDERR_FILENO, STDOUT_FILENO);
   else if (stdout_from_out && p.out >= 0) dup2(p.out, STDOUT_FILENO);
+  for (const auto& [ours, theirs] : o.pass_fds) {
+    if (ours == theirs) fcntl(theirs, F_SETFD, 0);  // dup2 onto itself would keep close-on-exec
+    else dup2(ours, theirs);
+  }
   for (int sig : o.default_signals) ::signal(sig, SIG_DFL);
   if (o.unblock_signals) {
     sigset_t none;
@@ -225,6 +234,113 @@ std::string self_exe() {
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) throw Error(ErrorCode::kInternal, "cannot find this executable (/proc/self/exe)");
   return std::string(buf, static_cast<std::size_t>(n));
+}
+
+// ---- process trees -------------------------------------------------------------
+
+void become_subreaper() {
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+    throw Error(ErrorCode::kInternal, std::string("PR_SET_CHILD_SUBREAPER failed: ") + std::strerror(errno));
+}
+
+namespace {
+
+// The parent of `pid` from /proc/<pid>/stat, or 0 if it is gone. The
+// command name (field 2) may hold spaces and ')', so parse after the last ')'.
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return 0;
+  auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 4 >= stat.size()) return 0;
+  // ") S 1234 ..." : state, then the parent pid.
+  return static_cast<pid_t>(std::strtol(stat.c_str() + close + 4, nullptr, 10));
+}
+
+// pid -> parent for every process in /proc.
+std::unordered_map<pid_t, pid_t> parent_links() {
+  std::unordered_map<pid_t, pid_t> links;
+  DIR* d = opendir("/proc");
+  if (!d) return links;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    pid_t ppid = parent_of(static_cast<pid_t>(pid));
+    if (ppid > 0) links[static_cast<pid_t>(pid)] = ppid;
+  }
+  closedir(d);
+  return links;
+}
+
+std::vector<pid_t> descendants_in(const std::unordered_map<pid_t, pid_t>& links, pid_t root) {
+  std::unordered_multimap<pid_t, pid_t> children;
+  for (const auto& [pid, ppid] : links) children.emplace(ppid, pid);
+  std::vector<pid_t> out;
+  std::vector<pid_t> todo{root};
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    auto [b, e] = children.equal_range(p);
+    for (auto it = b; it != e; ++it) {
+      out.push_back(it->second);
+      todo.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<pid_t> descendants(pid_t root) { return descendants_in(parent_links(), root); }
+
+int signal_tree(pid_t root, pid_t pgid, int sig) {
+  if (pgid > 0) ::killpg(pgid, sig);
+  // Snapshot the parents first: a pidfd pins the process, then its parent is
+  // read again, so a pid that ended and was recycled since the scan (its
+  // parent would differ) is left alone.
+  const auto links = parent_links();
+  const auto tree = descendants_in(links, root);
+  for (pid_t pid : tree) {
+    // Raw syscalls: glibc 2.36's <sys/pidfd.h> lacks C linkage for C++.
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) continue;  // already gone
+    auto it = links.find(pid);
+    if (it != links.end() && parent_of(pid) == it->second) ::syscall(SYS_pidfd_send_signal, fd, sig, nullptr, 0);
+    ::close(fd);
+  }
+  return static_cast<int>(tree.size());
+}
+
+bool reap_children(const std::function<void(pid_t, const ExitStatus&)>& on_exit) {
+  for (;;) {
+    int st = 0;
+    pid_t r = waitpid(-1, &st, WNOHANG);
+    if (r > 0) {
+      if (on_exit) on_exit(r, ExitStatus{st});
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    return !(r < 0 && errno == ECHILD);
+  }
+}
+
+void TreeStop::begin(int sig, milliseconds grace) {
+  auto at = steady_clock::now() + grace;
+  if (!started_ || at < kill_at_) kill_at_ = at;
+  started_ = true;
+  signal_tree(root_, pgid_, sig);
+  if (sig != SIGKILL) signal_tree(root_, pgid_, SIGCONT);
+}
+
+void TreeStop::tick() {
+  if (started_ && steady_clock::now() >= kill_at_) signal_tree(root_, pgid_, SIGKILL);
+}
+
+milliseconds TreeStop::until_kill() const {
+  if (!started_) return Child::kForever;
+  auto now = steady_clock::now();
+  return now >= kill_at_ ? milliseconds(0) : std::chrono::duration_cast<milliseconds>(kill_at_ - now) + milliseconds(1);
 }
 
 }  // namespace sqlguard::cli::proc

@@ -1,6 +1,7 @@
 // Child processes of the sqlguard CLI: the one place that forks, execs,
-// reaps and signals. Used by `run` (CMD), `demo` (the demo workers), `bench
-// --processes` (forked clients) and `chaos` (workers, the dbservers script).
+// reaps and signals. Used by `run` (its supervisor and CMD), `demo` (the
+// demo workers), `bench --processes` (forked clients) and `chaos` (workers,
+// the dbservers script).
 //
 // Contract:
 //  * Everything a child needs (argv, environment, the file it writes to) is
@@ -50,6 +51,9 @@ struct SpawnOptions {
   // When non-empty and exec fails, the child writes
   // "<prefix>cannot execute '<argv[0]>': <reason>" to stderr. Always exit 127.
   std::string exec_error_prefix;
+  // Descriptors handed to the child: {ours, theirs} = dup2(ours, theirs),
+  // open across exec. Everything else stays close-on-exec as we opened it.
+  std::vector<std::pair<int, int>> pass_fds;
 };
 
 // How a reaped child ended.
@@ -118,5 +122,54 @@ Child fork_call(const std::function<int(int out_fd)>& fn, const SpawnOptions& o 
 
 // The path of this executable (/proc/self/exe), for re-executing ourselves.
 std::string self_exe();
+
+// ---- process trees (`sqlguard run` owns everything CMD starts) --------------
+//
+// A descendant can leave CMD's process group (setpgid/setsid), but not our
+// tree: while we live, its parent chain leads back to us, and when its
+// parent dies it is reparented to us if we are a child subreaper. So the
+// tree, not the group, is what we stop; the group is signalled too because
+// killpg() reaches all its members in one atomic call.
+
+// PR_SET_CHILD_SUBREAPER: orphans below us are reparented to us, not to
+// init, so we can still find, signal and reap them. Throws kInternal.
+void become_subreaper();
+
+// Every process below `root` (children, grandchildren, ...), from the
+// parent links in /proc, zombies included. A snapshot: it may miss a
+// process forked after the scan, which is why TreeStop keeps re-scanning.
+std::vector<pid_t> descendants(pid_t root);
+
+// Sends `sig` to process group `pgid` (when > 0) and to every descendant of
+// `root`. Each descendant is signalled through a pidfd opened after the
+// scan and re-checked against its parent, so a pid recycled in between is
+// never hit. Returns how many descendants were found.
+int signal_tree(pid_t root, pid_t pgid, int sig);
+
+// Reaps every child of ours that has ended (waitpid(-1, WNOHANG)), calling
+// on_exit(pid, status) for each. Returns false once we have no child left
+// (ECHILD): with a subreaper, that means no descendant is left either.
+bool reap_children(const std::function<void(pid_t, const ExitStatus&)>& on_exit = {});
+
+// Stops a process tree the way `run` promises: `sig` (plus SIGCONT, so a
+// stopped process acts on it) to the group and the tree now, SIGKILL once
+// `grace` has passed, repeated on every tick() until the caller sees the
+// tree gone (reap_children() false). Not thread-safe; the caller reaps.
+class TreeStop {
+ public:
+  TreeStop(pid_t root, pid_t pgid) : root_(root), pgid_(pgid) {}
+  // First call: sends `sig` and arms SIGKILL after `grace`. Later calls
+  // send `sig` again and may bring the SIGKILL closer, never later.
+  void begin(int sig, std::chrono::milliseconds grace);
+  void tick();  // SIGKILL round when due
+  bool started() const { return started_; }
+  // Time until the next SIGKILL round (for a poll timeout); kForever if none.
+  std::chrono::milliseconds until_kill() const;
+
+ private:
+  pid_t root_, pgid_;
+  bool started_ = false;
+  std::chrono::steady_clock::time_point kill_at_{};
+};
 
 }  // namespace sqlguard::cli::proc

@@ -1,0 +1,165 @@
+// The fault proxy (tools/faultproxy): real PostgreSQL / MariaDB connections
+// through it work in pass mode, stall while it is frozen (a silent
+// partition) and resume after pass; drop closes them; delay delays. SQLite
+// has no network path: only the dialect-free checks run there.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <stdexcept>
+#include <thread>
+
+#include "fault_proxy.h"
+#include "process_helpers.h"
+#include "test_context.h"
+#include "test_helpers.h"
+
+using namespace sqlguard;
+using namespace std::chrono_literals;
+using faultproxy::FaultProxy;
+using faultproxy::ProxyOptions;
+using sgtest::ctx;
+
+namespace {
+
+ProxyOptions to_server() {
+  ProxyOptions o;
+  std::tie(o.target_host, o.target_port) = faultproxy::uri_endpoint(ctx().uri);
+  o.lifetime = std::chrono::minutes(5);
+  return o;
+}
+
+std::int64_t select_int(Connection& c, int v) {
+  return c.execute("SELECT " + std::to_string(v)).rows.at(0)[0].as_int();
+}
+
+}  // namespace
+
+TEST_CASE("through the fault proxy a statement works in pass mode, does not complete while frozen and completes "
+          "after pass",
+          "[faultproxy]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite is embedded: no network path to partition");
+    return;
+  }
+  FaultProxy proxy(to_server());
+  auto conn = make_connection(faultproxy::uri_via(ctx().uri, proxy.port()));
+  CHECK(select_int(*conn, 1) == 1);
+  CHECK(proxy.stats().open == 1);
+
+  proxy.freeze();
+  auto answer = std::async(std::launch::async, [&] { return select_int(*conn, 2); });
+  // The client-side bound of this test: no answer within 1.5 s while frozen.
+  CHECK(answer.wait_for(1500ms) == std::future_status::timeout);
+  proxy.pass();
+  REQUIRE(answer.wait_for(20s) == std::future_status::ready);
+  CHECK(answer.get() == 2);
+  CHECK(select_int(*conn, 3) == 3);
+}
+
+TEST_CASE("a frozen fault proxy also holds new connections until pass", "[faultproxy]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite is embedded: no network path to partition");
+    return;
+  }
+  FaultProxy proxy(to_server());
+  proxy.freeze();
+  std::string uri = faultproxy::uri_via(ctx().uri, proxy.port());
+  auto connected = std::async(std::launch::async, [&] {
+    ConnectOptions co;
+    co.connect_timeout = 20s;
+    auto c = make_connection(uri, co);
+    return select_int(*c, 4);
+  });
+  CHECK(connected.wait_for(1500ms) == std::future_status::timeout);
+  proxy.pass();
+  REQUIRE(connected.wait_for(20s) == std::future_status::ready);
+  CHECK(connected.get() == 4);
+}
+
+TEST_CASE("drop mode closes the open connections and refuses new ones until pass", "[faultproxy]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite is embedded: no network path to drop");
+    return;
+  }
+  FaultProxy proxy(to_server());
+  std::string uri = faultproxy::uri_via(ctx().uri, proxy.port());
+  auto conn = make_connection(uri);
+  CHECK(select_int(*conn, 1) == 1);
+  proxy.drop();
+  CHECK(proxy.stats().open == 0);
+  CHECK(proxy.stats().dropped >= 1);
+  std::string what;
+  CHECK(sgtest::code_of([&] { select_int(*conn, 2); }, &what) == ErrorCode::kConnectionLost);
+  INFO(what);
+  ConnectOptions quick;
+  quick.connect_timeout = 3s;
+  CHECK_THROWS_AS(make_connection(uri, quick), Error);
+  proxy.pass();
+  conn->reconnect();
+  CHECK(select_int(*conn, 5) == 5);
+}
+
+TEST_CASE("delay mode forwards every chunk only after the delay", "[faultproxy]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite is embedded: no network path to delay");
+    return;
+  }
+  FaultProxy proxy(to_server());
+  auto conn = make_connection(faultproxy::uri_via(ctx().uri, proxy.port()));
+  proxy.delay(300ms);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(select_int(*conn, 6) == 6);
+  // The query and its answer each waited 300 ms in the proxy.
+  CHECK(std::chrono::steady_clock::now() - t0 >= 590ms);
+  proxy.pass();
+  CHECK(select_int(*conn, 7) == 7);
+}
+
+TEST_CASE("the fault proxy refuses non-loopback addresses and stops by itself after its lifetime", "[faultproxy]") {
+  ProxyOptions o;
+  o.target_port = 9;
+  o.target_host = "10.1.2.3";
+  CHECK_THROWS_AS(FaultProxy(o), std::invalid_argument);
+  o.target_host = "127.0.0.1";
+  o.listen_host = "0.0.0.0";
+  CHECK_THROWS_AS(FaultProxy(o), std::invalid_argument);
+  o.listen_host = "127.0.0.1";
+  o.lifetime = 200ms;
+  FaultProxy p(o);
+  CHECK(p.port() > 0);
+  for (int i = 0; i < 100 && p.running(); ++i) std::this_thread::sleep_for(20ms);
+  CHECK_FALSE(p.running());
+  CHECK(faultproxy::uri_via("postgresql://u:p@db.example:5432/x?sslmode=disable", 4000) ==
+        "postgresql://u:p@127.0.0.1:4000/x?sslmode=disable");
+  CHECK(faultproxy::uri_endpoint("mysql://u:p@127.0.0.1/db") == std::pair<std::string, int>("127.0.0.1", 3306));
+  CHECK_THROWS_AS(faultproxy::uri_endpoint("postgresql://u@h1:1,h2:2/db"), std::invalid_argument);
+}
+
+TEST_CASE("run behind a frozen path stops CMD's tree when the trust window ends and exits 5 in bounded time",
+          "[run][faultproxy]") {
+  using namespace sgtest::tree;
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite is embedded: no network path to partition");
+    return;
+  }
+  FaultProxy proxy(to_server());
+  TempDir dir;
+  std::string f = dir.file("pids");
+  pid_t run = sgtest::spawn({sgtest::cli_path(), "--db", faultproxy::uri_via(ctx().uri, proxy.port()), "run", "--lock",
+                             ctx().unique("frozen"), "--ttl", "2s", "--kill-grace", "1s", "--", "/bin/sh", "-c",
+                             "echo $$ >> " + f + "; sleep 100 & echo $! >> " + f + "; wait"});
+  auto pids = wait_for_pids(f, 2);
+  REQUIRE(pids.size() == 2);
+  proxy.freeze();  // the lease connection and the watchdog's hear nothing from now on
+  auto t0 = Clock::now();
+  int st = wait_raw(run, 15s);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  proxy.pass();
+  if (st == -1) st = wait_raw(run);  // reap it either way
+  INFO("run exited " << took.count() << " ms after the freeze");
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 5);
+  CHECK(took < 2000ms + 1000ms + 1000ms);  // ttl (trust end) + --kill-grace + 1 s, with the path still frozen
+  for (pid_t p : pids) CHECK_FALSE(alive(p));
+}

@@ -1,0 +1,221 @@
+// sqlguard run owns CMD's whole process tree (tools/sqlguard/run_supervisor.h):
+// every stop reaches grandchildren, a grandchild that ignores SIGTERM and one
+// that left the process group; kill -9 of `run` or of its supervisor leaves
+// nothing behind; signals while waiting for the lock exit at once. Real
+// processes; CMD records the pids of its tree in a file and the tests check
+// them with kill(pid, 0) (and /proc, for zombies).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "process_helpers.h"
+#include "sqlguard/lease_lock.h"
+#include "test_context.h"
+
+using namespace sqlguard;
+using namespace std::chrono_literals;
+using sgtest::ctx;
+using namespace sgtest::tree;
+
+namespace {
+
+// The children of `pid` (from /proc).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    auto close = stat.rfind(')');
+    if (close == std::string::npos || close + 4 >= stat.size()) continue;
+    if (std::stol(stat.substr(close + 4)) == pid) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+
+// CMD: records its own pid, then starts a grandchild, a grandchild that
+// ignores SIGTERM, and one in a session of its own (out of CMD's group),
+// recording each pid; then waits. 4 pids in `pids`.
+std::string tree_script(const std::string& pids) {
+  return "echo $$ >> " + pids + "; sleep 100 & echo $! >> " + pids +
+         "; sh -c 'trap \"\" TERM; echo $$ >> " + pids + "; exec sleep 100' &"
+         " setsid sh -c 'echo $$ >> " + pids + "; exec sleep 100' & wait";
+}
+
+std::vector<std::string> run_argv(const std::string& lock, std::vector<std::string> opts, const std::string& script) {
+  std::vector<std::string> argv = {sgtest::cli_path(), "--db", ctx().uri, "run", "--lock", lock};
+  argv.insert(argv.end(), opts.begin(), opts.end());
+  for (const char* a : {"--", "/bin/sh", "-c"}) argv.push_back(a);
+  argv.push_back(script);
+  return argv;
+}
+
+// `run` with tree_script() as CMD, once the 4 pids are recorded.
+struct Tree {
+  pid_t run = 0;
+  std::vector<pid_t> pids;
+};
+Tree start_tree(const TempDir& dir, const std::string& lock, std::vector<std::string> opts) {
+  Tree t;
+  t.run = sgtest::spawn(run_argv(lock, std::move(opts), tree_script(dir.file("pids"))));
+  t.pids = wait_for_pids(dir.file("pids"), 4);
+  REQUIRE(t.pids.size() == 4);
+  return t;
+}
+
+bool lease_held(const std::string& name) {
+  auto c = ctx().connect();
+  auto info = lease_info(*c, name);
+  return info && info->held();
+}
+
+}  // namespace
+
+TEST_CASE("SIGTERM to run stops CMD's grandchildren, a TERM-ignoring grandchild and a setsid escapee before the "
+          "lease is released",
+          "[run]") {
+  TempDir dir;
+  auto name = ctx().unique("tree");
+  auto [run, pids] = start_tree(dir, name, {"--ttl", "5s", "--kill-grace", "1s"});
+  for (pid_t p : pids) CHECK(alive(p));
+  auto t0 = Clock::now();
+  ::kill(run, SIGTERM);
+  int st = wait_raw(run);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  INFO("run exited " << took.count() << " ms after SIGTERM");
+  REQUIRE(st != -1);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 128 + SIGTERM);  // CMD (sh) died of the forwarded SIGTERM
+  // When run is gone, so is every process of the tree, including the one
+  // that needed the SIGKILL after --kill-grace.
+  for (pid_t p : pids) CHECK_FALSE(alive(p));
+  CHECK(took >= 900ms);  // the TERM-ignoring grandchild held out for the grace
+  CHECK_FALSE(lease_held(name));
+}
+
+TEST_CASE("kill -9 of run stops CMD and all its descendants within 1 s and a second run never overlaps them",
+          "[run]") {
+  TempDir dir;
+  auto name = ctx().unique("tree");
+  auto [run, pids] = start_tree(dir, name, {"--ttl", "3s", "--kill-grace", "10s"});
+  auto sup = children_of(run);
+  REQUIRE(sup.size() == 1);  // the supervisor
+  ::kill(run, SIGKILL);
+  auto t0 = Clock::now();
+  // The second run starts at once; it gets the lock only when the first
+  // lease expires. Its CMD lists every pid of the first tree still alive.
+  std::string check = "for p in $(cat " + dir.file("pids") +
+                      "); do s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null) && [ -n \"$s\" ] && [ \"$s\" != Z ] && "
+                      "echo $p; done > " + dir.file("alive") + "; echo done >> " + dir.file("alive");
+  pid_t second = sgtest::spawn(run_argv(name, {"--ttl", "3s", "--wait", "20s"}, check));
+  auto gone = time_until_gone(pids, t0, 1000ms);
+  INFO("last descendant gone " << gone.count() << " ms after kill -9 of run");
+  CHECK(gone < 1000ms);
+  CHECK(wait_raw(run) != -1);
+  CHECK(time_until_gone(sup, t0, 1000ms) < 1000ms);  // the supervisor finished too
+  CHECK(sgtest::wait_pid(second) == 0);
+  std::ifstream in(dir.file("alive"));
+  std::string first;
+  std::getline(in, first);
+  CHECK(first == "done");  // nothing of the first tree was alive when the second CMD started
+}
+
+TEST_CASE("kill -9 of run's supervisor stops CMD's tree; run releases the lease only after it and exits 1", "[run]") {
+  TempDir dir;
+  auto name = ctx().unique("tree");
+  auto [run, pids] = start_tree(dir, name, {"--ttl", "5s", "--kill-grace", "10s"});
+  auto sup = children_of(run);
+  REQUIRE(sup.size() == 1);
+  ::kill(sup[0], SIGKILL);
+  auto t0 = Clock::now();
+  auto gone = time_until_gone(pids, t0, 1000ms);
+  INFO("last descendant gone " << gone.count() << " ms after kill -9 of the supervisor");
+  CHECK(gone < 1000ms);
+  int st = wait_raw(run);
+  REQUIRE(st != -1);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 1);  // CMD's status is unknown: an error, not CMD's
+  for (pid_t p : pids) CHECK_FALSE(alive(p));
+  CHECK_FALSE(lease_held(name));
+}
+
+TEST_CASE("losing the lease stops CMD's whole tree and run exits 5", "[run]") {
+  TempDir dir;
+  auto name = ctx().unique("tree");
+  auto [run, pids] = start_tree(dir, name, {"--ttl", "900ms", "--kill-grace", "500ms"});
+  auto c = ctx().connect();
+  REQUIRE(force_release(*c, name));
+  REQUIRE(acquire_lease(*c, name, "intruder", 60s).acquired);
+  int st = wait_raw(run);
+  REQUIRE(st != -1);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 5);
+  for (pid_t p : pids) CHECK_FALSE(alive(p));
+}
+
+TEST_CASE("what CMD leaves behind is stopped when it exits, and run returns CMD's status", "[run]") {
+  TempDir dir;
+  auto name = ctx().unique("tree");
+  std::string f = dir.file("pids");
+  pid_t run = sgtest::spawn(run_argv(name, {"--kill-grace", "5s"},
+                                     "sleep 100 & echo $! >> " + f + "; setsid sleep 100 & echo $! >> " + f + "; exit 4"));
+  int st = wait_raw(run);
+  REQUIRE(st != -1);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 4);
+  auto pids = read_pids(f);
+  REQUIRE(pids.size() == 2);
+  for (pid_t p : pids) CHECK_FALSE(alive(p));
+  CHECK_FALSE(lease_held(name));
+}
+
+TEST_CASE("SIGINT to run is forwarded to CMD, which may exit on its own terms", "[run]") {
+  TempDir dir;
+  auto name = ctx().unique("tree");
+  std::string f = dir.file("pids");
+  pid_t run = sgtest::spawn(
+      run_argv(name, {"--kill-grace", "5s"}, "trap 'exit 3' INT; echo $$ >> " + f + "; sleep 100 & wait"));
+  REQUIRE(wait_for_pids(f, 1).size() == 1);
+  ::kill(run, SIGINT);
+  int st = wait_raw(run, 4s);  // well before --kill-grace: CMD exited by itself
+  REQUIRE(st != -1);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 3);
+  CHECK_FALSE(lease_held(name));
+}
+
+TEST_CASE("SIGTERM, SIGINT and SIGHUP while run waits for the lock exit at once with 143, 130 and 129 and never "
+          "start CMD",
+          "[run]") {
+  auto name = ctx().unique("waitlk");
+  auto c = ctx().connect();
+  REQUIRE(acquire_lease(*c, name, "someone-else", 60s).acquired);
+  TempDir dir;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    std::string marker = dir.file("started" + std::to_string(sig));
+    pid_t run = sgtest::spawn(run_argv(name, {"--wait", "60s"}, "touch " + marker));
+    std::this_thread::sleep_for(700ms);  // connected and waiting
+    auto t0 = Clock::now();
+    ::kill(run, sig);
+    int st = wait_raw(run, 10s);
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+    INFO("signal " << sig << ": run exited after " << took.count() << " ms");
+    REQUIRE(st != -1);
+    REQUIRE(WIFEXITED(st));  // it exited (by its handler), it was not killed by the signal
+    CHECK(WEXITSTATUS(st) == 128 + sig);
+    CHECK(took < 500ms);
+    CHECK_FALSE(std::filesystem::exists(marker));
+  }
+  CHECK(lease_info(*c, name)->owner == "someone-else");
+}

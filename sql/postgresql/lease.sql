@@ -5,11 +5,12 @@
 
 -- name: lease_acquire
 -- Inserts a new name or takes over an expired row in ONE statement; a row comes back
--- only when this call acquired the lease (fence, expire_at).
+-- only when this call acquired the lease (fence, expire_at). A take-over uses the
+-- fence the VALUES row drew (excluded.fence): one sequence value per acquisition.
 -- params: name, owner, ttl_ms, min_hold_ms
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
 VALUES (?, ?, nextval('sqlguard_fence_seq'), (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
-ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, fence = nextval('sqlguard_fence_seq'), expire_at = excluded.expire_at,
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, fence = excluded.fence, expire_at = excluded.expire_at,
   acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, min_release_at = excluded.min_release_at
 WHERE sqlguard_lock.expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
 RETURNING fence, expire_at;
@@ -27,19 +28,23 @@ SELECT name, owner, fence, expire_at, acquired_at, renewed_at, (EXTRACT(EPOCH FR
 FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_renew
--- Owner-checked; 1 row affected = still held and extended.
--- params: ttl_ms, name, owner
-UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
-WHERE name = ? AND owner = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+-- Owner- and fence-checked (a reused owner string cannot extend a newer lease); 1 row
+-- affected = still held and extended. Never ends before min_release_at: a ttl shorter
+-- than what is left of the minimum hold does not let another owner in early.
+-- params: ttl_ms, name, owner, fence
+UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
 
 -- name: lease_release
--- Owner-checked; the row stays (its fence history is the sequence) and expires now,
--- or at min_release_at when a minimum hold was asked for.
--- params: name, owner
+-- Owner- and fence-checked (a stale holder reusing an owner string cannot free a newer
+-- lease); the row stays (its fence history is the sequence) and expires now, or at
+-- min_release_at when a minimum hold was asked for.
+-- params: name, owner, fence
 UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
-WHERE name = ? AND owner = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
 
 -- name: lease_force_release
+-- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
 -- params: name
 UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
 

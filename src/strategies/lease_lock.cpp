@@ -170,19 +170,35 @@ AcquireResult acquire_lease(Connection& conn, const std::string& name, const std
   }
 }
 
-bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl) {
+namespace {
+void check_lease_ref(const std::string& name, const std::string& owner, std::int64_t fence) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
+  if (fence <= 0)
+    throw Error(ErrorCode::kInvalidArgument, "fence is " + std::to_string(fence) +
+                                                 "; fencing tokens are positive (the one acquire returned)");
+}
+
+// The fence `owner` holds `name` under now (owner-only renew/release), or 0.
+std::int64_t current_fence(Connection& conn, const std::string& name, const std::string& owner) {
+  validate_name(owner, "owner");
+  auto info = lease_info(conn, name);
+  return info && info->owner == owner && info->held() ? info->fence : 0;
+}
+}  // namespace
+
+bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
+                 milliseconds ttl) {
+  check_lease_ref(name, owner, fence);
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
-  auto r = run(conn, Sql::lease_renew, {ttl.count(), name, owner});
+  auto r = run(conn, Sql::lease_renew, {ttl.count(), name, owner, fence});
   if (r.affected == 1) ++g_metrics.renewals;
   return r.affected == 1;
 }
 
-bool release_lease(Connection& conn, const std::string& name, const std::string& owner) {
-  validate_name(name, "lock name");
-  validate_name(owner, "owner");
-  auto r = run(conn, Sql::lease_release, {name, owner});
+bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence) {
+  check_lease_ref(name, owner, fence);
+  auto r = run(conn, Sql::lease_release, {name, owner, fence});
   if (r.affected == 1) {
     ++g_metrics.releases;
     if (!conn.in_transaction()) notify_release(conn, name);
@@ -190,6 +206,21 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
   }
   ++g_metrics.releases_not_held;
   return false;
+}
+
+bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl) {
+  check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
+  auto fence = current_fence(conn, name, owner);
+  return fence > 0 && renew_lease(conn, name, owner, fence, ttl);
+}
+
+bool release_lease(Connection& conn, const std::string& name, const std::string& owner) {
+  auto fence = current_fence(conn, name, owner);
+  if (fence == 0) {
+    ++g_metrics.releases_not_held;
+    return false;
+  }
+  return release_lease(conn, name, owner, fence);
 }
 
 bool force_release(Connection& conn, const std::string& name) {
@@ -324,14 +355,16 @@ void LeaseLock::init() {
 LeaseLock::~LeaseLock() {
   stop_watchdog();
   std::string owner;
+  std::int64_t fence = 0;
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
     if (shared_->hold == 0 || shared_->lost) return;
     owner = shared_->owner;
+    fence = shared_->fence;
     shared_->hold = 0;
   }
   try {
-    if (!release_lease(*conn_, name_, owner))
+    if (!release_lease(*conn_, name_, owner, fence))
       log(LogLevel::kWarning, "lease '" + name_ + "' was no longer held when its LeaseLock was destroyed");
   } catch (const std::exception& e) {
     log(LogLevel::kWarning, "releasing lease '" + name_ + "' in ~LeaseLock failed (it expires by itself): " + e.what());
@@ -411,14 +444,15 @@ bool LeaseLock::acquire(milliseconds wait) {
   return false;
 }
 
-LossCause LeaseLock::diagnose(Connection& conn, const std::string& owner, std::string* detail) {
+LossCause LeaseLock::diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail) {
   auto info = lease_info(conn, name_);
   if (!info) {
     *detail = "lease '" + name_ + "' expired and its row was cleaned up";
     return LossCause::kExpired;
   }
-  if (info->owner != owner) {
-    *detail = "lease '" + name_ + "' is held by another owner now (fence " + std::to_string(info->fence) + ")";
+  if (info->owner != owner || info->fence != fence) {
+    *detail = "lease '" + name_ + "' (fence " + std::to_string(fence) + ") was taken over by another acquisition (fence " +
+              std::to_string(info->fence) + (info->owner == owner ? ", same owner string" : "") + ")";
     return LossCause::kTakenOver;
   }
   *detail = "lease '" + name_ + "' expired before it was renewed";
@@ -450,25 +484,29 @@ void LeaseLock::mark_lost(LossCause cause, std::string detail) {
 
 bool LeaseLock::renew() {
   std::string owner;
+  std::int64_t fence = 0;
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
     if (shared_->hold == 0 || shared_->lost) return false;
     owner = shared_->owner;
+    fence = shared_->fence;
   }
   auto start = steady_clock::now();
-  if (renew_lease(*conn_, name_, owner, options_.ttl)) {
+  if (renew_lease(*conn_, name_, owner, fence, options_.ttl)) {
     std::lock_guard<std::mutex> lk(shared_->mu);
-    if (shared_->owner == owner && !shared_->lost) shared_->valid_until = start + options_.ttl - margin_;
+    if (shared_->owner == owner && shared_->fence == fence && !shared_->lost)
+      shared_->valid_until = start + options_.ttl - margin_;
     return true;
   }
   std::string detail;
-  auto cause = diagnose(*conn_, owner, &detail);
+  auto cause = diagnose(*conn_, owner, fence, &detail);
   mark_lost(cause, std::move(detail));
   return false;
 }
 
 bool LeaseLock::release() {
   std::string owner;
+  std::int64_t fence = 0;
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
     if (shared_->hold == 0) {
@@ -481,11 +519,12 @@ bool LeaseLock::release() {
       return true;
     }
     owner = shared_->owner;
+    fence = shared_->fence;
   }
   stop_watchdog();
   bool ok = false;
   try {
-    ok = release_lease(*conn_, name_, owner);
+    ok = release_lease(*conn_, name_, owner, fence);
   } catch (...) {
     std::lock_guard<std::mutex> lk(shared_->mu);
     shared_->hold = 0;
@@ -495,7 +534,7 @@ bool LeaseLock::release() {
     std::string detail;
     LossCause cause = LossCause::kExpired;
     try {
-      cause = diagnose(*conn_, owner, &detail);
+      cause = diagnose(*conn_, owner, fence, &detail);
     } catch (const std::exception& e) {
       detail = std::string("lease '") + name_ + "' was not held at release (diagnosis failed: " + e.what() + ")";
     }
@@ -558,7 +597,7 @@ bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
   if (r.rows.empty()) {
     tx.rollback();
     std::string detail;
-    auto cause = diagnose(*conn_, owner, &detail);
+    auto cause = diagnose(*conn_, owner, fence, &detail);
     mark_lost(cause, std::move(detail));
     return false;
   }
@@ -603,12 +642,14 @@ void LeaseLock::start_watchdog() {
     bool unknown = false;  // the last failure was a sent renewal with no answer
     for (;;) {
       std::string owner;
+      std::int64_t fence = 0;
       steady_clock::time_point valid_until;
       {
         std::unique_lock<std::mutex> lk(shared->mu);
         shared->cv.wait_for(lk, next, [&] { return shared->stop; });
         if (shared->stop || shared->hold == 0 || shared->lost) return;
         owner = shared->owner;
+        fence = shared->fence;
         valid_until = shared->valid_until;
       }
       auto start = steady_clock::now();
@@ -616,16 +657,17 @@ void LeaseLock::start_watchdog() {
       try {
         if (!c) c = factory();
         connected = true;
-        bool ok = renew_lease(*c, name_, owner, ttl);
+        bool ok = renew_lease(*c, name_, owner, fence, ttl);
         if (ok) {
           std::lock_guard<std::mutex> lk(shared->mu);
-          if (shared->owner == owner && !shared->lost) shared->valid_until = start + ttl - margin;
+          if (shared->owner == owner && shared->fence == fence && !shared->lost)
+            shared->valid_until = start + ttl - margin;
           next = period;
           unknown = false;
           continue;
         }
         std::string detail;
-        auto cause = diagnose(*c, owner, &detail);
+        auto cause = diagnose(*c, owner, fence, &detail);
         mark_lost(cause, std::move(detail));
         return;
       } catch (const std::exception& e) {

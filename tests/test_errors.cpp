@@ -2,11 +2,13 @@
 // against the real server.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <future>
 #include <thread>
 
 #include "sqlguard/connection.h"
 #include "test_context.h"
+#include "test_helpers.h"
 #ifdef SQLGUARD_TEST_SQLITE
 #include <sqlite3.h>
 #include "sqlguard/sqlite.h"
@@ -20,6 +22,7 @@ struct Caught {
   ErrorCode code = ErrorCode::kInternal;
   std::string native;
   bool thrown = false;
+  std::string what;
 };
 
 Caught catch_error(const std::function<void()>& f) {
@@ -30,6 +33,7 @@ Caught catch_error(const std::function<void()>& f) {
     c.code = e.code();
     c.native = e.native_code();
     c.thrown = true;
+    c.what = e.what();
   }
   return c;
 }
@@ -235,4 +239,148 @@ TEST_CASE("retry semantics: CommitInDoubt is never retryable", "[errors]") {
   CHECK_FALSE(is_retryable(ErrorCode::kCommitInDoubt));
   CHECK_FALSE(is_retryable(ErrorCode::kInvalidArgument));
   CHECK(to_string(ErrorCode::kCommitInDoubt) == "commit_in_doubt");
+}
+
+TEST_CASE("permission denied is classified PermissionDenied and names the object", "[errors][permission]") {
+  auto c = ctx().connect();
+  auto t = make_table(*c);
+  std::string what;
+  switch (ctx().kind) {
+    case DialectKind::kPostgres: {
+      // A role with no rights, in this session only.
+      std::string role = ctx().unique("sgnp");
+      c->execute_script("CREATE ROLE " + role + " NOLOGIN");
+      c->execute_script("SET ROLE " + role);
+      auto got = catch_error([&] { c->execute("INSERT INTO " + t + " (id, u, v) VALUES (9, 9, 9)"); });
+      what = sgtest::message_of([&] { c->execute("SELECT v FROM " + t); });
+      c->execute_script("RESET ROLE");
+      c->execute_script("DROP ROLE " + role);
+      INFO(got.what);
+      CHECK(got.code == ErrorCode::kPermissionDenied);
+      CHECK(got.native == "42501");
+      CHECK_THAT(what, Catch::Matchers::Contains(t));
+      break;
+    }
+    case DialectKind::kMysql: {
+      // A user with no rights at all (the test user may create users but
+      // not grant); information_schema is open to everyone.
+      std::string user = ctx().unique("sgnp");
+      std::string db = c->execute("SELECT DATABASE()").rows[0][0].as_string();
+      c->execute_script("CREATE USER '" + user + "'@'127.0.0.1' IDENTIFIED BY 'np-Pw-1'");
+      struct DropUser {
+        Connection& c;
+        std::string user;
+        ~DropUser() {
+          try {
+            c.execute_script("DROP USER '" + user + "'@'127.0.0.1'");
+          } catch (const std::exception& e) {
+            WARN(e.what());
+          }
+        }
+      } drop{*c, user};
+      std::string base = ctx().uri.substr(0, ctx().uri.find("://") + 3);
+      std::string host = ctx().uri.substr(ctx().uri.find('@'), ctx().uri.rfind('/') - ctx().uri.find('@'));
+      auto np = make_connection(base + user + ":np-Pw-1" + host + "/information_schema");
+      auto got = catch_error([&] { np->execute("INSERT INTO " + db + "." + t + " (id, u, v) VALUES (9, 9, 9)"); });
+      what = sgtest::message_of([&] { np->execute("DELETE FROM " + db + "." + t); });
+      auto special = catch_error([&] { np->execute_script("SET GLOBAL max_connections = 151"); });
+      np.reset();
+      // Connecting to a database the user has no right on: 1044 at connect.
+      auto at_connect = catch_error([&] { make_connection(base + user + ":np-Pw-1" + host + "/" + db); });
+      INFO(got.what);
+      CHECK(got.code == ErrorCode::kPermissionDenied);
+      CHECK(got.native == "1142");
+      CHECK_THAT(what, Catch::Matchers::Contains(t));
+      CHECK_THAT(what, Catch::Matchers::Contains("DELETE"));  // the missing right
+      CHECK_THAT(what, !Catch::Matchers::Contains(user));     // userinfo never appears
+      CHECK(special.code == ErrorCode::kPermissionDenied);
+      CHECK(special.native == "1227");
+      INFO(at_connect.what);
+      CHECK(at_connect.code == ErrorCode::kPermissionDenied);
+      CHECK(at_connect.native == "1044");
+      CHECK_THAT(at_connect.what, Catch::Matchers::Contains(db));
+      break;
+    }
+    case DialectKind::kSqlite: {
+#ifdef SQLGUARD_TEST_SQLITE
+      c->execute_script("PRAGMA query_only = 1");  // the file is read-only for this connection
+      auto got = catch_error([&] { c->execute("INSERT INTO " + t + " (id, u, v) VALUES (9, 9, 9)"); });
+      what = sgtest::message_of([&] { c->execute("DELETE FROM " + t); });
+      c->execute_script("PRAGMA query_only = 0");
+      CHECK(got.code == ErrorCode::kPermissionDenied);
+      CHECK((std::stoi(got.native) & 0xff) == SQLITE_READONLY);
+      CHECK_THAT(what, Catch::Matchers::Contains(ctx().uri.substr(std::strlen("sqlite://"))));  // names the file
+      // An authorizer that denies: SQLITE_AUTH.
+      sqlite3* db = sqlite::native_handle(*c);
+      sqlite3_set_authorizer(
+          db, [](void*, int action, const char*, const char*, const char*, const char*) {
+            return action == SQLITE_DELETE ? SQLITE_DENY : SQLITE_OK;
+          }, nullptr);
+      auto denied = catch_error([&] { c->execute("DELETE FROM " + t + " WHERE id = 1"); });
+      sqlite3_set_authorizer(db, nullptr, nullptr);
+      CHECK(denied.code == ErrorCode::kPermissionDenied);
+      CHECK(denied.native == std::to_string(SQLITE_AUTH));
+#endif
+      break;
+    }
+  }
+  CHECK(to_string(ErrorCode::kPermissionDenied) == "permission_denied");
+  CHECK_FALSE(is_retryable(ErrorCode::kPermissionDenied));
+}
+
+TEST_CASE("a PostgreSQL connect error is classified by the SQLSTATE the server sent, not by words", "[errors][connect]") {
+  if (!ctx().is(DialectKind::kPostgres)) {
+    SUCCEED("PostgreSQL only (MariaDB connect errors carry their error number already)");
+    return;
+  }
+  auto c = ctx().connect();
+  // No right to CONNECT to a database: 42501 from the server at connect.
+  std::string role = ctx().unique("sgnp");
+  std::string db = c->execute("SELECT current_database()").rows[0][0].as_string();
+  auto fresh = ctx().fresh_database();
+  std::string fresh_db = fresh.substr(fresh.rfind('/') + 1);
+  c->execute_script("CREATE ROLE " + role + " LOGIN PASSWORD 'np-Pw-2'");
+  c->execute_script("REVOKE CONNECT ON DATABASE " + fresh_db + " FROM PUBLIC");
+  std::string base = ctx().uri.substr(0, ctx().uri.find("://") + 3);
+  std::string host = ctx().uri.substr(ctx().uri.find('@'), ctx().uri.rfind('/') - ctx().uri.find('@'));
+  Caught denied = catch_error([&] { make_connection(base + role + ":np-Pw-2" + host + "/" + fresh_db); });
+  const std::string& denied_what = denied.what;
+  c->execute_script("DROP ROLE " + role);
+  CHECK(denied.code == ErrorCode::kPermissionDenied);
+  CHECK(denied.native == "42501");
+  CHECK_THAT(denied_what, Catch::Matchers::Contains(fresh_db));
+  CHECK_THAT(denied_what, !Catch::Matchers::Contains(role));  // userinfo never appears
+  // Words in a host name decide nothing: an unresolvable name is unreachable.
+  ConnectOptions o;
+  o.connect_timeout = std::chrono::seconds(5);
+  auto dns = catch_error([&] { make_connection("postgresql://u:p@no-such-host.invalid/db", o); });
+  CHECK(dns.code == ErrorCode::kConnectionLost);
+  // The server's SQLSTATE travels in native_code.
+  std::string missing = base + ctx().uri.substr(base.size(), ctx().uri.rfind('/') - base.size()) + "/no_such_db_sqlguard";
+  auto nf = catch_error([&] { make_connection(missing); });
+  CHECK(nf.code == ErrorCode::kNotFound);
+  CHECK(nf.native == "3D000");
+  (void)db;
+}
+
+TEST_CASE("values a column type refuses are InvalidArgument on every dialect", "[errors]") {
+  auto c = ctx().connect();
+  auto t = make_table(*c);
+  if (ctx().is(DialectKind::kPostgres)) {
+    auto got = catch_error([&] { c->execute("SELECT v FROM " + t + " WHERE id = ?", {"not-a-number"}); });
+    CHECK(got.code == ErrorCode::kInvalidArgument);
+    CHECK(got.native == "22P02");
+  } else if (ctx().is(DialectKind::kMysql)) {
+    std::string s = ctx().unique("small");
+    c->execute_script("CREATE TABLE " + s + " (id INTEGER NOT NULL PRIMARY KEY, tiny TINYINT, txt VARCHAR(10) CHARACTER SET utf8mb4)");
+    auto range = catch_error([&] { c->execute("INSERT INTO " + s + " (id, tiny) VALUES (1, ?)", {300}); });
+    CHECK(range.code == ErrorCode::kInvalidArgument);
+    CHECK(range.native == "1264");
+    // Bytes that are not UTF-8 sent as a blob into a text column.
+    auto bytes = catch_error([&] { c->execute("INSERT INTO " + s + " (id, txt) VALUES (2, ?)", {Value::blob("\xc0\xaf")}); });
+    CHECK(bytes.code == ErrorCode::kInvalidArgument);
+    CHECK(bytes.native == "1366");
+  } else {
+    SUCCEED("SQLite stores what it is given (dynamic typing)");
+  }
 }

@@ -36,6 +36,23 @@ using sgtest::message_of;
 using Catch::Matchers::Contains;
 
 namespace {
+// A loopback listener that accepts TCP connections but never speaks.
+struct SilentListener {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  SilentListener() {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(listen(fd, 16) == 0);
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    port = ntohs(addr.sin_port);
+  }
+  ~SilentListener() { close(fd); }
+};
+
 std::string scratch_table(Connection& c, const std::string& extra_cols = "") {
   std::string t = ctx().unique("t");
   c.execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, v INTEGER NOT NULL" + extra_cols + ")");
@@ -147,6 +164,65 @@ TEST_CASE("names are refused when empty, oversize (never truncated), with NUL or
   CHECK(code_of([] { validate_name("\xff\xfe"); }) == ErrorCode::kInvalidArgument);
 }
 
+TEST_CASE("the text rule refuses every class of invalid UTF-8 and NUL, and names the parameter", "[foundation][validate]") {
+  // Valid: ASCII, 2/3/4-byte forms at their edges.
+  for (std::string ok : {"", "plain", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xee\x80\x80",
+                         "\xef\xbf\xbf", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf", "\xe2\x80\xae ltr override"}) {
+    INFO(printable(ok));
+    CHECK(is_valid_utf8(ok));
+    CHECK_NOTHROW(validate_text(ok, "value"));
+  }
+  struct Bad {
+    std::string text, why;
+  };
+  for (const auto& b : std::vector<Bad>{{"\xc0\xaf", "overlong"},         // '/' in 2 bytes
+                                        {"\xc1\xbf", "overlong"},
+                                        {"\xe0\x80\xaf", "overlong"},     // '/' in 3 bytes
+                                        {"\xf0\x80\x80\xaf", "overlong"}, // '/' in 4 bytes
+                                        {"\xed\xa0\x80", "surrogate"},    // U+D800
+                                        {"\xed\xbf\xbf", "surrogate"},    // U+DFFF
+                                        {"\xf4\x90\x80\x80", "above U+10FFFF"},
+                                        {"\xf5\x80\x80\x80", "above U+10FFFF"},
+                                        {"\xff", "invalid byte"},
+                                        {"a\x80", "continuation"},
+                                        {"\xe2\x82", "truncated"},
+                                        {"\xe2\x28\xa1", "truncated"}}) {
+    INFO(printable(b.text));
+    CHECK_FALSE(is_valid_utf8(b.text));
+    std::string what = message_of([&] { validate_text(b.text, "GuardedUpdate::apply() key"); });
+    CHECK_THAT(what, Contains("GuardedUpdate::apply() key is not valid UTF-8"));
+    CHECK_THAT(what, Contains(b.why));
+    CHECK(is_valid_utf8(what));  // the message itself is always safe to print
+  }
+  std::string nul("alice\0-not-alice", 16);
+  CHECK(is_valid_utf8(nul));
+  CHECK_THAT(message_of([&] { validate_text(nul, "key"); }), Contains("key contains a NUL byte at byte 5"));
+  // Every statement applies it to its text parameters, naming them.
+  auto c = ctx().connect();
+  CHECK_THAT(message_of([&] { c->execute("SELECT ?", {nul}); }), Contains("parameter 1 (of Connection::execute())"));
+  CHECK(code_of([&] { c->execute_once("SELECT ?", {"\xed\xa0\x80"}); }) == ErrorCode::kInvalidArgument);
+  // Bytes are bytes: a blob with the same content is fine.
+  CHECK(c->execute("SELECT ?", {Value::blob(nul)}).rows.size() == 1);
+}
+
+TEST_CASE("printable() and error messages are one line of valid UTF-8 whatever the input", "[foundation][validate]") {
+  CHECK(printable("plain name") == "plain name");
+  CHECK(printable("заказ-7") == "заказ-7");
+  CHECK(printable("a\nb\tc\r") == "a\\nb\\tc\\r");
+  CHECK(printable("\x1b[31mred") == "\\x1b[31mred");
+  CHECK(printable("back\\slash") == "back\\\\slash");
+  CHECK(printable("\xff\xfe") == "\\xff\\xfe");
+  CHECK(printable("\xc2\x85 \xe2\x80\xae") == "\\u0085 \\u202e");
+  CHECK(printable(std::string("a\0b", 3)) == "a\\x00b");
+  CHECK(printable("abcdef", 3) == "abc...");
+  CHECK(printable("\xd0\xb7\xd0\xb0", 1) == "\xd0\xb7...");  // never cuts a character
+  Error e(ErrorCode::kInternal, "line one\nline two \x1b[2J \xff");
+  CHECK(std::string(e.what()).find('\n') == std::string::npos);
+  CHECK(std::string(e.what()).find('\x1b') == std::string::npos);
+  CHECK(is_valid_utf8(e.what()));
+  CHECK(e.message() == "line one\\nline two \\x1b[2J \\xff");
+}
+
 TEST_CASE("durations parse with units and bad ones are refused", "[foundation][validate]") {
   using std::chrono::milliseconds;
   CHECK(parse_duration("500ms") == milliseconds(500));
@@ -173,10 +249,119 @@ TEST_CASE("bad URIs get a clear error naming the problem, with the password mask
   CHECK(code_of([] { make_connection("mysql://u:p@127.0.0.1:3306"); }) == ErrorCode::kInvalidArgument);
   CHECK(code_of([] { make_connection("postgresql://u:p@127.0.0.1:notaport/db"); }) == ErrorCode::kInvalidArgument);
   CHECK(code_of([] { make_connection("sqlite:///no/such/dir/x.db"); }) == ErrorCode::kNotFound);
-  CHECK(mask_uri("postgresql://alice:s3cret@db:5432/x?password=s3cret") == "postgresql://alice:***@db:5432/x?password=***");
+  CHECK_THAT(message_of([] { make_connection("sqlite:///no/such/dir/x.db"); }), Contains("'/no/such/dir/x.db'"));
+  // The whole userinfo is masked, and password-like parameters.
+  CHECK(mask_uri("postgresql://alice:s3cret@db:5432/x?password=s3cret") == "postgresql://***@db:5432/x?password=***");
+  CHECK(mask_uri("postgresql://u:Wr@ngPw9@host/db") == "postgresql://***@host/db");
+  CHECK(mask_uri("postgresql:/u:pw@host/db") == "postgresql:/***@host/db");
+  CHECK(mask_uri("postgresql://u:pw@h1:1,h2:2/db") == "postgresql://***@h1:1,h2:2/db");
+  CHECK(mask_uri("host=h user=u password='se cret' dbname=d") == "host=h user=u password=*** dbname=d");
+  CHECK(mask_uri("sqlite:///tmp/me@home/x.db") == "sqlite:///tmp/me@home/x.db");  // a path, not credentials
   ConnectOptions bad;
   bad.connect_timeout = std::chrono::milliseconds(0);
   CHECK(code_of([&] { make_connection("sqlite::memory:", bad); }) == ErrorCode::kInvalidArgument);
+  ConnectOptions huge_cache;
+  huge_cache.statement_cache_size = 10001;
+  CHECK(code_of([&] { make_connection("sqlite::memory:", huge_cache); }) == ErrorCode::kInvalidArgument);
+  // A URI connect_timeout that libpq / the MariaDB client would read as
+  // "wait forever" is refused, never passed on.
+  for (std::string q : {"0", "-1", "abc", "3601"}) {
+    INFO(q);
+    CHECK(code_of([&] { make_connection("postgresql://u:p@127.0.0.1:1/db?connect_timeout=" + q); }) ==
+          ErrorCode::kInvalidArgument);
+    CHECK(code_of([&] { make_connection("mysql://u:p@127.0.0.1:1/db?connect_timeout=" + q); }) ==
+          ErrorCode::kInvalidArgument);
+  }
+  CHECK_THAT(message_of([] { make_connection("mysql://u:p@127.0.0.1:1/db?connect_timeout=0"); }),
+             Contains("wait forever"));
+  // libpq keywords, host lists and IPv6 hosts pass; only the unreachable
+  // servers fail (connection_lost, not invalid_argument).
+  ConnectOptions quick;
+  quick.connect_timeout = std::chrono::seconds(3);
+  CHECK(code_of([&] {
+          make_connection("postgresql://u:p@127.0.0.1:1,127.0.0.1:2/db?target_session_attrs=read-write&sslmode=disable",
+                          quick);
+        }) == ErrorCode::kConnectionLost);
+  CHECK(code_of([&] { make_connection("postgresql://u:p@[::1]:1/db", quick); }) == ErrorCode::kConnectionLost);
+  CHECK(code_of([&] { make_connection("postgresql://u:p@127.0.0.1:1/db?no_such_keyword=1", quick); }) ==
+        ErrorCode::kInvalidArgument);
+  // SQLite paths are literal: a '?' is refused instead of opening another file.
+  CHECK_THAT(message_of([] { make_connection("sqlite:///tmp/a?b.db"); }), Contains("'?'"));
+  CHECK(code_of([] { make_connection("sqlite://u:pw@host/db"); }) == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("a URI connect_timeout can shorten the connect timeout but never lengthen it into a hang", "[foundation][uri]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite has no connect timeout");
+    return;
+  }
+  SilentListener listener;
+  std::string scheme = ctx().is(DialectKind::kPostgres) ? "postgresql" : "mysql";
+  std::string silent = scheme + "://u:p@127.0.0.1:" + std::to_string(listener.port) + "/db?connect_timeout=3600";
+  ConnectOptions o;
+  o.connect_timeout = std::chrono::seconds(1);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(code_of([&] { make_connection(silent, o); }) == ErrorCode::kConnectionLost);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));  // bounded by the API's 1 s, not 3600 s
+}
+
+TEST_CASE("20,000 distinct statements keep the statement cache and the server's prepared statements bounded", "[foundation][cache]") {
+  auto c = ctx().connect();
+  CHECK(c->statement_cache_capacity() == 256);
+  // Prepared statements this session holds on the server.
+  auto server_side = [&]() -> std::int64_t {
+    switch (ctx().kind) {
+      case DialectKind::kPostgres: return c->execute("SELECT COUNT(*) FROM pg_prepared_statements").rows[0][0].as_int();
+      case DialectKind::kMysql: return c->execute("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").rows[0][1].as_int();
+      case DialectKind::kSqlite: {
+#ifdef SQLGUARD_TEST_SQLITE
+        std::int64_t n = 0;
+        for (sqlite3_stmt* st = sqlite3_next_stmt(sqlite::native_handle(*c), nullptr); st;
+             st = sqlite3_next_stmt(sqlite::native_handle(*c), st))
+          ++n;
+        return n;
+#endif
+      }
+    }
+    return 0;
+  };
+  const std::int64_t before = server_side();
+  std::int64_t peak = before;
+  for (int i = 0; i < 20000; ++i) {
+    auto r = c->execute("SELECT ? + " + std::to_string(i), {1});
+    REQUIRE(r.rows[0][0].as_int() == i + 1);
+    if (i % 1000 == 999) {
+      CHECK(c->cached_statements() <= 256);
+      peak = std::max(peak, server_side());
+    }
+  }
+  INFO("server-side prepared statements: before " << before << ", peak " << peak);
+  CHECK(c->cached_statements() == 256);
+  // MariaDB's count is server-wide (other sessions may hold some); without
+  // the bound this connection alone would hit max_prepared_stmt_count.
+  CHECK(peak <= before + 256 + (ctx().is(DialectKind::kMysql) ? 1000 : 2));
+  // Inside a transaction, evicted statements are deallocated at its end
+  // (PostgreSQL refuses DEALLOCATE in an aborted transaction).
+  c->begin();
+  for (int i = 0; i < 300; ++i) c->execute("SELECT ? * " + std::to_string(i), {1});
+  CHECK(code_of([&] { c->execute("SELECT * FROM no_such_table_in_cache_test"); }) == ErrorCode::kSchemaMismatch);
+  c->rollback();
+  CHECK(c->execute("SELECT 1").rows.size() == 1);
+  CHECK(server_side() <= before + 256 + (ctx().is(DialectKind::kMysql) ? 1000 : 2));
+  // Ad-hoc texts bypass the cache: nothing is cached or evicted.
+  auto cached = c->cached_statements();
+  for (int i = 0; i < 500; ++i) CHECK(c->execute_once("SELECT ? - " + std::to_string(i), {i}).rows[0][0].as_int() == 0);
+  CHECK(c->cached_statements() == cached);
+  // A cache of size 0 prepares and drops every statement; a URI may set it too.
+  ConnectOptions none;
+  none.statement_cache_size = 0;
+  auto c0 = ctx().connect(none);
+  for (int i = 0; i < 50; ++i) CHECK(c0->execute("SELECT ? + 0", {i}).rows[0][0].as_int() == i);
+  CHECK(c0->cached_statements() == 0);
+  if (!ctx().is_sqlite()) {
+    auto c8 = make_connection(ctx().uri + "?statement_cache_size=8");
+    CHECK(c8->statement_cache_capacity() == 8);
+  }
 }
 
 TEST_CASE("sqlite URI forms open the expected database", "[foundation][uri]") {
@@ -220,21 +405,13 @@ TEST_CASE("server connections fail clearly: wrong password, missing database, re
   CHECK(code_of([&] { make_connection(host_part); }) == ErrorCode::kConnectionLost);
 
   // A listener that accepts TCP but never speaks: the connect timeout bounds it.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(listen(fd, 16) == 0);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::string silent = base.substr(0, base.find(':', at)) + ":" + std::to_string(ntohs(addr.sin_port)) + base.substr(slash);
+  SilentListener listener;
+  std::string silent = base.substr(0, base.find(':', at)) + ":" + std::to_string(listener.port) + base.substr(slash);
   ConnectOptions o;
   o.connect_timeout = std::chrono::seconds(2);
   auto t0 = std::chrono::steady_clock::now();
   CHECK(code_of([&] { make_connection(silent, o); }) == ErrorCode::kConnectionLost);
   auto took = std::chrono::steady_clock::now() - t0;
-  close(fd);
   CHECK(took < std::chrono::seconds(30));  // bounded, not hung
 }
 

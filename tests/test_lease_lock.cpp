@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "sqlguard/fenced_write.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/metrics.h"
+#include "sqlguard/migrate.h"
 #include "test_context.h"
 #include "test_helpers.h"
 
@@ -718,4 +720,118 @@ TEST_CASE("lease metrics count attempts, busy answers, releases and losses", "[l
   CHECK(m.acquired == 1);
   CHECK(m.busy == 1);
   CHECK(m.releases == 1);
+}
+
+TEST_CASE("a stale holder reusing the owner string cannot release or renew the newer lease", "[lease][fence]") {
+  auto c1 = ctx().connect();
+  auto c2 = ctx().connect();
+  auto c3 = ctx().connect();
+  auto name = ctx().unique("lk");
+  // Free functions: the fence tells two acquisitions by one owner string apart.
+  auto old = acquire_lease(*c1, name, "host-1", 100ms);
+  REQUIRE(old.acquired);
+  std::this_thread::sleep_for(200ms);  // expires on the database clock
+  auto now = acquire_lease(*c2, name, "host-1", 30s);
+  REQUIRE(now.acquired);
+  REQUIRE(now.fence > old.fence);
+  auto before = lease_info(*c1, name);
+  CHECK_FALSE(release_lease(*c1, name, "host-1", old.fence));
+  CHECK_FALSE(renew_lease(*c1, name, "host-1", old.fence, 60s));
+  auto after = lease_info(*c1, name);
+  REQUIRE(after);
+  CHECK(after->fence == now.fence);
+  CHECK(after->expire_at_ms == before->expire_at_ms);
+  CHECK(after->held());
+  CHECK_FALSE(acquire_lease(*c3, name, "intruder", 10s).acquired);
+  CHECK(renew_lease(*c2, name, "host-1", now.fence, 30s));
+  CHECK(release_lease(*c2, name, "host-1", now.fence));
+  CHECK(code_of([&] { release_lease(*c2, name, "host-1", 0); }) == ErrorCode::kInvalidArgument);
+
+  // LeaseLock handles with a fixed owner: the stale one's late release
+  // frees nothing, the newer one still owns the lock, a third party waits.
+  auto name2 = ctx().unique("lk");
+  LeaseOptions o = ttl(100ms);
+  o.owner = "host-1";
+  LeaseLock stale(*c1, name2, o);
+  REQUIRE(stale.try_acquire());
+  std::this_thread::sleep_for(200ms);
+  o.ttl = 30s;
+  LeaseLock newer(*c2, name2, o);
+  REQUIRE(newer.try_acquire());
+  CHECK_FALSE(stale.release());
+  REQUIRE(stale.last_loss());
+  CHECK(stale.last_loss()->cause == LossCause::kTakenOver);
+  CHECK(newer.owns());
+  LeaseLock third(*c3, name2);
+  CHECK_FALSE(third.try_acquire());
+  CHECK(newer.renew());
+  CHECK(newer.release());
+}
+
+TEST_CASE("a renew with a ttl shorter than the minimum hold left keeps the lease until the hold ends", "[lease]") {
+  auto c = ctx().connect();
+  auto other = ctx().connect();
+  auto name = ctx().unique("lk");
+  auto got = acquire_lease(*c, name, "owner-a", 30s, 30s);
+  REQUIRE(got.acquired);
+  auto info = lease_info(*c, name);
+  REQUIRE(info);
+  const std::int64_t hold_until = info->acquired_at_ms + 30000;
+  REQUIRE(renew_lease(*c, name, "owner-a", got.fence, 10ms));
+  info = lease_info(*c, name);
+  REQUIRE(info);
+  CHECK(info->expire_at_ms >= hold_until);  // max(now + 10 ms, acquired_at + min hold)
+  std::this_thread::sleep_for(100ms);       // well past the 10 ms ttl
+  CHECK_FALSE(acquire_lease(*other, name, "owner-b", 10s).acquired);
+  // The owner-only form (operators) acts on the lease the owner holds now.
+  REQUIRE(renew_lease(*c, name, "owner-a", 10ms));
+  CHECK(lease_info(*c, name)->expire_at_ms >= hold_until);
+  REQUIRE(release_lease(*c, name, "owner-a", got.fence));
+  CHECK(lease_info(*c, name)->expire_at_ms >= hold_until);  // a release keeps the hold too
+  CHECK_FALSE(acquire_lease(*other, name, "owner-b", 10s).acquired);
+  // force_release() is the documented override of the minimum hold.
+  CHECK(force_release(*c, name));
+  CHECK(acquire_lease(*other, name, "owner-b", 10s).acquired);
+}
+
+TEST_CASE("a take-over consumes exactly one fencing token", "[lease][fence]") {
+  auto c = ctx().connect();
+  auto name = ctx().unique("lk");
+  auto first = acquire_lease(*c, name, "a", 50ms);
+  REQUIRE(first.acquired);
+  std::this_thread::sleep_for(150ms);
+  auto second = acquire_lease(*c, name, "b", 10s);  // takes over the expired row
+  REQUIRE(second.acquired);
+  CHECK(second.fence == first.fence + 1);
+  REQUIRE(release_lease(*c, name, "b", second.fence));
+  auto third = acquire_lease(*c, name, "c", 10s);  // takes over the released row
+  REQUIRE(third.acquired);
+  CHECK(third.fence == second.fence + 1);
+}
+
+TEST_CASE("an exhausted fencing-token sequence is a resource_exhausted error, never a wrap", "[lease][fence]") {
+  auto c = make_connection(ctx().fresh_database());
+  migrate(*c);
+  std::int64_t last = std::numeric_limits<std::int64_t>::max();
+  switch (ctx().kind) {
+    case DialectKind::kSqlite: c->execute("UPDATE sqlguard_fence_seq SET value = ? WHERE id = 1", {last - 1}); break;
+    case DialectKind::kPostgres: c->execute("SELECT setval('sqlguard_fence_seq', ?)", {last - 1}); break;
+    case DialectKind::kMysql:
+      last -= 1;  // a MariaDB sequence's default maximum is 2^63 - 2
+      c->execute_script("SELECT SETVAL(sqlguard_fence_seq, " + std::to_string(last - 1) + ")");
+      break;
+  }
+  auto name = ctx().unique("lk");
+  auto got = acquire_lease(*c, name, "a", 10ms);
+  REQUIRE(got.acquired);
+  CHECK(got.fence == last);
+  std::this_thread::sleep_for(100ms);
+  std::string what;
+  CHECK(code_of([&] { acquire_lease(*c, name, "b", 10s); }, &what) == ErrorCode::kResourceExhausted);  // take-over
+  INFO(what);
+  CHECK(code_of([&] { acquire_lease(*c, ctx().unique("lk"), "b", 10s); }) == ErrorCode::kResourceExhausted);  // new name
+  auto info = lease_info(*c, name);
+  REQUIRE(info);
+  CHECK(info->fence == last);  // nothing wrapped, nothing was stored
+  CHECK(info->owner == "a");
 }

@@ -12,7 +12,8 @@
 //   postgresql://user:pw@host:port/db?connect_timeout=5   (libpq syntax;
 //                              postgres:// also accepted)
 //   mysql://user:pw@host:port/db   (mariadb:// also accepted)
-// Passwords never appear in messages, logs or exceptions (see mask_uri()).
+// No part of the userinfo ever appears in messages, logs or exceptions (see
+// make_connection() and mask_uri()).
 #pragma once
 
 #include <chrono>
@@ -54,6 +55,13 @@ struct Capabilities {
 
 // A bound parameter or a result cell. Values are ALWAYS bound, never
 // spliced into SQL text.
+//
+// Text vs bytes: a std::string / string_view / const char* Value is TEXT and
+// must be valid UTF-8 without NUL bytes on every dialect (validate.h); every
+// statement refuses one that is not with Error(kInvalidArgument) naming the
+// parameter, before any driver sees it (PostgreSQL would otherwise cut the
+// text at the NUL, and match or write a different row). Bytes go in
+// Value::blob() and are sent and returned byte-exact.
 class Value {
  public:
   struct Blob {
@@ -83,6 +91,8 @@ class Value {
   bool is_double() const noexcept { return std::holds_alternative<double>(v_); }
   bool is_text() const noexcept { return std::holds_alternative<std::string>(v_); }
   bool is_blob() const noexcept { return std::holds_alternative<Blob>(v_); }
+  // The text of a text value without copying it; nullptr for other kinds.
+  const std::string* text_if() const noexcept { return std::get_if<std::string>(&v_); }
 
   // Conversions used by result readers. Integers stored as text (drivers
   // that return decimals as strings) are parsed. Throws Error(kInternal) on
@@ -129,6 +139,16 @@ struct ConnectOptions {
   // MySQL/MariaDB: read/write socket timeout. A dead server is then
   // detected within this bound. Default: unset (none). Range 1 ms .. 24 h.
   std::optional<std::chrono::milliseconds> io_timeout;
+  // Prepared statements kept per connection, least recently used evicted
+  // first; an evicted statement is deallocated on the server at once
+  // (PostgreSQL DEALLOCATE — after the open transaction, if any —, MariaDB
+  // statement close, sqlite3_finalize), so memory and the server-wide
+  // MariaDB max_prepared_stmt_count stay bounded whatever the caller sends.
+  // 0 = cache nothing: every statement is prepared, run and deallocated
+  // (PostgreSQL: the unnamed statement, which also works behind PgBouncer's
+  // transaction pooling). Default: 256. Range 0 .. 10000. PostgreSQL and
+  // MySQL URIs may set it too (`?statement_cache_size=N`); the smaller wins.
+  std::size_t statement_cache_size = 256;
 };
 
 class Dialect;  // quoting + SQL catalog, internal
@@ -167,9 +187,18 @@ class Connection {
 
   // Runs one of YOUR statements with `?` placeholders and bound parameters
   // (sqlguard's own statements come from its SQL catalog, see catalog.h);
-  // the statement is prepared once per connection and cached. Outside an
-  // open transaction the statement autocommits.
+  // the statement is prepared once per connection and kept in the bounded
+  // statement cache (ConnectOptions::statement_cache_size). Outside an open
+  // transaction the statement autocommits. Text parameters must be valid
+  // UTF-8 without NUL (Error kInvalidArgument naming the parameter).
   Result execute(std::string_view sql, const Params& params = {});
+  // execute() for a text that will not be run again (ad-hoc, generated):
+  // prepared, run and deallocated, never cached and never evicting a cached
+  // statement.
+  Result execute_once(std::string_view sql, const Params& params = {});
+  // Statements in this connection's cache now, and its bound.
+  virtual std::size_t cached_statements() const noexcept = 0;
+  virtual std::size_t statement_cache_capacity() const noexcept = 0;
   // Runs a parameterless multi-statement script (migrations, DDL).
   virtual void execute_script(std::string_view sql) = 0;
 
@@ -204,8 +233,10 @@ class Connection {
 
  protected:
   Connection() = default;
-  // The driver work behind execute/begin/commit/rollback.
-  virtual Result do_execute(std::string_view sql, const Params& params) = 0;
+  // The driver work behind execute/begin/commit/rollback. `cache`: keep the
+  // prepared statement in the connection's statement cache (false:
+  // execute_once(), or a cache of size 0).
+  virtual Result do_execute(std::string_view sql, const Params& params, bool cache) = 0;
   virtual void do_begin(Isolation isolation) = 0;
   virtual void do_commit() = 0;
   virtual void do_rollback() = 0;
@@ -227,9 +258,26 @@ struct ConnectionAccess {
 }  // namespace detail
 
 // Opens a connection; the URI scheme picks the dialect. Throws Error with
-// kInvalidArgument (bad URI / unknown scheme; dialect not compiled in:
-// kNotSupported), kConnectionLost
-// (unreachable, timed out), kUnauthenticated, kNotFound (missing database).
+// kInvalidArgument (bad URI / unknown scheme / bad options; dialect not
+// compiled in: kNotSupported), kConnectionLost (unreachable, refused, timed
+// out), kUnauthenticated (wrong user or password), kPermissionDenied (no
+// right to connect to that database; SQLite file not writable), kNotFound
+// (missing database or SQLite directory).
+//
+// URI rules, the same for every server dialect: userinfo is everything
+// before the last '@' of the authority, percent-decoded; a '/', '?' or '#'
+// inside a password must be percent-encoded (an '@' after the host is
+// refused rather than guessed at). `connect_timeout` in a URI is whole
+// seconds, 1..3600 (0 or negative would mean "wait forever" to libpq and is
+// refused); the smaller of it and ConnectOptions::connect_timeout applies.
+// PostgreSQL URIs may list hosts (`h1:5432,h2:5433`) and pass any libpq
+// keyword as a query parameter; sqlguard hands libpq the parsed values, never
+// the raw URI. SQLite URIs are file paths: no query parameters (a '?' is
+// refused, not silently cut) and no credentials.
+//
+// Whatever the URI looks like, no part of its userinfo (user or password)
+// appears in any message, log line or exception: URIs are masked on the raw
+// text before any driver sees them, and driver messages are scrubbed.
 std::unique_ptr<Connection> make_connection(std::string_view uri,
                                             const ConnectOptions& options = {});
 
@@ -241,7 +289,12 @@ void require_no_transaction(const Connection& conn, std::string_view what, std::
 // Which dialects this build of sqlguard has compiled in.
 bool dialect_available(DialectKind kind) noexcept;
 
-// Replaces the password in a URI (or libpq "password=" keyword) with ***.
+// The URI for messages: the whole userinfo (user and password) becomes ***,
+// and so do the values of password-like query parameters or libpq keywords
+// (password=, passwd=, pwd=, sslpassword=). Works on malformed text too: an
+// unencoded '@', '/' or '?' in the password, bad percent-escapes, an
+// unclosed '[', "scheme:/" typos and multi-host lists are all masked up to
+// the last '@'. When in doubt it masks more.
 std::string mask_uri(std::string_view uri);
 
 // RAII transaction: rolls back in the destructor unless committed. The

@@ -36,8 +36,12 @@ enum class ErrorCode {
   kLeaseLost,          // a lease was lost (expired, taken over, unreachable)
   kTimeout,            // statement timeout / query cancelled / wait timed out
   kUnauthenticated,    // wrong user or password
+  kPermissionDenied,   // authenticated, but not allowed: the message names the object (and the
+                       // missing right when the database says it); read-only SQLite file
   kNotFound,           // database / file / row missing
   kSchemaMismatch,     // tables missing (run `sqlguard migrate`), checksum mismatch
+  kResourceExhausted,  // a hard limit was reached: the fencing-token sequence ran out, too many
+                       // connections or prepared statements, disk full. Not retryable as is.
   kInternal,           // anything the dialect table does not classify
 };
 
@@ -50,6 +54,11 @@ bool is_retryable(ErrorCode code) noexcept;
 
 class Error : public std::runtime_error {
  public:
+  // The message is stored as one line of valid UTF-8: control characters
+  // and bytes that are not UTF-8 are escaped (\n, \x1b, \xff), so what()
+  // is safe to print on a terminal or to put in JSON whatever a value or a
+  // driver put in it. It never contains a password (URIs are masked and
+  // driver messages scrubbed before they get here).
   // `dialect` is "sqlite", "postgresql", "mysql" or "" (not database-related).
   // `native_code` is the SQLSTATE (PostgreSQL) or the numeric error code as
   // text (MySQL, SQLite). `statement` is SQL text WITHOUT values.
@@ -77,6 +86,8 @@ class Error : public std::runtime_error {
 // Process-wide log hook. sqlguard reports what it cannot throw (failures in
 // destructors, watchdog retries, releases of locks no longer held) here.
 // Default: warnings and errors to stderr. Pass nullptr to restore the default.
+// Messages reach the hook as one line of valid UTF-8, escaped like
+// Error::what().
 enum class LogLevel { kDebug, kInfo, kWarning, kError };
 using LogHook = std::function<void(LogLevel, std::string_view message)>;
 void set_log_hook(LogHook hook);

@@ -10,8 +10,15 @@
 //  * Fencing token: strictly increasing per lock name across release,
 //    expiry, take-over, cleanup deletes and server restarts (it comes from a
 //    database-wide sequence, not from the row). 64-bit.
-//  * Release and renew are owner-checked single statements; their result
-//    says whether the caller still held the lock.
+//  * Release and renew are single statements checked against the owner AND
+//    the fence of the caller's acquisition; their result says whether the
+//    caller still held that lease. A stale holder that reuses an owner
+//    string (a host name, a CLI --owner) cannot renew or free a newer lease.
+//  * Minimum hold (LeaseOptions::min_hold) is kept by every path: a release
+//    or a renew with a short ttl never ends the lease before acquired_at +
+//    min_hold. Only force_release() overrides it.
+//  * One sequence value per acquisition; the sequence never wraps: when it
+//    is exhausted, acquiring throws Error(kResourceExhausted).
 //  * Local trust window: valid_until = start of the acquire/renew request
 //    (steady_clock) + ttl - safety_margin. owns() is false past it, even if
 //    no renewal answered.
@@ -70,8 +77,9 @@ struct LeaseOptions {
   // Subtracted from the local trust window to absorb clock-rate drift and
   // scheduling. Default (unset): ttl / 10, at most 2 s. Must be < ttl / 2.
   std::optional<std::chrono::milliseconds> safety_margin;
-  // ShedLock's lockAtLeastFor: a release before acquired_at + min_hold keeps
-  // the lease until then. Default: 0. Must be <= ttl.
+  // ShedLock's lockAtLeastFor: a release (or a renew with a shorter ttl)
+  // before acquired_at + min_hold keeps the lease until then; only
+  // force_release() ends it earlier. Default: 0. Must be <= ttl.
   std::chrono::milliseconds min_hold{0};
   // acquire() without an argument waits this long. Default: 0 (one try).
   std::chrono::milliseconds wait{0};
@@ -126,11 +134,13 @@ class LeaseLock {
   // NOTIFY wake-ups on PostgreSQL). acquire() uses options.wait.
   bool acquire(std::chrono::milliseconds wait);
   bool acquire() { return acquire(options_.wait); }
-  // Extends the lease by ttl from now (DB clock). False if it was lost (the
-  // cause is in last_loss()).
+  // Extends the lease by ttl from now (DB clock; never before the minimum
+  // hold ends), checked against this handle's owner and fence. False if it
+  // was lost (the cause is in last_loss()).
   bool renew();
-  // Drops one hold; the last one releases the row (owner-checked). False if
-  // the lease was no longer held (reported to the log hook with its cause).
+  // Drops one hold; the last one releases the row (owner- and
+  // fence-checked; kept until the minimum hold ends). False if the lease was
+  // no longer held (reported to the log hook with its cause).
   bool release();
 
   bool owns() const;                         // held and inside the trust window
@@ -161,7 +171,7 @@ class LeaseLock {
   void start_watchdog();
   void stop_watchdog() noexcept;
   void mark_lost(LossCause cause, std::string detail);
-  LossCause diagnose(Connection& conn, const std::string& owner, std::string* detail);
+  LossCause diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail);
 
   std::unique_ptr<Connection> own_conn_;
   Connection* conn_;
@@ -221,13 +231,29 @@ struct AcquireResult {
 };
 
 // One acquire attempt with an explicit owner (the lease outlives the call).
+// Throws Error(kResourceExhausted) when the fencing-token sequence has run
+// out (2^63 - 1 tokens; it never wraps).
 AcquireResult acquire_lease(Connection& conn, const std::string& name, const std::string& owner,
                             std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold = {});
-// Owner-checked renew / release. True if `owner` held the lease.
+// Renew / release of the lease acquired as (`owner`, `fence`) (AcquireResult,
+// or `sqlguard lock acquire`'s output). True if exactly that lease was still
+// held. Renew sets expire_at = max(db_now + ttl, acquired_at + min_hold);
+// release sets it to max(db_now, acquired_at + min_hold). Throws
+// kInvalidArgument for a bad name/owner, a fence <= 0 or a ttl outside
+// 10 ms .. 7 d.
+bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
+                 std::chrono::milliseconds ttl);
+bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence);
+// Owner-only forms, for operators who know the owner but not the fence:
+// they act on the lease `owner` holds NOW (its current fence, read first).
+// With owner tokens from make_owner_token() (unique per acquisition) that
+// is the caller's lease; with a reused owner string it may be a newer
+// acquisition by the same string, so prefer the fenced forms.
 bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, std::chrono::milliseconds ttl);
 bool release_lease(Connection& conn, const std::string& name, const std::string& owner);
-// Operator override: ends whoever's lease (ignores the minimum hold). True
-// if a live lease was ended.
+// Operator override: ends whoever's lease now. It IGNORES the minimum hold
+// (that is what makes it an override) and needs no owner or fence. True if
+// a live lease was ended.
 bool force_release(Connection& conn, const std::string& name);
 // Held leases (or all rows, with include_free), ordered by name.
 std::vector<LeaseInfo> list_leases(Connection& conn, bool include_free = false);

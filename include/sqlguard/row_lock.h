@@ -156,6 +156,7 @@ class RowLocker {
   std::string table_, key_;
   std::vector<std::string> cols_, filter_;  // quoted columns; rendered filter fragments
   std::size_t filter_count_ = 0;
+  std::vector<std::string> lock_names_, claim_names_;  // names of the values, for errors
 };
 
 }  // namespace sqlguard

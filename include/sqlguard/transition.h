@@ -96,6 +96,7 @@ class GuardedUpdate {
   Connection& conn_;
   std::size_t nvalues_ = 0, nassign_ = 0;
   std::string update_sql_, exists_sql_;
+  std::vector<std::string> update_names_;  // names of the UPDATE's values, for errors
 };
 
 // ---- StateMachine -----------------------------------------------------------
@@ -144,7 +145,9 @@ struct TransitionResult {
 struct FireOptions {
   // One per assignment, then one per guard of the event, in declaration order.
   Params values;
-  // Audit `actor` column; "" = NULL. Default: "".
+  // Audit `actor` column; "" = NULL. At most 255 bytes (the column) of text
+  // (validate.h), checked whether or not the machine audits, so a bad actor
+  // fails the same way everywhere. Default: "".
   std::string actor;
 };
 
@@ -176,6 +179,7 @@ class StateMachine {
     TransitionDef def;
     std::string update_sql;
     std::size_t nvalues = 0;
+    std::vector<std::string> value_names;  // FireOptions::values, for errors
   };
   TransitionResult run(const Value& key, const std::vector<const Compiled*>& candidates,
                        const std::string& update_sql, const std::vector<std::string>& from, const std::string& to,

@@ -1,9 +1,18 @@
-// sqlguard/validate.h — the one place user-supplied names and durations are
-// checked. Invalid input is refused with Error(kInvalidArgument) and a
-// message naming the offending value; nothing is ever truncated.
+// sqlguard/validate.h — the one place user-supplied text, names and durations
+// are checked. Invalid input is refused with Error(kInvalidArgument) and a
+// message naming the parameter; nothing is ever truncated or cut.
+//
+// The text rule (validate_text) is the same on every dialect: valid UTF-8 in
+// the strict sense of Unicode (no overlong forms, no UTF-16 surrogates
+// U+D800..U+DFFF, nothing above U+10FFFF) and no NUL byte (PostgreSQL cannot
+// store one in text and libpq would cut the value there). It is enforced for
+// EVERY text Value bound to a statement (Connection::execute() and sqlguard's
+// own statements), so a key "alice\0x" can never reach the database as
+// "alice". Bytes travel as Value::blob and are never checked.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -14,11 +23,31 @@ namespace sqlguard {
 // "schema." prefix of the same form. `what` names the option in errors.
 void validate_identifier(std::string_view ident, std::string_view what = "identifier");
 
-// Lock names, idempotency keys, message ids, consumer names: 1..max_bytes
-// bytes, no NUL and valid UTF-8. Oversize values are refused, never truncated.
+// True if `text` is well-formed UTF-8 (Unicode table 3-7: no overlong forms,
+// no surrogates, nothing above U+10FFFF). NUL bytes are valid UTF-8.
+bool is_valid_utf8(std::string_view text) noexcept;
+
+// The text rule: throws Error(kInvalidArgument) "<what> contains a NUL byte
+// at byte N" / "<what> is not valid UTF-8 at byte N (<why>)" unless `text`
+// is valid UTF-8 without NUL bytes. Any length, including empty, passes.
+void validate_text(std::string_view text, std::string_view what);
+
+// Lock names, owners, idempotency scopes and keys, message ids, consumer
+// names: 1..max_bytes bytes and the text rule. Oversize values are refused,
+// never truncated.
 inline constexpr std::size_t kMaxNameBytes = 255;
 void validate_name(std::string_view name, std::string_view what = "name",
                    std::size_t max_bytes = kMaxNameBytes);
+
+// `text` made safe to show on a terminal or to put in JSON: the result is
+// valid UTF-8 on one line. Control characters (C0, DEL, C1), line/paragraph
+// separators and bidirectional overrides are escaped (\n, \t, \r, \x1b,
+// \u0085, \u202e), bytes that are not UTF-8 become \xNN, and a backslash
+// becomes \\ so every output maps back to exactly one input. Printable text
+// (including non-ASCII letters) is unchanged. At most `max_bytes` of the
+// input are shown, then "..." (never cutting a character). Used for names in
+// error messages, and by `sqlguard lock list`.
+std::string printable(std::string_view text, std::size_t max_bytes = std::string_view::npos);
 
 // Parses "500ms", "30s", "5m", "2h", "1d" (a plain number means seconds)
 // into milliseconds. Refuses empty, negative, fractional-ms or unknown units.

@@ -100,6 +100,7 @@ class VersionCas {
   Connection& conn_;
   std::size_t ncols_ = 0;
   std::string select_sql_, update_sql_, version_sql_;
+  std::vector<std::string> update_names_;  // names of the UPDATE's values, for errors
 };
 
 }  // namespace sqlguard

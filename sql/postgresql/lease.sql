@@ -37,26 +37,30 @@ SELECT name, owner, fence, expire_at, acquired_at, renewed_at, (EXTRACT(EPOCH FR
 FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_renew
--- Owner-checked; 1 row affected = still held and extended.
--- params: ttl_ms, name, owner
-UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
-WHERE name = ? AND owner = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+-- Owner- and fence-checked (a reused owner string cannot extend a newer lease); 1 row
+-- affected = still held and extended. Never ends before min_release_at: a ttl shorter
+-- than what is left of the minimum hold does not let another owner in early.
+-- params: ttl_ms, name, owner, fence
+UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
 
 -- name: lease_release
--- Owner-checked; the row stays (its fence history is the sequence) and expires now, or
--- at min_release_at when a minimum hold was asked for. The NOTIFY that wakes waiters
--- rides in the same statement (one round trip, one commit; sent only if released), on
--- the channel lease_wakeup_channel(name) computes: 'sqlguard_' + sha256(name)[:24].
+-- Owner- and fence-checked (a stale holder reusing an owner string cannot free a newer
+-- lease); the row stays (its fence history is the sequence) and expires now, or at
+-- min_release_at when a minimum hold was asked for. The NOTIFY that wakes waiters rides
+-- in the same statement (one round trip, one commit; sent only if released), on the
+-- channel lease_wakeup_channel(name) computes: 'sqlguard_' + sha256(name)[:24].
 -- 1 row = released.
--- params: name, owner
+-- params: name, owner, fence
 WITH released AS (
   UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
-  WHERE name = ? AND owner = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM released;
 
 -- name: lease_force_release
--- Operator override (ignores the minimum hold); wakes waiters like lease_release. 1 row = ended.
+-- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold);
+-- wakes waiters like lease_release. 1 row = ended.
 -- params: name
 WITH ended AS (
   UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT

@@ -40,19 +40,23 @@ SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(ROUND((julia
 FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_renew
--- Owner-checked; 1 row affected = still held and extended.
--- params: ttl_ms, name, owner
-UPDATE sqlguard_lock SET expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
-WHERE name = ? AND owner = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+-- Owner- and fence-checked (a reused owner string cannot extend a newer lease); 1 row
+-- affected = still held and extended. Never ends before min_release_at: a ttl shorter
+-- than what is left of the minimum hold does not let another owner in early.
+-- params: ttl_ms, name, owner, fence
+UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, min_release_at), renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
 
 -- name: lease_release
--- Owner-checked; the row stays (its fence history is the sequence) and expires now,
--- or at min_release_at when a minimum hold was asked for.
--- params: name, owner
+-- Owner- and fence-checked (a stale holder reusing an owner string cannot free a newer
+-- lease); the row stays (its fence history is the sequence) and expires now, or at
+-- min_release_at when a minimum hold was asked for.
+-- params: name, owner, fence
 UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at)
-WHERE name = ? AND owner = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
 
 -- name: lease_force_release
+-- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
 -- params: name
 UPDATE sqlguard_lock SET expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
 

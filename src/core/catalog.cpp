@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/embedded_sql.h"
+#include "core/text.h"
 #include "dialect/dialect.h"
 #include "dialect/registry.h"
 
@@ -245,18 +246,32 @@ std::string Catalog::render(Sql id, const Slots& slots) const {
 
 const Catalog& catalog(const Connection& conn) { return conn.dialect().catalog(); }
 
+// Every value a catalog statement binds passes the text rule here, once,
+// named by the entry's `-- params:` line (or the caller's names).
 Result run(Connection& conn, Sql id, const Params& params) {
   const Catalog& c = catalog(conn);
   const std::string& text = c.text(id);
   const auto& order = c.order(id);
-  if (order.empty()) return ConnectionAccess::execute_named(conn, sql_name(id), text, params);
+  const auto& declared = c.entry(id).params;
+  const auto* names = declared.size() == params.size() ? &declared : nullptr;
+  if (order.empty()) {
+    check_text_params(params, sql_name(id), names);
+    return ConnectionAccess::execute_named(conn, sql_name(id), text, params);
+  }
   Params p;
   p.reserve(order.size());
   for (int i : order) p.push_back(params.at(static_cast<std::size_t>(i)));
+  check_text_params(p, sql_name(id), names);
   return ConnectionAccess::execute_named(conn, sql_name(id), text, p);
 }
 
-Result run_rendered(Connection& conn, Sql id, const std::string& text, const Params& params) {
+Result run_rendered(Connection& conn, Sql id, const std::string& text, const Params& params,
+                    const std::vector<std::string>* names) {
+  if (!names) {
+    const auto& declared = catalog(conn).entry(id).params;
+    if (declared.size() == params.size()) names = &declared;
+  }
+  check_text_params(params, sql_name(id), names);
   return ConnectionAccess::execute_named(conn, sql_name(id), text, params);
 }
 

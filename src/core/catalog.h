@@ -63,10 +63,15 @@ class Catalog {
 
 const Catalog& catalog(const Connection& conn);
 
-// Runs catalog statement `id` with values in canonical order.
+// Runs catalog statement `id` with values in canonical order. Text values
+// must pass the text rule (validate.h): Error(kInvalidArgument) naming the
+// parameter otherwise, before anything is sent.
 Result run(Connection& conn, Sql id, const Params& params = {});
 // Runs `text`, rendered earlier from catalog statement `id`; values positional.
-Result run_rendered(Connection& conn, Sql id, const std::string& text, const Params& params);
+// `names[i]`, when given, names params[i] in errors (the entry's `-- params:`
+// line cannot name the values of a rendered list).
+Result run_rendered(Connection& conn, Sql id, const std::string& text, const Params& params,
+                    const std::vector<std::string>* names = nullptr);
 // Runs an insert-if-absent catalog statement and reports the outcome one way
 // on every dialect: true = inserted, false = the key was already there (0
 // rows on ON CONFLICT DO NOTHING dialects, a duplicate-key error on MySQL).

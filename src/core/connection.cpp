@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/catalog.h"
+#include "core/text.h"
 #include "dialect/dialect.h"
 #include "dialect/registry.h"
 #include "sqlguard/validate.h"
@@ -45,13 +46,21 @@ void Connection::notify(StatementKind kind, std::string_view sql, std::string_vi
 }
 
 Result Connection::execute(std::string_view sql, const Params& params) {
+  detail::check_text_params(params, "Connection::execute()");
   if (observer_ || g_has_observer.load(std::memory_order_relaxed)) notify(StatementKind::kStatement, sql, {});
-  return do_execute(sql, params);
+  return do_execute(sql, params, true);
 }
 
+Result Connection::execute_once(std::string_view sql, const Params& params) {
+  detail::check_text_params(params, "Connection::execute_once()");
+  if (observer_ || g_has_observer.load(std::memory_order_relaxed)) notify(StatementKind::kStatement, sql, {});
+  return do_execute(sql, params, false);
+}
+
+// The catalog runner (core/catalog.cpp) has already checked the values.
 Result Connection::execute_named(std::string_view name, std::string_view sql, const Params& params) {
   if (observer_ || g_has_observer.load(std::memory_order_relaxed)) notify(StatementKind::kStatement, sql, name);
-  return do_execute(sql, params);
+  return do_execute(sql, params, true);
 }
 
 void Connection::begin(Isolation isolation) {
@@ -107,52 +116,33 @@ void Dialect::not_supported(std::string_view feature) const {
               std::string(name()));
 }
 
-std::string mask_uri(std::string_view uri) {
-  std::string s(uri);
-  // URI form: scheme://user:password@host...
-  auto scheme_end = s.find("://");
-  if (scheme_end != std::string::npos) {
-    auto auth_start = scheme_end + 3;
-    auto at = s.find('@', auth_start);
-    auto slash = s.find('/', auth_start);
-    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
-      auto colon = s.find(':', auth_start);
-      if (colon != std::string::npos && colon < at) s.replace(colon + 1, at - colon - 1, "***");
-    }
-  }
-  // Query/keyword form: password=...
-  for (std::string key : {"password=", "passwd=", "pwd="}) {
-    std::size_t pos = 0;
-    while ((pos = s.find(key, pos)) != std::string::npos) {
-      auto start = pos + key.size();
-      auto end = s.find_first_of("& ", start);
-      if (end == std::string::npos) end = s.size();
-      s.replace(start, end - start, "***");
-      pos = start + 3;
-    }
-  }
-  return s;
-}
-
 std::unique_ptr<Connection> make_connection(std::string_view uri, const ConnectOptions& options) {
   check_duration(options.connect_timeout, "connect_timeout", std::chrono::milliseconds(1),
                  std::chrono::hours(1));
   check_duration(options.busy_timeout, "busy_timeout", std::chrono::milliseconds(0), std::chrono::hours(1));
   if (options.io_timeout)
     check_duration(*options.io_timeout, "io_timeout", std::chrono::milliseconds(1), std::chrono::hours(24));
+  if (options.statement_cache_size > 10000)
+    throw Error(ErrorCode::kInvalidArgument, "statement_cache_size is " + std::to_string(options.statement_cache_size) +
+                                                 "; it must be between 0 and 10000");
   auto colon = uri.find(':');
-  if (uri.empty() || colon == std::string_view::npos)
-    throw Error(ErrorCode::kInvalidArgument,
-                "malformed database URI '" + mask_uri(uri) +
-                    "': expected sqlite:///path.db, sqlite::memory:, postgresql://... or mysql://...");
-  std::string scheme(uri.substr(0, colon));
+  std::string scheme(uri.substr(0, colon == std::string_view::npos ? 0 : colon));
   std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
   const auto* d = detail::find_dialect_by_scheme(scheme);
   if (!d) {
+    // Text that is not one of our URIs is never echoed: it may be a
+    // password passed in the wrong place. A scheme is named only when it
+    // clearly is one (followed by "//", or no '@' anywhere).
     std::string known;
     for (const auto* e : detail::registered_dialects()) known += (known.empty() ? "" : ", ") + std::string(e->name);
+    bool token = !scheme.empty() && scheme.size() <= 32 && std::isalpha(static_cast<unsigned char>(scheme[0])) &&
+                 std::all_of(scheme.begin(), scheme.end(), [](unsigned char c) { return std::isalnum(c) || c == '+' || c == '-' || c == '.'; });
+    bool clearly_scheme = token && (uri.substr(colon, 3) == "://" || uri.find('@') == std::string_view::npos);
+    std::string what = clearly_scheme ? "unknown URI scheme '" + scheme + "'" : "a database URI needs a scheme";
     throw Error(ErrorCode::kInvalidArgument,
-                "unknown URI scheme '" + scheme + "' in '" + mask_uri(uri) + "': use " + known);
+                what + " (got " + std::to_string(uri.size()) +
+                    " bytes): use sqlite:///path.db, sqlite::memory:, postgresql://host:port/db or "
+                    "mysql://host:port/db, with user:password@ before the host (" + known + ")");
   }
   if (!d->available)
     throw Error(ErrorCode::kNotSupported,

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include "core/text.h"
+
 namespace sqlguard {
 
 std::string_view to_string(ErrorCode code) noexcept {
@@ -18,8 +20,10 @@ std::string_view to_string(ErrorCode code) noexcept {
     case ErrorCode::kLeaseLost: return "lease_lost";
     case ErrorCode::kTimeout: return "timeout";
     case ErrorCode::kUnauthenticated: return "unauthenticated";
+    case ErrorCode::kPermissionDenied: return "permission_denied";
     case ErrorCode::kNotFound: return "not_found";
     case ErrorCode::kSchemaMismatch: return "schema_mismatch";
+    case ErrorCode::kResourceExhausted: return "resource_exhausted";
     case ErrorCode::kInternal: return "internal";
   }
   return "unknown";
@@ -58,7 +62,8 @@ std::string compose(ErrorCode code, const std::string& message, const std::strin
 
 Error::Error(ErrorCode code, std::string message, std::string dialect, std::string native_code,
              std::string statement)
-    : std::runtime_error(compose(code, message, dialect, native_code)),
+    // The base is initialized first: `message` is made one line there, once.
+    : std::runtime_error(compose(code, message = detail::one_line(message), dialect, native_code)),
       code_(code),
       message_(std::move(message)),
       dialect_(std::move(dialect)),
@@ -89,13 +94,14 @@ void log(LogLevel level, std::string_view message) noexcept {
       std::lock_guard<std::mutex> lk(g_hook_mu);
       hook = g_hook;
     }
+    if (!hook && level < LogLevel::kWarning) return;
+    const std::string line = detail::one_line(message);
     if (hook) {
-      hook(level, message);
+      hook(level, line);
       return;
     }
-    if (level < LogLevel::kWarning) return;
     std::fprintf(stderr, "sqlguard %s: %.*s\n", level == LogLevel::kError ? "error" : "warning",
-                 static_cast<int>(message.size()), message.data());
+                 static_cast<int>(line.size()), line.data());
   } catch (...) {
     // A throwing hook must not take down a destructor; there is nowhere
     // left to report this, so write it raw.

@@ -1,31 +1,16 @@
 #include "sqlguard/validate.h"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 
+#include "core/text.h"
 #include "sqlguard/errors.h"
 
 namespace sqlguard {
 
 namespace {
 [[noreturn]] void invalid(std::string msg) { throw Error(ErrorCode::kInvalidArgument, std::move(msg)); }
-
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 80)) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  if (s.size() > 80) out += "...";
-  return out;
-}
 
 bool simple_ident(std::string_view s) {
   if (s.empty() || s.size() > 63) return false;
@@ -36,19 +21,157 @@ bool simple_ident(std::string_view s) {
   return true;
 }
 
-bool valid_utf8(std::string_view s) {
+// Length of the well-formed UTF-8 sequence at s[i] (Unicode table 3-7), or 0
+// with `why` set.
+std::size_t sequence_length(std::string_view s, std::size_t i, std::string_view* why) noexcept {
+  auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  std::size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;  // below: overlong
+    if (c == 0xED) hi = 0x9F;  // above: UTF-16 surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;  // below: overlong
+    if (c == 0xF4) hi = 0x8F;  // above: beyond U+10FFFF
+  } else {
+    *why = c < 0xC0 ? "unexpected continuation byte"
+           : c < 0xC2 ? "overlong encoding"
+           : c <= 0xF7 ? "code point above U+10FFFF"
+                       : "invalid byte";
+    return 0;
+  }
+  if (i + 1 >= s.size()) {
+    *why = "truncated sequence";
+    return 0;
+  }
+  const unsigned char c1 = b(i + 1);
+  if (c1 < lo || c1 > hi) {
+    if (c1 < 0x80 || c1 > 0xBF) *why = "truncated sequence";
+    else if (c == 0xED) *why = "UTF-16 surrogate";
+    else if (c == 0xF4) *why = "code point above U+10FFFF";
+    else *why = "overlong encoding";
+    return 0;
+  }
+  for (std::size_t k = 2; k < n; ++k) {
+    if (i + k >= s.size() || (b(i + k) >> 6) != 2) {
+      *why = "truncated sequence";
+      return 0;
+    }
+  }
+  return n;
+}
+
+// Code point of a well-formed sequence of length n at s[i].
+char32_t decode(std::string_view s, std::size_t i, std::size_t n) noexcept {
+  auto b = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k])); };
+  switch (n) {
+    case 1: return b(0);
+    case 2: return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+    case 3: return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+    default: return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+  }
+}
+
+// Characters that move the cursor, recolour the terminal, end a line for a
+// reader, or reorder what is shown.
+bool unsafe_to_show(char32_t cp) noexcept {
+  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E || cp == 0x200F || cp == 0x061C;
+}
+
+std::string escape(std::string_view s, std::size_t max_bytes, bool escape_backslash) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(std::min(s.size(), max_bytes) + 8);
   std::size_t i = 0;
   while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    if (i >= max_bytes) {
+      out += "...";
+      break;
+    }
+    std::string_view why;
+    std::size_t n = sequence_length(s, i, &why);
+    if (n == 0) {  // not UTF-8: show the byte
+      unsigned char u = static_cast<unsigned char>(s[i]);
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+      ++i;
+      continue;
+    }
+    char32_t cp = decode(s, i, n);
+    if (cp == '\\' && escape_backslash) {
+      out += "\\\\";
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (unsafe_to_show(cp)) {
+      if (cp < 0x80) {
+        out += "\\x";
+        out += hex[(cp >> 4) & 15];
+        out += hex[cp & 15];
+      } else {
+        out += "\\u";
+        for (int shift = 12; shift >= 0; shift -= 4) out += hex[(cp >> shift) & 15];
+      }
+    } else {
+      out.append(s.data() + i, n);
+    }
     i += n;
   }
-  return true;
+  return out;
 }
 }  // namespace
+
+namespace detail {
+std::optional<Utf8Problem> find_invalid_utf8(std::string_view text) noexcept {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::string_view why;
+    std::size_t n = sequence_length(text, i, &why);
+    if (n == 0) return Utf8Problem{i, why};
+    i += n;
+  }
+  return std::nullopt;
+}
+
+std::string one_line(std::string_view text) { return escape(text, std::string_view::npos, false); }
+
+void check_text_params(const Params& params, std::string_view statement, const std::vector<std::string>* names) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const std::string* s = params[i].text_if();
+    if (!s || (s->find('\0') == std::string::npos && !find_invalid_utf8(*s))) continue;
+    std::string what = names && i < names->size() && !(*names)[i].empty() ? (*names)[i] : "parameter " + std::to_string(i + 1);
+    what += " (of " + std::string(statement) + ")";
+    validate_text(*s, what);
+  }
+}
+}  // namespace detail
+
+bool is_valid_utf8(std::string_view text) noexcept { return !detail::find_invalid_utf8(text); }
+
+std::string printable(std::string_view text, std::size_t max_bytes) { return escape(text, max_bytes, true); }
+
+void validate_text(std::string_view text, std::string_view what) {
+  auto nul = text.find('\0');
+  auto bad = detail::find_invalid_utf8(text);
+  if (bad && (nul == std::string_view::npos || bad->offset < nul))
+    invalid(std::string(what) + " is not valid UTF-8 at byte " + std::to_string(bad->offset) + " (" +
+            std::string(bad->why) + "): '" + printable(text, 80) +
+            "'; text must be UTF-8 on every dialect (send bytes as Value::blob)");
+  if (nul != std::string_view::npos)
+    invalid(std::string(what) + " contains a NUL byte at byte " + std::to_string(nul) + ": '" + printable(text, 80) +
+            "'; PostgreSQL would cut the text there, so it is refused on every dialect (send bytes as Value::blob)");
+}
 
 void validate_identifier(std::string_view ident, std::string_view what) {
   auto dot = ident.find('.');
@@ -56,7 +179,7 @@ void validate_identifier(std::string_view ident, std::string_view what) {
                 ? simple_ident(ident)
                 : simple_ident(ident.substr(0, dot)) && simple_ident(ident.substr(dot + 1));
   if (!ok)
-    invalid(std::string(what) + " '" + printable(ident) +
+    invalid(std::string(what) + " '" + printable(ident, 80) +
             "' is not a valid SQL identifier: use [A-Za-z_][A-Za-z0-9_]*, at most 63 characters, "
             "optionally schema-qualified");
 }
@@ -66,9 +189,7 @@ void validate_name(std::string_view name, std::string_view what, std::size_t max
   if (name.size() > max_bytes)
     invalid(std::string(what) + " is " + std::to_string(name.size()) + " bytes; the limit is " +
             std::to_string(max_bytes) + " (names are never truncated)");
-  if (name.find('\0') != std::string_view::npos)
-    invalid(std::string(what) + " '" + printable(name) + "' contains a NUL byte");
-  if (!valid_utf8(name)) invalid(std::string(what) + " '" + printable(name) + "' is not valid UTF-8");
+  validate_text(name, what);
 }
 
 std::chrono::milliseconds parse_duration(std::string_view text) {
@@ -76,12 +197,12 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
   while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
   while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
   if (t.empty()) invalid("duration must not be empty (examples: 500ms, 30s, 5m)");
-  if (t.front() == '-') invalid("duration '" + printable(text) + "' must not be negative");
+  if (t.front() == '-') invalid("duration '" + printable(text, 80) + "' must not be negative");
   std::int64_t n = 0;
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
-  if (ec == std::errc::result_out_of_range) invalid("duration '" + printable(text) + "' is too large");
+  if (ec == std::errc::result_out_of_range) invalid("duration '" + printable(text, 80) + "' is too large");
   if (ec != std::errc() || p == t.data())
-    invalid("duration '" + printable(text) + "' must start with a whole number (examples: 500ms, 30s, 5m)");
+    invalid("duration '" + printable(text, 80) + "' must start with a whole number (examples: 500ms, 30s, 5m)");
   std::string_view unit(p, static_cast<std::size_t>(t.data() + t.size() - p));
   std::int64_t mult = 0;
   if (unit.empty() || unit == "s") mult = 1000;
@@ -89,9 +210,9 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
   else if (unit == "m" || unit == "min") mult = 60'000;
   else if (unit == "h") mult = 3'600'000;
   else if (unit == "d") mult = 86'400'000;
-  else invalid("duration '" + printable(text) + "' has unknown unit '" + printable(unit) + "' (use ms, s, m, h or d)");
+  else invalid("duration '" + printable(text, 80) + "' has unknown unit '" + printable(unit, 80) + "' (use ms, s, m, h or d)");
   if (n > std::numeric_limits<std::int64_t>::max() / mult)
-    invalid("duration '" + printable(text) + "' is too large");
+    invalid("duration '" + printable(text, 80) + "' is too large");
   return std::chrono::milliseconds(n * mult);
 }
 

@@ -6,7 +6,13 @@ namespace sqlguard {
 
 std::int64_t Value::as_int() const {
   if (auto* i = std::get_if<std::int64_t>(&v_)) return *i;
-  if (auto* d = std::get_if<double>(&v_)) return static_cast<std::int64_t>(*d);
+  if (auto* d = std::get_if<double>(&v_)) {
+    // Out of range (or NaN) would be undefined behaviour: a REAL where an
+    // integer belongs is refused, never wrapped.
+    if (!(*d >= -9223372036854775808.0 && *d < 9223372036854775808.0))
+      throw Error(ErrorCode::kInternal, "value " + std::to_string(*d) + " is outside the 64-bit integer range");
+    return static_cast<std::int64_t>(*d);
+  }
   const std::string* s = std::get_if<std::string>(&v_);
   if (!s) {
     if (auto* b = std::get_if<Blob>(&v_)) s = &b->bytes;

@@ -141,14 +141,16 @@ LeaseInfo to_info(const Row& r) {
 }
 
 // Why `owner` no longer holds lease `name`.
-LossCause diagnose_lease(Connection& conn, const std::string& name, const std::string& owner, std::string* detail) {
+LossCause diagnose_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
+                         std::string* detail) {
   auto info = lease_info(conn, name);
   if (!info) {
     *detail = "lease '" + name + "' expired and its row was cleaned up";
     return LossCause::kExpired;
   }
-  if (info->owner != owner) {
-    *detail = "lease '" + name + "' is held by another owner now (fence " + std::to_string(info->fence) + ")";
+  if (info->owner != owner || info->fence != fence) {
+    *detail = "lease '" + name + "' (fence " + std::to_string(fence) + ") was taken over by another acquisition (fence " +
+              std::to_string(info->fence) + (info->owner == owner ? ", same owner string" : "") + ")";
     return LossCause::kTakenOver;
   }
   *detail = "lease '" + name + "' expired before it was renewed";
@@ -233,13 +235,36 @@ AcquireResult acquire_lease(Connection& conn, const std::string& name, const std
   }
 }
 
-bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl) {
+namespace {
+void check_lease_ref(const std::string& name, const std::string& owner, std::int64_t fence) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
+  if (fence <= 0)
+    throw Error(ErrorCode::kInvalidArgument, "fence is " + std::to_string(fence) +
+                                                 "; fencing tokens are positive (the one acquire returned)");
+}
+
+// The fence `owner` holds `name` under now (owner-only renew/release), or 0.
+std::int64_t current_fence(Connection& conn, const std::string& name, const std::string& owner) {
+  validate_name(owner, "owner");
+  auto info = lease_info(conn, name);
+  return info && info->owner == owner && info->held() ? info->fence : 0;
+}
+}  // namespace
+
+bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
+                 milliseconds ttl) {
+  check_lease_ref(name, owner, fence);
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
-  auto r = run(conn, Sql::lease_renew, {ttl.count(), name, owner});
+  auto r = run(conn, Sql::lease_renew, {ttl.count(), name, owner, fence});
   if (r.affected == 1) ++g_metrics.renewals;
   return r.affected == 1;
+}
+
+bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl) {
+  check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
+  auto fence = current_fence(conn, name, owner);
+  return fence > 0 && renew_lease(conn, name, owner, fence, ttl);
 }
 
 namespace {
@@ -261,9 +286,17 @@ bool changed_one(const Result& r) { return r.affected == 1 || r.rows.size() == 1
 }  // namespace
 
 bool release_lease(Connection& conn, const std::string& name, const std::string& owner) {
-  validate_name(name, "lock name");
-  validate_name(owner, "owner");
-  if (changed_one(run(conn, Sql::lease_release, {name, owner}))) {
+  auto fence = current_fence(conn, name, owner);
+  if (fence == 0) {
+    ++g_metrics.releases_not_held;
+    return false;
+  }
+  return release_lease(conn, name, owner, fence);
+}
+
+bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence) {
+  check_lease_ref(name, owner, fence);
+  if (changed_one(run(conn, Sql::lease_release, {name, owner, fence}))) {
     ++g_metrics.releases;
     signal_waiters(conn, name);
     return true;
@@ -413,14 +446,16 @@ LeaseLock::~LeaseLock() {
     }
   }
   std::string owner;
+  std::int64_t fence = 0;
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
     if (shared_->hold == 0 || shared_->lost) return;
     owner = shared_->owner;
+    fence = shared_->fence;
     shared_->hold = 0;
   }
   try {
-    if (!release_lease(*conn_, name_, owner))
+    if (!release_lease(*conn_, name_, owner, fence))
       log(LogLevel::kWarning, "lease '" + name_ + "' was no longer held when its LeaseLock was destroyed");
   } catch (const std::exception& e) {
     log(LogLevel::kWarning, "releasing lease '" + name_ + "' in ~LeaseLock failed (it expires by itself): " + e.what());
@@ -535,8 +570,8 @@ bool LeaseLock::acquire(milliseconds wait) {
   return false;
 }
 
-LossCause LeaseLock::diagnose(Connection& conn, const std::string& owner, std::string* detail) {
-  return diagnose_lease(conn, name_, owner, detail);
+LossCause LeaseLock::diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail) {
+  return diagnose_lease(conn, name_, owner, fence, detail);
 }
 
 
@@ -565,26 +600,29 @@ void LeaseLock::mark_lost(LossCause cause, std::string detail) {
 
 bool LeaseLock::renew() {
   std::string owner;
+  std::int64_t fence = 0;
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
     if (shared_->hold == 0 || shared_->lost) return false;
     owner = shared_->owner;
+    fence = shared_->fence;
   }
   auto start = steady_clock::now();
   if (with_reconnect(*conn_, remaining(), "renewing lease '" + name_ + "'",
-                     [&](int) { return renew_lease(*conn_, name_, owner, options_.ttl); })) {
+                     [&](int) { return renew_lease(*conn_, name_, owner, fence, options_.ttl); })) {
     std::lock_guard<std::mutex> lk(shared_->mu);
     if (shared_->owner == owner && !shared_->lost) shared_->valid_until = start + options_.ttl - margin_;
     return true;
   }
   std::string detail;
-  auto cause = diagnose(*conn_, owner, &detail);
+  auto cause = diagnose(*conn_, owner, fence, &detail);
   mark_lost(cause, std::move(detail));
   return false;
 }
 
 bool LeaseLock::release() {
   std::string owner;
+  std::int64_t fence = 0;
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
     if (shared_->hold == 0) {
@@ -607,6 +645,7 @@ bool LeaseLock::release() {
       return false;
     }
     owner = shared_->owner;
+    fence = shared_->fence;
   }
   stop_watchdog();
   // Idempotent by owner token: retried on a fresh connection; if it still
@@ -615,17 +654,17 @@ bool LeaseLock::release() {
   bool ok = with_reconnect(*conn_, std::min<milliseconds>(options_.ttl, std::chrono::seconds(10)),
                            "releasing lease '" + name_ + "'",
                            [&](int attempt) {
-                             bool released = release_lease(*conn_, name_, owner);
+                             bool released = release_lease(*conn_, name_, owner, fence);
                              if (released || attempt == 1) return released;
                              // An earlier attempt's answer was lost: did it release?
                              auto info = lease_info(*conn_, name_);
-                             return info && info->owner == owner && !info->held();
+                             return info && info->owner == owner && info->fence == fence && !info->held();
                            });
   if (!ok) {
     std::string detail;
     LossCause cause = LossCause::kExpired;
     try {
-      cause = diagnose(*conn_, owner, &detail);
+      cause = diagnose(*conn_, owner, fence, &detail);
     } catch (const std::exception& e) {
       detail = std::string("lease '") + name_ + "' was not held at release (diagnosis failed: " + e.what() + ")";
     }
@@ -688,7 +727,7 @@ bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
   if (r.rows.empty()) {
     tx.rollback();
     std::string detail;
-    auto cause = diagnose(*conn_, owner, &detail);
+    auto cause = diagnose(*conn_, owner, fence, &detail);
     mark_lost(cause, std::move(detail));
     return false;
   }
@@ -736,12 +775,14 @@ void LeaseLock::start_watchdog() {
     bool unknown = false;  // the last failure was a sent renewal with no answer
     for (;;) {
       std::string owner;
+      std::int64_t fence = 0;
       steady_clock::time_point valid_until;
       {
         std::unique_lock<std::mutex> lk(shared->mu);
         shared->cv.wait_for(lk, next, [&] { return shared->stop; });
         if (shared->stop || shared->hold == 0 || shared->lost) return;
         owner = shared->owner;
+        fence = shared->fence;
         valid_until = shared->valid_until;
       }
       // The renewal runs on a thread of its own: a call blocked by a frozen
@@ -751,13 +792,13 @@ void LeaseLock::start_watchdog() {
       auto start = steady_clock::now();
       auto task = std::make_shared<RenewTask>();
       task->conn = std::move(c);
-      std::thread([task, factory, name, owner, ttl] {
+      std::thread([task, factory, name, owner, fence, ttl] {
         std::unique_lock<std::mutex> lk(task->mu, std::defer_lock);
         try {
           if (!task->conn) task->conn = std::shared_ptr<Connection>(factory());
           task->connected = true;
-          task->ok = renew_lease(*task->conn, name, owner, ttl);
-          if (!task->ok) task->cause = diagnose_lease(*task->conn, name, owner, &task->detail);
+          task->ok = renew_lease(*task->conn, name, owner, fence, ttl);
+          if (!task->ok) task->cause = diagnose_lease(*task->conn, name, owner, fence, &task->detail);
         } catch (...) {
           task->error = std::current_exception();
         }
@@ -792,7 +833,7 @@ void LeaseLock::start_watchdog() {
         c = task->conn;
         if (task->ok) {
           std::lock_guard<std::mutex> lk(shared->mu);
-          if (shared->owner == owner && !shared->lost) shared->valid_until = start + ttl - margin;
+          if (shared->owner == owner && shared->fence == fence && !shared->lost) shared->valid_until = start + ttl - margin;
           next = period;
           unknown = false;
           continue;

@@ -74,8 +74,11 @@ RowLocker::RowLocker(Connection& conn, RowLockSpec spec) : conn_(conn) {
   for (const auto& c : spec.claim_filter) {
     validate_identifier(c, "RowLockSpec::claim_filter");
     filter_.push_back(cat.render(Sql::param_eq, {{"col", d.quote(c)}}));
+    claim_names_.push_back("RowLocker::claim() filter value for '" + c + "'");
   }
   filter_count_ = spec.claim_filter.size();
+  claim_names_.emplace_back("RowLocker::claim() limit");
+  lock_names_.emplace_back("RowLocker::lock() key");
 }
 
 namespace {
@@ -179,7 +182,8 @@ RowLockScope RowLocker::run(bool claim, const Params& params, const RowLockOptio
   if (!conn_.capabilities().row_locks) restore.now();  // the lock is held now
   try {
     if (o.wait == LockWait::kWait) d.set_local_lock_timeout(conn_, o.lock_timeout);
-    Result r = detail::run_rendered(conn_, statement_of(claim, !filter_.empty()), sql, params);
+    Result r = detail::run_rendered(conn_, statement_of(claim, !filter_.empty()), sql, params,
+                                    claim ? &claim_names_ : &lock_names_);
     restore.now();
     scope.rows_ = std::move(r.rows);
     scope.status_ = scope.rows_.empty() ? LockStatus::kNotFound : LockStatus::kLocked;

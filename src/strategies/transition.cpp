@@ -113,6 +113,9 @@ GuardedUpdate::GuardedUpdate(Connection& conn, GuardedUpdateSpec spec) : conn_(c
   exists_sql_ = cat.render(Sql::row_exists, {{"table", t}, {"key", k}});
   nvalues_ = spec.assignments.size() + spec.guards.size();
   nassign_ = spec.assignments.size();
+  for (const auto& a : spec.assignments) update_names_.push_back("GuardedUpdate::apply() value for '" + a.column + "'");
+  update_names_.push_back("GuardedUpdate::apply() key");
+  for (const auto& g : spec.guards) update_names_.push_back("GuardedUpdate::apply() guard value for '" + g.column + "'");
 }
 
 GuardedResult GuardedUpdate::apply(const Value& key, const Params& values) {
@@ -122,7 +125,8 @@ GuardedResult GuardedUpdate::apply(const Value& key, const Params& values) {
   Params p(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(nassign_));
   p.push_back(key);
   p.insert(p.end(), values.begin() + static_cast<std::ptrdiff_t>(nassign_), values.end());
-  if (detail::run_rendered(conn_, Sql::guarded_update, update_sql_, p).affected >= 1) return {GuardedStatus::kApplied};
+  if (detail::run_rendered(conn_, Sql::guarded_update, update_sql_, p, &update_names_).affected >= 1)
+    return {GuardedStatus::kApplied};
   return {detail::run_rendered(conn_, Sql::row_exists, exists_sql_, {key}).rows.empty() ? GuardedStatus::kNotFound
                                                                                       : GuardedStatus::kRejected};
 }
@@ -183,7 +187,9 @@ StateMachine::StateMachine(Connection& conn, StateMachineSpec spec) : conn_(conn
     for (const auto& a : t.assignments)
       if (a.column == spec.status_column || a.column == spec.key_column)
         invalid("event '" + t.event + "' assigns '" + a.column + "', the key or status column");
-    Compiled c{t, build_update(t.from, t.guards, t.assignments), t.assignments.size() + t.guards.size()};
+    Compiled c{t, build_update(t.from, t.guards, t.assignments), t.assignments.size() + t.guards.size(), {}};
+    for (const auto& a : t.assignments) c.value_names.push_back("fire('" + t.event + "') value for '" + a.column + "'");
+    for (const auto& g : t.guards) c.value_names.push_back("fire('" + t.event + "') guard value for '" + g.column + "'");
     events_.push_back(std::move(c));
   }
   // transition_to(): one UPDATE per reachable target, from the union of the
@@ -263,6 +269,7 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
                                    const std::string& update_sql, const std::vector<std::string>& from,
                                    const std::string& to, const FireOptions& options) {
   if (key.is_null()) invalid("state machine key must not be NULL");
+  if (!options.actor.empty()) validate_name(options.actor, "FireOptions::actor", 255);
   TransitionResult out;
   out.to = to;
   out.event = candidates.front()->def.event;
@@ -295,8 +302,15 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
   p.push_back(key);
   for (const auto& f : from) p.emplace_back(f);
   p.insert(p.end(), options.values.begin() + static_cast<std::ptrdiff_t>(nassign), options.values.end());
+  // Names for the text rule's errors, in the same order.
+  const auto& value_names = candidates.front()->value_names;
+  std::vector<std::string> names{"target state"};
+  names.insert(names.end(), value_names.begin(), value_names.begin() + static_cast<std::ptrdiff_t>(nassign));
+  names.emplace_back("state machine key");
+  names.insert(names.end(), from.size(), "from state");
+  names.insert(names.end(), value_names.begin() + static_cast<std::ptrdiff_t>(nassign), value_names.end());
 
-  if (detail::run_rendered(conn_, Sql::sm_update, update_sql, p).affected >= 1) {
+  if (detail::run_rendered(conn_, Sql::sm_update, update_sql, p, &names).affected >= 1) {
     if (audit_)
       detail::run_rendered(conn_, Sql::sm_audit_insert, audit_sql_, {machine_, key.as_string(), out.event, *out.from, to,
                                  options.actor.empty() ? Value() : Value(options.actor)});

@@ -43,13 +43,17 @@ VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
     sets.push_back(cat.render(Sql::assign_set, {{"col", d.quote(c)}}));
   }
   ncols_ = spec.columns.size();
+  for (const auto& c : spec.columns) update_names_.push_back("VersionCas value for '" + c + "'");
+  update_names_.push_back("VersionCas key");
+  update_names_.push_back("expected version");
   select_sql_ = cat.render(Sql::cas_select, {{"table", t}, {"key", k}, {"columns", cols}});
   update_sql_ = cat.render(Sql::cas_update, {{"table", t}, {"key", k}, {"version", v}, {"assignments", sets}});
   version_sql_ = cat.render(Sql::cas_version, {{"table", t}, {"key", k}, {"version", v}});
 }
 
 std::optional<Versioned> VersionCas::read(const Value& key) {
-  Result r = detail::run_rendered(conn_, Sql::cas_select, select_sql_, {key});
+  static const std::vector<std::string> kKey{"VersionCas key"};
+  Result r = detail::run_rendered(conn_, Sql::cas_select, select_sql_, {key}, &kKey);
   if (r.rows.empty()) return std::nullopt;
   Versioned out;
   out.version = r.rows[0][0].as_int();
@@ -64,7 +68,8 @@ CasResult VersionCas::compare_and_set(const Value& key, std::int64_t expected_ve
   Params p = values;
   p.push_back(key);
   p.emplace_back(expected_version);
-  if (detail::run_rendered(conn_, Sql::cas_update, update_sql_, p).affected == 1) return {CasStatus::kApplied, expected_version + 1};
+  if (detail::run_rendered(conn_, Sql::cas_update, update_sql_, p, &update_names_).affected == 1)
+    return {CasStatus::kApplied, expected_version + 1};
   // Lost or missing: one read tells which (and what version won).
   Result r = detail::run_rendered(conn_, Sql::cas_version, version_sql_, {key});
   if (r.rows.empty()) return {CasStatus::kNotFound, 0};

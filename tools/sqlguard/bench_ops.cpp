@@ -204,9 +204,10 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
         if (hot) std::this_thread::sleep_for(jittered(milliseconds(5), milliseconds(1)));
         return false;
       };
+      std::int64_t fence = 0;
       auto read_mine = [&] {
         auto m = my ? raw->exec(mine, {*channel, *name, *owner}) : raw->exec(mine, {*name, *owner});
-        if (m.nrows > 0) (void)to_i(m.first[0]);
+        if (m.nrows > 0) fence = to_i(m.first[0]);
         return m.nrows > 0;
       };
       try {
@@ -218,7 +219,7 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
         }
         if (!missing) {
           auto r = raw->exec(acq, {*owner, kTtlMs, 0, *name});
-          if (r.nrows > 0) got = true;
+          if (r.nrows > 0) got = true, fence = to_i(r.first[0]);
           else if (r.affected == 1) got = read_mine();
           else if (pre >= 0) return busy();  // taken by another contender just now
           else if (raw->exec(info, {*name}).nrows > 0) return busy();
@@ -227,6 +228,7 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
         if (missing) {
           try {
             auto r = raw->exec(ins, {*name, *owner, kTtlMs, 0});
+            if (r.nrows > 0) fence = to_i(r.first[0]);
             got = r.nrows > 0 || (r.affected == 1 && read_mine());
           } catch (const RawError& e) {
             if (e.kind == RawErr::kDuplicate) return busy();
@@ -238,7 +240,7 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
         if (e.kind == RawErr::kConflict || e.kind == RawErr::kBusy) return busy();  // contention = not acquired
         throw;
       }
-      auto r = raw->exec(rel, {*name, *owner});
+      auto r = raw->exec(rel, {*name, *owner, fence});
       if (r.affected != 1 && r.nrows != 1) throw std::runtime_error("raw release: not held");
       if (sig >= 0) raw->exec(sig, {*channel});
       return true;

@@ -55,7 +55,7 @@ bool returns_rows(std::string_view sql) {
 class MysqlConnection final : public Connection {
  public:
   MysqlConnection(detail::ParsedUri u, std::string description, const ConnectOptions& opt)
-      : uri_(std::move(u)), description_(std::move(description)), opt_(opt) {
+      : uri_(std::move(u)), description_(std::move(description)), opt_(opt), cache_(opt.statement_cache_size) {
     caps_.row_locks = caps_.nowait = caps_.skip_locked = caps_.shared_row_locks = true;
     connect();
   }
@@ -74,11 +74,16 @@ class MysqlConnection final : public Connection {
   const Capabilities& capabilities() const noexcept override { return caps_; }
   const Dialect& dialect() const noexcept override { return kDialect; }
   const std::string& description() const noexcept override { return description_; }
+  std::size_t cached_statements() const noexcept override { return cache_.size(); }
+  std::size_t statement_cache_capacity() const noexcept override { return cache_.capacity(); }
 
-  Result do_execute(std::string_view sql, const Params& params) override {
+  Result do_execute(std::string_view sql, const Params& params, bool cache) override {
     if (!in_tx_ && broken_) reconnect();
     try {
-      sql::PreparedStatement* ps = prepare(sql);
+      // Uncached: closed on the server (COM_STMT_CLOSE) when `once` goes.
+      std::unique_ptr<sql::PreparedStatement> once;
+      if (!cache || cache_.capacity() == 0) once.reset(conn_->prepareStatement(std::string(sql)));
+      sql::PreparedStatement* ps = once ? once.get() : prepare(sql);
       std::vector<std::unique_ptr<std::istringstream>> blobs;
       for (std::size_t i = 0; i < params.size(); ++i) {
         const Value& v = params[i];
@@ -187,16 +192,8 @@ class MysqlConnection final : public Connection {
     o["userName"] = sql::SQLString(uri_.user);
     o["password"] = sql::SQLString(uri_.password);
     if (!uri_.path.empty()) o["schema"] = sql::SQLString(uri_.path);
-    int ct = static_cast<int>(std::max<long long>(1, (opt_.connect_timeout.count() + 999) / 1000));
-    auto q = uri_.query.find("connect_timeout");
-    if (q != uri_.query.end()) {
-      try {
-        ct = std::stoi(q->second);
-      } catch (const std::exception&) {
-        throw Error(ErrorCode::kInvalidArgument, "connect_timeout '" + q->second + "' is not a number of seconds", "mysql");
-      }
-    }
-    o["OPT_CONNECT_TIMEOUT"] = ct;
+    // Whole seconds; a URI connect_timeout was already folded in (the smaller wins).
+    o["OPT_CONNECT_TIMEOUT"] = static_cast<int>(std::max<long long>(1, (opt_.connect_timeout.count() + 999) / 1000));
     if (opt_.io_timeout) {
       int io = static_cast<int>(std::max<long long>(1, (opt_.io_timeout->count() + 999) / 1000));
       o["OPT_READ_TIMEOUT"] = io;
@@ -224,7 +221,7 @@ class MysqlConnection final : public Connection {
       broken_ = true;
       ErrorCode code = mysql::classify(e.getErrorCode());
       if (code == ErrorCode::kInternal) code = ErrorCode::kConnectionLost;
-      throw Error(code, "cannot connect to " + description_ + ": " + detail::scrub(e.what(), uri_.password), "mysql",
+      throw Error(code, "cannot connect to " + description_ + ": " + detail::scrub_credentials(e.what(), uri_), "mysql",
                   std::to_string(e.getErrorCode()));
     }
   }
@@ -252,10 +249,17 @@ class MysqlConnection final : public Connection {
   }
 
   sql::PreparedStatement* prepare(std::string_view sql) {
-    auto it = cache_.find(sql);
-    if (it != cache_.end()) return it->second.get();
+    if (auto* cached = cache_.find(sql)) return cached->get();
     std::unique_ptr<sql::PreparedStatement> ps(conn_->prepareStatement(std::string(sql)));
-    return cache_.emplace(std::string(sql), std::move(ps)).first->second.get();
+    // Destroying an evicted statement closes it on the server, which keeps
+    // this session's share of max_prepared_stmt_count bounded.
+    return cache_.insert(sql, std::move(ps), [](const std::string&, std::unique_ptr<sql::PreparedStatement>& old) {
+      try {
+        old.reset();
+      } catch (const std::exception& e) {
+        log(LogLevel::kDebug, std::string("closing an evicted prepared statement failed: ") + e.what());
+      }
+    }).get();
   }
 
   static void read_all(sql::ResultSet& rs, Result& out) {
@@ -303,7 +307,7 @@ class MysqlConnection final : public Connection {
     } catch (const sql::SQLException& e) {
       int n = e.getErrorCode();
       ErrorCode code = mysql::classify(n);
-      std::string msg = detail::scrub(e.what(), uri_.password);
+      std::string msg = detail::scrub_credentials(e.what(), uri_);
       if (code == ErrorCode::kConnectionLost) {
         broken_ = true;
         in_tx_ = false;
@@ -319,7 +323,7 @@ class MysqlConnection final : public Connection {
       if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
       throw Error(code, msg, "mysql", std::to_string(n), st);
     } catch (const std::exception& e) {
-      throw Error(ErrorCode::kInternal, detail::scrub(e.what(), uri_.password), "mysql", "", st);
+      throw Error(ErrorCode::kInternal, detail::scrub_credentials(e.what(), uri_), "mysql", "", st);
     }
   }
 
@@ -329,7 +333,7 @@ class MysqlConnection final : public Connection {
   Capabilities caps_;
   std::unique_ptr<sql::Connection> conn_;
   std::unique_ptr<sql::Statement> stmt_;
-  detail::SqlCache<std::unique_ptr<sql::PreparedStatement>> cache_;
+  detail::StatementCache<std::unique_ptr<sql::PreparedStatement>> cache_;
   bool in_tx_ = false;
   bool broken_ = true;
 };

@@ -17,11 +17,19 @@ constexpr Row kTable[] = {
     {1969, ErrorCode::kTimeout},          // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
     {3024, ErrorCode::kTimeout},          // ER_QUERY_TIMEOUT (MySQL max_execution_time)
     {1317, ErrorCode::kTimeout},          // ER_QUERY_INTERRUPTED
-    {1045, ErrorCode::kUnauthenticated},  // ER_ACCESS_DENIED_ERROR
+    {1045, ErrorCode::kUnauthenticated},  // ER_ACCESS_DENIED_ERROR (wrong user or password: authentication)
     {1698, ErrorCode::kUnauthenticated},  // ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+    {1044, ErrorCode::kPermissionDenied}, // ER_DBACCESS_DENIED_ERROR (no right on the database)
+    {1142, ErrorCode::kPermissionDenied}, // ER_TABLEACCESS_DENIED_ERROR ("INSERT command denied ... for table")
+    {1143, ErrorCode::kPermissionDenied}, // ER_COLUMNACCESS_DENIED_ERROR
+    {1227, ErrorCode::kPermissionDenied}, // ER_SPECIFIC_ACCESS_DENIED_ERROR ("you need the SUPER privilege")
     {1049, ErrorCode::kNotFound},         // ER_BAD_DB_ERROR
     {1146, ErrorCode::kSchemaMismatch},   // ER_NO_SUCH_TABLE
     {1406, ErrorCode::kInvalidArgument},  // ER_DATA_TOO_LONG
+    {1264, ErrorCode::kInvalidArgument},  // ER_WARN_DATA_OUT_OF_RANGE (strict mode)
+    {1366, ErrorCode::kInvalidArgument},  // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD ("Incorrect string value")
+    {4084, ErrorCode::kResourceExhausted},// ER_SEQUENCE_RUN_OUT (fence sequence at its maximum)
+    {1461, ErrorCode::kResourceExhausted},// ER_MAX_PREPARED_STMT_COUNT_REACHED (server-wide; not triggered in tests)
     {1053, ErrorCode::kConnectionLost},   // ER_SERVER_SHUTDOWN
     {1927, ErrorCode::kConnectionLost},   // ER_CONNECTION_KILLED (MariaDB)
     // Read-only / not-ready servers (a demoted primary, a Galera node outside

@@ -8,12 +8,18 @@ namespace detail {
 namespace {
 std::unique_ptr<Connection> open_mysql(std::string_view uri, const ConnectOptions& options) {
   ParsedUri u = parse_uri(uri);
-  if (u.host.empty())
-    throw Error(ErrorCode::kInvalidArgument, "malformed MySQL URI '" + mask_uri(uri) + "': no host", "mysql");
-  if (u.path.empty())
-    throw Error(ErrorCode::kInvalidArgument,
-                "malformed MySQL URI '" + mask_uri(uri) + "': no database name (mysql://user:pw@host:port/db)", "mysql");
-  return make_mysql_connection(std::move(u), mask_uri(uri), options);
+  auto bad = [&](const std::string& why) {
+    throw Error(ErrorCode::kInvalidArgument, "malformed MySQL URI '" + mask_uri(uri) + "': " + why, "mysql");
+  };
+  if (u.host.empty()) bad("no host");
+  if (u.hosts.size() > 1) bad("one host only (mysql://user:pw@host:port/db)");
+  if (u.path.empty()) bad("no database name (mysql://user:pw@host:port/db)");
+  ConnectOptions o = take_connect_parameters(u, uri, options);
+  // Anything else would be silently ignored (an ssl option, say): refused.
+  if (!u.query.empty())
+    bad("unknown parameter " + uri_fragment(uri, u.query.begin()->first) +
+        " (MySQL URIs take connect_timeout and statement_cache_size)");
+  return make_mysql_connection(std::move(u), mask_uri(uri), o);
 }
 }  // namespace
 

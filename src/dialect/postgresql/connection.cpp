@@ -1,7 +1,20 @@
 // PostgreSQL dialect over libpqxx 6.4. Statements are prepared once per
-// connection; values travel as text-format parameters (bytea as \x hex).
+// connection and kept in a bounded LRU cache (evicted ones are DEALLOCATEd);
+// values travel as text-format parameters (bytea as \x hex).
+//
+// Connecting goes through sqlguard's own libpqxx connection policy
+// (SgConnectPolicy): libpq's non-blocking connect with a deadline, and
+// verbose errors, so a failure is classified by the SQLSTATE the server sent
+// (28P01 unauthenticated, 3D000 not found, 42501 permission denied...) or,
+// when the server never answered, as connection_lost -- never by searching
+// the message for words.
+#include <poll.h>
+
+#include <libpq-fe.h>
 #include <pqxx/pqxx>
 
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <unordered_map>
@@ -59,10 +72,115 @@ class Receiver final : public pqxx::notification_receiver {
   bool fired = false;
 };
 
+// A failed connect, classified; PgConnection::connect() adds the masked URI
+// and scrubs the credentials before it becomes a sqlguard::Error.
+struct ConnectFailure : std::runtime_error {
+  ConnectFailure(ErrorCode c, std::string state, const std::string& msg)
+      : std::runtime_error(msg), code(c), sqlstate(std::move(state)) {}
+  ErrorCode code;
+  std::string sqlstate;
+};
+
+// The SQLSTATE in a verbose libpq message ("FATAL:  28P01: password ..."):
+// the last one, as libpq reports the last host it tried last.
+std::string sqlstate_of(const std::string& msg) {
+  std::string found;
+  for (std::size_t i = msg.find(":  "); i != std::string::npos; i = msg.find(":  ", i + 1)) {
+    std::size_t p = i + 3;
+    if (p + 6 > msg.size() || msg[p + 5] != ':') continue;
+    bool ok = true;
+    for (std::size_t k = 0; k < 5; ++k)
+      ok = ok && ((msg[p + k] >= '0' && msg[p + k] <= '9') || (msg[p + k] >= 'A' && msg[p + k] <= 'Z'));
+    if (ok) found = msg.substr(p, 5);
+  }
+  return found;
+}
+
+// One line: drops the SQLSTATE that verbose mode inserts (it goes to
+// native_code) and the LOCATION lines.
+std::string connect_message(std::string msg, const std::string& state) {
+  if (!state.empty()) {
+    std::string tag = ":  " + state + ": ";
+    for (auto p = msg.find(tag); p != std::string::npos; p = msg.find(tag, p)) msg.replace(p, tag.size(), ":  ");
+  }
+  std::string out;
+  std::size_t start = 0;
+  while (start < msg.size()) {
+    auto nl = msg.find('\n', start);
+    std::string line = msg.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    start = nl == std::string::npos ? msg.size() : nl + 1;
+    auto b = line.find_first_not_of(" \t");
+    if (b == std::string::npos || line.compare(b, 9, "LOCATION:") == 0) continue;
+    out += (out.empty() ? "" : "; ") + line.substr(b);
+  }
+  return out;
+}
+
+// libpq's non-blocking connect under a deadline of the conninfo's
+// connect_timeout (whole seconds), with verbose errors for the SQLSTATE.
+PGconn* connect_libpq(const std::string& conninfo) {
+  long timeout_s = 10;
+  char* err = nullptr;
+  if (PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err)) {
+    for (auto* o = opts; o->keyword; ++o)
+      if (std::string_view(o->keyword) == "connect_timeout" && o->val) timeout_s = std::max(1L, std::atol(o->val));
+    PQconninfoFree(opts);
+  } else {
+    std::string m = err ? err : "cannot parse the connection parameters";
+    PQfreemem(err);
+    throw ConnectFailure(ErrorCode::kInvalidArgument, "", m);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  PGconn* c = PQconnectStart(conninfo.c_str());
+  if (!c) throw std::bad_alloc();
+  PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
+  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+  bool timed_out = false;
+  while (PQstatus(c) != CONNECTION_BAD && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+    const int fd = PQsocket(c);
+    if (fd < 0) break;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fd, static_cast<short>(st == PGRES_POLLING_READING ? POLLIN : POLLOUT), 0};
+    int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 60'000)));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0) continue;  // the deadline check above decides
+    st = PQconnectPoll(c);
+  }
+  if (!timed_out && st == PGRES_POLLING_OK && PQstatus(c) == CONNECTION_OK) return c;
+  std::string msg = PQerrorMessage(c);
+  const bool needs_password = PQconnectionNeedsPassword(c);
+  PQfinish(c);
+  if (timed_out)
+    throw ConnectFailure(ErrorCode::kConnectionLost, "08001",
+                         "no answer within connect_timeout (" + std::to_string(timeout_s) + " s)");
+  std::string state = sqlstate_of(msg);
+  ErrorCode code = ErrorCode::kConnectionLost;  // the server never answered: unreachable, refused, no such host
+  if (needs_password) code = ErrorCode::kUnauthenticated;
+  else if (!state.empty()) code = pg::classify_state(state);
+  if (code == ErrorCode::kInternal) code = ErrorCode::kConnectionLost;
+  // No SQLSTATE from a server: the standard ones for the client's view.
+  if (state.empty()) state = needs_password ? "28000" : "08001";
+  throw ConnectFailure(code, state, connect_message(msg, state));
+}
+
+// libpqxx 6.4's hook for how a connection is opened (pqxx::connect_direct
+// would call the blocking PQconnectdb, whose errors carry no SQLSTATE).
+class SgConnectPolicy final : public pqxx::connectionpolicy {
+ public:
+  explicit SgConnectPolicy(const std::string& opts) : pqxx::connectionpolicy(opts) {}
+  handle do_startconnect(handle orig) override { return orig ? orig : connect_libpq(options()); }
+};
+using PqConnection = pqxx::basic_connection_base<SgConnectPolicy>;
+
 class PgConnection final : public Connection {
  public:
-  PgConnection(std::string connstr, std::string password, std::string description)
-      : connstr_(std::move(connstr)), password_(std::move(password)), description_(std::move(description)) {
+  PgConnection(std::string conninfo, detail::ParsedUri uri, std::string description, const ConnectOptions& o)
+      : connstr_(std::move(conninfo)), uri_(std::move(uri)), description_(std::move(description)),
+        prepared_(o.statement_cache_size) {
     caps_.row_locks = caps_.nowait = caps_.skip_locked = caps_.shared_row_locks = true;
     caps_.listen_notify = caps_.wakeups = caps_.transactional_ddl = true;
     connect();
@@ -72,24 +190,40 @@ class PgConnection final : public Connection {
     tx_.reset();
   }
 
+  std::size_t cached_statements() const noexcept override { return prepared_.size(); }
+  std::size_t statement_cache_capacity() const noexcept override { return prepared_.capacity(); }
+
   DialectKind kind() const noexcept override { return DialectKind::kPostgres; }
   const Capabilities& capabilities() const noexcept override { return caps_; }
   const Dialect& dialect() const noexcept override { return kDialect; }
   const std::string& description() const noexcept override { return description_; }
 
-  Result do_execute(std::string_view sql, const Params& params) override {
+  Result do_execute(std::string_view sql, const Params& params, bool cache) override {
     if (!tx_ && (!conn_ || !conn_->is_open())) reconnect();
     try {
-      const std::string& name = prepared(sql);
+      if (!tx_) deallocate_evicted();
       std::vector<PgParam> pp;
       pp.reserve(params.size());
       for (const auto& v : params) pp.push_back(to_param(v));
+      auto dyn = pqxx::prepare::make_dynamic_params(pp);
       pqxx::result r;
-      if (tx_) {
-        r = tx_->exec_prepared(name, pqxx::prepare::make_dynamic_params(pp));
+      if (!cache || prepared_.capacity() == 0) {
+        // The unnamed statement: parsed, run and gone; nothing stays on the server.
+        const std::string text = number_placeholders(sql);
+        if (tx_) {
+          r = tx_->exec_params(text, dyn);
+        } else {
+          pqxx::nontransaction nt(*conn_);
+          r = nt.exec_params(text, dyn);
+        }
       } else {
-        pqxx::nontransaction nt(*conn_);
-        r = nt.exec_prepared(name, pqxx::prepare::make_dynamic_params(pp));
+        const std::string& name = prepared(sql);
+        if (tx_) {
+          r = tx_->exec_prepared(name, dyn);
+        } else {
+          pqxx::nontransaction nt(*conn_);
+          r = nt.exec_prepared(name, dyn);
+        }
       }
       return convert(r);
     } catch (...) {
@@ -141,6 +275,7 @@ class PgConnection final : public Connection {
       tx_.reset();
       rethrow("COMMIT", true);
     }
+    deallocate_evicted();
   }
   void do_rollback() override {
     if (!tx_) return;
@@ -148,15 +283,19 @@ class PgConnection final : public Connection {
     try {
       tx->abort();
     } catch (...) {
+      tx.reset();
       rethrow("ROLLBACK", false);
     }
+    tx.reset();
+    deallocate_evicted();
   }
   bool in_transaction() const noexcept override { return tx_ != nullptr; }
 
   void reconnect() override {
     tx_.reset();
     receivers_.clear();
-    prepared_.clear();
+    prepared_.clear();  // the session and its prepared statements are gone
+    evicted_.clear();
     conn_.reset();
     connect();
   }
@@ -203,31 +342,42 @@ class PgConnection final : public Connection {
  private:
   void connect() {
     try {
-      conn_ = std::make_unique<pqxx::connection>(connstr_);
+      conn_ = std::make_unique<PqConnection>(connstr_);
+    } catch (const ConnectFailure& f) {
+      conn_.reset();
+      throw Error(f.code, "cannot connect to " + description_ + ": " + detail::scrub_credentials(f.what(), uri_),
+                  "postgresql", f.sqlstate);
     } catch (const std::exception& e) {
       conn_.reset();
-      std::string msg = detail::scrub(e.what(), password_);
-      while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-      for (auto& ch : msg)
-        if (ch == '\n' || ch == '\t') ch = ' ';
-      ErrorCode code = ErrorCode::kConnectionLost;
-      if (msg.find("authentication failed") != std::string::npos || msg.find("no password supplied") != std::string::npos)
-        code = ErrorCode::kUnauthenticated;
-      else if (msg.find("does not exist") != std::string::npos)
-        code = ErrorCode::kNotFound;
-      else if (msg.find("invalid") != std::string::npos || msg.find("missing \"=\"") != std::string::npos ||
-               msg.find("unexpected") != std::string::npos)
-        code = ErrorCode::kInvalidArgument;
-      throw Error(code, "cannot connect to " + description_ + ": " + msg, "postgresql");
+      throw Error(ErrorCode::kConnectionLost, "cannot connect to " + description_ + ": " + clean(e.what()), "postgresql",
+                  "08001");
+    }
+  }
+
+  // A statement evicted from the cache is deallocated at once outside a
+  // transaction; inside one, after it ends (an aborted transaction would
+  // refuse the DEALLOCATE, and its statements stay valid until then).
+  void deallocate_evicted() noexcept {
+    while (!evicted_.empty() && conn_ && conn_->is_open()) {
+      std::string name = std::move(evicted_.back());
+      evicted_.pop_back();
+      try {
+        conn_->unprepare(name);
+      } catch (const std::exception& e) {
+        // The session is probably gone, and its statements with it.
+        log(LogLevel::kDebug, "DEALLOCATE of an evicted statement failed: " + clean(e.what()));
+      }
     }
   }
 
   const std::string& prepared(std::string_view sql) {
-    auto it = prepared_.find(sql);
-    if (it != prepared_.end()) return it->second;
+    if (const std::string* name = prepared_.find(sql)) return *name;
     std::string name = "sg" + std::to_string(++counter_);
     conn_->prepare(name, number_placeholders(sql));
-    return prepared_.emplace(std::string(sql), std::move(name)).first->second;
+    return prepared_.insert(sql, std::move(name), [&](const std::string&, std::string& old) {
+      evicted_.push_back(std::move(old));
+      if (!tx_) deallocate_evicted();
+    });
   }
 
   static PgParam to_param(const Value& v) {
@@ -293,20 +443,26 @@ class PgConnection final : public Connection {
 
   [[noreturn]] void rethrow(std::string_view sql, bool committing) {
     std::string stmt(sql);
+    // SQLSTATEs of client-detected failures: 08006 connection_failure,
+    // 08007 transaction_resolution_unknown.
     auto lost = [&](const std::string& msg) -> Error {
       tx_.reset();
       if (committing)
         return Error(ErrorCode::kCommitInDoubt,
                      "connection lost during COMMIT; the transaction may or may not have committed: " + msg,
-                     "postgresql", "", stmt);
-      return Error(ErrorCode::kConnectionLost, "connection lost: " + msg, "postgresql", "", stmt);
+                     "postgresql", "08007", stmt);
+      return Error(ErrorCode::kConnectionLost, "connection lost: " + msg, "postgresql", "08006", stmt);
     };
     try {
       throw;
     } catch (const Error&) {
       throw;
+    } catch (const ConnectFailure& f) {  // libpqxx reconnecting on its own
+      tx_.reset();
+      throw Error(f.code, "cannot connect to " + description_ + ": " + detail::scrub_credentials(f.what(), uri_),
+                  "postgresql", f.sqlstate, stmt);
     } catch (const pqxx::in_doubt_error& e) {
-      throw Error(ErrorCode::kCommitInDoubt, clean(e.what()), "postgresql", "", stmt);
+      throw Error(ErrorCode::kCommitInDoubt, clean(e.what()), "postgresql", "08007", stmt);
     } catch (const pqxx::statement_completion_unknown& e) {
       throw Error(ErrorCode::kCommitInDoubt, clean(e.what()), "postgresql", "40003", stmt);
     } catch (const pqxx::serialization_failure& e) {
@@ -314,15 +470,20 @@ class PgConnection final : public Connection {
     } catch (const pqxx::deadlock_detected& e) {
       throw Error(ErrorCode::kConflict, clean(e.what()), "postgresql", "40P01", stmt);
     } catch (const pqxx::transaction_rollback& e) {
-      throw Error(ErrorCode::kConflict, clean(e.what()), "postgresql", "40000", stmt);
+      std::string state = sqlstate_of(e.what());
+      throw Error(ErrorCode::kConflict, clean(e.what()), "postgresql", state.empty() ? "40000" : state, stmt);
     } catch (const pqxx::broken_connection& e) {
       throw lost(clean(e.what()));
     } catch (const pqxx::sql_error& e) {
-      std::string state = e.sqlstate();
+      // libpqxx 6.4 leaves sqlstate() empty for its subclasses
+      // (insufficient_privilege, undefined_table...); the verbose message
+      // carries it.
+      std::string state = e.sqlstate().empty() ? sqlstate_of(e.what()) : e.sqlstate();
       ErrorCode code = pg::classify_state(state);
       if (code == ErrorCode::kConnectionLost) throw lost(clean(e.what()));
       std::string msg = clean(e.what());
       if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
+      if (code == ErrorCode::kPermissionDenied) msg += " (as the user of " + description_ + ")";
       throw Error(code, msg, "postgresql", state, stmt);
     } catch (const std::exception& e) {
       if (!conn_ || !conn_->is_open()) throw lost(clean(e.what()));
@@ -330,21 +491,25 @@ class PgConnection final : public Connection {
     }
   }
 
+  // The first line of a driver message (no LINE/caret context, no
+  // LOCATION), without the SQLSTATE tag verbose mode inserts (it travels in
+  // native_code), credentials scrubbed.
   std::string clean(const char* what) const {
-    std::string m = detail::scrub(what, password_);
+    std::string m = detail::scrub_credentials(what, uri_);
     while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
     auto nl = m.find('\n');
-    if (nl != std::string::npos) m = m.substr(0, nl);  // drop LINE/caret context
-    return m;
+    if (nl != std::string::npos) m = m.substr(0, nl);
+    return connect_message(m, sqlstate_of(m));
   }
 
   std::string connstr_;
-  std::string password_;
+  detail::ParsedUri uri_;  // credentials to scrub from driver messages
   std::string description_;
   Capabilities caps_;
-  std::unique_ptr<pqxx::connection> conn_;
+  std::unique_ptr<PqConnection> conn_;
   std::unique_ptr<pqxx::transaction_base> tx_;
-  detail::SqlCache<std::string> prepared_;
+  detail::StatementCache<std::string> prepared_;  // SQL -> prepared statement name
+  std::vector<std::string> evicted_;              // names still to DEALLOCATE
   std::map<std::string, std::unique_ptr<Receiver>> receivers_;
   int counter_ = 0;
 };
@@ -360,8 +525,9 @@ PgConnection& as_pg(Connection& conn, const char* fn) {
 }  // namespace
 
 namespace detail {
-std::unique_ptr<Connection> make_pg_connection(std::string connstr, std::string password, std::string description) {
-  return std::make_unique<PgConnection>(std::move(connstr), std::move(password), std::move(description));
+std::unique_ptr<Connection> make_pg_connection(std::string conninfo, ParsedUri uri, std::string description,
+                                               const ConnectOptions& options) {
+  return std::make_unique<PgConnection>(std::move(conninfo), std::move(uri), std::move(description), options);
 }
 }  // namespace detail
 

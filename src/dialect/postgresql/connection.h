@@ -4,10 +4,13 @@
 #include <memory>
 #include <string>
 
+#include "core/uri.h"
 #include "sqlguard/connection.h"
 
 namespace sqlguard::detail {
-// `connstr` is handed to libpq as is; `password` is scrubbed from every driver
-// message; `description` is the masked URI.
-std::unique_ptr<Connection> make_pg_connection(std::string connstr, std::string password, std::string description);
+// `conninfo` is the keyword/value string handed to libpq (never the raw
+// URI); `uri` supplies the credentials scrubbed from every driver message;
+// `description` is the masked URI.
+std::unique_ptr<Connection> make_pg_connection(std::string conninfo, ParsedUri uri, std::string description,
+                                               const ConnectOptions& options);
 }  // namespace sqlguard::detail

@@ -27,8 +27,11 @@ constexpr Row kTable[] = {
     {"28P01", ErrorCode::kUnauthenticated},  // invalid_password
     {"28000", ErrorCode::kUnauthenticated},  // invalid_authorization_specification
     {"3D000", ErrorCode::kNotFound},         // invalid_catalog_name (no such database)
+    {"42501", ErrorCode::kPermissionDenied}, // insufficient_privilege (table, function, CONNECT on a database)
     {"42P01", ErrorCode::kSchemaMismatch},   // undefined_table
     {"22001", ErrorCode::kInvalidArgument},  // string_data_right_truncation
+    {"2200H", ErrorCode::kResourceExhausted},// sequence_generator_limit_exceeded (fence sequence at its maximum)
+    {"22", ErrorCode::kInvalidArgument},     // data_exception class: a value the column's type refuses (22P02 ...)
 };
 
 }  // namespace

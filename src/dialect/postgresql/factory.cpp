@@ -1,5 +1,12 @@
-// PostgreSQL: URI -> connection, and the registry entry.
+// PostgreSQL: URI -> libpq keyword/value connection string, and the registry
+// entry. libpq never sees the raw URI: it gets the values sqlguard parsed
+// (core/uri.h), quoted, so nothing it echoes can carry a piece of a password
+// that a malformed URI put in the host or database part.
+#include <libpq-fe.h>
+
 #include <algorithm>
+#include <mutex>
+#include <set>
 
 #include "core/uri.h"
 #include "dialect/postgresql/connection.h"
@@ -8,22 +15,70 @@
 namespace sqlguard {
 namespace detail {
 namespace {
+
+// The keywords this libpq accepts (PQconndefaults), read once.
+const std::set<std::string>& libpq_keywords() {
+  static const std::set<std::string> keywords = [] {
+    std::set<std::string> out;
+    if (PQconninfoOption* opts = PQconndefaults()) {
+      for (auto* o = opts; o->keyword; ++o) out.insert(o->keyword);
+      PQconninfoFree(opts);
+    }
+    return out;
+  }();
+  return keywords;
+}
+
+// A conninfo value: single-quoted, with \ and ' escaped.
+std::string quoted(std::string_view v) {
+  std::string out = "'";
+  for (char c : v) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+std::string build_conninfo(const ParsedUri& u, std::string_view uri, const ConnectOptions& o) {
+  std::string ci;
+  auto add = [&](std::string_view k, std::string_view v) {
+    ci += (ci.empty() ? "" : " ") + std::string(k) + "=" + quoted(v);
+  };
+  if (!u.hosts.empty()) {
+    std::string hosts, ports;
+    bool any_port = false;
+    for (std::size_t i = 0; i < u.hosts.size(); ++i) {
+      hosts += (i ? "," : "") + u.hosts[i].host;
+      ports += (i ? "," : "") + (u.hosts[i].port ? std::to_string(u.hosts[i].port) : "");
+      any_port = any_port || u.hosts[i].port;
+    }
+    add("host", hosts);
+    if (any_port) add("port", ports);
+  }
+  if (!u.path.empty()) add("dbname", u.path);
+  if (!u.user.empty()) add("user", u.user);
+  if (!u.password.empty()) add("password", u.password);
+  const auto& known = libpq_keywords();
+  for (const auto& [k, v] : u.query) {
+    if (!known.empty() && !known.count(k))
+      throw Error(ErrorCode::kInvalidArgument,
+                  "malformed PostgreSQL URI '" + mask_uri(uri) + "': unknown connection parameter " +
+                      uri_fragment(uri, k) + " (query parameters are libpq keywords, plus sqlguard's "
+                      "connect_timeout and statement_cache_size)",
+                  "postgresql");
+    add(k, v);
+  }
+  if (!u.query.count("application_name")) add("application_name", "sqlguard");
+  // Read by sqlguard's own connect loop (connection.cpp), whole seconds.
+  add("connect_timeout", std::to_string(std::max<long long>(1, (o.connect_timeout.count() + 999) / 1000)));
+  return ci;
+}
+
 std::unique_ptr<Connection> open_postgresql(std::string_view uri, const ConnectOptions& options) {
-  std::string password;
-  try {
-    password = parse_uri(uri).password;
-  } catch (const Error&) {
-    // libpq accepts forms we do not parse (multiple hosts); it reports
-    // malformed URIs itself.
-  }
-  std::string connstr(uri);
-  if (connstr.find("connect_timeout=") == std::string::npos) {
-    auto secs = std::max<long long>(2, (options.connect_timeout.count() + 999) / 1000);
-    connstr += (connstr.find('?') == std::string::npos ? "?" : "&");
-    connstr += "connect_timeout=" + std::to_string(secs);
-  }
-  if (connstr.find("application_name=") == std::string::npos) connstr += "&application_name=sqlguard";
-  return make_pg_connection(std::move(connstr), std::move(password), mask_uri(uri));
+  ParsedUri u = parse_uri(uri);
+  ConnectOptions o = take_connect_parameters(u, uri, options);
+  std::string conninfo = build_conninfo(u, uri, o);
+  return make_pg_connection(std::move(conninfo), std::move(u), mask_uri(uri), o);
 }
 }  // namespace
 

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -20,6 +22,7 @@
 #include "dialect/sqlite/connection.h"
 #include "dialect/sqlite/errors.h"
 #include "sqlguard/sqlite.h"
+#include "sqlguard/validate.h"
 
 namespace sqlguard {
 namespace {
@@ -45,7 +48,7 @@ const SqliteDialect kDialect;
 class SqliteConnection final : public Connection {
  public:
   SqliteConnection(std::string path, std::string description, const ConnectOptions& opt)
-      : path_(std::move(path)), description_(std::move(description)) {
+      : path_(std::move(path)), description_(std::move(description)), cache_(opt.statement_cache_size) {
     caps_.row_locks = false;
     caps_.transactional_ddl = true;
     caps_.wakeups = path_ != ":memory:";
@@ -53,14 +56,21 @@ class SqliteConnection final : public Connection {
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
       std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      const int sys = db_ ? sqlite3_system_errno(db_) : 0;
       sqlite3_close(db_);
       db_ = nullptr;
-      throw Error(rc == SQLITE_CANTOPEN ? ErrorCode::kNotFound : sqlite_errors::classify(rc, msg),
-                  "cannot open SQLite database '" + path_ + "': " + msg, "sqlite", std::to_string(rc));
+      // CANTOPEN: the OS said why (errno), not the message.
+      ErrorCode code = sqlite_errors::classify(rc, msg);
+      if (rc == SQLITE_CANTOPEN && (sys == EACCES || sys == EPERM || sys == EROFS)) code = ErrorCode::kPermissionDenied;
+      throw Error(code, "cannot open SQLite database file '" + printable(path_) + "': " + msg +
+                            (sys ? std::string(" (") + std::strerror(sys) + ")" : ""),
+                  "sqlite", std::to_string(rc));
     }
     sqlite3_extended_result_codes(db_, 1);
     sqlite3_busy_timeout(db_, static_cast<int>(opt.busy_timeout.count()));
-    if (path_ != ":memory:") {
+    // A file the process may not write is opened read-only: reads still
+    // work (lock list), writes fail as permission_denied naming the file.
+    if (path_ != ":memory:" && sqlite3_db_readonly(db_, "main") != 1) {
       // WAL lets readers run beside the single writer; NORMAL sync is
       // durable against process crashes (the demo's kill -9), not power loss.
       // WAL is persistent in the file, so only the first opener switches it;
@@ -84,24 +94,32 @@ class SqliteConnection final : public Connection {
 
   ~SqliteConnection() override {
     if (watch_fd_ >= 0) ::close(watch_fd_);
-    for (auto& [sql, st] : cache_) sqlite3_finalize(st);
+    cache_.for_each([](const std::string&, sqlite3_stmt* st) { sqlite3_finalize(st); });
     sqlite3_close_v2(db_);
   }
+  std::size_t cached_statements() const noexcept override { return cache_.size(); }
+  std::size_t statement_cache_capacity() const noexcept override { return cache_.capacity(); }
 
   DialectKind kind() const noexcept override { return DialectKind::kSqlite; }
   const Capabilities& capabilities() const noexcept override { return caps_; }
   const Dialect& dialect() const noexcept override { return kDialect; }
   const std::string& description() const noexcept override { return description_; }
 
-  Result do_execute(std::string_view sql, const Params& params) override {
-    sqlite3_stmt* st = prepare(sql);
+  Result do_execute(std::string_view sql, const Params& params, bool cache) override {
+    const bool once = !cache || cache_.capacity() == 0;
+    sqlite3_stmt* st = once ? compile(sql, 0) : prepare(sql);
     struct Reset {
       sqlite3_stmt* s;
+      bool finalize;
       ~Reset() {
+        if (finalize) {
+          sqlite3_finalize(s);
+          return;
+        }
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
       }
-    } reset{st};
+    } reset{st, once};
     int expected = sqlite3_bind_parameter_count(st);
     if (expected != static_cast<int>(params.size()))
       throw Error(ErrorCode::kInternal,
@@ -132,19 +150,20 @@ class SqliteConnection final : public Connection {
       std::string msg = err ? err : sqlite3_errmsg(db_);
       sqlite3_free(err);
       int ext = sqlite3_extended_errcode(db_);
-      throw Error(sqlite_errors::classify(ext, msg), msg, "sqlite", std::to_string(ext), s.substr(0, 200));
+      ErrorCode code = sqlite_errors::classify(ext, msg);
+      throw Error(code, about_file(code, msg), "sqlite", std::to_string(ext), s.substr(0, 200));
     }
   }
 
   void do_begin(Isolation) override {
     if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "a transaction is already open on this connection", "sqlite");
-    do_execute(kDialect.catalog().text(detail::Sql::tx_begin), {});
+    do_execute(kDialect.catalog().text(detail::Sql::tx_begin), {}, true);
     in_tx_ = true;
   }
   void do_commit() override {
     if (!in_tx_) throw Error(ErrorCode::kInvalidArgument, "commit() without an open transaction", "sqlite");
     try {
-      do_execute(kDialect.catalog().text(detail::Sql::tx_commit), {});
+      do_execute(kDialect.catalog().text(detail::Sql::tx_commit), {}, true);
     } catch (...) {
       // A failed COMMIT leaves the transaction open (e.g. BUSY); roll back
       // so the connection is usable, then report the original error.
@@ -158,7 +177,7 @@ class SqliteConnection final : public Connection {
   void do_rollback() override {
     in_tx_ = false;
     if (sqlite3_get_autocommit(db_)) return;  // already rolled back by SQLite
-    do_execute(kDialect.catalog().text(detail::Sql::tx_rollback), {});
+    do_execute(kDialect.catalog().text(detail::Sql::tx_rollback), {}, true);
   }
   bool in_transaction() const noexcept override { return in_tx_; }
   void reconnect() override {}
@@ -206,15 +225,17 @@ class SqliteConnection final : public Connection {
   sqlite3* handle() const noexcept { return db_; }
 
  private:
-  sqlite3_stmt* prepare(std::string_view sql) {
-    auto it = cache_.find(sql);
-    if (it != cache_.end()) return it->second;
+  sqlite3_stmt* compile(std::string_view sql, unsigned flags) {
     sqlite3_stmt* st = nullptr;
-    int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &st,
-                                nullptr);
+    int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), flags, &st, nullptr);
     if (rc != SQLITE_OK) fail(rc, sql);
-    cache_.emplace(std::string(sql), st);
     return st;
+  }
+
+  sqlite3_stmt* prepare(std::string_view sql) {
+    if (sqlite3_stmt** cached = cache_.find(sql)) return *cached;
+    sqlite3_stmt* st = compile(sql, SQLITE_PREPARE_PERSISTENT);
+    return cache_.insert(sql, st, [](const std::string&, sqlite3_stmt* old) { sqlite3_finalize(old); });
   }
 
   void bind(sqlite3_stmt* st, int i, const Value& v, std::string_view sql) {
@@ -256,7 +277,14 @@ class SqliteConnection final : public Connection {
     std::string msg = sqlite3_errmsg(db_);
     ErrorCode code = sqlite_errors::classify(ext, msg);
     if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
-    throw Error(code, msg, "sqlite", std::to_string(ext), std::string(sql));
+    throw Error(code, about_file(code, msg), "sqlite", std::to_string(ext), std::string(sql));
+  }
+
+  // not_found / permission_denied name the file they are about.
+  std::string about_file(ErrorCode code, std::string msg) const {
+    if (code == ErrorCode::kPermissionDenied || code == ErrorCode::kNotFound)
+      msg += " (SQLite database file '" + printable(path_) + "')";
+    return msg;
   }
 
   std::string path_;
@@ -266,7 +294,7 @@ class SqliteConnection final : public Connection {
   bool in_tx_ = false;
   int watch_fd_ = -1;         // inotify on <path>-wal (wait_for_notify)
   bool watch_failed_ = false;
-  detail::SqlCache<sqlite3_stmt*> cache_;
+  detail::StatementCache<sqlite3_stmt*> cache_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sqlguard/lease_lock.h"
@@ -235,4 +236,37 @@ TEST_CASE("every duration flag is range-checked: out of range or malformed exits
   check_usage_error(cli({"--json", "--db", db, "chaos", "--ttl", "5ms"}), "--ttl");
   CHECK(cli({"--db", db, "run", "--lock", "x", "--wait", "200000d", "--", "/bin/true"}).rc == 2);
   CHECK(std::chrono::steady_clock::now() - t0 < 60s);  // refused up front, nothing waited
+}
+
+TEST_CASE("lock renew and release with --fence act only on that acquisition, even when the owner string is reused",
+          "[cli][lease]") {
+  const auto name = ctx().unique("fenced_cli");
+  const std::string owner = "host-a";  // a reused owner string (a host name): the case --fence exists for
+  auto a = cli({"--db", ctx().uri, "--json", "lock", "acquire", name, "--owner", owner, "--ttl", "200ms"});
+  REQUIRE(a.rc == 0);
+  const auto old_fence = json_lines(a.out).at(0)["fence"].get<std::int64_t>();
+  std::this_thread::sleep_for(300ms);  // expired: the same owner string acquires again, a newer fence
+  auto b = cli({"--db", ctx().uri, "--json", "lock", "acquire", name, "--owner", owner, "--ttl", "30s"});
+  REQUIRE(b.rc == 0);
+  const auto new_fence = json_lines(b.out).at(0)["fence"].get<std::int64_t>();
+  REQUIRE(new_fence > old_fence);
+  // The stale holder's late renew / release carries its old fence: refused (exit 3), nothing freed.
+  auto stale_renew = cli({"--db", ctx().uri, "lock", "renew", name, "--owner", owner, "--fence",
+                          std::to_string(old_fence)});
+  CHECK(stale_renew.rc == 3);
+  auto stale = cli({"--db", ctx().uri, "lock", "release", name, "--owner", owner, "--fence", std::to_string(old_fence)});
+  CHECK(stale.rc == 3);
+  auto conn = ctx().connect();
+  auto info = lease_info(*conn, name);
+  REQUIRE(info);
+  CHECK(info->held());
+  CHECK(info->fence == new_fence);
+  // The current holder's fence works.
+  CHECK(cli({"--db", ctx().uri, "lock", "renew", name, "--owner", owner, "--fence", std::to_string(new_fence)}).rc == 0);
+  CHECK(cli({"--db", ctx().uri, "lock", "release", name, "--owner", owner, "--fence", std::to_string(new_fence)}).rc ==
+        0);
+  CHECK_FALSE(lease_info(*conn, name)->held());
+  // --fence needs --owner and excludes --force; a non-positive fence is a bad command line.
+  CHECK(cli({"--db", ctx().uri, "lock", "release", name, "--fence", "5"}).rc == 2);
+  CHECK(cli({"--db", ctx().uri, "lock", "release", name, "--owner", owner, "--fence", "0"}).rc == 2);
 }

@@ -122,18 +122,24 @@ void add_lock_acquire(CLI::App* lock) {
 void add_lock_renew(CLI::App* lock) {
   struct Opts {
     std::string name, owner, ttl = "30s";
+    std::int64_t fence = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = lock->add_subcommand("renew", "Extend a lease you hold; exits 3 if you no longer hold it");
   cmd->add_option("NAME", o->name)->required();
   cmd->add_option("--owner", o->owner, "Owner token printed by acquire")->required();
   cmd->add_option("--ttl", o->ttl, "New lease duration from now")->capture_default_str();
+  cmd->add_option("--fence", o->fence,
+                  "Fencing token printed by acquire: renew only that acquisition (recommended when an owner string "
+                  "is reused)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([o] {
     check_name_arg("NAME", o->name);
     check_name_arg("--owner", o->owner);
     auto ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
     auto conn = open_db();
-    bool ok = renew_lease(*conn, o->name, o->owner, ttl);
+    bool ok = o->fence > 0 ? renew_lease(*conn, o->name, o->owner, o->fence, ttl)
+                           : renew_lease(*conn, o->name, o->owner, ttl);
     auto info = lease_info(*conn, o->name);
     if (global().json) {
       nlohmann::json j = {{"renewed", ok}, {"name", o->name}, {"owner", o->owner}};
@@ -155,19 +161,29 @@ void add_lock_renew(CLI::App* lock) {
 void add_lock_release(CLI::App* lock) {
   struct Opts {
     std::string name, owner;
+    std::int64_t fence = 0;
     bool force = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = lock->add_subcommand("release", "Release a lease you hold (or --force for an operator); exits 3 if not held");
   cmd->add_option("NAME", o->name)->required();
   auto* owner = cmd->add_option("--owner", o->owner, "Owner token printed by acquire");
-  cmd->add_flag("--force", o->force, "Operator override: end the lease whoever holds it")->excludes(owner);
+  auto* fence = cmd->add_option("--fence", o->fence,
+                                "Fencing token printed by acquire: release only that acquisition (recommended when "
+                                "an owner string is reused)")
+                    ->check(CLI::PositiveNumber)
+                    ->needs(owner);
+  cmd->add_flag("--force", o->force, "Operator override: end the lease whoever holds it, ignoring the minimum hold")
+      ->excludes(owner)
+      ->excludes(fence);
   cmd->callback([o] {
     check_name_arg("NAME", o->name);
     if (!o->force && o->owner.empty()) throw BadValue("--owner", "release needs --owner ID (or --force)");
     if (!o->force) check_name_arg("--owner", o->owner);
     auto conn = open_db();
-    bool ok = o->force ? force_release(*conn, o->name) : release_lease(*conn, o->name, o->owner);
+    bool ok = o->force       ? force_release(*conn, o->name)
+              : o->fence > 0 ? release_lease(*conn, o->name, o->owner, o->fence)
+                             : release_lease(*conn, o->name, o->owner);
     if (global().json)
       print_json({{"released", ok}, {"name", o->name}, {"forced", o->force}});
     else if (ok)
@@ -292,12 +308,12 @@ void add_run(CLI::App& app) {
   cmd->add_option("--min-hold", o->min_hold, "Keep the lease at least this long after CMD ends")->capture_default_str();
   cmd->add_option("CMD", o->cmd, "Command and arguments (after --)")->required();
   cmd->callback([o] {
-    auto ttl = duration_flag("--ttl", o->ttl);
+    auto ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
     auto wait = duration_flag("--wait", o->wait);
     auto grace = duration_flag("--kill-grace", o->grace);
     LeaseOptions lo;
     lo.ttl = ttl;
-    lo.min_hold = duration_flag("--min-hold", o->min_hold);
+    lo.min_hold = duration_flag("--min-hold", o->min_hold, {milliseconds(0), ttl});
     std::atomic<bool> lost{false};
     auto loss = std::make_shared<std::string>();
     auto loss_mu = std::make_shared<std::mutex>();

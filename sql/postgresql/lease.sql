@@ -7,12 +7,16 @@
 -- Takes over an EXPIRED row: one statement decides, on the database clock, and draws one
 -- fence. A row that is held does not match the WHERE, so a busy attempt is a read:
 -- no row lock, no xid, no WAL, no commit flush (an ON CONFLICT DO UPDATE would
--- lock the row and write WAL even when its WHERE is false).
+-- lock the row and write WAL even when its WHERE is false). SKIP LOCKED: when many
+-- waiters wake on one release, the losers skip the row the winner is taking over
+-- instead of queueing on its row lock (which would also delay the winner's release).
 -- A row comes back only when this call acquired the lease.
 -- params: owner, ttl_ms, min_hold_ms, name
 UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
   renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
-WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+WHERE name = (SELECT name FROM sqlguard_lock
+              WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+              FOR UPDATE SKIP LOCKED)
 RETURNING fence, expire_at;
 
 -- name: lease_insert

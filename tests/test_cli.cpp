@@ -270,3 +270,13 @@ TEST_CASE("lock renew and release with --fence act only on that acquisition, eve
   CHECK(cli({"--db", ctx().uri, "lock", "release", name, "--fence", "5"}).rc == 2);
   CHECK(cli({"--db", ctx().uri, "lock", "release", name, "--owner", owner, "--fence", "0"}).rc == 2);
 }
+
+TEST_CASE("cleanup refuses out-of-range batches and periods as a bad command line", "[cli]") {
+  CHECK(cli({"--db", ctx().uri, "cleanup", "--batch", "0"}).rc == 2);
+  CHECK(cli({"--db", ctx().uri, "cleanup", "--batch", "100001"}).rc == 2);
+  CHECK(cli({"--db", ctx().uri, "cleanup", "--every", "5ms"}).rc == 2);
+  CHECK(cli({"--db", ctx().uri, "cleanup", "--pause", "11m"}).rc == 2);
+  auto ok = cli({"--db", ctx().uri, "--json", "cleanup", "--batch", "500"});
+  CHECK(ok.rc == 0);
+  CHECK(json_lines(ok.out).at(0).contains("locks_deleted"));
+}

@@ -386,18 +386,15 @@ void add_cleanup(CLI::App& app) {
   auto* cmd = app.add_subcommand("cleanup", "Delete expired lock, idempotency and inbox rows in bounded batches");
   cmd->add_option("--every", o->every, "Run as a daemon every D until SIGTERM/SIGINT");
   cmd->add_option("--grace", o->grace, "Delete lock rows expired for longer than this")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "Rows per DELETE")->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Rows per DELETE (1..100000)")->capture_default_str()->check(CLI::Range(1, 100000));
   cmd->add_option("--pause", o->pause, "Sleep between batches")->capture_default_str();
   cmd->callback([o] {
     CleanupOptions co;
-    co.lock_grace = duration_flag("--grace", o->grace);
+    co.lock_grace = duration_flag("--grace", o->grace, {milliseconds(0), std::chrono::hours(24 * 365)});
     co.batch_size = o->batch;
-    co.pause = duration_flag("--pause", o->pause);
+    co.pause = duration_flag("--pause", o->pause, {milliseconds(0), std::chrono::minutes(10)});
     milliseconds every{0};
-    if (!o->every.empty()) {
-      every = duration_flag("--every", o->every);
-      check_duration(every, "--every", milliseconds(10), std::chrono::hours(24 * 7));
-    }
+    if (!o->every.empty()) every = duration_flag("--every", o->every, {milliseconds(10), std::chrono::hours(24 * 7)});
     auto conn = open_db();
     install_signal_handlers();
     int rounds = 0;

@@ -126,8 +126,7 @@ void parse_file(const std::string& file, std::string_view text, std::vector<Cata
       if (in_text) finish();
       continue;
     }
-    if (!cur->available && !cur->note.empty() && cur->note.size() && !cur->fragment)
-      bad_file(file, "entry '" + cur->name + "' is marked absent but has a statement");
+    if (!cur->available) bad_file(file, "entry '" + cur->name + "' is marked absent but has a statement");
     in_text = true;
     if (!cur->text.empty()) cur->text += '\n';
     cur->text += line;

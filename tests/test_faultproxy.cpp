@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "fault_proxy.h"
+#include "sqlguard/lease_lock.h"
 #include "process_helpers.h"
 #include "test_context.h"
 #include "test_helpers.h"
@@ -162,4 +163,131 @@ TEST_CASE("run behind a frozen path stops CMD's tree when the trust window ends 
   CHECK(WEXITSTATUS(st) == 5);
   CHECK(took < 2000ms + 1000ms + 1000ms);  // ttl (trust end) + --kill-grace + 1 s, with the path still frozen
   for (pid_t p : pids) CHECK_FALSE(alive(p));
+}
+
+// ---- client-side I/O deadlines (ConnectOptions::io_timeout) -----------------
+// The negative control is the first test of this file: without io_timeout a
+// statement on a frozen path is still waiting after 1.5 s, and completes
+// only when the path heals.
+
+TEST_CASE("with io_timeout a statement on a frozen path fails in bounded time, and the connection recovers after pass",
+          "[faultproxy][deadline]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite is embedded: no network path to freeze (its waits are bounded by busy_timeout)");
+    return;
+  }
+  FaultProxy proxy(to_server());
+  ConnectOptions co;
+  co.io_timeout = 1s;
+  co.connect_timeout = 2s;
+  auto conn = make_connection(faultproxy::uri_via(ctx().uri, proxy.port()), co);
+  CHECK(select_int(*conn, 1) == 1);
+  proxy.freeze();
+  auto t0 = std::chrono::steady_clock::now();
+  auto answer = std::async(std::launch::async, [&] {
+    std::string what;
+    auto code = sgtest::code_of([&] { select_int(*conn, 2); }, &what);
+    return std::make_pair(code, what);
+  });
+  // Never a hang: the path stays frozen the whole time.
+  REQUIRE(answer.wait_for(10s) == std::future_status::ready);
+  auto took = std::chrono::steady_clock::now() - t0;
+  auto [code, what] = answer.get();
+  INFO(what);
+  CHECK((code == ErrorCode::kTimeout || code == ErrorCode::kConnectionLost));
+  CHECK(took >= 900ms);  // not before the deadline
+  proxy.pass();
+  CHECK(select_int(*conn, 3) == 3);  // reconnected on next use
+}
+
+TEST_CASE("with io_timeout a COMMIT on a frozen path is commit_in_doubt, never a hang", "[faultproxy][deadline]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite is embedded: no network path to freeze");
+    return;
+  }
+  FaultProxy proxy(to_server());
+  ConnectOptions co;
+  co.io_timeout = 1s;
+  co.connect_timeout = 2s;
+  auto conn = make_connection(faultproxy::uri_via(ctx().uri, proxy.port()), co);
+  conn->execute("CREATE TEMPORARY TABLE sg_deadline_t (x INTEGER)");
+  conn->begin();
+  conn->execute("INSERT INTO sg_deadline_t (x) VALUES (1)");
+  proxy.freeze();
+  auto done = std::async(std::launch::async, [&] {
+    std::string what;
+    auto code = sgtest::code_of([&] { conn->commit(); }, &what);
+    return std::make_pair(code, what);
+  });
+  REQUIRE(done.wait_for(10s) == std::future_status::ready);
+  auto [code, what] = done.get();
+  INFO(what);
+  CHECK(code == ErrorCode::kCommitInDoubt);
+  CHECK_FALSE(conn->in_transaction());
+  proxy.pass();
+  CHECK(select_int(*conn, 4) == 4);
+}
+
+TEST_CASE("a lease whose path freezes: release() gives up in bounded time and keeps the lease; after pass it frees it",
+          "[faultproxy][deadline][lease]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite is embedded: no network path to freeze");
+    return;
+  }
+  FaultProxy proxy(to_server());
+  LeaseOptions lo;
+  lo.ttl = 6s;  // LeaseLock's own connection: io_timeout = connect_timeout = 2 s
+  const std::string name = ctx().unique("frozen-release");
+  LeaseLock lock(faultproxy::uri_via(ctx().uri, proxy.port()), name, lo);
+  REQUIRE(lock.acquire());
+  proxy.freeze();
+  auto t0 = std::chrono::steady_clock::now();
+  auto done = std::async(std::launch::async, [&] {
+    std::string what;
+    auto code = sgtest::code_of([&] { lock.release(); }, &what);
+    return std::make_pair(code, what);
+  });
+  // The release budget is min(ttl, 10 s) plus one deadline or reconnect.
+  REQUIRE(done.wait_for(15s) == std::future_status::ready);
+  auto took = std::chrono::steady_clock::now() - t0;
+  auto [code, what] = done.get();
+  INFO(what << " after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+  CHECK(took < 6s + 4s);
+  CHECK((code == ErrorCode::kTimeout || code == ErrorCode::kConnectionLost));
+  CHECK(lock.hold_count() == 1);  // not forgotten: it may still be held in the database
+  proxy.pass();
+  // The retry ends it: released, or (the freeze outlasted the ttl) found
+  // expired and reported as not held; either way the row is free.
+  CHECK_NOTHROW(lock.release());
+  CHECK(lock.hold_count() == 0);
+  auto info = lease_info(sgtest::probe(), name);
+  REQUIRE(info);
+  CHECK_FALSE(info->held());
+}
+
+TEST_CASE("run_guarded survives a killed session: the transaction runs again on a fresh connection",
+          "[deadline][lease]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite sessions cannot be killed from outside");
+    return;
+  }
+  auto conn = ctx().connect();
+  conn->execute("CREATE TABLE IF NOT EXISTS sg_guarded_retry (k VARCHAR(100) PRIMARY KEY)");
+  const std::string name = ctx().unique("guarded-retry");
+  LeaseLock lock(*conn, name);
+  REQUIRE(lock.acquire());
+  const auto id = conn->session_id();
+  if (ctx().is(DialectKind::kPostgres)) sgtest::exec("SELECT pg_terminate_backend(?)", {id});
+  else sgtest::probe().execute_script("KILL " + std::to_string(id));
+  std::this_thread::sleep_for(100ms);
+  int calls = 0;
+  bool ok = lock.run_guarded([&](Transaction&) {
+    ++calls;
+    conn->execute("INSERT INTO sg_guarded_retry (k) VALUES (?)", {name});
+  });
+  CHECK(ok);
+  CHECK(calls == 1);  // the killed session failed before the work ran
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM sg_guarded_retry WHERE k = ?", {name}) == 1);
+  CHECK(conn->session_id() != id);
+  CHECK(lock.release());
 }

@@ -136,8 +136,16 @@ struct ConnectOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
   // SQLite: how long a writer waits for the database lock. Default: 5 s.
   std::chrono::milliseconds busy_timeout{std::chrono::seconds(5)};
-  // MySQL/MariaDB: read/write socket timeout. A dead server is then
-  // detected within this bound. Default: unset (none). Range 1 ms .. 24 h.
+  // Client-side I/O deadline of every statement, BEGIN and COMMIT, whatever
+  // the server or the network does (a frozen server, a silent partition):
+  // PostgreSQL — TCP keepalives and tcp_user_timeout derived from it, plus a
+  // deadline that drops the connection when a call is still waiting
+  // (Error kTimeout; kCommitInDoubt inside COMMIT); MySQL/MariaDB — the
+  // driver's read/write timeouts (whole seconds); SQLite — no network: the
+  // busy timeout bounds waits. The connection reconnects on next use.
+  // Default: unset (none), except for the connections a LeaseLock opens from
+  // a URI (ttl/3, at least 1 s). URIs may set it (`?io_timeout=S`, whole
+  // seconds); the smaller wins. Range 1 ms .. 24 h.
   std::optional<std::chrono::milliseconds> io_timeout;
   // Prepared statements kept per connection, least recently used evicted
   // first; an evicted statement is deallocated on the server at once

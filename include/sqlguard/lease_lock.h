@@ -114,8 +114,11 @@ class LeaseLock {
   LeaseLock(Connection& conn, std::string name, LeaseOptions options = {});
   // Opens its own connection from `uri`; the watchdog (Watchdog::kOn, or
   // options.on_lost / watchdog_connection set) connects to the same URI.
-  // `connect` applies to both connections; the watchdog's connect and I/O
-  // timeouts are further bounded by the renew period.
+  // `connect` applies to both connections; no call on them blocks past an
+  // I/O deadline of ttl/3 (at least 1 s; a smaller connect.io_timeout wins),
+  // and the watchdog's connect and I/O timeouts are further bounded by the
+  // renew period. With a borrowed connection, set ConnectOptions::io_timeout
+  // yourself (see connection.h).
   LeaseLock(const std::string& uri, std::string name, LeaseOptions options = {}, Watchdog watchdog = Watchdog::kOff,
             const ConnectOptions& connect = {});
   // Releases a held lease (errors go to the log hook) and stops the watchdog.
@@ -157,7 +160,12 @@ class LeaseLock {
   // first re-checks the lease (owner, fence, not expired) and write-locks
   // the lock row (FOR UPDATE; SQLite: the database write lock), so nobody can
   // take over until it commits. Returns false, committing nothing, when the
-  // lease is no longer held. Exceptions from `work` roll back and propagate.
+  // lease is no longer held. Exceptions from `work` roll back and propagate,
+  // except a lost connection or an I/O deadline before COMMIT (a killed
+  // session, a failover): nothing committed, so the transaction runs again
+  // on a fresh connection while the trust window lasts — `work` may run more
+  // than once and must only touch the database through `tx`. An unknown
+  // COMMIT outcome (kCommitInDoubt) is never retried.
   bool run_guarded(const std::function<void(Transaction&)>& work);
 
   // Lockable: lets std::unique_lock / std::lock_guard hold the lease.
@@ -171,6 +179,7 @@ class LeaseLock {
   void start_watchdog();
   void stop_watchdog() noexcept;
   void mark_lost(LossCause cause, std::string detail);
+  bool guarded_once(const std::string& owner, std::int64_t fence, const std::function<void(Transaction&)>& work);
   LossCause diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail);
 
   std::unique_ptr<Connection> own_conn_;
@@ -186,6 +195,7 @@ class LeaseLock {
   std::thread watchdog_;
   enum class Wakeup { kNone, kConnection, kStatements } wakeup_ = Wakeup::kNone;
   std::string wakeup_channel_;
+  std::optional<std::chrono::milliseconds> nap_cap_;  // see wait_for_release()
   bool listening_ = false;  // wake-ups set up on conn_ (kept until destruction)
   std::chrono::milliseconds holder_remaining_{0};  // of the lease that made the last attempt busy
 };

@@ -306,7 +306,7 @@ ConnectOptions take_connect_parameters(ParsedUri& u, std::string_view uri, const
       throw Error(ErrorCode::kInvalidArgument,
                   std::string("URI parameter ") + key + "=" + uri_fragment(uri, v) + " in '" + mask_uri(uri) +
                       "' must be a whole number in " + std::to_string(min) + ".." + std::to_string(max) +
-                      (std::string_view(key) == "connect_timeout"
+                      (std::string_view(key) == "connect_timeout" || std::string_view(key) == "io_timeout"
                            ? " (seconds; 0 or a negative value would mean \"wait forever\")"
                            : ""));
     u.query.erase(it);
@@ -314,6 +314,10 @@ ConnectOptions take_connect_parameters(ParsedUri& u, std::string_view uri, const
   };
   if (auto secs = number("connect_timeout", 1, 3600))
     o.connect_timeout = std::min<std::chrono::milliseconds>(o.connect_timeout, std::chrono::seconds(*secs));
+  if (auto secs = number("io_timeout", 1, 86400)) {
+    const std::chrono::milliseconds t = std::chrono::seconds(*secs);
+    o.io_timeout = o.io_timeout ? std::min(*o.io_timeout, t) : t;
+  }
   if (auto n = number("statement_cache_size", 0, 10000))
     o.statement_cache_size = std::min<std::size_t>(o.statement_cache_size, static_cast<std::size_t>(*n));
   return o;

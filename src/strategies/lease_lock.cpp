@@ -391,6 +391,18 @@ struct LeaseLock::Shared {
   bool valid_locked() const { return hold > 0 && !lost && steady_clock::now() < valid_until; }
 };
 
+namespace {
+// A connection a LeaseLock opens itself: no call on it, reconnects
+// included, may block past a third of the ttl (at least 1 s; the caller's
+// timeouts, if smaller, win).
+ConnectOptions lease_connect_options(ConnectOptions o, milliseconds ttl) {
+  const milliseconds bound = std::max<milliseconds>(ttl / 3, milliseconds(1000));
+  if (!o.io_timeout || *o.io_timeout > bound) o.io_timeout = bound;
+  o.connect_timeout = std::min(o.connect_timeout, bound);
+  return o;
+}
+}  // namespace
+
 LeaseLock::LeaseLock(Connection& conn, std::string name, LeaseOptions options)
     : conn_(&conn), name_(std::move(name)), options_(std::move(options)), shared_(std::make_shared<Shared>()) {
   init();
@@ -398,12 +410,14 @@ LeaseLock::LeaseLock(Connection& conn, std::string name, LeaseOptions options)
 
 LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions options, Watchdog watchdog,
                      const ConnectOptions& connect)
-    : own_conn_(make_connection(uri, connect)),
+    : own_conn_(make_connection(uri, lease_connect_options(connect, options.ttl))),
       conn_(own_conn_.get()),
       name_(std::move(name)),
       options_(std::move(options)),
       shared_(std::make_shared<Shared>()) {
   init();
+  // MariaDB waiters block in GET_LOCK: keep each wait well inside io_timeout.
+  nap_cap_ = *lease_connect_options(connect, options_.ttl).io_timeout / 2;
   if ((watchdog == Watchdog::kOn || options_.on_lost) && !options_.watchdog_connection) {
     // The watchdog's statements must not outlive the trust window on a hung
     // server: bound them by the renew period.
@@ -512,6 +526,7 @@ bool LeaseLock::wait_for_release(milliseconds nap) {
   if (wakeup_ == Wakeup::kConnection) return conn_->wait_for_notify(wakeup_channel_, nap);
   // MariaDB: block on the holder's wake-up lock (GET_LOCK with a timeout in
   // seconds), and free it at once: this waiter is not the holder.
+  if (nap_cap_) nap = std::min(nap, *nap_cap_);
   auto r = run(*conn_, Sql::lease_wakeup_wait, {wakeup_channel_, static_cast<double>(nap.count()) / 1000.0});
   bool got = !r.rows.empty() && !r.rows[0][0].is_null() && r.rows[0][0].as_int() == 1;
   if (got) run(*conn_, Sql::lease_wakeup_signal, {wakeup_channel_});
@@ -714,14 +729,39 @@ std::optional<LeaseLoss> LeaseLock::last_loss() const {
 }
 
 bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
-  std::string owner;
-  std::int64_t fence;
-  {
-    std::lock_guard<std::mutex> lk(shared_->mu);
-    if (!shared_->valid_locked()) return false;
-    owner = shared_->owner;
-    fence = shared_->fence;
+  for (int attempt = 1;; ++attempt) {
+    std::string owner;
+    std::int64_t fence;
+    {
+      std::lock_guard<std::mutex> lk(shared_->mu);
+      if (!shared_->valid_locked()) return false;
+      owner = shared_->owner;
+      fence = shared_->fence;
+    }
+    try {
+      return guarded_once(owner, fence, work);
+    } catch (const Error& e) {
+      // The connection broke (a killed session, a failover, an I/O deadline)
+      // before COMMIT was sent: nothing committed, so the whole transaction
+      // can run again on a fresh connection while the trust window lasts.
+      // An unknown COMMIT outcome is never retried.
+      const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout;
+      const milliseconds left = remaining();
+      if (!transient || conn_->in_transaction() || left.count() <= 0) throw;
+      log(LogLevel::kInfo, "guarded transaction on lease '" + name_ + "' failed (attempt " + std::to_string(attempt) +
+                               "), reconnecting and retrying: " + e.what());
+      std::this_thread::sleep_for(std::min(Backoff{milliseconds(10), milliseconds(500)}.delay(attempt), left));
+      try {
+        conn_->reconnect();
+      } catch (const Error& re) {
+        log(LogLevel::kInfo, "guarded transaction on lease '" + name_ + "': reconnect failed: " + re.what());
+      }
+    }
   }
+}
+
+bool LeaseLock::guarded_once(const std::string& owner, std::int64_t fence,
+                             const std::function<void(Transaction&)>& work) {
   Transaction tx(*conn_);
   auto r = run(*conn_, Sql::lease_guard_check, {name_, owner, fence});
   if (r.rows.empty()) {

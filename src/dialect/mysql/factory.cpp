@@ -18,7 +18,7 @@ std::unique_ptr<Connection> open_mysql(std::string_view uri, const ConnectOption
   // Anything else would be silently ignored (an ssl option, say): refused.
   if (!u.query.empty())
     bad("unknown parameter " + uri_fragment(uri, u.query.begin()->first) +
-        " (MySQL URIs take connect_timeout and statement_cache_size)");
+        " (MySQL URIs take connect_timeout, io_timeout and statement_cache_size)");
   return make_mysql_connection(std::move(u), mask_uri(uri), o);
 }
 }  // namespace

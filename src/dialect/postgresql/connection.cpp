@@ -19,6 +19,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "core/io_deadline.h"
 #include "core/uri.h"
 #include "core/placeholders.h"
 #include "core/sql_cache.h"
@@ -180,6 +181,7 @@ class PgConnection final : public Connection {
  public:
   PgConnection(std::string conninfo, detail::ParsedUri uri, std::string description, const ConnectOptions& o)
       : connstr_(std::move(conninfo)), uri_(std::move(uri)), description_(std::move(description)),
+        io_timeout_(o.io_timeout),
         prepared_(o.statement_cache_size) {
     caps_.row_locks = caps_.nowait = caps_.skip_locked = caps_.shared_row_locks = true;
     caps_.listen_notify = caps_.wakeups = caps_.transactional_ddl = true;
@@ -207,6 +209,7 @@ class PgConnection final : public Connection {
       for (const auto& v : params) pp.push_back(to_param(v));
       auto dyn = pqxx::prepare::make_dynamic_params(pp);
       pqxx::result r;
+      auto deadline = arm();
       if (!cache || prepared_.capacity() == 0) {
         // The unnamed statement: parsed, run and gone; nothing stays on the server.
         const std::string text = number_placeholders(sql);
@@ -234,6 +237,7 @@ class PgConnection final : public Connection {
   void execute_script(std::string_view sql) override {
     if (!tx_ && (!conn_ || !conn_->is_open())) reconnect();
     try {
+      auto deadline = arm();
       if (tx_) {
         tx_->exec(std::string(sql));
       } else {
@@ -249,6 +253,7 @@ class PgConnection final : public Connection {
     if (tx_) throw Error(ErrorCode::kInvalidArgument, "a transaction is already open on this connection", "postgresql");
     if (!conn_ || !conn_->is_open()) reconnect();
     try {
+      auto deadline = arm();
       switch (iso) {
         case Isolation::kDefault:
         case Isolation::kReadCommitted:
@@ -269,6 +274,7 @@ class PgConnection final : public Connection {
   void do_commit() override {
     if (!tx_) throw Error(ErrorCode::kInvalidArgument, "commit() without an open transaction", "postgresql");
     try {
+      auto deadline = arm();
       tx_->commit();
       tx_.reset();
     } catch (...) {
@@ -281,6 +287,7 @@ class PgConnection final : public Connection {
     if (!tx_) return;
     auto tx = std::move(tx_);
     try {
+      auto deadline = arm();
       tx->abort();
     } catch (...) {
       tx.reset();
@@ -441,12 +448,30 @@ class PgConnection final : public Connection {
     return out;
   }
 
+  // Arms the client-side I/O deadline (ConnectOptions::io_timeout) around
+  // one driver call; a call still blocked when it passes has its socket
+  // shut down, and rethrow() reports why.
+  detail::IoDeadline::Guard arm() {
+    deadline_.disarm();
+    if (io_timeout_ && conn_) deadline_.arm(conn_->sock(), *io_timeout_);
+    return {deadline_};
+  }
+
   [[noreturn]] void rethrow(std::string_view sql, bool committing) {
     std::string stmt(sql);
+    const bool deadline_fired = deadline_.take_fired();
     // SQLSTATEs of client-detected failures: 08006 connection_failure,
     // 08007 transaction_resolution_unknown.
     auto lost = [&](const std::string& msg) -> Error {
       tx_.reset();
+      if (deadline_fired) {
+        const std::string why = "no answer within io_timeout (" + std::to_string(io_timeout_->count()) +
+                                " ms); the connection was dropped";
+        if (committing)
+          return Error(ErrorCode::kCommitInDoubt, why + " during COMMIT; the transaction may or may not have committed",
+                       "postgresql", "08007", stmt);
+        return Error(ErrorCode::kTimeout, why, "postgresql", "08006", stmt);
+      }
       if (committing)
         return Error(ErrorCode::kCommitInDoubt,
                      "connection lost during COMMIT; the transaction may or may not have committed: " + msg,
@@ -506,6 +531,8 @@ class PgConnection final : public Connection {
   detail::ParsedUri uri_;  // credentials to scrub from driver messages
   std::string description_;
   Capabilities caps_;
+  std::optional<std::chrono::milliseconds> io_timeout_;
+  detail::IoDeadline deadline_;  // of the call in progress (see arm())
   std::unique_ptr<PqConnection> conn_;
   std::unique_ptr<pqxx::transaction_base> tx_;
   detail::StatementCache<std::string> prepared_;  // SQL -> prepared statement name

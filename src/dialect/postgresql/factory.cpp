@@ -64,11 +64,28 @@ std::string build_conninfo(const ParsedUri& u, std::string_view uri, const Conne
       throw Error(ErrorCode::kInvalidArgument,
                   "malformed PostgreSQL URI '" + mask_uri(uri) + "': unknown connection parameter " +
                       uri_fragment(uri, k) + " (query parameters are libpq keywords, plus sqlguard's "
-                      "connect_timeout and statement_cache_size)",
+                      "connect_timeout, io_timeout and statement_cache_size)",
                   "postgresql");
     add(k, v);
   }
   if (!u.query.count("application_name")) add("application_name", "sqlguard");
+  // With an I/O deadline, the kernel also detects a dead peer or a black
+  // hole in about that time (keepalives; tcp_user_timeout bounds unacked
+  // data), unless the URI sets these itself. A frozen peer whose kernel
+  // still acknowledges is caught by the client-side deadline (connection.cpp).
+  if (o.io_timeout) {
+    const long long ms = o.io_timeout->count();
+    const long long idle_s = std::max<long long>(1, ms / 2000);
+    const std::pair<const char*, std::string> tcp[] = {
+        {"keepalives", "1"},
+        {"keepalives_idle", std::to_string(idle_s)},
+        {"keepalives_interval", "1"},
+        {"keepalives_count", "3"},
+        {"tcp_user_timeout", std::to_string(ms)},
+    };
+    for (const auto& [k, v] : tcp)
+      if (!u.query.count(k) && (known.empty() || known.count(k))) add(k, v);
+  }
   // Read by sqlguard's own connect loop (connection.cpp), whole seconds.
   add("connect_timeout", std::to_string(std::max<long long>(1, (o.connect_timeout.count() + 999) / 1000)));
   return ci;

@@ -67,7 +67,10 @@ class SqliteConnection final : public Connection {
                   "sqlite", std::to_string(rc));
     }
     sqlite3_extended_result_codes(db_, 1);
-    sqlite3_busy_timeout(db_, static_cast<int>(opt.busy_timeout.count()));
+    // No network here: the I/O deadline, when set, bounds the wait for the
+    // database lock (the one wait a statement can block on).
+    const auto busy = opt.io_timeout ? std::min(opt.busy_timeout, *opt.io_timeout) : opt.busy_timeout;
+    sqlite3_busy_timeout(db_, static_cast<int>(busy.count()));
     // A file the process may not write is opened read-only: reads still
     // work (lock list), writes fail as permission_denied naming the file.
     if (path_ != ":memory:" && sqlite3_db_readonly(db_, "main") != 1) {

@@ -8,6 +8,8 @@
 #include "sqlguard/inbox.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/metrics.h"
+#include "sqlguard/transition.h"
+#include "sqlguard/version_cas.h"
 #ifdef SQLGUARD_TEST_PROMETHEUS
 #include "sqlguard/prometheus.h"
 #endif
@@ -56,6 +58,44 @@ TEST_CASE("inbox deliveries count as processed once and then as duplicates", "[m
   for (int i = 0; i < 3; ++i) inbox.process(consumer, "m-1", [](Transaction&) {});
   CHECK(value_of("sqlguard_inbox_processed_total") == processed + 1);
   CHECK(value_of("sqlguard_inbox_duplicates_total") == dups + 2);
+}
+
+TEST_CASE("compare-and-set, guarded updates and state machine moves are counted with their outcome", "[metrics]") {
+  auto c = ctx().connect();
+  auto t = ctx().unique("mrow");
+  c->execute_script("CREATE TABLE " + t +
+                    " (id INTEGER NOT NULL PRIMARY KEY, qty INTEGER NOT NULL, status VARCHAR(16) NOT NULL, "
+                    "version BIGINT NOT NULL)");
+  c->execute("INSERT INTO " + t + " (id, qty, status, version) VALUES (1, 5, 'new', 1)");
+  auto applied = value_of("sqlguard_cas_applied_total");
+  auto conflicts = value_of("sqlguard_cas_conflicts_total");
+  VersionCas cas(*c, {.table = t, .key_column = "id", .version_column = "version", .columns = {"qty"}});
+  REQUIRE(cas.compare_and_set(1, 1, {6}).status == CasStatus::kApplied);
+  REQUIRE(cas.compare_and_set(1, 1, {7}).status == CasStatus::kConflict);  // version is 2 now
+  CHECK(value_of("sqlguard_cas_applied_total") == applied + 1);
+  CHECK(value_of("sqlguard_cas_conflicts_total") == conflicts + 1);
+
+  auto g_applied = value_of("sqlguard_guarded_update_applied_total");
+  auto g_rejected = value_of("sqlguard_guarded_update_rejected_total");
+  GuardedUpdate take(*c, {.table = t, .key_column = "id", .assignments = {{"qty", AssignOp::kSubtract}},
+                          .guards = {{"qty", Compare::kGe}}});
+  REQUIRE(take.apply(1, {4, 4}));                                          // 6 -> 2
+  REQUIRE(take.apply(1, {4, 4}).status == GuardedStatus::kRejected);      // 2 < 4
+  REQUIRE(take.apply(99, {1, 1}).status == GuardedStatus::kNotFound);     // not counted as rejected
+  CHECK(value_of("sqlguard_guarded_update_applied_total") == g_applied + 1);
+  CHECK(value_of("sqlguard_guarded_update_rejected_total") == g_rejected + 1);
+
+  auto moved = value_of("sqlguard_transition_applied_total");
+  auto illegal = value_of("sqlguard_transition_rejected_total", {{"reason", "illegal_move"}});
+  auto again = value_of("sqlguard_transition_rejected_total", {{"reason", "already_in_target"}});
+  StateMachine sm(*c, {.table = t, .states = {"new", "done", "void"}, .terminal_states = {"done", "void"},
+                       .transitions = {{"finish", {"new"}, "done", {}, {}}, {"cancel", {"new"}, "void", {}, {}}}});
+  REQUIRE(sm.fire(1, "finish"));
+  REQUIRE(sm.fire(1, "finish").status == TransitionStatus::kAlreadyInTarget);
+  REQUIRE(sm.fire(1, "cancel").status == TransitionStatus::kRejected);
+  CHECK(value_of("sqlguard_transition_applied_total") == moved + 1);
+  CHECK(value_of("sqlguard_transition_rejected_total", {{"reason", "illegal_move"}}) == illegal + 1);
+  CHECK(value_of("sqlguard_transition_rejected_total", {{"reason", "already_in_target"}}) == again + 1);
 }
 
 TEST_CASE("a histogram puts each observation in the first bucket whose bound is not below it", "[metrics]") {

@@ -121,7 +121,8 @@ class Histogram {
 };
 
 // Finds or creates a metric. The same name must always be used with the same
-// kind and help; `labels` select one series of it. Throws
+// kind; its help is the first non-empty one given. `labels` select one series
+// of it. Throws
 // Error(kInvalidArgument) for a name or label name outside
 // [a-zA-Z_][a-zA-Z0-9_]*, or a name registered as the other kind.
 Counter& counter(std::string_view name, std::string_view help, const Labels& labels = {});

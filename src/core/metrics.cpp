@@ -82,6 +82,8 @@ Family& family(std::string_view name, std::string_view help, const Labels& label
   else if (it->second.kind != kind)
     throw Error(ErrorCode::kInvalidArgument, "metric '" + std::string(name) + "' is already registered as a " +
                                                  (it->second.kind == Kind::kCounter ? "counter" : "histogram"));
+  else if (it->second.help.empty())
+    it->second.help = std::string(help);  // a lookup without help came first (Prometheus wants the text)
   return it->second;
 }
 

@@ -39,6 +39,8 @@ packages=(
   catch2 libcli11-dev nlohmann-json3-dev libssl-dev
   libhiredis-dev
   procps iproute2
+  # the reference service (examples/) and its test: HTTP, NATS JetStream, Prometheus
+  nats-server libnats-dev libcpp-httplib-dev prometheus-cpp-dev prometheus curl
 )
 if (( with_servers || with_topologies )); then
   packages+=(postgresql postgresql-client mariadb-server mariadb-client redis-server)

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "core/metric_hooks.h"
 #include "core/crypto.h"
 #include "core/catalog.h"
 #include "sqlguard/backoff.h"
@@ -118,6 +119,7 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
   check_fingerprint(fingerprint);
   if (!handler) throw Error(ErrorCode::kInvalidArgument, "idempotency handler is empty");
   require_no_transaction(conn_, "IdempotencyKeys::execute()");
+  const auto metric_t0 = std::chrono::steady_clock::now();
 
   const std::string fp = lower(fingerprint);
   const std::int64_t lease = opt_.lease.count();
@@ -152,6 +154,8 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
     if (r[1].as_string() != fp && !(status != "in_progress" && row_expired)) {
       IdempotencyResult out;
       out.outcome = IdempotencyOutcome::kMismatch;
+      detail::metric::idem_mismatch().inc();
+      detail::metric::idem_seconds().observe(detail::metric::seconds_since(metric_t0));
       return out;
     }
     if (!stale && status != "in_progress") {
@@ -160,6 +164,8 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
       out.failed = status == "failed";
       out.response.status = static_cast<int>(r[2].as_opt_int().value_or(0));
       out.response.body = r[3].as_opt_string().value_or("");
+      detail::metric::idem_replays().inc();
+      detail::metric::idem_seconds().observe(detail::metric::seconds_since(metric_t0));
       return out;
     }
     if (stale) {
@@ -178,6 +184,8 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
     if (left <= std::chrono::steady_clock::duration::zero()) {
       IdempotencyResult out;
       out.outcome = IdempotencyOutcome::kInProgress;
+      detail::metric::idem_in_progress().inc();
+      detail::metric::idem_seconds().observe(detail::metric::seconds_since(metric_t0));
       return out;
     }
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(backoff(poll++), left));
@@ -229,6 +237,8 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
   auto done = run(conn_, Sql::idem_complete,
                   {status, out.response.status, Value::blob(out.response.body), opt_.retention.count(), s, k, owner});
   out.outcome = done.affected == 1 ? IdempotencyOutcome::kExecuted : IdempotencyOutcome::kLeaseLost;
+  (done.affected == 1 ? detail::metric::idem_executions() : detail::metric::idem_lease_lost()).inc();
+  detail::metric::idem_seconds().observe(detail::metric::seconds_since(metric_t0));
   return out;
 }
 

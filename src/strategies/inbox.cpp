@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "core/metric_hooks.h"
 #include "core/catalog.h"
 #include "strategies/purge.h"
 #include "sqlguard/backoff.h"
@@ -55,9 +56,13 @@ InboxResult Inbox::process(std::string_view consumer, std::string_view message_i
       // The dedup row goes first: a concurrent delivery of the same message
       // waits here for our commit instead of running its handler in parallel.
       // (MariaDB reports a duplicate as 1062; the transaction stays open until ~tx.)
-      if (!detail::insert_if_absent(conn_, detail::Sql::inbox_insert, params)) return {InboxOutcome::kDuplicate, attempt};  // ~tx rolls back (nothing was written)
+      if (!detail::insert_if_absent(conn_, detail::Sql::inbox_insert, params)) {
+        detail::metric::inbox_duplicates().inc();
+        return {InboxOutcome::kDuplicate, attempt};
+      }  // ~tx rolls back (nothing was written)
       handler(tx);
       tx.commit();
+      detail::metric::inbox_processed().inc();
       return {InboxOutcome::kProcessed, attempt};
     } catch (const Error& e) {
       // Deadlock / serialization failure / busy database: the whole

@@ -22,10 +22,31 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 // ---- metrics ----------------------------------------------------------------
+// The lease counters live in the metrics registry (metrics.h lists the names),
+// so lease_metrics() and an exporter read the same numbers.
+metrics::Counter& lost_counter(const char* cause) {
+  return metrics::counter("sqlguard_lock_lost_total", "Leases lost, by cause", {{"cause", cause}});
+}
 struct AtomicMetrics {
-  std::atomic<std::uint64_t> attempts{0}, acquired{0}, busy{0}, contention_retries{0}, wait_ms_total{0},
-      renewals{0}, renew_errors{0}, releases{0}, releases_not_held{0}, lost_expired{0}, lost_taken_over{0},
-      lost_unreachable{0}, lost_outcome_unknown{0};
+  metrics::Counter& attempts = metrics::counter("sqlguard_lock_attempts_total", "Lease acquire attempts sent to the database");
+  metrics::Counter& acquired = metrics::counter("sqlguard_lock_acquired_total", "Lease acquire attempts that took the lock");
+  metrics::Counter& busy = metrics::counter("sqlguard_lock_busy_total", "Lease acquire attempts that found the lock held");
+  metrics::Counter& contention_retries = metrics::counter(
+      "sqlguard_lock_contention_retries_total", "Deadlock victims / lock wait timeouts retried inside an acquire attempt");
+  // Exported as the histogram below (seconds; promtool refuses "ms" in a name); kept for lease_metrics().
+  std::atomic<std::uint64_t> wait_ms_total{0};
+  metrics::Counter& renewals = metrics::counter("sqlguard_lock_renewals_total", "Successful lease renewals");
+  metrics::Counter& renew_errors =
+      metrics::counter("sqlguard_lock_renew_errors_total", "Transient renewal failures retried by the watchdog");
+  metrics::Counter& releases = metrics::counter("sqlguard_lock_releases_total", "Releases of a held lease");
+  metrics::Counter& releases_not_held =
+      metrics::counter("sqlguard_lock_releases_not_held_total", "Releases of a lease that was no longer held");
+  metrics::Counter& lost_expired = lost_counter("expired");
+  metrics::Counter& lost_taken_over = lost_counter("taken_over");
+  metrics::Counter& lost_unreachable = lost_counter("unreachable");
+  metrics::Counter& lost_outcome_unknown = lost_counter("outcome_unknown");
+  metrics::Histogram& wait_seconds =
+      metrics::histogram("sqlguard_lock_wait_seconds", "Time blocked in a waiting lease acquire");
 };
 AtomicMetrics g_metrics;
 
@@ -351,10 +372,12 @@ LeaseMetrics lease_metrics() {
 
 void reset_lease_metrics() {
   for (auto* a : {&g_metrics.attempts, &g_metrics.acquired, &g_metrics.busy, &g_metrics.contention_retries,
-                  &g_metrics.wait_ms_total, &g_metrics.renewals, &g_metrics.renew_errors, &g_metrics.releases,
+                  &g_metrics.renewals, &g_metrics.renew_errors, &g_metrics.releases,
                   &g_metrics.releases_not_held, &g_metrics.lost_expired, &g_metrics.lost_taken_over,
                   &g_metrics.lost_unreachable, &g_metrics.lost_outcome_unknown})
-    a->store(0);
+    a->reset();
+  g_metrics.wait_ms_total = 0;
+  g_metrics.wait_seconds.reset();
 }
 
 void validate(const LeaseOptions& o) {
@@ -546,6 +569,7 @@ bool LeaseLock::acquire(milliseconds wait) {
     if (try_acquire()) {
       g_metrics.wait_ms_total += static_cast<std::uint64_t>(
           std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0).count());
+      if (wait.count() > 0) g_metrics.wait_seconds.observe(std::chrono::duration<double>(steady_clock::now() - t0).count());
       return true;
     }
     {
@@ -582,6 +606,7 @@ bool LeaseLock::acquire(milliseconds wait) {
   }
   g_metrics.wait_ms_total +=
       static_cast<std::uint64_t>(std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0).count());
+  g_metrics.wait_seconds.observe(std::chrono::duration<double>(steady_clock::now() - t0).count());
   return false;
 }
 

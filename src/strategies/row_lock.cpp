@@ -1,5 +1,6 @@
 #include "sqlguard/row_lock.h"
 
+#include "core/metric_hooks.h"
 #include "core/catalog.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
@@ -176,6 +177,7 @@ RowLockScope RowLocker::run(bool claim, const Params& params, const RowLockOptio
     if (e.code() != ErrorCode::kLockBusy) throw;
     scope.busy_ = e;
     scope.status_ = LockStatus::kBusy;
+    detail::metric::rowlock_busy().inc();
     return scope;
   }
   scope.active_ = true;
@@ -198,6 +200,7 @@ RowLockScope RowLocker::run(bool claim, const Params& params, const RowLockOptio
     if (e.code() != ErrorCode::kLockBusy) throw;
     scope.busy_ = e;
     scope.status_ = LockStatus::kBusy;
+    detail::metric::rowlock_busy().inc();
   }
   return scope;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/metric_hooks.h"
 #include "core/catalog.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
@@ -125,10 +126,13 @@ GuardedResult GuardedUpdate::apply(const Value& key, const Params& values) {
   Params p(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(nassign_));
   p.push_back(key);
   p.insert(p.end(), values.begin() + static_cast<std::ptrdiff_t>(nassign_), values.end());
-  if (detail::run_rendered(conn_, Sql::guarded_update, update_sql_, p, &update_names_).affected >= 1)
+  if (detail::run_rendered(conn_, Sql::guarded_update, update_sql_, p, &update_names_).affected >= 1) {
+    detail::metric::guarded_applied().inc();
     return {GuardedStatus::kApplied};
-  return {detail::run_rendered(conn_, Sql::row_exists, exists_sql_, {key}).rows.empty() ? GuardedStatus::kNotFound
-                                                                                      : GuardedStatus::kRejected};
+  }
+  if (detail::run_rendered(conn_, Sql::row_exists, exists_sql_, {key}).rows.empty()) return {GuardedStatus::kNotFound};
+  detail::metric::guarded_rejected().inc();
+  return {GuardedStatus::kRejected};
 }
 
 // ---- StateMachine -----------------------------------------------------------
@@ -316,6 +320,7 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
                                  options.actor.empty() ? Value() : Value(options.actor)});
     tx.commit();
     out.status = TransitionStatus::kApplied;
+    detail::metric::transition_applied().inc();
     return out;
   }
   // Nothing matched: read back why.
@@ -324,16 +329,20 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
   out.from.reset();  // only meaningful for kApplied
   if (r.rows.empty()) {
     out.status = TransitionStatus::kNotFound;
+    detail::metric::transition_rejected("not_found");
     return out;
   }
   out.current_state = r.rows[0][0].as_string();
   if (std::find(from.begin(), from.end(), *out.current_state) != from.end()) {
     out.status = TransitionStatus::kRejected;
     out.guard_failed = true;
+    detail::metric::transition_rejected("guard_failed");
   } else if (*out.current_state == to) {
     out.status = TransitionStatus::kAlreadyInTarget;
+    detail::metric::transition_rejected("already_in_target");
   } else {
     out.status = TransitionStatus::kRejected;
+    detail::metric::transition_rejected("illegal_move");
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "core/metric_hooks.h"
 #include "core/catalog.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
@@ -68,11 +69,14 @@ CasResult VersionCas::compare_and_set(const Value& key, std::int64_t expected_ve
   Params p = values;
   p.push_back(key);
   p.emplace_back(expected_version);
-  if (detail::run_rendered(conn_, Sql::cas_update, update_sql_, p, &update_names_).affected == 1)
+  if (detail::run_rendered(conn_, Sql::cas_update, update_sql_, p, &update_names_).affected == 1) {
+    detail::metric::cas_applied().inc();
     return {CasStatus::kApplied, expected_version + 1};
+  }
   // Lost or missing: one read tells which (and what version won).
   Result r = detail::run_rendered(conn_, Sql::cas_version, version_sql_, {key});
   if (r.rows.empty()) return {CasStatus::kNotFound, 0};
+  detail::metric::cas_conflicts().inc();
   return {CasStatus::kConflict, r.rows[0][0].as_int()};
 }
 
@@ -98,6 +102,7 @@ CasUpdateResult VersionCas::update(const Value& key, const Modify& modify, const
     out.last_error = std::move(r.last_error);
   }
   out.stats = r.stats;
+  if (out.stats.attempts > 1) detail::metric::cas_retries().inc(static_cast<std::uint64_t>(out.stats.attempts - 1));
   return out;
 }
 

@@ -1,0 +1,63 @@
+// Internal: the strategies' metrics, one place for each name and help text
+// (the list is in include/sqlguard/metrics.h). Each series is looked up once
+// and cached; recording is one relaxed atomic add.
+#pragma once
+
+#include <chrono>
+#include <string_view>
+
+#include "sqlguard/metrics.h"
+
+namespace sqlguard::detail::metric {
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+#define SQLGUARD_METRIC_COUNTER(fn, name, help) \
+  inline metrics::Counter& fn() {               \
+    static metrics::Counter& c = metrics::counter(name, help); \
+    return c;                                   \
+  }
+SQLGUARD_METRIC_COUNTER(idem_executions, "sqlguard_idempotency_executions_total",
+                        "Idempotent handlers run (first request, or take-over of an abandoned key)")
+SQLGUARD_METRIC_COUNTER(idem_replays, "sqlguard_idempotency_replays_total", "Stored idempotent responses replayed")
+SQLGUARD_METRIC_COUNTER(idem_in_progress, "sqlguard_idempotency_in_progress_total",
+                        "Idempotent requests refused because the key is being processed")
+SQLGUARD_METRIC_COUNTER(idem_mismatch, "sqlguard_idempotency_mismatch_total",
+                        "Idempotent requests refused: same key, different request")
+SQLGUARD_METRIC_COUNTER(idem_lease_lost, "sqlguard_idempotency_lease_lost_total",
+                        "Idempotent executions whose key was taken over before they stored a response")
+SQLGUARD_METRIC_COUNTER(inbox_processed, "sqlguard_inbox_processed_total", "Inbox messages applied")
+SQLGUARD_METRIC_COUNTER(inbox_duplicates, "sqlguard_inbox_duplicates_total",
+                        "Inbox messages skipped as already processed")
+SQLGUARD_METRIC_COUNTER(transition_applied, "sqlguard_transition_applied_total", "State machine moves applied")
+SQLGUARD_METRIC_COUNTER(guarded_applied, "sqlguard_guarded_update_applied_total", "Guarded updates applied")
+SQLGUARD_METRIC_COUNTER(guarded_rejected, "sqlguard_guarded_update_rejected_total",
+                        "Guarded updates refused by their guard (row not found excluded)")
+SQLGUARD_METRIC_COUNTER(cas_applied, "sqlguard_cas_applied_total", "Compare-and-set writes applied")
+SQLGUARD_METRIC_COUNTER(cas_conflicts, "sqlguard_cas_conflicts_total",
+                        "Compare-and-set writes that found a newer version")
+SQLGUARD_METRIC_COUNTER(cas_retries, "sqlguard_cas_retries_total",
+                        "Read-modify-write retries after a compare-and-set conflict")
+SQLGUARD_METRIC_COUNTER(rowlock_busy, "sqlguard_rowlock_busy_total",
+                        "Row-lock scopes refused (NOWAIT / SKIP LOCKED / lock wait timeout)")
+#undef SQLGUARD_METRIC_COUNTER
+
+inline metrics::Histogram& idem_seconds() {
+  static metrics::Histogram& h =
+      metrics::histogram("sqlguard_idempotency_seconds", "Duration of IdempotencyKeys execute(), any outcome");
+  return h;
+}
+
+// reason: illegal_move | guard_failed | not_found | already_in_target
+inline void transition_rejected(const char* reason) noexcept {
+  try {
+    metrics::counter("sqlguard_transition_rejected_total", "State machine moves refused, by reason",
+                     {{"reason", reason}})
+        .inc();
+  } catch (...) {  // a registry failure must not fail the caller's transition; nothing to report it to
+  }
+}
+
+}  // namespace sqlguard::detail::metric

@@ -160,8 +160,16 @@ TEST_CASE("a table has one version column: conflicting declarations and writers 
           VersionCas x(c, {.table = t, .version_column = "qty", .columns = {"status"}, .declare_versioned = false});
         }) == ErrorCode::kInvalidArgument);
   CHECK(sgtest::code_of([&] {
-          GuardedUpdate g(c, {.table = t, .assignments = {{"version", AssignOp::kAdd}}});
+          GuardedUpdate g(c, {.table = t, .assignments = {{"version", AssignOp::kSet}}});
         }) == ErrorCode::kInvalidArgument);
+  {
+    // A spec that bumps the version itself (code written before the rule) is
+    // accepted, and the version moves exactly by its own increment.
+    GuardedUpdate g(c, {.table = t, .assignments = {{"qty", AssignOp::kSubtract}, {"version", AssignOp::kAdd}}});
+    auto before = version_of(c, t);
+    REQUIRE(g.apply(1, {1, 1}));
+    CHECK(version_of(c, t) == before + 1);
+  }
   CHECK(sgtest::code_of([&] {
           StateMachine sm(c, {.table = t,
                               .states = {"open", "held"},

@@ -120,7 +120,7 @@ struct RowLockSpec {
   // {"status"} for "WHERE status = ?". Default: none (claim any row).
   std::vector<std::string> claim_filter;
   // Leased claims (claim_leased() and friends). Default: std::nullopt = not used.
-  std::optional<ClaimLease> lease;
+  std::optional<ClaimLease> lease = std::nullopt;
 };
 
 struct LeaseClaimOptions {

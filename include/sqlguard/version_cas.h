@@ -31,7 +31,10 @@
 // (RowLockScope::execute(), your own SQL) must bump the version themselves.
 // A VersionCas built with declare_versioned = false on an undeclared table
 // logs a warning at construction (other writers would not bump); declaring
-// a table again with another version column is refused (kInvalidArgument).
+// a table again with another version column is refused (kInvalidArgument),
+// and so is a GuardedUpdate/StateMachine assignment that sets or subtracts
+// the version column. A GuardedUpdate assignment that ADDS to it (a hand-made
+// bump written before the rule) is accepted as that writer's bump.
 //
 // Ownership and threads: borrows the Connection (which must outlive it);
 // one connection per thread. Identifiers are validated and quoted once, at

@@ -110,12 +110,19 @@ GuardedUpdate::GuardedUpdate(Connection& conn, GuardedUpdateSpec spec) : conn_(c
   // with every write.
   std::string version;
   if (auto vc = versioned_table_column(conn, spec.table)) {
+    // An assignment that adds to the version column is taken as the spec's
+    // own bump (code written before the rule); any other write of it would
+    // break the version's monotony.
+    bool own_bump = false;
     for (const auto& a : spec.assignments)
-      if (a.column == *vc)
-        invalid("GuardedUpdateSpec::assignments writes '" + a.column + "', the declared version column of '" +
-                spec.table + "' (sqlguard moves it itself)");
+      if (a.column == *vc) {
+        if (a.op != AssignOp::kAdd)
+          invalid("GuardedUpdateSpec::assignments sets or subtracts '" + a.column +
+                  "', the declared version column of '" + spec.table + "' (sqlguard moves it itself)");
+        own_bump = true;
+      }
     version = d.quote(*vc);
-    versioned_ = true;
+    versioned_ = !own_bump;
   }
   update_sql_ = cat.render(versioned_ ? Sql::guarded_update_versioned : Sql::guarded_update,
                            {{"table", t},

@@ -200,7 +200,7 @@ bool buy(Connection& conn, const std::string& strategy, const std::string& stock
     return sold;
   }
   if (strategy == "row-lock") {
-    RowLocker locker(conn, {.table = stock_t, .key_column = "id", .columns = {"qty"}});
+    RowLocker locker(conn, {.table = stock_t, .key_column = "id", .columns = {"qty"}, .claim_filter = {}});
     RowLockOptions o;
     o.lock_timeout = std::chrono::seconds(60);
     auto scope = locker.lock(1, o);

@@ -139,6 +139,32 @@ TEST_CASE("a serialization failure in a phase unlocks the key (409) and the imme
   CHECK(runs[1] == 1);
   CHECK(fx(px, "reserve") == 1);
   CHECK(fx(px, "finish-try") == 1);
+
+  if (ctx().is(DialectKind::kPostgres)) {
+    // A real one: under REPEATABLE READ the phase updates a row another
+    // session changed after the phase's snapshot -> 40001 from the server.
+    probe().execute_script("CREATE TABLE " + px + "_acct (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)");
+    probe().execute("INSERT INTO " + px + "_acct (id, n) VALUES (1, 0)");
+    auto other = ctx().connect();
+    bool interfere = true;
+    std::vector<Phase> rr{
+        {"bump", PhaseKind::kLocal,
+         [&](PhaseExecution& x) -> std::optional<StoredResponse> {
+           x.connection().execute("SELECT n FROM " + px + "_acct WHERE id = 1");  // takes the snapshot
+           if (interfere) other->execute("UPDATE " + px + "_acct SET n = n + 100 WHERE id = 1");
+           x.connection().execute("UPDATE " + px + "_acct SET n = n + 1 WHERE id = 1");
+           return StoredResponse{200, "bumped"};
+         },
+         Isolation::kRepeatableRead}};
+    auto c1 = idem.execute_phases(scope, "rr", kFp, rr);
+    CHECK(c1.outcome == IdempotencyOutcome::kConflict);
+    CHECK(c1.http_status() == 409);
+    interfere = false;
+    auto c2 = idem.execute_phases(scope, "rr", kFp, rr);  // unlocked: runs at once
+    CHECK(c2.outcome == IdempotencyOutcome::kExecuted);
+    CHECK(c2.attempt == 2);
+    CHECK(query_int("SELECT n FROM " + px + "_acct WHERE id = 1") == 101);
+  }
 }
 
 TEST_CASE("a terminal error stores its response, which every repeat replays, and no later phase runs", "[idempotency][phases]") {

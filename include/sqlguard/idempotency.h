@@ -235,6 +235,8 @@ struct Phase {
   // Returns the response to store (the request is done) or std::nullopt
   // to go on with the next phase. The last phase must return a response.
   std::function<std::optional<StoredResponse>(PhaseExecution&)> run;
+  // Isolation of a kLocal phase's transaction. Default: the server's.
+  Isolation isolation = Isolation::kDefault;
 };
 
 // Thrown by a phase: the request failed for good (a declined card). Its

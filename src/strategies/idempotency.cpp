@@ -318,7 +318,7 @@ IdempotencyResult IdempotencyKeys::execute_phases(std::string_view scope, std::s
     const bool last = i + 1 == phases.size();
     try {
       std::optional<Transaction> tx;
-      if (phase.kind == PhaseKind::kLocal) tx.emplace(conn_);
+      if (phase.kind == PhaseKind::kLocal) tx.emplace(conn_, phase.isolation);
       std::optional<StoredResponse> response = phase.run(exec);
       if (!response && last)
         throw Error(ErrorCode::kInvalidArgument, "the last phase ('" + phase.name + "') returned no response");

@@ -36,6 +36,34 @@
 // again (the handler's own effects should therefore be idempotent or
 // transactional where that matters).
 //
+// Recovery points (execute_phases(); brandur's "atomic phases"). A handler
+// that calls a foreign system (charges a card) cannot be made idempotent by
+// replay alone: if the process dies after the charge, the retry that takes
+// the key over runs everything again. Written as named phases instead, the
+// handler's progress lives on the key's row:
+//   - a kLocal phase runs inside a transaction sqlguard opens on the
+//     connection; its writes and the recovery point (its name, plus the
+//     optional state blob it set) commit together, or not at all;
+//   - a kForeign phase runs with no transaction open (never hold one across
+//     a network call); it is handed the key, a stable foreign_key() to pass
+//     as the foreign system's idempotency key, and the attempt number; its
+//     recovery point commits right after it returns;
+//   - the phase that returns a response (normally the last) stores it and
+//     marks the key completed in that same commit: stored exactly once.
+// A retry that takes over an in_progress key whose lease expired resumes
+// AFTER the last committed phase, with that phase's state; a completed phase
+// never runs again. Only the phase that was running when the execution
+// died may run again: a kLocal one from scratch (its transaction rolled
+// back), a kForeign one with the same foreign_key() (so the foreign system
+// deduplicates the repeated call).
+// Errors in a phase: a serialization failure or deadlock (Error kConflict)
+// rolls the phase back, unlocks the key (its lease ends now, recovery point
+// kept) and returns kConflict (HTTP 409: retry with the same key, which
+// resumes at once). TerminalError stores its response as a `failed` result
+// that every repeat replays (kExecuted, failed = true). Any other exception
+// unlocks the key likewise and is rethrown (with kStoreFailure: stored as
+// for execute()).
+//
 // Thread safety: an IdempotencyKeys borrows one Connection and must not
 // outlive it; use one instance (and one Connection) per thread. The handler
 // may use the same Connection: no sqlguard transaction is open while it runs.
@@ -46,8 +74,11 @@
 #include <exception>
 #include <functional>
 #include <initializer_list>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sqlguard/connection.h"
 
@@ -105,8 +136,10 @@ struct IdempotencyOptions {
   std::function<StoredResponse(std::exception_ptr)> failure_response;
 };
 
-enum class IdempotencyOutcome { kExecuted, kReplayed, kInProgress, kMismatch, kLeaseLost };
-// "executed", "replayed", "in_progress", "mismatch", "lease_lost".
+enum class IdempotencyOutcome { kExecuted, kReplayed, kInProgress, kMismatch, kLeaseLost, kConflict };
+// "executed", "replayed", "in_progress", "mismatch", "lease_lost", "conflict".
+// kConflict (execute_phases() only): a phase hit a serialization failure or
+// deadlock; the key was unlocked, so retrying the request resumes at once (409).
 std::string_view to_string(IdempotencyOutcome outcome) noexcept;
 
 struct IdempotencyResult {
@@ -122,9 +155,14 @@ struct IdempotencyResult {
   // inserting it: a placeholder whose lease had expired (its execution
   // crashed or stalled) or a finished row past its retention not yet purged.
   bool took_over = false;
+  // execute_phases(): the attempt number of this execution (1 = the first,
+  // +1 per take-over) and the recovery point it resumed after, if any.
+  int attempt = 0;
+  std::optional<std::string> resumed_after;
 
   // HTTP status to answer with: the response's status for kExecuted /
-  // kReplayed, 409 for kInProgress, 422 for kMismatch, 500 for kLeaseLost.
+  // kReplayed, 409 for kInProgress and kConflict, 422 for kMismatch, 500 for
+  // kLeaseLost.
   int http_status() const noexcept;
 };
 
@@ -154,6 +192,65 @@ class IdempotencyExecution {
   bool took_over_;
 };
 
+// Handed to each phase of execute_phases().
+class PhaseExecution {
+ public:
+  const std::string& scope() const noexcept { return scope_; }
+  const std::string& key() const noexcept { return key_; }
+  const std::string& owner() const noexcept { return owner_; }
+  // The running phase's name.
+  const std::string& phase() const noexcept { return phase_; }
+  // 1 for the first execution of the key, +1 for every take-over.
+  int attempt() const noexcept { return attempt_; }
+  // "<scope>/<key>/<phase>": the same on every attempt, for the foreign
+  // system's own idempotency key.
+  std::string foreign_key() const { return scope_ + "/" + key_ + "/" + phase_; }
+  // The state blob committed with the previous recovery point (the last
+  // set_state() of an earlier phase), std::nullopt if none.
+  const std::optional<std::string>& state() const noexcept { return state_; }
+  // Replaces the state blob; committed with this phase's recovery point
+  // (binary safe). Without it the previous blob is carried forward.
+  void set_state(std::string blob) { state_ = std::move(blob); }
+  // The connection; in a kLocal phase the phase's transaction is open on it.
+  Connection& connection() noexcept { return conn_; }
+
+ private:
+  friend class IdempotencyKeys;
+  PhaseExecution(Connection& conn, std::string scope, std::string key, std::string owner, int attempt)
+      : conn_(conn), scope_(std::move(scope)), key_(std::move(key)), owner_(std::move(owner)), attempt_(attempt) {}
+  Connection& conn_;
+  std::string scope_, key_, owner_, phase_;
+  int attempt_;
+  std::optional<std::string> state_;
+};
+
+enum class PhaseKind {
+  kLocal,    // runs inside a transaction that also stores its recovery point
+  kForeign,  // runs with no transaction open (calls another system)
+};
+
+struct Phase {
+  std::string name;  // 1..64 bytes UTF-8, unique within the handler
+  PhaseKind kind = PhaseKind::kLocal;
+  // Returns the response to store (the request is done) or std::nullopt
+  // to go on with the next phase. The last phase must return a response.
+  std::function<std::optional<StoredResponse>(PhaseExecution&)> run;
+  // Isolation of a kLocal phase's transaction. Default: the server's.
+  Isolation isolation = Isolation::kDefault;
+};
+
+// Thrown by a phase: the request failed for good (a declined card). Its
+// response is stored as a `failed` result and replayed to every repeat.
+class TerminalError : public std::runtime_error {
+ public:
+  explicit TerminalError(StoredResponse response)
+      : std::runtime_error("terminal error " + std::to_string(response.status)), response_(std::move(response)) {}
+  const StoredResponse& response() const noexcept { return response_; }
+
+ private:
+  StoredResponse response_;
+};
+
 class IdempotencyKeys {
  public:
   using Handler = std::function<StoredResponse(IdempotencyExecution&)>;
@@ -170,9 +267,20 @@ class IdempotencyKeys {
   IdempotencyResult execute(std::string_view scope, std::string_view key, std::string_view fingerprint,
                             const Handler& handler);
 
+  // The same contract for a handler written as phases with recovery points
+  // (see "Recovery points" above). `phases`: at least one, names unique.
+  // A recovery point that names no phase of `phases` (the handler changed
+  // under a live key) is Error(kInvalidArgument); the key is unlocked.
+  IdempotencyResult execute_phases(std::string_view scope, std::string_view key, std::string_view fingerprint,
+                                   const std::vector<Phase>& phases);
+
   const IdempotencyOptions& options() const noexcept { return opt_; }
 
  private:
+  // Inserts the placeholder or takes an expired one over (`phased`: keeping
+  // its recovery point). Returns a finished result when the key is not ours.
+  std::optional<IdempotencyResult> acquire(const std::string& s, const std::string& k, const std::string& fp,
+                                           const std::string& owner, bool phased, bool& took_over);
   Connection& conn_;
   IdempotencyOptions opt_;
 };

@@ -31,6 +31,28 @@
 // MySQL 1213) throw Error(kConflict): redo the whole transaction, e.g.
 // through with_retry() (retry.h). Other failures throw sqlguard::Error.
 //
+// Leased claims (rescuable; every dialect, SQLite included). claim() holds
+// its rows only as long as its transaction: fine for short jobs, but the
+// job is invisible to the database once claimed, and a claimer that stops
+// (SIGSTOP, a partition) keeps its rows as long as its session lives.
+// claim_leased() instead writes the claim INTO the row, like river's
+// rescuer: owner column = this RowLocker's owner token, until column =
+// database clock + lease (ms since the epoch), in one short transaction
+// (SKIP LOCKED on PostgreSQL/MySQL, BEGIN IMMEDIATE on SQLite). A row is
+// claimable when it matches claim_filter and its claim is empty or its lease
+// ended, so the rows of a claimer that was killed, paused or cut off become
+// claimable again once their lease ends -- no job is lost. The claimer
+// renews (renew_claim) while it works and finishes with complete_claim()
+// (writes complete_columns, e.g. status = 'done', and clears the claim) or
+// release_claim(); both are owner-checked single statements, so a claimer
+// whose row was rescued by another gets false and cannot complete it a
+// second time. Run complete_claim() inside your own transaction to commit
+// the job's effects with the completion (true = commit, false = roll back).
+// The table needs the two columns, e.g.
+//   claimed_by VARCHAR(255) NULL, claimed_until BIGINT NULL
+// On a table declared versioned (version_cas.h) every leased-claim write
+// also moves the version.
+//
 // Ownership and threads: a RowLocker and its scopes borrow the Connection
 // (which must outlive them). The connection must not be in a transaction
 // when a scope opens; while the scope is active, the connection belongs to
@@ -78,6 +100,16 @@ struct RowLockOptions {
   void validate() const;
 };
 
+// The columns of leased claims (RowLockSpec::lease).
+struct ClaimLease {
+  std::string owner_column = "claimed_by";     // text, NULL = unclaimed
+  std::string until_column = "claimed_until";  // BIGINT ms (DB clock), NULL = unclaimed
+  // Written by complete_claim() (values bound per call). Default: none.
+  std::vector<std::string> complete_columns;
+  // This claimer's owner token. Default: "" = make_owner_token() (unique).
+  std::string owner;
+};
+
 // The user's table. Names are validated and quoted once, at construction.
 struct RowLockSpec {
   std::string table;                 // required
@@ -87,6 +119,16 @@ struct RowLockSpec {
   // Columns compared for equality by claim() (values bound per call), e.g.
   // {"status"} for "WHERE status = ?". Default: none (claim any row).
   std::vector<std::string> claim_filter;
+  // Leased claims (claim_leased() and friends). Default: std::nullopt = not used.
+  std::optional<ClaimLease> lease = std::nullopt;
+};
+
+struct LeaseClaimOptions {
+  // How long a claim lasts without renewal, on the database clock.
+  // Default: 30 s. Range: 10 ms .. 24 h.
+  std::chrono::milliseconds lease{std::chrono::seconds(30)};
+  // Throws Error(kInvalidArgument) naming the offending field.
+  void validate() const;
 };
 
 enum class LockStatus { kLocked, kNotFound, kBusy };
@@ -147,6 +189,30 @@ class RowLocker {
   // SKIP LOCKED on SQLite: Error(kNotSupported).
   RowLockScope claim(std::int64_t limit, const Params& filter_values = {}, const RowLockOptions& options = {});
 
+  // Leased claims (see the top of this header; RowLockSpec::lease required,
+  // Error kInvalidArgument otherwise). Claims up to `limit` (1..10000)
+  // claimable rows matching claim_filter = `filter_values`, lowest keys
+  // first, and returns them (key first, then RowLockSpec::columns); empty =
+  // nothing to claim. Opens and commits its own short transaction (the
+  // connection must not be in one). SQLite: Error(kLockBusy) when another
+  // writer kept the database past the busy timeout (retry).
+  std::vector<Row> claim_leased(std::int64_t limit, const Params& filter_values = {},
+                                const LeaseClaimOptions& options = {});
+  // Extends this claimer's claim on `key` to `lease` from now (DB clock).
+  // false = the claim is no longer ours (rescued by another claimer,
+  // completed, released). Runs in the caller's transaction if one is open.
+  bool renew_claim(const Value& key, std::chrono::milliseconds lease);
+  // Writes complete_columns = `values` and clears the claim, only if this
+  // claimer still holds it (an expired claim nobody rescued still counts).
+  // false = not ours: do not commit the job's effects. Runs in the caller's
+  // transaction if one is open.
+  bool complete_claim(const Value& key, const Params& values = {});
+  // Clears this claimer's claim without completing (the row is claimable
+  // again at once). false = not ours.
+  bool release_claim(const Value& key);
+  // The owner token written into claimed rows.
+  const std::string& claim_owner() const noexcept { return owner_; }
+
  private:
   // `claim`: the claim statement (with or without filter), else the
   // single-key lock. The SQL is the catalog's (sql/<dialect>/strategies.sql).
@@ -157,6 +223,11 @@ class RowLocker {
   std::vector<std::string> cols_, filter_;  // quoted columns; rendered filter fragments
   std::size_t filter_count_ = 0;
   std::vector<std::string> lock_names_, claim_names_;  // names of the values, for errors
+  // Leased claims: rendered once at construction.
+  bool leased_ = false, versioned_ = false;
+  std::size_t ncomplete_ = 0;
+  std::string owner_, lease_select_sql_, lease_mark_sql_, lease_renew_sql_, lease_complete_sql_, lease_release_sql_;
+  void require_lease(const char* what) const;
 };
 
 }  // namespace sqlguard

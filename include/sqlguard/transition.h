@@ -97,6 +97,7 @@ class GuardedUpdate {
   std::size_t nvalues_ = 0, nassign_ = 0;
   std::string update_sql_, exists_sql_;
   std::vector<std::string> update_names_;  // names of the UPDATE's values, for errors
+  bool versioned_ = false;  // the table is declared versioned (version_cas.h)
 };
 
 // ---- StateMachine -----------------------------------------------------------
@@ -196,6 +197,8 @@ class StateMachine {
   std::map<std::string, std::vector<std::string>> to_from_;  // ... and their from-states
   bool audit_ = false;
   std::string machine_, audit_sql_, state_sql_, state_locked_sql_;
+  std::string version_;  // quoted declared version column (version_cas.h), or empty
+  bool versioned_ = false;
 };
 
 }  // namespace sqlguard

@@ -17,6 +17,25 @@
 // under BEGIN IMMEDIATE, which serializes writers, so attempts there rarely
 // conflict; compare_and_set() from separate reads conflicts as anywhere else.
 //
+// The one version rule. A table is declared versioned ONCE, in the database
+// (sqlguard_versioned_table, migration 0005): declare_versioned_table(), or
+// simply constructing a VersionCas on it (VersionCasSpec::declare_versioned,
+// on by default). From then on every sqlguard writer on that table moves the
+// version in the same statement as its write: GuardedUpdate::apply(),
+// StateMachine::fire()/transition_to(), VersionCas, and the leased claims of
+// RowLocker (claim_leased/renew_claim/complete_claim/release_claim). So a
+// compare_and_set() from a version read before any of those writes returns
+// kConflict instead of silently overwriting them. Writers look the
+// declaration up at construction: declare before constructing them (a
+// deployment step, like `sqlguard migrate`). Statements you run yourself
+// (RowLockScope::execute(), your own SQL) must bump the version themselves.
+// A VersionCas built with declare_versioned = false on an undeclared table
+// logs a warning at construction (other writers would not bump); declaring
+// a table again with another version column is refused (kInvalidArgument),
+// and so is a GuardedUpdate/StateMachine assignment that sets or subtracts
+// the version column. A GuardedUpdate assignment that ADDS to it (a hand-made
+// bump written before the rule) is accepted as that writer's bump.
+//
 // Ownership and threads: borrows the Connection (which must outlive it);
 // one connection per thread. Identifiers are validated and quoted once, at
 // construction (Error kInvalidArgument). Database failures throw
@@ -41,7 +60,19 @@ struct VersionCasSpec {
   // Columns read by read() and written by compare_and_set(), in this order.
   // At least one; none may be the key or the version column.
   std::vector<std::string> columns;
+  // Declare `table` versioned (by `version_column`) at construction, so
+  // every other sqlguard writer on it bumps the version (the one version
+  // rule, above). false: not declared; if no declaration exists, a warning
+  // is logged. Default: true.
+  bool declare_versioned = true;
 };
+
+// Declares `table` versioned by `version_column` (idempotent). Runs in the
+// caller's transaction if one is open. Error(kInvalidArgument) for a bad
+// identifier or when the table is already declared with another column.
+void declare_versioned_table(Connection& conn, std::string_view table, std::string_view version_column = "version");
+// The declared version column of `table`, or std::nullopt if undeclared.
+std::optional<std::string> versioned_table_column(Connection& conn, std::string_view table);
 
 struct Versioned {
   std::int64_t version = 0;

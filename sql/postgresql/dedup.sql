@@ -57,3 +57,36 @@ ON CONFLICT (consumer, message_id) DO NOTHING;
 -- params: batch
 DELETE FROM sqlguard_inbox WHERE (consumer, message_id) IN (
   SELECT consumer, message_id FROM sqlguard_inbox WHERE expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT LIMIT ?);
+
+-- ---- issue 17: recovery points of phased handlers ------------------------------------------
+
+-- name: idem_phase_takeover
+-- idem_takeover for phased handlers: a crashed execution's row keeps its recovery point and
+-- phase state and counts one more attempt; a finished row past its retention starts over.
+-- The CASEs come first: MariaDB evaluates SET left to right and would see the new status.
+-- params: fingerprint, owner, lease_ms, expiry_ms, scope, key, fingerprint
+UPDATE sqlguard_idempotency SET
+  attempt = CASE WHEN status = 'in_progress' THEN attempt + 1 ELSE 1 END,
+  recovery_point = CASE WHEN status = 'in_progress' THEN recovery_point ELSE NULL END,
+  phase_state = CASE WHEN status = 'in_progress' THEN phase_state ELSE NULL END,
+  status = 'in_progress', fingerprint = ?, owner = ?, locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?,
+  response_code = NULL, response_body = NULL, created_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, completed_at = NULL, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
+WHERE scope = ? AND idem_key = ?
+  AND ((status = 'in_progress' AND locked_until <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AND fingerprint = ?) OR (status <> 'in_progress' AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT));
+
+-- name: idem_phase_state
+-- The recovery point, phase state and attempt number of the execution holding the key.
+-- params: scope, key, owner
+SELECT recovery_point, phase_state, attempt FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_phase_commit
+-- Stores a recovery point in the phase's own transaction (owner-checked: 0 rows = the key
+-- was taken over, and the phase rolls back) and extends the lease.
+-- params: recovery_point, phase_state, lease_ms, expiry_ms, scope, key, owner
+UPDATE sqlguard_idempotency SET recovery_point = ?, phase_state = ?, locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, expire_at = GREATEST(expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
+WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
+
+-- name: idem_unlock
+-- Ends the lease now (serialization failure, failed phase): a retry resumes at once.
+-- params: scope, key, owner
+UPDATE sqlguard_idempotency SET locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';

@@ -119,3 +119,67 @@ AND {col} >= ?;
 
 -- fragment: param
 ?;
+
+-- ---- issue 17: the one version rule and leased (rescuable) claims -------------------------
+
+-- name: versioned_declare
+-- Declares a user table versioned (include/sqlguard/version_cas.h). An existing declaration inserts nothing (0 rows).
+-- params: table_name, version_column
+INSERT INTO sqlguard_versioned_table (table_name, version_column, declared_at) VALUES (?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
+ON CONFLICT (table_name) DO NOTHING;
+
+-- name: versioned_lookup
+-- params: table_name
+SELECT version_column FROM sqlguard_versioned_table WHERE table_name = ?;
+
+-- name: guarded_update_versioned
+-- guarded_update on a table declared versioned: the version moves in the same statement.
+-- params: assignment values..., key, guard values...
+UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? {guards* };
+
+-- name: sm_update_versioned
+-- sm_update on a table declared versioned: the version moves in the same statement.
+-- params: to_state, assignment values..., key, from states..., guard values...
+UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? AND {status} IN ({from*, }) {guards* };
+
+-- name: row_lease_claim
+-- RowLocker::claim_leased(): rows nobody holds or whose claim lease ended (DB clock).
+-- BEGIN IMMEDIATE already holds the database write lock: no SKIP LOCKED needed.
+-- params: limit
+SELECT {columns*, } FROM {table} WHERE ({until} IS NULL OR {until} <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)) ORDER BY {key} LIMIT ?;
+
+-- name: row_lease_claim_filtered
+-- params: filter values..., limit
+SELECT {columns*, } FROM {table} WHERE {filter* AND } AND ({until} IS NULL OR {until} <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)) ORDER BY {key} LIMIT ?;
+
+-- name: row_lease_mark
+-- Marks one selected row claimed, in the claim's transaction (the row is locked or, on
+-- SQLite, the database is). The lease condition is repeated so nothing live is stolen.
+-- params: owner, lease_ms, key
+UPDATE {table} SET {owner} = ?, {until} = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? WHERE {key} = ? AND ({until} IS NULL OR {until} <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER));
+
+-- name: row_lease_mark_versioned
+-- params: owner, lease_ms, key
+UPDATE {table} SET {owner} = ?, {until} = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, {version} = {version} + 1 WHERE {key} = ? AND ({until} IS NULL OR {until} <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER));
+
+-- name: row_lease_renew
+-- Owner-checked: a claim another claimer rescued is not renewed (0 rows).
+-- params: lease_ms, key, owner
+UPDATE {table} SET {until} = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? WHERE {key} = ? AND {owner} = ?;
+
+-- name: row_lease_renew_versioned
+-- params: lease_ms, key, owner
+UPDATE {table} SET {until} = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, {version} = {version} + 1 WHERE {key} = ? AND {owner} = ?;
+
+-- name: row_lease_finish
+-- complete() / release(): owner-checked, clears the claim and writes complete_columns
+-- (sets = assign_set_tail fragments, none for release()).
+-- params: values..., key, owner
+UPDATE {table} SET {owner} = NULL, {until} = NULL{sets*} WHERE {key} = ? AND {owner} = ?;
+
+-- name: row_lease_finish_versioned
+-- params: values..., key, owner
+UPDATE {table} SET {owner} = NULL, {until} = NULL, {version} = {version} + 1{sets*} WHERE {key} = ? AND {owner} = ?;
+
+-- fragment: assign_set_tail
+, {col} = ?;

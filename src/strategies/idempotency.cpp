@@ -55,6 +55,21 @@ std::chrono::milliseconds backoff(int attempt) {
 }
 
 
+// The stored response of a handler failure (OnHandlerError::kStoreFailure).
+StoredResponse failure_response_of(const IdempotencyOptions& opt, std::exception_ptr error) {
+  if (opt.failure_response) return opt.failure_response(error);
+  StoredResponse r;
+  r.status = 500;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    r.body = e.what();
+  } catch (...) {
+    r.body = "handler failed";
+  }
+  return r;
+}
+
 }  // namespace
 
 std::string request_fingerprint(std::string_view canonical_request) { return detail::sha256_hex(canonical_request); }
@@ -76,6 +91,7 @@ std::string_view to_string(IdempotencyOutcome o) noexcept {
     case IdempotencyOutcome::kInProgress: return "in_progress";
     case IdempotencyOutcome::kMismatch: return "mismatch";
     case IdempotencyOutcome::kLeaseLost: return "lease_lost";
+    case IdempotencyOutcome::kConflict: return "conflict";
   }
   return "unknown";
 }
@@ -84,7 +100,8 @@ int IdempotencyResult::http_status() const noexcept {
   switch (outcome) {
     case IdempotencyOutcome::kExecuted:
     case IdempotencyOutcome::kReplayed: return response.status;
-    case IdempotencyOutcome::kInProgress: return 409;
+    case IdempotencyOutcome::kInProgress:
+    case IdempotencyOutcome::kConflict: return 409;
     case IdempotencyOutcome::kMismatch: return 422;
     case IdempotencyOutcome::kLeaseLost: return 500;
   }
@@ -112,23 +129,12 @@ IdempotencyKeys::IdempotencyKeys(Connection& conn, IdempotencyOptions options)
                                                  std::to_string(opt_.max_key_bytes));
 }
 
-IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_view key, std::string_view fingerprint,
-                                           const Handler& handler) {
-  validate_name(scope, "idempotency scope", kMaxScopeBytes);
-  validate_name(key, "idempotency key", opt_.max_key_bytes);
-  check_fingerprint(fingerprint);
-  if (!handler) throw Error(ErrorCode::kInvalidArgument, "idempotency handler is empty");
-  require_no_transaction(conn_, "IdempotencyKeys::execute()");
-  const auto metric_t0 = std::chrono::steady_clock::now();
-
-  const std::string fp = lower(fingerprint);
+std::optional<IdempotencyResult> IdempotencyKeys::acquire(const std::string& s, const std::string& k,
+                                                          const std::string& fp, const std::string& owner, bool phased,
+                                                          bool& took_over) {
   const std::int64_t lease = opt_.lease.count();
   const std::int64_t in_progress_expiry = lease + opt_.retention.count();
-
-  const std::string owner = owner_token();
-  const std::string s(scope), k(key);
   const auto deadline = std::chrono::steady_clock::now() + opt_.in_progress_wait;
-  bool took_over = false;
   bool acquired = false;
   int conflicts = 0;
 
@@ -154,8 +160,6 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
     if (r[1].as_string() != fp && !(status != "in_progress" && row_expired)) {
       IdempotencyResult out;
       out.outcome = IdempotencyOutcome::kMismatch;
-      detail::metric::idem_mismatch().inc();
-      detail::metric::idem_seconds().observe(detail::metric::seconds_since(metric_t0));
       return out;
     }
     if (!stale && status != "in_progress") {
@@ -164,13 +168,11 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
       out.failed = status == "failed";
       out.response.status = static_cast<int>(r[2].as_opt_int().value_or(0));
       out.response.body = r[3].as_opt_string().value_or("");
-      detail::metric::idem_replays().inc();
-      detail::metric::idem_seconds().observe(detail::metric::seconds_since(metric_t0));
       return out;
     }
     if (stale) {
       try {
-        if (run(conn_, Sql::idem_takeover, {fp, owner, lease, in_progress_expiry, s, k}).affected == 1) {
+        if (run(conn_, phased ? Sql::idem_phase_takeover : Sql::idem_takeover, {fp, owner, lease, in_progress_expiry, s, k}).affected == 1) {
           acquired = took_over = true;
           break;
         }
@@ -184,12 +186,47 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
     if (left <= std::chrono::steady_clock::duration::zero()) {
       IdempotencyResult out;
       out.outcome = IdempotencyOutcome::kInProgress;
-      detail::metric::idem_in_progress().inc();
-      detail::metric::idem_seconds().observe(detail::metric::seconds_since(metric_t0));
       return out;
     }
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(backoff(poll++), left));
   }
+
+  return std::nullopt;
+}
+
+namespace {
+// Counts an outcome of execute() / execute_phases() and its duration.
+struct IdemMetric {
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  IdempotencyResult record(IdempotencyResult r) const {
+    switch (r.outcome) {
+      case IdempotencyOutcome::kExecuted: detail::metric::idem_executions().inc(); break;
+      case IdempotencyOutcome::kReplayed: detail::metric::idem_replays().inc(); break;
+      case IdempotencyOutcome::kInProgress: detail::metric::idem_in_progress().inc(); break;
+      case IdempotencyOutcome::kMismatch: detail::metric::idem_mismatch().inc(); break;
+      case IdempotencyOutcome::kLeaseLost: detail::metric::idem_lease_lost().inc(); break;
+      case IdempotencyOutcome::kConflict: break;
+    }
+    detail::metric::idem_seconds().observe(detail::metric::seconds_since(t0));
+    return r;
+  }
+};
+}  // namespace
+
+IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_view key, std::string_view fingerprint,
+                                           const Handler& handler) {
+  validate_name(scope, "idempotency scope", kMaxScopeBytes);
+  validate_name(key, "idempotency key", opt_.max_key_bytes);
+  check_fingerprint(fingerprint);
+  if (!handler) throw Error(ErrorCode::kInvalidArgument, "idempotency handler is empty");
+  require_no_transaction(conn_, "IdempotencyKeys::execute()");
+  const IdemMetric metric;
+
+  const std::string fp = lower(fingerprint);
+  const std::string owner = owner_token();
+  const std::string s(scope), k(key);
+  bool took_over = false;
+  if (auto done = acquire(s, k, fp, owner, false, took_over)) return metric.record(std::move(*done));
 
   // We hold the key: run the handler with no transaction of ours open.
   IdempotencyExecution exec(conn_, opt_, s, k, owner, took_over);
@@ -217,18 +254,7 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
     status = "failed";
     out.failed = true;
     out.error = error;
-    if (opt_.failure_response) {
-      out.response = opt_.failure_response(error);
-    } else {
-      out.response.status = 500;
-      try {
-        std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        out.response.body = e.what();
-      } catch (...) {
-        out.response.body = "handler failed";
-      }
-    }
+    out.response = failure_response_of(opt_, error);
   }
 
   // Owner-checked completion: only the execution holding the placeholder
@@ -237,9 +263,149 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
   auto done = run(conn_, Sql::idem_complete,
                   {status, out.response.status, Value::blob(out.response.body), opt_.retention.count(), s, k, owner});
   out.outcome = done.affected == 1 ? IdempotencyOutcome::kExecuted : IdempotencyOutcome::kLeaseLost;
-  (done.affected == 1 ? detail::metric::idem_executions() : detail::metric::idem_lease_lost()).inc();
-  detail::metric::idem_seconds().observe(detail::metric::seconds_since(metric_t0));
-  return out;
+  return metric.record(std::move(out));
+}
+
+IdempotencyResult IdempotencyKeys::execute_phases(std::string_view scope, std::string_view key,
+                                                  std::string_view fingerprint, const std::vector<Phase>& phases) {
+  validate_name(scope, "idempotency scope", kMaxScopeBytes);
+  validate_name(key, "idempotency key", opt_.max_key_bytes);
+  check_fingerprint(fingerprint);
+  if (phases.empty()) throw Error(ErrorCode::kInvalidArgument, "execute_phases(): no phases");
+  for (std::size_t i = 0; i < phases.size(); ++i) {
+    validate_name(phases[i].name, "idempotency phase name", 64);
+    if (!phases[i].run) throw Error(ErrorCode::kInvalidArgument, "phase '" + phases[i].name + "' has no function");
+    for (std::size_t j = 0; j < i; ++j)
+      if (phases[j].name == phases[i].name)
+        throw Error(ErrorCode::kInvalidArgument, "phase '" + phases[i].name + "' is declared twice");
+  }
+  require_no_transaction(conn_, "IdempotencyKeys::execute_phases()");
+  const IdemMetric metric;
+
+  const std::string fp = lower(fingerprint);
+  const std::string owner = owner_token();
+  const std::string s(scope), k(key);
+  bool took_over = false;
+  if (auto done = acquire(s, k, fp, owner, true, took_over)) return metric.record(std::move(*done));
+
+  IdempotencyResult out;
+  out.took_over = took_over;
+  Result st = run(conn_, Sql::idem_phase_state, {s, k, owner});
+  if (st.empty()) {  // taken over or removed between acquiring and reading (lease shorter than a round trip)
+    out.outcome = IdempotencyOutcome::kLeaseLost;
+    return metric.record(std::move(out));
+  }
+  const auto recovery_point = st.rows[0][0].as_opt_string();
+  PhaseExecution exec(conn_, s, k, owner, static_cast<int>(st.rows[0][2].as_int()));
+  exec.state_ = st.rows[0][1].as_opt_string();
+  out.attempt = exec.attempt_;
+  out.resumed_after = recovery_point;
+
+  // Ends the lease now, keeping the recovery point; never masks the error
+  // that led here.
+  auto unlock = [&] {
+    try {
+      run(conn_, Sql::idem_unlock, {s, k, owner});
+    } catch (const std::exception& e) {
+      log(LogLevel::kWarning, "idempotency key '" + k + "': unlocking after a failed phase failed: " + e.what() +
+                                  " (the key is free once its lease ends)");
+    }
+  };
+  // Stores the final response, owner-checked: false = the key is not ours.
+  auto complete = [&](const StoredResponse& r, const char* status) {
+    return run(conn_, Sql::idem_complete,
+               {std::string(status), r.status, Value::blob(r.body), opt_.retention.count(), s, k, owner})
+               .affected == 1;
+  };
+  auto lease_lost = [&](std::optional<StoredResponse> r) {
+    out.outcome = IdempotencyOutcome::kLeaseLost;
+    if (r) out.response = std::move(*r);
+    return out;
+  };
+
+  std::size_t next = 0;
+  if (recovery_point) {
+    auto it = std::find_if(phases.begin(), phases.end(), [&](const Phase& p) { return p.name == *recovery_point; });
+    if (it == phases.end()) {
+      unlock();
+      throw Error(ErrorCode::kInvalidArgument, "idempotency key '" + k + "' stopped after phase '" + *recovery_point +
+                                                   "', which is not a phase of this handler");
+    }
+    next = static_cast<std::size_t>(it - phases.begin()) + 1;
+  }
+  const std::int64_t lease = opt_.lease.count();
+  for (std::size_t i = next; i < phases.size(); ++i) {
+    const Phase& phase = phases[i];
+    exec.phase_ = phase.name;
+    const bool last = i + 1 == phases.size();
+    try {
+      std::optional<Transaction> tx;
+      if (phase.kind == PhaseKind::kLocal) tx.emplace(conn_, phase.isolation);
+      std::optional<StoredResponse> response = phase.run(exec);
+      if (!response && last)
+        throw Error(ErrorCode::kInvalidArgument, "the last phase ('" + phase.name + "') returned no response");
+      if (phase.kind == PhaseKind::kForeign && conn_.in_transaction())
+        throw Error(ErrorCode::kInvalidArgument, "foreign phase '" + phase.name + "' left a transaction open");
+      bool ours;
+      if (response) {
+        ours = complete(*response, "completed");
+      } else {
+        Value blob = exec.state_ ? Value::blob(*exec.state_) : Value();
+        ours = run(conn_, Sql::idem_phase_commit,
+                   {phase.name, blob, lease, lease + opt_.retention.count(), s, k, owner})
+                   .affected == 1;
+      }
+      if (!ours) return metric.record(lease_lost(std::move(response)));  // tx rolls back: the phase's writes vanish with it
+      if (tx) tx->commit();
+      if (response) {
+        out.outcome = IdempotencyOutcome::kExecuted;
+        out.response = std::move(*response);
+        return metric.record(std::move(out));
+      }
+    } catch (const TerminalError& e) {
+      // The phase's transaction rolled back; the failure is the answer.
+      out.failed = true;
+      out.error = std::current_exception();
+      out.response = e.response();
+      if (!complete(out.response, "failed")) return metric.record(lease_lost(std::nullopt));
+      out.outcome = IdempotencyOutcome::kExecuted;
+      return metric.record(std::move(out));
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kConflict) {
+        // Serialization failure / deadlock: free the key for an immediate retry (409).
+        unlock();
+        out.outcome = IdempotencyOutcome::kConflict;
+        out.error = std::current_exception();
+        return metric.record(std::move(out));
+      }
+      if (opt_.on_handler_error == OnHandlerError::kStoreFailure && e.code() != ErrorCode::kCommitInDoubt &&
+          e.code() != ErrorCode::kConnectionLost) {
+        out.failed = true;
+        out.error = std::current_exception();
+        out.response = failure_response_of(opt_, out.error);
+        if (!complete(out.response, "failed")) return metric.record(lease_lost(std::nullopt));
+        out.outcome = IdempotencyOutcome::kExecuted;
+        return metric.record(std::move(out));
+      }
+      unlock();
+      throw;
+    } catch (...) {
+      if (opt_.on_handler_error == OnHandlerError::kStoreFailure) {
+        out.failed = true;
+        out.error = std::current_exception();
+        out.response = failure_response_of(opt_, out.error);
+        if (!complete(out.response, "failed")) return metric.record(lease_lost(std::nullopt));
+        out.outcome = IdempotencyOutcome::kExecuted;
+        return metric.record(std::move(out));
+      }
+      unlock();
+      throw;
+    }
+  }
+  // Every phase had committed before this call (only reachable when the
+  // handler gained phases after its last one ran; the response was stored
+  // then, so the key is not in progress): report it as lost.
+  return metric.record(lease_lost(std::nullopt));
 }
 
 std::int64_t purge_expired_idempotency_keys(Connection& conn, int batch_size, int max_batches, int* batches) {

@@ -3,11 +3,14 @@
 #include "core/metric_hooks.h"
 #include "core/catalog.h"
 #include "dialect/dialect.h"
+#include "sqlguard/lease_lock.h"
 #include "sqlguard/validate.h"
+#include "sqlguard/version_cas.h"
 
 namespace sqlguard {
 
 using detail::Sql;
+using detail::Slots;
 
 std::string_view to_string(LockStatus s) noexcept {
   switch (s) {
@@ -80,6 +83,115 @@ RowLocker::RowLocker(Connection& conn, RowLockSpec spec) : conn_(conn) {
   filter_count_ = spec.claim_filter.size();
   claim_names_.emplace_back("RowLocker::claim() limit");
   lock_names_.emplace_back("RowLocker::lock() key");
+  if (!spec.lease) return;
+
+  // Leased claims: every statement rendered here, once.
+  const auto& l = *spec.lease;
+  validate_identifier(l.owner_column, "RowLockSpec::lease.owner_column");
+  validate_identifier(l.until_column, "RowLockSpec::lease.until_column");
+  if (l.owner_column == l.until_column || l.owner_column == spec.key_column || l.until_column == spec.key_column)
+    throw Error(ErrorCode::kInvalidArgument, "RowLockSpec::lease: owner_column, until_column and key_column must differ");
+  if (!l.owner.empty()) validate_name(l.owner, "RowLockSpec::lease.owner", 255);
+  owner_ = l.owner.empty() ? make_owner_token() : l.owner;
+  std::string version;
+  if (auto vc = versioned_table_column(conn, spec.table)) {  // the one version rule (version_cas.h)
+    version = d.quote(*vc);
+    versioned_ = true;
+  }
+  std::vector<std::string> sets;
+  for (const auto& c : l.complete_columns) {
+    validate_identifier(c, "RowLockSpec::lease.complete_columns");
+    if (c == l.owner_column || c == l.until_column || c == spec.key_column || (versioned_ && d.quote(c) == version))
+      throw Error(ErrorCode::kInvalidArgument, "RowLockSpec::lease.complete_columns: '" + c +
+                                                   "' is the key, claim or version column");
+    sets.push_back(cat.render(Sql::assign_set_tail, {{"col", d.quote(c)}}));
+  }
+  ncomplete_ = l.complete_columns.size();
+  const std::string owner = d.quote(l.owner_column), until = d.quote(l.until_column);
+  const Slots slots{{"table", table_}, {"key", key_},       {"columns", cols_}, {"filter", filter_},
+                    {"owner", owner},  {"until", until},   {"version", version}};
+  auto render = [&](Sql plain, Sql versioned, Slots extra = {}) {
+    Slots all = slots;
+    all.insert(all.end(), extra.begin(), extra.end());
+    return cat.render(versioned_ ? versioned : plain, all);
+  };
+  lease_select_sql_ = cat.render(filter_.empty() ? Sql::row_lease_claim : Sql::row_lease_claim_filtered, slots);
+  lease_mark_sql_ = render(Sql::row_lease_mark, Sql::row_lease_mark_versioned);
+  lease_renew_sql_ = render(Sql::row_lease_renew, Sql::row_lease_renew_versioned);
+  lease_complete_sql_ = render(Sql::row_lease_finish, Sql::row_lease_finish_versioned, {{"sets", sets}});
+  lease_release_sql_ = render(Sql::row_lease_finish, Sql::row_lease_finish_versioned, {{"sets", std::vector<std::string>{}}});
+  leased_ = true;
+}
+
+void LeaseClaimOptions::validate() const {
+  check_duration(lease, "LeaseClaimOptions::lease", std::chrono::milliseconds(10), std::chrono::hours(24));
+}
+
+void RowLocker::require_lease(const char* what) const {
+  if (!leased_)
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string("RowLocker::") + what + "(): leased claims need RowLockSpec::lease (owner and until columns)");
+}
+
+std::vector<Row> RowLocker::claim_leased(std::int64_t limit, const Params& filter_values,
+                                         const LeaseClaimOptions& options) {
+  require_lease("claim_leased");
+  options.validate();
+  if (limit < 1 || limit > 10000)
+    throw Error(ErrorCode::kInvalidArgument,
+                "RowLocker::claim_leased(): limit is " + std::to_string(limit) + "; it must be between 1 and 10000");
+  if (filter_values.size() != filter_count_)
+    throw Error(ErrorCode::kInvalidArgument, "RowLocker::claim_leased(): " + std::to_string(filter_values.size()) +
+                                                 " filter values for " + std::to_string(filter_count_) +
+                                                 " claim_filter columns");
+  require_no_transaction(conn_, "RowLocker::claim_leased()", "it opens its own transaction");
+  Params params = filter_values;
+  params.emplace_back(limit);
+  const bool filtered = filter_count_ > 0;
+  static const std::vector<std::string> kMarkNames{"claim owner", "claim lease (ms)", "claimed key"};
+  Transaction tx(conn_);
+  Result candidates = detail::run_rendered(conn_, filtered ? Sql::row_lease_claim_filtered : Sql::row_lease_claim,
+                                           lease_select_sql_, params, &claim_names_);
+  std::vector<Row> claimed;
+  for (auto& row : candidates.rows) {
+    // The candidate is locked (SKIP LOCKED) or the database is (SQLite), and
+    // the mark repeats the lease condition: 1 row = ours now.
+    Params mark{owner_, static_cast<std::int64_t>(options.lease.count()), row[0]};
+    if (detail::run_rendered(conn_, versioned_ ? Sql::row_lease_mark_versioned : Sql::row_lease_mark, lease_mark_sql_,
+                             mark, &kMarkNames)
+            .affected == 1)
+      claimed.push_back(std::move(row));
+  }
+  tx.commit();
+  return claimed;
+}
+
+bool RowLocker::renew_claim(const Value& key, std::chrono::milliseconds lease) {
+  require_lease("renew_claim");
+  check_duration(lease, "RowLocker::renew_claim() lease", std::chrono::milliseconds(10), std::chrono::hours(24));
+  return detail::run_rendered(conn_, versioned_ ? Sql::row_lease_renew_versioned : Sql::row_lease_renew,
+                              lease_renew_sql_, {static_cast<std::int64_t>(lease.count()), key, owner_})
+             .affected == 1;
+}
+
+bool RowLocker::complete_claim(const Value& key, const Params& values) {
+  require_lease("complete_claim");
+  if (values.size() != ncomplete_)
+    throw Error(ErrorCode::kInvalidArgument, "RowLocker::complete_claim(): " + std::to_string(values.size()) +
+                                                 " values for " + std::to_string(ncomplete_) + " complete_columns");
+  Params p = values;
+  p.push_back(key);
+  p.emplace_back(owner_);
+  return detail::run_rendered(conn_, versioned_ ? Sql::row_lease_finish_versioned : Sql::row_lease_finish,
+                              lease_complete_sql_, p)
+             .affected == 1;
+}
+
+bool RowLocker::release_claim(const Value& key) {
+  require_lease("release_claim");
+  return detail::run_rendered(conn_, versioned_ ? Sql::row_lease_finish_versioned : Sql::row_lease_finish,
+                              lease_release_sql_, {key, owner_})
+             .affected == 1;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include "core/catalog.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
+#include "sqlguard/version_cas.h"
 
 namespace sqlguard {
 
@@ -106,8 +107,27 @@ GuardedUpdate::GuardedUpdate(Connection& conn, GuardedUpdateSpec spec) : conn_(c
     if (a.column == spec.key_column) invalid("GuardedUpdateSpec::assignments may not write the key column '" + a.column + "'");
   std::string t = d.quote(spec.table), k = d.quote(spec.key_column);
   const auto& cat = detail::catalog(conn);
-  update_sql_ = cat.render(Sql::guarded_update,
+  // The one version rule (version_cas.h): a declared table's version moves
+  // with every write.
+  std::string version;
+  if (auto vc = versioned_table_column(conn, spec.table)) {
+    // An assignment that adds to the version column is taken as the spec's
+    // own bump (code written before the rule); any other write of it would
+    // break the version's monotony.
+    bool own_bump = false;
+    for (const auto& a : spec.assignments)
+      if (a.column == *vc) {
+        if (a.op != AssignOp::kAdd)
+          invalid("GuardedUpdateSpec::assignments sets or subtracts '" + a.column +
+                  "', the declared version column of '" + spec.table + "' (sqlguard moves it itself)");
+        own_bump = true;
+      }
+    version = d.quote(*vc);
+    versioned_ = !own_bump;
+  }
+  update_sql_ = cat.render(versioned_ ? Sql::guarded_update_versioned : Sql::guarded_update,
                            {{"table", t},
+                            {"version", version},
                             {"key", k},
                             {"assignments", assignments_sql(conn, spec.assignments, "GuardedUpdateSpec::assignments")},
                             {"guards", guards_sql(conn, spec.guards, "GuardedUpdateSpec::guards")}});
@@ -126,7 +146,9 @@ GuardedResult GuardedUpdate::apply(const Value& key, const Params& values) {
   Params p(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(nassign_));
   p.push_back(key);
   p.insert(p.end(), values.begin() + static_cast<std::ptrdiff_t>(nassign_), values.end());
-  if (detail::run_rendered(conn_, Sql::guarded_update, update_sql_, p, &update_names_).affected >= 1) {
+  if (detail::run_rendered(conn_, versioned_ ? Sql::guarded_update_versioned : Sql::guarded_update, update_sql_, p,
+                           &update_names_)
+          .affected >= 1) {
     detail::metric::guarded_applied().inc();
     return {GuardedStatus::kApplied};
   }
@@ -143,7 +165,8 @@ std::string StateMachine::build_update(const std::vector<std::string>& from, con
   std::vector<std::string> sets{cat.render(Sql::assign_set, {{"col", status_}})};
   for (auto& a : assignments_sql(conn_, assignments, "TransitionDef::assignments")) sets.push_back(std::move(a));
   std::vector<std::string> params(from.size(), cat.render(Sql::param, {}));
-  return cat.render(Sql::sm_update, {{"table", table_},
+  return cat.render(versioned_ ? Sql::sm_update_versioned : Sql::sm_update, {{"table", table_},
+                                     {"version", version_},
                                      {"key", key_},
                                      {"status", status_},
                                      {"assignments", sets},
@@ -162,6 +185,18 @@ StateMachine::StateMachine(Connection& conn, StateMachineSpec spec) : conn_(conn
   table_ = d.quote(spec.table);
   key_ = d.quote(spec.key_column);
   status_ = d.quote(spec.status_column);
+  // The one version rule (version_cas.h).
+  if (auto vc = versioned_table_column(conn, spec.table)) {
+    if (*vc == spec.status_column || *vc == spec.key_column)
+      invalid("StateMachineSpec: '" + *vc + "' is the declared version column of '" + spec.table + "'");
+    for (const auto& t : spec.transitions)
+      for (const auto& a : t.assignments)
+        if (a.column == *vc)
+          invalid("event '" + t.event + "' assigns '" + a.column + "', the declared version column of '" + spec.table +
+                  "' (sqlguard moves it itself)");
+    version_ = d.quote(*vc);
+    versioned_ = true;
+  }
 
   if (spec.states.empty()) invalid("StateMachineSpec::states must declare at least one state");
   for (const auto& s : spec.states) {
@@ -314,7 +349,7 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
   names.insert(names.end(), from.size(), "from state");
   names.insert(names.end(), value_names.begin() + static_cast<std::ptrdiff_t>(nassign), value_names.end());
 
-  if (detail::run_rendered(conn_, Sql::sm_update, update_sql, p, &names).affected >= 1) {
+  if (detail::run_rendered(conn_, versioned_ ? Sql::sm_update_versioned : Sql::sm_update, update_sql, p, &names).affected >= 1) {
     if (audit_)
       detail::run_rendered(conn_, Sql::sm_audit_insert, audit_sql_, {machine_, key.as_string(), out.event, *out.from, to,
                                  options.actor.empty() ? Value() : Value(options.actor)});

@@ -21,11 +21,41 @@ std::string_view to_string(CasStatus s) noexcept {
   return "unknown";
 }
 
+std::optional<std::string> versioned_table_column(Connection& conn, std::string_view table) {
+  validate_identifier(table, "versioned table");
+  Result r = detail::run(conn, Sql::versioned_lookup, {std::string(table)});
+  if (r.rows.empty()) return std::nullopt;
+  return r.rows[0][0].as_string();
+}
+
+void declare_versioned_table(Connection& conn, std::string_view table, std::string_view version_column) {
+  validate_identifier(table, "versioned table");
+  validate_identifier(version_column, "versioned table's version column");
+  if (detail::insert_if_absent(conn, Sql::versioned_declare, {std::string(table), std::string(version_column)})) return;
+  auto declared = versioned_table_column(conn, table);
+  if (declared && *declared != version_column)
+    throw Error(ErrorCode::kInvalidArgument, "table '" + std::string(table) + "' is already declared versioned by column '" +
+                                                 *declared + "', not '" + std::string(version_column) +
+                                                 "' (a table has one version column)");
+}
+
 VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
   const Dialect& d = conn.dialect();
   validate_identifier(spec.table, "VersionCasSpec::table");
   validate_identifier(spec.key_column, "VersionCasSpec::key_column");
   validate_identifier(spec.version_column, "VersionCasSpec::version_column");
+  if (spec.declare_versioned) {
+    declare_versioned_table(conn, spec.table, spec.version_column);
+  } else if (auto declared = versioned_table_column(conn, spec.table)) {
+    if (*declared != spec.version_column)
+      throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec: table '" + spec.table + "' is declared versioned by '" +
+                                                   *declared + "', not '" + spec.version_column + "'");
+  } else {
+    log(LogLevel::kWarning, "VersionCas on table '" + spec.table +
+                                "' without declaring it versioned: GuardedUpdate, StateMachine and leased claims on it "
+                                "will not move '" + spec.version_column +
+                                "', so a stale compare_and_set() can overwrite their writes (see version_cas.h)");
+  }
   if (spec.columns.empty())
     throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec::columns must name at least one column to write");
   if (spec.key_column == spec.version_column)

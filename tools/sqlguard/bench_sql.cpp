@@ -51,7 +51,8 @@ Sql::Sql(Connection& c) {
   cas.read(absent);
   cas.compare_and_set(absent, 0, {1});
   c.set_statement_observer({});
-  g_update = seen.at("guarded_update");
+  // On a table declared versioned (version_cas.h) the guarded update moves the version too.
+  g_update = seen.count("guarded_update_versioned") ? seen.at("guarded_update_versioned") : seen.at("guarded_update");
   g_exists = seen.at("row_exists");
   rl_select = seen.at("row_lock_select");
   cas_select = seen.at("cas_select");

@@ -2,8 +2,9 @@
 // database while a seeded fault injector kill -9s them, SIGSTOPs lock
 // holders past their ttl, terminates their server sessions, restarts the
 // server and cuts lock holders off the server (partition, through one fault
-// proxy per worker); --faults picks which. Then it checks invariants from
-// what the database recorded.
+// proxy per worker), and on a Galera cluster (one --db per node, workers
+// round-robin) kills and rejoins nodes (chaos_nodekill.cpp); --faults picks
+// which. Then it checks invariants from what the database recorded.
 //
 // Bounded: every loop ends at --duration (workers stop by themselves at the
 // same deadline), every paused worker is SIGCONTed, every child is reaped,

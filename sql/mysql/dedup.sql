@@ -5,13 +5,17 @@
 -- name: idem_insert
 -- The placeholder: the primary key decides who executes. An existing key is a 1062
 -- error (plain INSERT: INSERT IGNORE would also hide data errors).
+-- Causal on Galera (wsrep_sync_wait = 4): a key inserted on another node is a 1062 here,
+-- not a certification failure at commit.
 -- params: scope, key, fingerprint, owner, lease_ms, expiry_ms
-INSERT INTO sqlguard_idempotency (scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at)
+SET STATEMENT wsrep_sync_wait = 4 FOR INSERT INTO sqlguard_idempotency (scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at)
 VALUES (?, ?, 'in_progress', ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
 
 -- name: idem_select
+-- Causal on Galera (wsrep_sync_wait = 1): the replay read sees a completion committed on
+-- another node.
 -- params: scope, key
-SELECT status, fingerprint, response_code, response_body,
+SET STATEMENT wsrep_sync_wait = 1 FOR SELECT status, fingerprint, response_code, response_body,
   CASE WHEN locked_until <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) THEN 1 ELSE 0 END, CASE WHEN expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) THEN 1 ELSE 0 END
 FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ?;
 
@@ -46,9 +50,10 @@ DELETE FROM sqlguard_idempotency WHERE expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) 
 
 -- name: inbox_insert
 -- Runs first in the handler's transaction: a concurrent delivery of the same message
--- waits here for our commit. An existing id is a 1062 error.
+-- waits here for our commit. An existing id is a 1062 error. Causal on Galera
+-- (wsrep_sync_wait = 4): a delivery recorded on another node is a 1062 here too.
 -- params: consumer, message_id, retention_ms
-INSERT INTO sqlguard_inbox (consumer, message_id, processed_at, expire_at) VALUES (?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
+SET STATEMENT wsrep_sync_wait = 4 FOR INSERT INTO sqlguard_inbox (consumer, message_id, processed_at, expire_at) VALUES (?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
 
 -- name: inbox_purge
 -- params: batch

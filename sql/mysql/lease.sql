@@ -1,7 +1,12 @@
 -- sql/mysql/lease.sql — MariaDB >= 10.6 (mysqlcppconn 1.1). Session time zone is pinned to UTC.
 -- Lease lock (src/strategies/lease_lock.cpp). Table sqlguard_lock, migrations/mysql/0001_lease_lock.sql.
 -- Every time is the database clock in ms since the Unix epoch; fences come from
--- the sqlguard_fence_seq sequence, so they never go back.
+-- the sqlguard_fence_seq sequence (NOCACHE), so they never go back.
+-- Galera (docs/galera.md): statements that decide ownership read the cluster's latest
+-- state (`SET STATEMENT wsrep_sync_wait = N FOR ...`: 1 = reads, 2 = UPDATE/DELETE,
+-- 4 = INSERT; ignored when wsrep is off), and every statement that must conflict with a
+-- take-over on another node WRITES the lock or fence row, because Galera certifies
+-- write sets only (FOR UPDATE locks are node-local).
 
 -- name: lease_acquire
 -- Takes over an EXPIRED row: one statement decides, on the database clock, and draws one
@@ -9,8 +14,11 @@
 -- lease_precheck reads first, so a loser
 -- never gets here.
 -- 1 row affected = acquired; lease_read_mine then reads the fence.
+-- GREATEST(..., fence + 1): take-overs of one name are ordered by the row itself (on
+-- Galera two take-overs of the row from different nodes conflict at certification, and
+-- the winner's successor has applied it first), whatever the sequence says on this node.
 -- params: owner, ttl_ms, min_hold_ms, name
-UPDATE sqlguard_lock SET owner = ?, fence = NEXTVAL(sqlguard_fence_seq), expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
+UPDATE sqlguard_lock SET owner = ?, fence = GREATEST(NEXTVAL(sqlguard_fence_seq), fence + 1), expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
   renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?
 WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
@@ -22,11 +30,12 @@ INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_a
 VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
 
 -- name: lease_precheck
+-- Causal on Galera (wsrep_sync_wait = 1): sees a take-over committed on another node.
 -- A consistent read (no lock, never waits) that decides first: a held lease is busy
 -- without touching the row. Needed because InnoDB's UPDATE by primary key waits for a
 -- row lock even when the row will not match (no semi-consistent read on a unique lookup).
 -- params: name
-SELECT owner, expire_at, expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM sqlguard_lock WHERE name = ?;
+SET STATEMENT wsrep_sync_wait = 1 FOR SELECT owner, expire_at, expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_read_mine
 -- Reads the fence after lease_acquire / lease_insert took the lease, and takes the
@@ -36,30 +45,36 @@ SELECT owner, expire_at, expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNE
 SELECT fence, expire_at, GET_LOCK(?, 0) FROM sqlguard_lock WHERE name = ? AND owner = ?;
 
 -- name: lease_info
+-- Causal on Galera: it decides why a lease was lost (diagnose) and who holds it.
 -- params: name
-SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+SET STATEMENT wsrep_sync_wait = 1 FOR SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_renew
 -- Owner- and fence-checked (a reused owner string cannot extend a newer lease); 1 row
 -- affected = still held and extended. Never ends before min_release_at: a ttl shorter
 -- than what is left of the minimum hold does not let another owner in early.
+-- Causal on Galera (wsrep_sync_wait = 2): a take-over from another node is seen, not
+-- renewed over and then refused at commit.
 -- params: ttl_ms, name, owner, fence
-UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, min_release_at), renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, min_release_at), renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: lease_release
 -- Owner- and fence-checked (a stale holder reusing an owner string cannot free a newer
 -- lease); the row stays (its fence history is the sequence) and expires now, or at
 -- min_release_at when a minimum hold was asked for.
+-- Causal on Galera (wsrep_sync_wait = 2): a take-over from another node means 0 rows, not a
+-- certification failure.
 -- params: name, owner, fence
-UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
+-- Causal on Galera (wsrep_sync_wait = 2): ends a lease just taken on another node too.
 -- params: name
-UPDATE sqlguard_lock SET expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: lease_list_held
 -- params: 
@@ -72,10 +87,14 @@ SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTA
 FROM sqlguard_lock ORDER BY name;
 
 -- name: lease_guard_check
--- Re-verifies the lease inside a guarded transaction and row-locks it until commit, so
--- no take-over can commit in between.
+-- Re-verifies the lease inside a guarded transaction (1 row affected = still held) and
+-- WRITES the row, locking it until commit: on one server no take-over can commit in
+-- between; on Galera a take-over committed on another node makes this transaction fail
+-- certification (1213 = Conflict at COMMIT or earlier), never commit. A read with
+-- FOR UPDATE would be node-local and certify nothing. guard_writes: 0004_galera.
 -- params: name, owner, fence
-SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FOR UPDATE;
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET guard_writes = guard_writes + 1
+WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: fenced_ensure
 -- Creates the resource's fence row if it is missing (not INSERT IGNORE: that also turns data
@@ -86,8 +105,10 @@ ON DUPLICATE KEY UPDATE resource = resource;
 
 -- name: fenced_update
 -- 1 row affected = the write carries a fence at least as new as any seen before.
+-- `writes + 1` always changes the row, so on Galera two fenced writes from different
+-- nodes conflict at certification even with equal fences (0004_galera).
 -- params: fence, resource, fence
-UPDATE sqlguard_fenced_resource SET fence = ?, updated_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_fenced_resource SET fence = ?, writes = writes + 1, updated_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 WHERE resource = ? AND fence <= ?;
 
 -- name: lock_purge

@@ -27,14 +27,31 @@ INSERT INTO sqlguard_schema_version (version, name, checksum, applied_at) VALUES
 -- params: max_version
 SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
 
--- name: migrate_lock
--- Server-wide named lock for migrations (1 = taken within 300 s).
+-- name: migrate_lock_table
+-- The migration mutex is a row, not GET_LOCK: GET_LOCK is node-local on Galera, a row
+-- is certified cluster-wide (concurrent inserts from two nodes: one wins).
 -- params: 
-SELECT GET_LOCK('sqlguard_migrate', 300);
+CREATE TABLE IF NOT EXISTS sqlguard_migrate_lock (
+  id        TINYINT      NOT NULL PRIMARY KEY,
+  owner     VARCHAR(255) NOT NULL,
+  expire_at BIGINT       NOT NULL) ENGINE = InnoDB;
+
+-- name: migrate_lock_clear
+-- Frees the mutex of a migrator that died holding it, once it expired (database clock).
+-- params: 
+SET STATEMENT wsrep_sync_wait = 2 FOR DELETE FROM sqlguard_migrate_lock WHERE id = 1 AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: migrate_lock
+-- Takes the mutex: inserted = taken, duplicate key = another migrator holds it (the caller
+-- retries for up to 300 s). Owner = this session on this server; it expires after 120 s
+-- (sqlguard's migrations take seconds), so a crashed migrator cannot block for ever.
+-- params: 
+SET STATEMENT wsrep_sync_wait = 4 FOR INSERT INTO sqlguard_migrate_lock (id, owner, expire_at)
+VALUES (1, CONCAT(@@hostname, ':', @@port, '#', CONNECTION_ID()), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + 120000);
 
 -- name: migrate_unlock
 -- params: 
-SELECT RELEASE_LOCK('sqlguard_migrate');
+DELETE FROM sqlguard_migrate_lock WHERE id = 1 AND owner = CONCAT(@@hostname, ':', @@port, '#', CONNECTION_ID());
 
 -- name: session_statement_timeout
 -- not needed: the driver read/write timeout (ConnectOptions::io_timeout) bounds watchdog statements
@@ -132,3 +149,22 @@ DELETE FROM sqlguard_idempotency WHERE substr(idem_key, 1, ?) = ?;
 -- name: admin_delete_prefix_inbox
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_inbox WHERE substr(message_id, 1, ?) = ?;
+
+-- name: galera_variables
+-- Galera checks (src/dialect/mysql/galera_checks.cpp, for `sqlguard doctor`): the settings.
+-- Columns: wsrep_on, session wsrep_sync_wait, global wsrep_sync_wait, binlog_format,
+-- innodb_autoinc_lock_mode.
+-- params: 
+SELECT @@wsrep_on, @@session.wsrep_sync_wait, @@global.wsrep_sync_wait, @@binlog_format, @@innodb_autoinc_lock_mode;
+
+-- name: galera_status
+-- The node's view of the cluster: wsrep_cluster_size, wsrep_cluster_status (Primary),
+-- wsrep_ready, wsrep_local_state_comment (Synced), as (name, value) rows.
+-- params: 
+SELECT LOWER(VARIABLE_NAME), VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+WHERE VARIABLE_NAME IN ('WSREP_CLUSTER_SIZE', 'WSREP_CLUSTER_STATUS', 'WSREP_READY', 'WSREP_LOCAL_STATE_COMMENT');
+
+-- name: galera_fence_sequence
+-- The fence sequence's settings: cache_size must be 0 (NOCACHE) on Galera.
+-- params: 
+SELECT cache_size, increment FROM sqlguard_fence_seq;

@@ -120,3 +120,18 @@ DELETE FROM sqlguard_idempotency WHERE substr(idem_key, 1, ?) = ?;
 -- name: admin_delete_prefix_inbox
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_inbox WHERE substr(message_id, 1, ?) = ?;
+
+-- name: migrate_lock_table
+-- not needed: migrate_lock is an advisory lock (it ends with its session)
+
+-- name: migrate_lock_clear
+-- not needed: see migrate_lock_table
+
+-- name: galera_variables
+-- not needed: Galera is MariaDB/MySQL only
+
+-- name: galera_status
+-- not needed: Galera is MariaDB/MySQL only
+
+-- name: galera_fence_sequence
+-- not needed: Galera is MariaDB/MySQL only

@@ -1,11 +1,15 @@
 #include "sqlguard/migrate.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <string_view>
+#include <thread>
 
 #include "core/crypto.h"
 #include "core/embedded_migrations.h"
 #include "core/catalog.h"
+#include "sqlguard/backoff.h"
 
 namespace sqlguard {
 namespace {
@@ -27,6 +31,21 @@ std::map<int, Applied> read_applied(Connection& conn) {
   return out;
 }
 
+// A migration file may name earlier texts of itself that left the database in
+// an equivalent state (a later migration completes it), one per line:
+// `-- sqlguard-accepts-checksum: <sha256 hex>`. Migrations stay append-only in
+// effect, while a statement that could never run somewhere (MariaDB's cached
+// SEQUENCE on Galera) can still be fixed for fresh installs.
+bool accepts_checksum(const Migration& m, const std::string& applied) {
+  static constexpr std::string_view kTag = "-- sqlguard-accepts-checksum: ";
+  for (std::size_t at = m.sql.find(kTag); at != std::string::npos; at = m.sql.find(kTag, at + 1)) {
+    auto begin = at + kTag.size();
+    auto end = m.sql.find_first_of("\r\n", begin);
+    if (m.sql.compare(begin, end == std::string::npos ? std::string::npos : end - begin, applied) == 0) return true;
+  }
+  return false;
+}
+
 std::vector<MigrationState> compare(const std::vector<Migration>& migrations, const std::map<int, Applied>& applied) {
   std::vector<MigrationState> out;
   for (const auto& m : migrations) {
@@ -39,7 +58,7 @@ std::vector<MigrationState> compare(const std::vector<Migration>& migrations, co
       s.applied = true;
       s.applied_at_ms = it->second.applied_at;
       s.applied_checksum = it->second.checksum;
-      s.checksum_mismatch = it->second.checksum != m.checksum;
+      s.checksum_mismatch = it->second.checksum != m.checksum && !accepts_checksum(m, it->second.checksum);
     }
     out.push_back(std::move(s));
   }
@@ -75,11 +94,21 @@ void check_mismatch(const std::vector<MigrationState>& states, DialectKind kind)
   }
 }
 
-// Holds the dialect's migration mutex for its lifetime.
+// Holds the dialect's migration mutex for its lifetime. Two kinds, chosen by
+// the catalog: a blocking lock statement that returns 1 (PostgreSQL), or a
+// lock ROW (MySQL: the catalog has migrate_lock_table; GET_LOCK would be
+// node-local on Galera): create the table, clear an expired holder, insert
+// the row; a duplicate (or a certification conflict) means another migrator
+// holds it, retried with backoff for up to 300 s.
 class MigrationMutex {
  public:
   explicit MigrationMutex(Connection& conn) : conn_(conn) {
-    if (!detail::catalog(conn).has(Sql::migrate_lock)) return;  // one BEGIN IMMEDIATE run instead
+    const auto& cat = detail::catalog(conn);
+    if (!cat.has(Sql::migrate_lock)) return;  // one BEGIN IMMEDIATE run instead
+    if (cat.has(Sql::migrate_lock_table)) {
+      take_row();
+      return;
+    }
     auto r = run(conn, Sql::migrate_lock);
     if (r.rows.empty() || r.rows[0][0].is_null() || r.rows[0][0].as_int() != 1)
       throw Error(ErrorCode::kLockBusy, "could not take the migration lock within 300 s",
@@ -97,6 +126,27 @@ class MigrationMutex {
   }
 
  private:
+  void take_row() {
+    run(conn_, Sql::migrate_lock_table);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    for (int attempt = 1;; ++attempt) {
+      try {
+        run(conn_, Sql::migrate_lock_clear);
+        if (detail::insert_if_absent(conn_, Sql::migrate_lock, {})) {
+          held_ = true;
+          return;
+        }
+      } catch (const Error& e) {
+        // Two nodes inserting at once: the loser fails certification. Retry.
+        if (e.code() != ErrorCode::kConflict) throw;
+      }
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw Error(ErrorCode::kLockBusy, "could not take the migration lock (row sqlguard_migrate_lock) within 300 s",
+                    std::string(to_string(conn_.kind())));
+      std::this_thread::sleep_for(Backoff{std::chrono::milliseconds(50), std::chrono::seconds(2)}.delay(attempt));
+    }
+  }
+
   Connection& conn_;
   bool held_ = false;
 };

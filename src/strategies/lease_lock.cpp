@@ -788,8 +788,10 @@ bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
 bool LeaseLock::guarded_once(const std::string& owner, std::int64_t fence,
                              const std::function<void(Transaction&)>& work) {
   Transaction tx(*conn_);
+  // A row back (a locking read) or a row changed (MySQL: the row is written,
+  // so that Galera certifies the transaction against a take-over elsewhere).
   auto r = run(*conn_, Sql::lease_guard_check, {name_, owner, fence});
-  if (r.rows.empty()) {
+  if (r.rows.empty() && r.affected != 1) {
     tx.rollback();
     std::string detail;
     auto cause = diagnose(*conn_, owner, fence, &detail);

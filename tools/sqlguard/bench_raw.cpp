@@ -198,6 +198,11 @@ class MysqlRaw final : public RawConn {
   explicit MysqlRaw(sql::Connection* c) : c_(c), stmt_(c->createStatement()) {}
   int prepare(const std::string& sql) override {
     std::size_t i = 0;
+    // SET STATEMENT var = value FOR <statement> (Galera causal reads): look at the statement.
+    if (sql.rfind("SET STATEMENT ", 0) == 0) {
+      auto f = sql.find(" FOR ");
+      if (f != std::string::npos) i = f + 5;
+    }
     while (i < sql.size() && (sql[i] == ' ' || sql[i] == '(')) ++i;
     std::string head = sql.substr(i, 6);
     for (auto& ch : head) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));

@@ -37,6 +37,9 @@ namespace sqlguard::cli::chaos {
 // restart, partition.
 struct FaultSet {
   bool kill = true, pause = true, session_kill = true, restart = true, partition = true;
+  // Galera: kill -9 one node (never node 1, the coordinator's) and rejoin it
+  // (chaos_nodekill.cpp). Default on; it applies with several --db only.
+  bool node_kill = true;
   bool listed = false;  // given with --faults (else: all that apply to the dialect)
   // Parses "kill,pause,..."; throws CLI::ValidationError (exit 2) for an
   // unknown name or an empty list.
@@ -251,9 +254,21 @@ class Faults {
   void heal_partitions(std::chrono::steady_clock::time_point now);  // those whose time is over
   void heal_all_partitions();                                       // end of the run, or an error
 
+  // chaos_nodekill.cpp. Galera (several --db, one per node): kill -9 one node
+  // (2..N, never node 1: the coordinator's) and rejoin it, one at a time,
+  // through `$SQLGUARD_DBSERVERS node-kill|node-start galera N` on a thread.
+  void setup_node_kills();
+  bool can_node_kill() const { return !node_dbservers_.empty(); }
+  bool node_cycle_running() const { return node_thread_.joinable(); }
+  void start_node_kill();
+  // Records what the cycle's thread did (faults are recorded on this thread
+  // only); joins it once the node is back. True when a cycle just ended.
+  bool poll_node_kill();
+  int nodes = 1;
+
   std::vector<KillRecord> kill_records;
   int kills = 0, pauses = 0, connection_kills = 0, sessions_terminated = 0, server_restarts = 0,
-      restart_failures = 0, partitions = 0;
+      restart_failures = 0, partitions = 0, node_kills = 0, node_rejoins = 0, node_kill_failures = 0;
 
  private:
   void check_killed_lease(KillRecord& k);
@@ -270,6 +285,14 @@ class Faults {
   // One proxy per worker slot (empty: no partitions), and when each heals.
   std::vector<std::unique_ptr<faultproxy::FaultProxy>> proxies_;
   std::vector<std::chrono::steady_clock::time_point> heal_at_;
+  // node-kill (chaos_nodekill.cpp)
+  bool topology(const std::string& action, int node);
+  std::string node_dbservers_;
+  std::thread node_thread_;
+  int node_victim_ = 0, next_victim_ = 0;
+  std::atomic<int> node_stage_{0};  // 0 idle, 1 killing, 2 down (kill ok), 3 kill failed, 4 back, 5 rejoin failed
+  int node_stage_seen_ = 0;
+  std::chrono::steady_clock::time_point node_killed_at_{};
 };
 
 // ---- chaos_check.cpp -----------------------------------------------------------------

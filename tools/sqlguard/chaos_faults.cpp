@@ -18,6 +18,7 @@ using std::chrono::steady_clock;
 
 Faults::~Faults() {
   if (restart_thread_.joinable()) restart_thread_.join();
+  if (node_thread_.joinable()) node_thread_.join();
 }
 
 void Faults::configure_server() {
@@ -34,7 +35,10 @@ void Faults::configure_server() {
   }
   server_target_ = run_.kind == DialectKind::kPostgres ? "pg" : "mariadb";
   const char* env = std::getenv("SQLGUARD_DBSERVERS");
-  if (run_.o.no_restarts)
+  setup_node_kills();
+  if (nodes > 1 && fs.restart)
+    run_.notes.push_back("server restarts skipped: several --db (a cluster); node-kill restarts one node instead");
+  else if (run_.o.no_restarts)
     run_.notes.push_back("server restarts disabled by --no-server-restarts");
   else if (fs.restart && (!env || !*env))
     run_.notes.push_back("server restarts skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
@@ -49,6 +53,7 @@ std::vector<std::string> Faults::enabled() const {
   on.session_kill = can_kill_sessions();
   on.restart = can_restart();
   on.partition = can_partition();
+  on.node_kill = can_node_kill();
   return on.names();
 }
 
@@ -166,6 +171,10 @@ void Faults::join_restart() {
 
 void Faults::finish() {
   if (restart_thread_.joinable()) join_restart();
+  while (node_cycle_running()) {  // a killed node rejoins before the checks
+    poll_node_kill();
+    std::this_thread::sleep_for(milliseconds(50));
+  }
 }
 
 void Faults::restore_server() {

@@ -18,17 +18,19 @@ using std::chrono::steady_clock;
 
 void Faults::setup_partitions() {
   faultproxy::ProxyOptions po;
+  const auto nodes = db_uris();  // worker i talks to node i mod nodes (Workers)
+  auto node_of = [&](int i) { return nodes[static_cast<std::size_t>(i) % nodes.size()]; };
   try {
-    std::tie(po.target_host, po.target_port) = faultproxy::uri_endpoint(global().db);
     // Bounded: the proxies outlive the run (and its wind-down) by a margin only.
     po.lifetime = run_.duration + std::max(run_.ttl * 3, milliseconds(5000)) + milliseconds(60000);
     for (int i = 0; i < w_.size(); ++i) {
+      std::tie(po.target_host, po.target_port) = faultproxy::uri_endpoint(node_of(i));
       proxies_.push_back(std::make_unique<faultproxy::FaultProxy>(po));
-      w_.set_uri(i, faultproxy::uri_via(global().db, proxies_.back()->port()));
+      w_.set_uri(i, faultproxy::uri_via(node_of(i), proxies_.back()->port()));
     }
   } catch (const std::exception& e) {  // a non-loopback or multi-host URI, no free port
     proxies_.clear();
-    for (int i = 0; i < w_.size(); ++i) w_.set_uri(i, global().db);
+    for (int i = 0; i < w_.size(); ++i) w_.set_uri(i, node_of(i));
     run_.notes.push_back(std::string("partitions skipped: ") + e.what());
     return;
   }

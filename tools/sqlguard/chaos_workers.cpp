@@ -19,7 +19,11 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 Workers::Workers(Run& run)
-    : run_(run), kids_(static_cast<std::size_t>(run.o.workers)), uris_(kids_.size(), global().db) {}
+    : run_(run), kids_(static_cast<std::size_t>(run.o.workers)) {
+  // One --db per cluster node: worker i connects to node i mod nodes.
+  const auto nodes = db_uris();
+  for (std::size_t i = 0; i < kids_.size(); ++i) uris_.push_back(nodes[i % nodes.size()]);
+}
 
 Workers::~Workers() {
   if (slots_) munmap(slots_, state_size_);

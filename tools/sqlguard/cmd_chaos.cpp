@@ -2,8 +2,9 @@
 // database while a seeded fault injector kill -9s them, SIGSTOPs lock
 // holders past their ttl, terminates their server sessions, restarts the
 // server and cuts lock holders off the server (partition, through one fault
-// proxy per worker); --faults picks which. Then it checks invariants from
-// what the database recorded.
+// proxy per worker), and on a Galera cluster (one --db per node, workers
+// round-robin) kills and rejoins nodes (chaos_nodekill.cpp); --faults picks
+// which. Then it checks invariants from what the database recorded.
 //
 // Bounded: every loop ends at --duration (workers stop by themselves at the
 // same deadline), every paused worker is SIGCONTed, every child is reaped,
@@ -60,7 +61,7 @@ FaultSet FaultSet::parse(const std::string& list) {
   if (list.empty()) throw CLI::ValidationError("--faults", "needs at least one fault");
   FaultSet f;
   f.listed = true;
-  f.kill = f.pause = f.session_kill = f.restart = f.partition = false;
+  f.kill = f.pause = f.session_kill = f.restart = f.partition = f.node_kill = false;
   std::size_t begin = 0;
   while (begin <= list.size()) {
     auto end = std::min(list.find(',', begin), list.size());
@@ -70,10 +71,11 @@ FaultSet FaultSet::parse(const std::string& list) {
                  : name == "session-kill" ? &f.session_kill
                  : name == "restart"      ? &f.restart
                  : name == "partition"    ? &f.partition
+                 : name == "node-kill"    ? &f.node_kill
                                           : nullptr;
     if (!flag)
       throw CLI::ValidationError("--faults", "unknown fault '" + name +
-                                                 "'; known: kill, pause, session-kill, restart, partition");
+                                                 "'; known: kill, pause, session-kill, restart, partition, node-kill");
     *flag = true;
     begin = end + 1;
   }
@@ -83,12 +85,12 @@ FaultSet FaultSet::parse(const std::string& list) {
 std::vector<std::string> FaultSet::names() const {
   std::vector<std::string> n;
   for (auto [on, name] : {std::pair{kill, "kill"}, {pause, "pause"}, {session_kill, "session-kill"},
-                          {restart, "restart"}, {partition, "partition"}})
+                          {restart, "restart"}, {partition, "partition"}, {node_kill, "node-kill"}})
     if (on) n.emplace_back(name);
   return n;
 }
 
-void Db::open() { conn_ = open_db(); }
+void Db::open() { conn_ = make_connection(db_uris().front(), connect_options()); }  // node 1 of a cluster
 
 bool Db::transient(const Error& e) {
   return e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kCommitInDoubt ||
@@ -155,6 +157,7 @@ void inject(Run& run, Workers& w, Faults& f) {
   auto next_conn_kill = run.t0 + run.jitter(conn_kill_every, 0.5, 1.0);
   auto next_restart = run.t0 + run.duration * 45 / 100;
   auto next_partition = run.t0 + std::max(milliseconds(500), run.duration / 6);
+  auto next_node_kill = run.t0 + std::max(milliseconds(2000), run.duration / 10);
   bool restarts_on = f.can_restart() && run.duration >= milliseconds(3000);
   if (f.can_restart() && !restarts_on) run.notes.push_back("server restarts need --duration of at least 3s");
   // Paused and partitioned workers together: at most half of them.
@@ -207,6 +210,11 @@ void inject(Run& run, Workers& w, Faults& f) {
       next_restart = now + std::max(milliseconds(20000), run.duration / 3);
     }
     if (f.restart_started() && !f.restarting()) f.join_restart();
+    // Galera: one node down at a time; the next one 2..6 s after it rejoined.
+    if (f.poll_node_kill()) next_node_kill = now + run.jitter(milliseconds(4000), 0.5, 1.5);
+    if (f.can_node_kill() && !f.node_cycle_running() && now >= next_node_kill &&
+        now + milliseconds(8000) <= run.deadline)
+      f.start_node_kill();
     std::this_thread::sleep_for(milliseconds(5));
   }
 }
@@ -241,6 +249,10 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v)
       {"server_restarts", f.server_restarts},
       {"server_restart_failures", f.restart_failures},
       {"partitions", f.partitions},
+      {"nodes", f.nodes},
+      {"node_kills", f.node_kills},
+      {"node_rejoins", f.node_rejoins},
+      {"node_kill_failures", f.node_kill_failures},
       {"faults_enabled", f.enabled()},
       {"unexpected_worker_exits", w.unexpected_exits},
       {"stragglers_killed", w.stragglers},
@@ -267,7 +279,10 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v)
         << (o.no_fencing ? ", FENCING DISABLED (negative control)" : "") << "\n";
     out << "  faults:     " << f.kills << " kill -9, " << f.pauses << " pauses past ttl, " << f.connection_kills
         << " connection kills (" << f.sessions_terminated << " sessions), " << f.server_restarts
-        << " server restarts, " << f.partitions << " partitions\n";
+        << " server restarts, " << f.partitions << " partitions";
+    if (f.nodes > 1)
+      out << ", " << f.node_kills << " node kills (" << f.node_rejoins << " rejoined) over " << f.nodes << " nodes";
+    out << "\n";
     out << "  leases:     " << t.acquisitions << " acquisitions, " << v.accepted << " fenced writes accepted, "
         << (t.by_lease + t.by_fence) << " stale writes rejected (" << t.by_lease << " by the lease re-check, "
         << t.by_fence << " by the fence); late writes after a pause: " << t.late << " (" << t.late_rejected
@@ -367,8 +382,8 @@ void add_chaos(CLI::App& app) {
                 "Negative control: write without re-checking the lease or the fencing token (must report violations)");
   cmd->add_flag("--no-server-restarts", o->no_restarts, "Do not restart the database server (= leave out restart)");
   auto* faults = cmd->add_option("--faults", o->faults,
-                  "Comma-separated faults to inject: kill, pause, session-kill, restart, partition (default: all "
-                  "that apply to the dialect)");
+                  "Comma-separated faults to inject: kill, pause, session-kill, restart, partition, node-kill "
+                  "(default: all that apply to the dialect; node-kill needs one --db per Galera node)");
   cmd->add_flag("--keep-tables", o->keep, "Keep the run's chaos_<run>_* tables for inspection");
   cmd->callback([o, seed, faults] {
     auto duration = duration_flag("--duration", o->duration, {milliseconds(1), std::chrono::hours(24)});

@@ -70,7 +70,7 @@ struct Child {
 
 // Starts `sqlguard --db URI demo-worker ARGS...` with stdout to a file.
 Child spawn_worker(const std::vector<std::string>& args, const std::string& out_file) {
-  std::vector<std::string> argv = {proc::self_exe(), "--db", global().db, "--connect-timeout",
+  std::vector<std::string> argv = {proc::self_exe(), "--db", single_db(), "--connect-timeout",
                                    global().connect_timeout, "demo-worker"};
   argv.insert(argv.end(), args.begin(), args.end());
   proc::SpawnOptions so;

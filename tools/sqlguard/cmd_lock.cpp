@@ -323,7 +323,7 @@ void add_run(CLI::App& app) {
       lost = true;
     };
     install_run_signals(o->name);
-    LeaseLock lock(global().db, o->name, lo, Watchdog::kOn, connect_options());
+    LeaseLock lock(single_db(), o->name, lo, Watchdog::kOn, connect_options());
     if (!lock.acquire(wait)) {
       std::cerr << "sqlguard run: lock '" << o->name << "' not acquired within " << format_duration(wait) << "\n";
       exit_code() = kExitTempFail;

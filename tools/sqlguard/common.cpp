@@ -22,7 +22,9 @@ int& exit_code() {
 void add_global_flags(CLI::App& app) {
   auto& g = global();
   app.add_option("--db", g.db, "Database URI: sqlite:///abs.db, sqlite://rel.db, sqlite::memory:, "
-                              "postgresql://user:pw@host:port/db, mysql://user:pw@host:port/db")
+                              "postgresql://user:pw@host:port/db, mysql://user:pw@host:port/db; "
+                              "`chaos` takes one per cluster node (repeat --db)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::Join)  // "uri1\nuri2": see db_uris()
       ->envname("SQLGUARD_DB")
       ->capture_default_str();
   app.add_flag("--json", g.json, "Machine-readable output: one JSON object per line on stdout, for every outcome");
@@ -63,7 +65,25 @@ ConnectOptions connect_options(ConnectOptions o) {
   return o;
 }
 
-std::unique_ptr<Connection> open_db(ConnectOptions o) { return make_connection(global().db, connect_options(o)); }
+std::vector<std::string> db_uris() {
+  std::vector<std::string> out;
+  const std::string& all = global().db;
+  for (std::size_t b = 0; b <= all.size();) {
+    auto e = std::min(all.find('\n', b), all.size());
+    out.push_back(all.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+const std::string& single_db() {
+  if (global().db.find('\n') != std::string::npos)
+    throw BadValue("--db", "given " + std::to_string(db_uris().size()) +
+                               " times; only `sqlguard chaos` takes several (one per cluster node)");
+  return global().db;
+}
+
+std::unique_ptr<Connection> open_db(ConnectOptions o) { return make_connection(single_db(), connect_options(o)); }
 
 std::string random_hex(std::size_t digits) {
   static const char* hex = "0123456789abcdef";

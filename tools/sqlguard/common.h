@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sqlguard/connection.h"
 #include "sqlguard/validate.h"
@@ -41,7 +42,12 @@ void add_global_flags(CLI::App& app);
 ConnectOptions connect_options(ConnectOptions o = {});
 
 // Opens --db with connect_options(o), e.g. a longer SQLite busy_timeout.
+// BadValue (exit 2) when --db was given more than once.
 std::unique_ptr<Connection> open_db(ConnectOptions o = {});
+// Every --db in order (repeated --db: `sqlguard chaos` on a cluster, one URI
+// per node), and the one --db of every other command (BadValue if several).
+std::vector<std::string> db_uris();
+const std::string& single_db();
 
 // A bad command line or value, found by the CLI before it does anything:
 // exit 2, and the JSON error names `argument` ("--wait", "NAME").

@@ -5,11 +5,18 @@
 # Usage: tools/test.sh [ctest args...]      e.g. tools/test.sh -R lock -j2
 #
 # Steps: tools/deps.sh, cmake configure (RelWithDebInfo) + build, start both
-# servers (tools/dbservers.sh), run ctest, and always stop the servers on exit.
-# Exits with ctest's status.
+# servers (tools/dbservers.sh), run ctest (everything but the `topology`
+# label), then PostgreSQL as deployed: start PgBouncer and run the whole suite
+# through it (ctest -R '^pgbouncer$'), start the pg-ha Patroni cluster and
+# run doctor + a short chaos with a failover (ctest -R '^pg_ha$'), start
+# pg-async and run its doctor verdict (ctest -R '^pg_async$'), stopping each
+# topology after its step; always stop the servers on exit. A topology that
+# does not start is a failure. Exits non-zero if any step failed.
 #
 # Environment:
 #   SQLGUARD_BUILD_DIR         build directory (default: build)
+#   SQLGUARD_TOPOLOGIES        topology steps to run (default:
+#                              pgbouncer,pg-ha,pg-async; empty = none)
 #   SQLGUARD_REQUIRE_DIALECTS  dialects whose tests must not be skipped
 #                              (default: sqlite,postgresql,mysql; set it, even to
 #                              an empty string, to override)
@@ -29,13 +36,13 @@ BUILD_DIR=${SQLGUARD_BUILD_DIR:-build}
 log() { printf 'test.sh: %s\n' "$*" >&2; }
 step() { printf '\n==> [%s] %s\n' "$1" "$2" >&2; }
 
-step 1/6 "dependencies (tools/deps.sh)"
+step 1/7 "dependencies (tools/deps.sh)"
 "$ROOT/tools/deps.sh"
 
-step 2/6 "configure: cmake -S . -B $BUILD_DIR -DCMAKE_BUILD_TYPE=RelWithDebInfo"
+step 2/7 "configure: cmake -S . -B $BUILD_DIR -DCMAKE_BUILD_TYPE=RelWithDebInfo"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-step 3/6 "build: cmake --build $BUILD_DIR -j$(nproc)"
+step 3/7 "build: cmake --build $BUILD_DIR -j$(nproc)"
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 
 # shellcheck disable=SC2317 # invoked via trap
@@ -45,7 +52,7 @@ cleanup() {
   if [[ "${SQLGUARD_KEEP_SERVERS:-0}" == 1 ]]; then
     log "SQLGUARD_KEEP_SERVERS=1: leaving the database servers running"
   else
-    step 6/6 "stopping database servers"
+    step 7/7 "stopping database servers"
     "$DBSERVERS" stop all || log "warning: stopping the database servers failed"
   fi
   exit "$rc"
@@ -54,7 +61,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-step 4/6 "database servers (tools/dbservers.sh start all)"
+step 4/7 "database servers (tools/dbservers.sh start all)"
 "$DBSERVERS" start all
 server_env=$("$DBSERVERS" env all)
 eval "$server_env"
@@ -64,8 +71,43 @@ printf '%s\n' "$server_env" \
   "export SQLGUARD_REQUIRE_DIALECTS=$SQLGUARD_REQUIRE_DIALECTS" \
   "export SQLGUARD_DBSERVERS=$SQLGUARD_DBSERVERS" | sed 's/^/    /' >&2
 
-step 5/6 "tests: ctest --test-dir $BUILD_DIR --output-on-failure --no-tests=error $*"
+step 5/7 "tests: ctest --test-dir $BUILD_DIR --output-on-failure --no-tests=error -LE topology $*"
 rc=0
-ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error "$@" || rc=$?
+ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -LE topology "$@" || rc=$?
 if (( rc == 0 )); then log "all tests passed"; else log "ctest failed (exit $rc)"; fi
+
+# One topology at a time, under the machine-wide topology lock (they are
+# heavy and share ports); each is stopped after its step, pass or fail.
+topology_step() { # topology ctest-name
+  local topo=$1 name=$2 trc=0
+  log "topology $topo: start"
+  if ! "$DBSERVERS" start "$topo"; then
+    log "topology $topo did not start: FAIL"
+    "$DBSERVERS" stop "$topo" || true
+    return 1
+  fi
+  local t0=$SECONDS
+  ( eval "$("$DBSERVERS" env "$topo")"
+    ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -L topology -R "^${name}\$" ) || trc=$?
+  log "topology $topo: ctest $name exit $trc after $((SECONDS - t0)) s; stopping it"
+  "$DBSERVERS" stop "$topo" || log "warning: stopping $topo failed"
+  return "$trc"
+}
+TOPOLOGIES=${SQLGUARD_TOPOLOGIES-pgbouncer,pg-ha,pg-async}
+if [[ -n "$TOPOLOGIES" ]]; then
+  step 6/7 "PostgreSQL as deployed: ${TOPOLOGIES//,/, } (tools/dbservers.sh start TOPOLOGY; ctest -L topology -R ...)"
+  exec 9>/tmp/sqlguard-topology.lock
+  flock 9
+  IFS=, read -r -a topos <<<"$TOPOLOGIES"
+  for topo in "${topos[@]}"; do
+    case "$topo" in
+      pgbouncer) topology_step pgbouncer pgbouncer || rc=1 ;;
+      pg-ha) topology_step pg-ha pg_ha || rc=1 ;;
+      pg-async) topology_step pg-async pg_async || rc=1 ;;
+      *) log "unknown topology '$topo' in SQLGUARD_TOPOLOGIES"; rc=1 ;;
+    esac
+  done
+  flock -u 9
+  if (( rc == 0 )); then log "topology steps passed"; else log "a test step failed"; fi
+fi
 exit "$rc"

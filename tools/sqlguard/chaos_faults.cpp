@@ -18,6 +18,7 @@ using std::chrono::steady_clock;
 
 Faults::~Faults() {
   if (restart_thread_.joinable()) restart_thread_.join();
+  if (failover_thread_.joinable()) failover_thread_.join();
 }
 
 void Faults::configure_server() {
@@ -32,14 +33,23 @@ void Faults::configure_server() {
                          (na.empty() ? std::string() : " (skipped although listed: " + na + ")"));
     return;
   }
-  server_target_ = run_.kind == DialectKind::kPostgres ? "pg" : "mariadb";
+  server_target_ = !run_.o.topology.empty() ? run_.o.topology : run_.kind == DialectKind::kPostgres ? "pg" : "mariadb";
   const char* env = std::getenv("SQLGUARD_DBSERVERS");
+  if (fs.failover) {
+    if (!env || !*env)
+      run_.notes.push_back("failovers skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
+    else if (run_.o.topology != "pg-ha" && run_.o.topology != "pg-async")
+      run_.notes.push_back("failovers skipped: they need --topology pg-ha or pg-async (a Patroni cluster the "
+                           "--db URI lists every node of)");
+    else
+      failover_target_ = run_.o.topology, dbservers_ = env;
+  }
   if (run_.o.no_restarts)
     run_.notes.push_back("server restarts disabled by --no-server-restarts");
   else if (fs.restart && (!env || !*env))
     run_.notes.push_back("server restarts skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
   else if (fs.restart)
-    dbservers_ = env;
+    dbservers_ = env, restart_on_ = true;
   if (fs.partition) setup_partitions();
 }
 
@@ -49,6 +59,7 @@ std::vector<std::string> Faults::enabled() const {
   on.session_kill = can_kill_sessions();
   on.restart = can_restart();
   on.partition = can_partition();
+  on.failover = can_failover();
   return on.names();
 }
 
@@ -166,11 +177,12 @@ void Faults::join_restart() {
 
 void Faults::finish() {
   if (restart_thread_.joinable()) join_restart();
+  if (failover_thread_.joinable()) join_failover();
 }
 
 void Faults::restore_server() {
-  if (restart_failures == 0) return;
-  run_.notes.push_back("the restart script failed; ran `$SQLGUARD_DBSERVERS start " + server_target_ + "`");
+  if (restart_failures == 0 && failover_failures == 0) return;
+  run_.notes.push_back("the restart or failover script failed; ran `$SQLGUARD_DBSERVERS start " + server_target_ + "`");
   run_dbservers("start");
 }
 

@@ -94,6 +94,11 @@ topology_step() { # topology ctest-name
   return "$trc"
 }
 TOPOLOGIES=${SQLGUARD_TOPOLOGIES-pgbouncer,pg-ha,pg-async}
+# Patroni clusters on ports below the ephemeral range (32768..60999 here): a
+# failover restarts a node, and its REST/postgres port must not be taken by a
+# client socket of the test's own reconnect storm (measured: "Address already
+# in use", the old primary never rejoined, strict mode then blocked commits).
+export SQLGUARD_PG_HA_PORT=${SQLGUARD_PG_HA_PORT:-31440} SQLGUARD_PG_ASYNC_PORT=${SQLGUARD_PG_ASYNC_PORT:-31450}
 if [[ -n "$TOPOLOGIES" ]]; then
   step 6/7 "PostgreSQL as deployed: ${TOPOLOGIES//,/, } (tools/dbservers.sh start TOPOLOGY; ctest -L topology -R ...)"
   exec 9>/tmp/sqlguard-topology.lock

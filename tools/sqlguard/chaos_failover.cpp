@@ -104,7 +104,10 @@ void WriteProbe::loop() {
       down = true;
       lock.reset();
       conn.reset();
-      std::this_thread::sleep_for(milliseconds(50));
+      // Not faster: every attempt takes an ephemeral port, and a topology
+      // whose ports lie in the ephemeral range (Patroni's REST port) cannot
+      // restart a node while a client socket holds one.
+      std::this_thread::sleep_for(milliseconds(200));
     }
   }
 }

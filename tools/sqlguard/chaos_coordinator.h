@@ -310,9 +310,13 @@ class WriteProbe {
   std::int64_t writes() const { return writes_; }
   int fence_regressions() const { return regressions_; }
   std::vector<std::string> regression_examples;
+  // The probe's lease names (one per connection it opened): deleted after the run.
+  int generations() const { return generation_; }
+  std::string lease_name(int generation) const;
 
  private:
   void loop();
+  int generation_ = 0;
   Run& run_;
   bool started_ = false;
   std::atomic<bool> stop_{false};

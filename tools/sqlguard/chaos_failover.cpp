@@ -52,6 +52,10 @@ void Faults::join_failover() {
   }
 }
 
+std::string WriteProbe::lease_name(int generation) const {
+  return "chaosprobe_" + run_.names.run + "_" + std::to_string(generation);
+}
+
 void WriteProbe::start() {
   started_ = true;
   thread_ = std::thread([this] { loop(); });
@@ -70,7 +74,6 @@ void WriteProbe::loop() {
   co.connect_timeout = std::chrono::seconds(2);
   std::unique_ptr<Connection> conn;
   std::unique_ptr<LeaseLock> lock;
-  int generation = 0;
   auto last_ok = steady_clock::now();
   bool down = false;
   while (!stop_) {
@@ -79,7 +82,9 @@ void WriteProbe::loop() {
         conn = open_db(co);
         // A new name per connection: a lease a failed release left behind
         // does not block the next write (the fences come from one sequence).
-        lock = std::make_unique<LeaseLock>(*conn, run_.names.prefix + "probe" + std::to_string(++generation), lo);
+        // Outside the run's prefix: the stale-lock check is about the workers'
+        // leases (a probe lease whose release failed expires after its ttl).
+        lock = std::make_unique<LeaseLock>(*conn, lease_name(++generation_), lo);
       }
       if (!lock->try_acquire()) throw Error(ErrorCode::kLockBusy, "probe lease busy");
       const std::int64_t fence = lock->fence();

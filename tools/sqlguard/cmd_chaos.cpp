@@ -376,7 +376,17 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
       if (v.examples.size() < 10) v.examples.push_back(e);
   }
   report(run, w, f, v, probe);
-  if (!o.keep) drop_tables(run, db);
+  if (!o.keep) {
+    drop_tables(run, db);
+    try {
+      db.with([&](Connection& c) {
+        for (int g = 1; g <= probe.generations(); ++g) admin::delete_lease(c, probe.lease_name(g));
+        return 0;
+      });
+    } catch (const Error& e) {
+      run.notes.push_back("could not delete the probe's leases: " + e.message());
+    }
+  }
   return v.violations > 0 ? kExitInvariant : kExitOk;
 }
 

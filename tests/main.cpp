@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
       return unavailable(c.name, e.what());
     }
     c.uri = detail::with_database(c.base_uri, dbname);
+    c.pooler = c.uri.find("pooler=transaction") != std::string::npos;
   } else {
     std::cerr << "unknown SQLGUARD_TEST_DIALECT '" << c.name << "'\n";
     return 2;

@@ -211,10 +211,16 @@ TEST_CASE("a connection killed inside a transaction or at commit is classified a
     else killer->execute_script("KILL " + std::to_string(id));
     std::this_thread::sleep_for(100ms);
   };
+  // The server session the transaction runs on (behind a transaction pooler
+  // it is known only inside the transaction).
+  auto server_session = [&] {
+    return ctx().pooler ? c->execute("SELECT pg_backend_pid()").rows[0][0].as_int() : c->session_id();
+  };
   // Mid-transaction: the next statement fails with ConnectionLost.
   {
-    auto id = c->session_id();
+    auto id = ctx().pooler ? 0 : c->session_id();
     c->begin();
+    if (ctx().pooler) id = server_session();
     c->execute("INSERT INTO " + t + " (id) VALUES (1)");
     kill(id);
     auto o = run([&] { c->execute("INSERT INTO " + t + " (id) VALUES (2)"); });
@@ -223,8 +229,9 @@ TEST_CASE("a connection killed inside a transaction or at commit is classified a
   }
   // At commit: ConnectionLost or CommitInDoubt, never success, never another code.
   {
-    auto id = c->session_id();
+    auto id = ctx().pooler ? 0 : c->session_id();
     c->begin();
+    if (ctx().pooler) id = server_session();
     c->execute("INSERT INTO " + t + " (id) VALUES (3)");
     kill(id);
     auto o = run([&] { c->commit(); });

@@ -23,6 +23,11 @@ struct Context {
   std::string uri;       // the per-run database, migrated
   std::string base_uri;  // server URI the per-run database was created from
   std::string run_id;    // random, makes names unique across runs
+  // PostgreSQL through a transaction pooler (the `pgbouncer` ctest entry:
+  // the URI has ?pooler=transaction). A few tests whose premise is a server
+  // session owned by an idle client (kill it by session_id(), authenticate
+  // a role at the server) check the pooler's behaviour instead.
+  bool pooler = false;
 
   std::unique_ptr<sqlguard::Connection> connect(const sqlguard::ConnectOptions& o = {}) const;
   // A name no other test in this run uses: "<base>_<run>_<n>".

@@ -5,22 +5,26 @@
 # Usage: tools/test.sh [ctest args...]      e.g. tools/test.sh -R lock -j2
 #
 # Steps: tools/deps.sh, cmake configure (RelWithDebInfo) + build, start both
-# servers (tools/dbservers.sh), run ctest (all but the `galera` label), then a
-# short Galera pass: start the 3-node galera topology, ctest -L galera (the
-# [galera] tests, a chaos run with a node kill included), stop it. The servers
-# and the topology are always stopped on exit. Exits non-zero if either fails.
-# The Galera pass runs when no ctest args are given (CI) or with
-# SQLGUARD_GALERA=1; SQLGUARD_GALERA=0 leaves it out. A cluster that does not
-# start is a failure, never a skip.
+# servers (tools/dbservers.sh), run ctest (everything but the `topology`
+# label), then the deployments, one topology at a time, each stopped after its
+# step: start PgBouncer and run the whole suite through it (ctest -R
+# '^pgbouncer$'), the pg-ha Patroni cluster with doctor + a short chaos with a
+# failover ('^pg_ha$'), pg-async and its doctor verdict ('^pg_async$'), and a
+# fresh 3-node Galera cluster with the [galera] tests and a chaos run with a
+# node kill ('^galera$'). The servers are always stopped on exit. A topology
+# that does not start is a failure, never a skip. Exits non-zero if any step
+# failed. The topology steps run when no ctest args are given (CI), or as
+# SQLGUARD_TOPOLOGIES says.
 #
 # Environment:
 #   SQLGUARD_BUILD_DIR         build directory (default: build)
+#   SQLGUARD_TOPOLOGIES        topology steps to run (default with no ctest
+#                              args: pgbouncer,pg-ha,pg-async,galera; empty = none)
 #   SQLGUARD_REQUIRE_DIALECTS  dialects whose tests must not be skipped
 #                              (default: sqlite,postgresql,mysql; set it, even to
 #                              an empty string, to override)
 #   SQLGUARD_KEEP_SERVERS=1    leave the servers running afterwards
-#   SQLGUARD_GALERA=0|1        leave out / force the Galera pass (see above)
-#   SQLGUARD_TOPOLOGY_LOCK     file held (flock) while the galera topology runs
+#   SQLGUARD_TOPOLOGY_LOCK     file held (flock) while the topology steps run
 #                              (default /tmp/sqlguard-topology.lock; shared machines)
 #   SQLGUARD_PG_PORT, SQLGUARD_MARIADB_PORT, SQLGUARD_SERVERS_DIR,
 #   SQLGUARD_DURABLE           passed through to tools/dbservers.sh
@@ -56,8 +60,8 @@ cleanup() {
     step 7/7 "stopping database servers"
     "$DBSERVERS" stop all || log "warning: stopping the database servers failed"
   fi
-  if [[ -n "${galera_started:-}" ]]; then
-    "$DBSERVERS" stop galera --purge || log "warning: stopping the galera topology failed"
+  if [[ -n "${current_topology:-}" ]]; then  # interrupted inside a topology step
+    "$DBSERVERS" stop "$current_topology" || log "warning: stopping $current_topology failed"
   fi
   exit "$rc"
 }
@@ -75,34 +79,57 @@ printf '%s\n' "$server_env" \
   "export SQLGUARD_REQUIRE_DIALECTS=$SQLGUARD_REQUIRE_DIALECTS" \
   "export SQLGUARD_DBSERVERS=$SQLGUARD_DBSERVERS" | sed 's/^/    /' >&2
 
-step 5/7 "tests: ctest --test-dir $BUILD_DIR --output-on-failure --no-tests=error -LE galera $*"
+step 5/7 "tests: ctest --test-dir $BUILD_DIR --output-on-failure --no-tests=error -LE topology $*"
 rc=0
-ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -LE galera "$@" || rc=$?
+ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -LE topology "$@" || rc=$?
 if (( rc == 0 )); then log "all tests passed"; else log "ctest failed (exit $rc)"; fi
 
-# The Galera pass: its own topology (3 nodes, ~35 s to start), its own step;
-# always a fresh cluster (stop --purge: a whole-cluster restart on old data
-# was seen to fail IST with "IST started with wrong seqno").
-galera=${SQLGUARD_GALERA:-}
-if [[ -z "$galera" ]]; then if (( $# == 0 )); then galera=1; else galera=0; fi; fi
-if [[ "$galera" == 1 ]]; then
-  step 6/7 "Galera: tools/dbservers.sh start galera; ctest -L galera; stop galera"
-  grc=0
-  exec {topo_fd}>"${SQLGUARD_TOPOLOGY_LOCK:-/tmp/sqlguard-topology.lock}"
-  flock "$topo_fd"
-  galera_started=1
-  if "$DBSERVERS" start galera; then
-    eval "$("$DBSERVERS" env galera)"
-    export SQLGUARD_TEST_GALERA_URIS
-    SQLGUARD_TEST_MYSQL_URI=${SQLGUARD_TEST_GALERA_URIS%%,*} \
-      ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -L galera || grc=$?
-  else
-    log "the galera topology did not start"
-    grc=1
+# One topology at a time, under the machine-wide topology lock (they are
+# heavy and share ports); each is stopped after its step, pass or fail.
+topology_step() { # topology ctest-name
+  local topo=$1 name=$2 trc=0
+  log "topology $topo: start"
+  # Galera always starts fresh (stop --purge): a whole-cluster restart on old
+  # data was seen to fail IST ("IST started with wrong seqno").
+  local purge=()
+  [[ "$topo" == galera ]] && purge=(--purge)
+  current_topology=$topo
+  if ! "$DBSERVERS" start "$topo"; then
+    log "topology $topo did not start: FAIL"
+    "$DBSERVERS" stop "$topo" "${purge[@]}" || true
+    current_topology=
+    return 1
   fi
-  "$DBSERVERS" stop galera --purge || log "warning: stopping the galera topology failed"
-  galera_started=
-  flock -u "$topo_fd"
-  if (( grc == 0 )); then log "Galera pass passed"; else log "Galera pass failed (exit $grc)"; rc=1; fi
+  local t0=$SECONDS
+  ( eval "$("$DBSERVERS" env "$topo")"
+    ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -L topology -R "^${name}\$" ) || trc=$?
+  log "topology $topo: ctest $name exit $trc after $((SECONDS - t0)) s; stopping it"
+  "$DBSERVERS" stop "$topo" "${purge[@]}" || log "warning: stopping $topo failed"
+  current_topology=
+  return "$trc"
+}
+if (( $# == 0 )); then default_topologies=pgbouncer,pg-ha,pg-async,galera; else default_topologies=; fi
+TOPOLOGIES=${SQLGUARD_TOPOLOGIES-$default_topologies}
+# Patroni clusters on ports below the ephemeral range (32768..60999 here): a
+# failover restarts a node, and its REST/postgres port must not be taken by a
+# client socket of the test's own reconnect storm (measured: "Address already
+# in use", the old primary never rejoined, strict mode then blocked commits).
+export SQLGUARD_PG_HA_PORT=${SQLGUARD_PG_HA_PORT:-31440} SQLGUARD_PG_ASYNC_PORT=${SQLGUARD_PG_ASYNC_PORT:-31450}
+if [[ -n "$TOPOLOGIES" ]]; then
+  step 6/7 "deployments: ${TOPOLOGIES//,/, } (tools/dbservers.sh start TOPOLOGY; ctest -L topology -R ...)"
+  exec 9>"${SQLGUARD_TOPOLOGY_LOCK:-/tmp/sqlguard-topology.lock}"
+  flock 9
+  IFS=, read -r -a topos <<<"$TOPOLOGIES"
+  for topo in "${topos[@]}"; do
+    case "$topo" in
+      pgbouncer) topology_step pgbouncer pgbouncer || rc=1 ;;
+      pg-ha) topology_step pg-ha pg_ha || rc=1 ;;
+      pg-async) topology_step pg-async pg_async || rc=1 ;;
+      galera) topology_step galera galera || rc=1 ;;
+      *) log "unknown topology '$topo' in SQLGUARD_TOPOLOGIES"; rc=1 ;;
+    esac
+  done
+  flock -u 9
+  if (( rc == 0 )); then log "topology steps passed"; else log "a test step failed"; fi
 fi
 exit "$rc"

@@ -433,6 +433,10 @@ default_pool_size = 20
 reserve_pool_size = 0
 server_login_retry = 1
 server_connect_timeout = 5
+; Check a pooled server connection (empty query) before every reuse: after a
+; server restart or failover, a dead one is dropped instead of handed to a
+; client as "server conn crashed?".
+server_check_delay = 0
 ignore_startup_parameters = extra_float_digits
 logfile = $PGB_LOG
 pidfile = $PGB_PIDFILE

@@ -10,7 +10,10 @@
 //   sqlite://relative.db       relative to the current directory
 //   sqlite::memory:            private in-memory database
 //   postgresql://user:pw@host:port/db?connect_timeout=5   (libpq syntax;
-//                              postgres:// also accepted)
+//                              postgres:// also accepted; several hosts
+//                              h1:p1,h2:p2 with target_session_attrs=read-write
+//                              follow a failover; `?pooler=transaction` behind
+//                              PgBouncer-style transaction pooling)
 //   mysql://user:pw@host:port/db   (mariadb:// also accepted)
 // No part of the userinfo ever appears in messages, logs or exceptions (see
 // make_connection() and mask_uri()).
@@ -47,6 +50,11 @@ struct Capabilities {
   // definition). MySQL/MariaDB waiters use the lease_wakeup_* statements.
   bool wakeups = false;
   bool transactional_ddl = false;  // DDL can roll back
+  // A transaction-pooling proxy is in the path (PostgreSQL URI
+  // `?pooler=transaction`, e.g. PgBouncer pool_mode = transaction): the
+  // connection keeps no session state (unnamed statements only, no LISTEN,
+  // no session SET; listen_notify and wakeups are false, waiters poll).
+  bool transaction_pooler = false;
   // Database-wide sequences for fencing tokens (MySQL 8 has none: sqlguard
   // needs MariaDB >= 10.3 there and refuses MySQL with NotSupported).
   bool sequences = true;

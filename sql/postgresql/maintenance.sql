@@ -29,13 +29,15 @@ INSERT INTO sqlguard_schema_version (version, name, checksum, applied_at) VALUES
 SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
 
 -- name: migrate_lock
--- Database-wide mutex for migrations (session advisory lock).
+-- Database-wide mutex for migrations: a TRANSACTION-scoped advisory lock, taken first inside the
+-- one transaction the whole migration run is (PostgreSQL DDL is transactional), released by its
+-- COMMIT or ROLLBACK. Never a session advisory lock: behind a transaction pooler the session
+-- that took it is not the one that would release it, and a lost connection cannot strand it.
 -- params: 
-SELECT 1 FROM (SELECT pg_advisory_lock(7310575312359104513)) AS l;
+SELECT 1 FROM (SELECT pg_advisory_xact_lock(7310575312359104513)) AS l;
 
 -- name: migrate_unlock
--- params: 
-SELECT 1 FROM (SELECT pg_advisory_unlock(7310575312359104513)) AS l;
+-- not needed: migrate_lock is transaction-scoped; the migration transaction's end releases it
 
 -- name: session_statement_timeout
 -- Bounds every statement of a watchdog connection by the renew period.

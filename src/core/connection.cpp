@@ -105,7 +105,7 @@ std::string Dialect::quote(std::string_view validated) const {
 }
 
 const detail::Catalog& Dialect::catalog() const {
-  std::call_once(catalog_once_, [this] { catalog_ = &detail::Catalog::of(name_); });
+  std::call_once(catalog_once_, [this] { catalog_ = &detail::Catalog::of(catalog_name_); });
   return *catalog_;
 }
 

@@ -94,12 +94,25 @@ void check_mismatch(const std::vector<MigrationState>& states, DialectKind kind)
   }
 }
 
-// Holds the dialect's migration mutex for its lifetime. Two kinds, chosen by
-// the catalog: a blocking lock statement that returns 1 (PostgreSQL), or a
-// lock ROW (MySQL: the catalog has migrate_lock_table; GET_LOCK would be
-// node-local on Galera): create the table, clear an expired holder, insert
-// the row; a duplicate (or a certification conflict) means another migrator
-// holds it, retried with backoff for up to 300 s.
+// How a dialect serializes migration runs, read from its catalog:
+// - migrate_lock and migrate_unlock: a session-scoped mutex around the run,
+//   one transaction per migration where DDL is transactional;
+// - migrate_lock only: a transaction-scoped lock, taken first inside the ONE
+//   transaction of the whole run and released by its end (PostgreSQL: safe
+//   behind a transaction pooler, never stranded by a lost session);
+// - neither: the whole run is one transaction that excludes other writers
+//   (SQLite BEGIN IMMEDIATE).
+bool lock_is_transaction_scoped(const Connection& conn) {
+  return detail::catalog(conn).has(Sql::migrate_lock) && !detail::catalog(conn).has(Sql::migrate_unlock);
+}
+
+// Holds the dialect's migration mutex for its lifetime (a transaction-scoped
+// one until the enclosing transaction ends). The session-scoped kind is a
+// blocking lock statement that returns 1, or a lock ROW (MySQL: the catalog
+// has migrate_lock_table; GET_LOCK would be node-local on Galera): create the
+// table, clear an expired holder, insert the row; a duplicate (or a
+// certification conflict) means another migrator holds it, retried with
+// backoff for up to 300 s.
 class MigrationMutex {
  public:
   explicit MigrationMutex(Connection& conn) : conn_(conn) {
@@ -113,7 +126,7 @@ class MigrationMutex {
     if (r.rows.empty() || r.rows[0][0].is_null() || r.rows[0][0].as_int() != 1)
       throw Error(ErrorCode::kLockBusy, "could not take the migration lock within 300 s",
                   std::string(to_string(conn.kind())));
-    held_ = true;
+    held_ = !lock_is_transaction_scoped(conn);
   }
   ~MigrationMutex() {
     if (!held_) return;
@@ -176,11 +189,11 @@ MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations
                     "see the support matrix in README.md",
                 "mysql");
   MigrateReport report;
-  MigrationMutex mutex(conn);
-  const bool whole_run_tx = !detail::catalog(conn).has(Sql::migrate_lock);
+  const bool whole_run_tx = !detail::catalog(conn).has(Sql::migrate_lock) || lock_is_transaction_scoped(conn);
   const bool per_migration_tx = !whole_run_tx && conn.capabilities().transactional_ddl;
   std::unique_ptr<Transaction> run_tx;
   if (whole_run_tx) run_tx = std::make_unique<Transaction>(conn);
+  MigrationMutex mutex(conn);  // inside the run's transaction when it has one
   run(conn, Sql::migrate_version_table);
   auto states = compare(migrations, read_applied(conn));
   check_mismatch(states, conn.kind());

@@ -19,7 +19,10 @@ class Catalog;
 
 class Dialect {
  public:
-  Dialect(DialectKind kind, std::string_view name, char quote) : kind_(kind), name_(name), quote_(quote) {}
+  // `catalog`: the SQL catalog to use when it is a variant of the dialect's
+  // own ("postgresql+pooler", see core/catalog.h); empty = `name`.
+  Dialect(DialectKind kind, std::string_view name, char quote, std::string_view catalog = {})
+      : kind_(kind), name_(name), quote_(quote), catalog_name_(catalog.empty() ? name : catalog) {}
   virtual ~Dialect() = default;
   DialectKind kind() const noexcept { return kind_; }
   std::string_view name() const noexcept { return name_; }
@@ -48,6 +51,7 @@ class Dialect {
   DialectKind kind_;
   std::string_view name_;
   char quote_;
+  std::string_view catalog_name_;
   mutable std::once_flag catalog_once_;
   mutable const detail::Catalog* catalog_ = nullptr;
 };

@@ -11,12 +11,17 @@
 
 namespace sqlguard::detail {
 
+class DoctorContext;  // core/doctor.h
+
 struct DialectEntry {
   DialectKind kind;
   std::string_view name;                      // "postgresql": folders, JSON, messages
   std::vector<std::string_view> schemes;      // URI schemes, lower case
   bool available;                             // the driver was found at configure time
   std::unique_ptr<Connection> (*open)(std::string_view uri, const ConnectOptions& options);
+  // The dialect's checks for check_environment() (src/dialect/<name>/doctor.cpp);
+  // nullptr = only the common ones.
+  void (*doctor)(DoctorContext& ctx) = nullptr;
 };
 
 const std::vector<const DialectEntry*>& registered_dialects();

@@ -34,9 +34,10 @@ namespace sqlguard::cli::chaos {
 // ---- the command's options ------------------------------------------------------
 
 // Which faults a run injects (--faults). Names: kill, pause, session-kill,
-// restart, partition.
+// restart, partition, failover. `failover` is never in the default set: it
+// needs a topology that can fail over (--topology pg-ha|pg-async).
 struct FaultSet {
-  bool kill = true, pause = true, session_kill = true, restart = true, partition = true;
+  bool kill = true, pause = true, session_kill = true, restart = true, partition = true, failover = false;
   // Galera: kill -9 one node (never node 1, the coordinator's) and rejoin it
   // (chaos_nodekill.cpp). Default on; it applies with several --db only.
   bool node_kill = true;
@@ -54,6 +55,9 @@ struct Opts {
   bool no_fencing = false, no_restarts = false, keep = false;
   std::string faults;  // --faults; empty: the default set
   FaultSet fault_set;  // parsed from `faults`
+  // --topology: the $SQLGUARD_DBSERVERS target of restarts and failovers
+  // (empty: pg / mariadb, the single servers).
+  std::string topology;
 };
 
 std::int64_t wall_ms();  // system clock, ms since the epoch
@@ -227,7 +231,7 @@ class Faults {
   // up the partition proxies (before any worker starts).
   void configure_server();
   bool server() const { return run_.kind != DialectKind::kSqlite; }
-  bool can_restart() const { return !dbservers_.empty(); }
+  bool can_restart() const { return restart_on_; }
   bool can_kill_sessions() const { return server() && run_.o.fault_set.session_kill; }
   bool can_partition() const { return !proxies_.empty(); }
   // The --faults names this run really injects (JSON "faults_enabled").
@@ -238,6 +242,15 @@ class Faults {
   void kill_connections();
   // Reads the leases of killed holders once their last renewal can no longer be in flight.
   void check_killed_leases(std::chrono::steady_clock::time_point now);
+
+  // chaos_failover.cpp. `$SQLGUARD_DBSERVERS failover <topology>` on a
+  // thread: kill -9 the primary (postgres and its Patroni), wait for the
+  // standby's promotion, rejoin the old primary as a standby.
+  bool can_failover() const { return !failover_target_.empty(); }
+  void start_failover();
+  bool failing_over() const { return failing_over_; }
+  bool failover_started() const { return failover_thread_.joinable(); }
+  void join_failover();  // counts the result
 
   void start_restart();  // `$SQLGUARD_DBSERVERS restart <target>` on a thread
   bool restarting() const { return restarting_; }
@@ -268,7 +281,9 @@ class Faults {
 
   std::vector<KillRecord> kill_records;
   int kills = 0, pauses = 0, connection_kills = 0, sessions_terminated = 0, server_restarts = 0,
-      restart_failures = 0, partitions = 0, node_kills = 0, node_rejoins = 0, node_kill_failures = 0;
+      restart_failures = 0, partitions = 0, node_kills = 0, node_rejoins = 0, node_kill_failures = 0,
+      failovers = 0, failover_failures = 0;
+  std::vector<std::int64_t> failover_cycle_ms;  // each failover script run (kill .. old primary rejoined)
 
  private:
   void check_killed_lease(KillRecord& k);
@@ -278,8 +293,12 @@ class Faults {
   Run& run_;
   Db& db_;
   Workers& w_;
-  std::string dbservers_, server_target_;
-  std::thread restart_thread_;
+  std::string dbservers_, server_target_, failover_target_;
+  std::thread restart_thread_, failover_thread_;
+  bool restart_on_ = false;
+  std::atomic<bool> failing_over_{false};
+  std::atomic<int> failover_result_{-1};  // -1 none, 0 ok, 1 failed
+  std::atomic<std::int64_t> failover_took_ms_{0};
   std::atomic<bool> restarting_{false};
   std::atomic<int> restart_result_{-1};  // -1 none, 0 ok, 1 failed
   // One proxy per worker slot (empty: no partitions), and when each heals.
@@ -293,6 +312,41 @@ class Faults {
   std::atomic<int> node_stage_{0};  // 0 idle, 1 killing, 2 down (kill ok), 3 kill failed, 4 back, 5 rejoin failed
   int node_stage_seen_ = 0;
   std::chrono::steady_clock::time_point node_killed_at_{};
+};
+
+// ---- chaos_failover.cpp: the write probe --------------------------------------------
+
+// While failovers run: one client that writes every 100 ms (acquire + release
+// of a lease of its own, on its own connection to --db, reconnecting at once
+// on an error) and measures the longest time between two successful writes
+// (max_unavailable_ms), and records every fence it got, which must strictly
+// increase across promotions (one database-wide sequence).
+class WriteProbe {
+ public:
+  explicit WriteProbe(Run& run) : run_(run) {}
+  ~WriteProbe() { stop(); }
+  WriteProbe(const WriteProbe&) = delete;
+  WriteProbe& operator=(const WriteProbe&) = delete;
+  void start();
+  void stop();
+  bool started() const { return started_; }
+  std::int64_t max_unavailable_ms() const { return max_gap_ms_; }
+  std::int64_t writes() const { return writes_; }
+  int fence_regressions() const { return regressions_; }
+  std::vector<std::string> regression_examples;
+  // The probe's lease names (one per connection it opened): deleted after the run.
+  int generations() const { return generation_; }
+  std::string lease_name(int generation) const;
+
+ private:
+  void loop();
+  int generation_ = 0;
+  Run& run_;
+  bool started_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::int64_t max_gap_ms_ = 0, writes_ = 0, last_fence_ = 0;
+  int regressions_ = 0;
 };
 
 // ---- chaos_check.cpp -----------------------------------------------------------------

@@ -19,6 +19,7 @@ using std::chrono::steady_clock;
 Faults::~Faults() {
   if (restart_thread_.joinable()) restart_thread_.join();
   if (node_thread_.joinable()) node_thread_.join();
+  if (failover_thread_.joinable()) failover_thread_.join();
 }
 
 void Faults::configure_server() {
@@ -33,8 +34,17 @@ void Faults::configure_server() {
                          (na.empty() ? std::string() : " (skipped although listed: " + na + ")"));
     return;
   }
-  server_target_ = run_.kind == DialectKind::kPostgres ? "pg" : "mariadb";
+  server_target_ = !run_.o.topology.empty() ? run_.o.topology : run_.kind == DialectKind::kPostgres ? "pg" : "mariadb";
   const char* env = std::getenv("SQLGUARD_DBSERVERS");
+  if (fs.failover) {
+    if (!env || !*env)
+      run_.notes.push_back("failovers skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
+    else if (run_.o.topology != "pg-ha" && run_.o.topology != "pg-async")
+      run_.notes.push_back("failovers skipped: they need --topology pg-ha or pg-async (a Patroni cluster the "
+                           "--db URI lists every node of)");
+    else
+      failover_target_ = run_.o.topology, dbservers_ = env;
+  }
   setup_node_kills();
   if (nodes > 1 && fs.restart)
     run_.notes.push_back("server restarts skipped: several --db (a cluster); node-kill restarts one node instead");
@@ -43,7 +53,7 @@ void Faults::configure_server() {
   else if (fs.restart && (!env || !*env))
     run_.notes.push_back("server restarts skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
   else if (fs.restart)
-    dbservers_ = env;
+    dbservers_ = env, restart_on_ = true;
   if (fs.partition) setup_partitions();
 }
 
@@ -54,6 +64,7 @@ std::vector<std::string> Faults::enabled() const {
   on.restart = can_restart();
   on.partition = can_partition();
   on.node_kill = can_node_kill();
+  on.failover = can_failover();
   return on.names();
 }
 
@@ -175,11 +186,12 @@ void Faults::finish() {
     poll_node_kill();
     std::this_thread::sleep_for(milliseconds(50));
   }
+  if (failover_thread_.joinable()) join_failover();
 }
 
 void Faults::restore_server() {
-  if (restart_failures == 0) return;
-  run_.notes.push_back("the restart script failed; ran `$SQLGUARD_DBSERVERS start " + server_target_ + "`");
+  if (restart_failures == 0 && failover_failures == 0) return;
+  run_.notes.push_back("the restart or failover script failed; ran `$SQLGUARD_DBSERVERS start " + server_target_ + "`");
   run_dbservers("start");
 }
 

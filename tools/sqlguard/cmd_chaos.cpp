@@ -61,7 +61,7 @@ FaultSet FaultSet::parse(const std::string& list) {
   if (list.empty()) throw CLI::ValidationError("--faults", "needs at least one fault");
   FaultSet f;
   f.listed = true;
-  f.kill = f.pause = f.session_kill = f.restart = f.partition = f.node_kill = false;
+  f.kill = f.pause = f.session_kill = f.restart = f.partition = f.node_kill = f.failover = false;
   std::size_t begin = 0;
   while (begin <= list.size()) {
     auto end = std::min(list.find(',', begin), list.size());
@@ -72,10 +72,12 @@ FaultSet FaultSet::parse(const std::string& list) {
                  : name == "restart"      ? &f.restart
                  : name == "partition"    ? &f.partition
                  : name == "node-kill"    ? &f.node_kill
+                 : name == "failover"     ? &f.failover
                                           : nullptr;
     if (!flag)
       throw CLI::ValidationError("--faults", "unknown fault '" + name +
-                                                 "'; known: kill, pause, session-kill, restart, partition, node-kill");
+                                                 "'; known: kill, pause, session-kill, restart, partition, node-kill, "
+                                                 "failover");
     *flag = true;
     begin = end + 1;
   }
@@ -85,7 +87,7 @@ FaultSet FaultSet::parse(const std::string& list) {
 std::vector<std::string> FaultSet::names() const {
   std::vector<std::string> n;
   for (auto [on, name] : {std::pair{kill, "kill"}, {pause, "pause"}, {session_kill, "session-kill"},
-                          {restart, "restart"}, {partition, "partition"}, {node_kill, "node-kill"}})
+                          {restart, "restart"}, {partition, "partition"}, {node_kill, "node-kill"}, {failover, "failover"}})
     if (on) n.emplace_back(name);
   return n;
 }
@@ -158,6 +160,11 @@ void inject(Run& run, Workers& w, Faults& f) {
   auto next_restart = run.t0 + run.duration * 45 / 100;
   auto next_partition = run.t0 + std::max(milliseconds(500), run.duration / 6);
   auto next_node_kill = run.t0 + std::max(milliseconds(2000), run.duration / 10);
+  // Failovers: the first after a tenth of the run, each next one 3 s after
+  // the previous cycle ended; only while one can still finish its promotion
+  // (~20-25 s: Patroni's minimum ttl) inside the run.
+  auto next_failover = run.t0 + std::max(milliseconds(3000), run.duration / 10);
+  const milliseconds failover_needs(25000);
   bool restarts_on = f.can_restart() && run.duration >= milliseconds(3000);
   if (f.can_restart() && !restarts_on) run.notes.push_back("server restarts need --duration of at least 3s");
   // Paused and partitioned workers together: at most half of them.
@@ -200,11 +207,18 @@ void inject(Run& run, Workers& w, Faults& f) {
       }
     }
     f.check_killed_leases(now);
-    if (f.can_kill_sessions() && now >= next_conn_kill && !f.restarting()) {
+    if (f.can_failover() && now >= next_failover && !f.failover_started() && !f.restart_started() &&
+        now + failover_needs <= run.deadline)
+      f.start_failover();
+    if (f.failover_started() && !f.failing_over()) {
+      f.join_failover();
+      next_failover = now + milliseconds(3000);
+    }
+    if (f.can_kill_sessions() && now >= next_conn_kill && !f.restarting() && !f.failing_over()) {
       f.kill_connections();
       next_conn_kill = now + run.jitter(conn_kill_every, 0.7, 1.3);
     }
-    if (restarts_on && now >= next_restart && !f.restarting() && !f.restart_started() &&
+    if (restarts_on && now >= next_restart && !f.restarting() && !f.restart_started() && !f.failover_started() &&
         now + milliseconds(1500) < run.deadline) {
       f.start_restart();
       next_restart = now + std::max(milliseconds(20000), run.duration / 3);
@@ -220,7 +234,7 @@ void inject(Run& run, Workers& w, Faults& f) {
 }
 
 // Prints the result: one JSON object, or the text summary.
-void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v) {
+void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v, const WriteProbe& probe) {
   const Opts& o = run.o;
   const WorkerTotals t = w.totals();
   double secs = std::chrono::duration_cast<milliseconds>(run.duration).count() / 1000.0;
@@ -253,6 +267,13 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v)
       {"node_kills", f.node_kills},
       {"node_rejoins", f.node_rejoins},
       {"node_kill_failures", f.node_kill_failures},
+      {"failovers", f.failovers},
+      {"failover_failures", f.failover_failures},
+      {"failover_cycle_ms", f.failover_cycle_ms},
+      // Longest time without a successful write of the probe (null: no probe,
+      // it runs only with failovers).
+      {"max_unavailable_ms", probe.started() ? json(probe.max_unavailable_ms()) : json(nullptr)},
+      {"probe_writes", probe.writes()},
       {"faults_enabled", f.enabled()},
       {"unexpected_worker_exits", w.unexpected_exits},
       {"stragglers_killed", w.stragglers},
@@ -279,10 +300,13 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v)
         << (o.no_fencing ? ", FENCING DISABLED (negative control)" : "") << "\n";
     out << "  faults:     " << f.kills << " kill -9, " << f.pauses << " pauses past ttl, " << f.connection_kills
         << " connection kills (" << f.sessions_terminated << " sessions), " << f.server_restarts
-        << " server restarts, " << f.partitions << " partitions";
+        << " server restarts, " << f.partitions << " partitions, " << f.failovers << " failovers";
     if (f.nodes > 1)
       out << ", " << f.node_kills << " node kills (" << f.node_rejoins << " rejoined) over " << f.nodes << " nodes";
     out << "\n";
+    if (probe.started())
+      out << "  failover:   longest write unavailability " << probe.max_unavailable_ms() << " ms ("
+          << probe.writes() << " probe writes)\n";
     out << "  leases:     " << t.acquisitions << " acquisitions, " << v.accepted << " fenced writes accepted, "
         << (t.by_lease + t.by_fence) << " stale writes rejected (" << t.by_lease << " by the lease re-check, "
         << t.by_fence << " by the fence); late writes after a pause: " << t.late << " (" << t.late_rejected
@@ -325,6 +349,7 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
   w.create_state();
   Faults f(run, db, w);  // from here on, its destructor joins a running restart
   f.configure_server();
+  WriteProbe probe(run);  // its destructor stops it (declared after f: stopped first)
 
   struct sigaction sa {}, old_int{}, old_term{};
   sa.sa_handler = on_stop_signal;
@@ -339,11 +364,13 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
     run.fault("start", -1, 0,
               std::to_string(o.workers) + " workers, ttl " + format_duration(ttl) + ", run " + run.names.run +
                   (o.no_fencing ? ", FENCING DISABLED (negative control)" : ""));
+    if (f.can_failover()) probe.start();
     inject(run, w, f);
     if (g_stop) run.notes.push_back("interrupted by a signal before --duration ended");
     f.heal_all_partitions();  // a worker cut off from the server could not wind down
     w.finish();
     f.finish();
+    probe.stop();
   } catch (...) {
     f.heal_all_partitions();
     w.kill_all();  // never leave stopped or running children behind
@@ -356,8 +383,26 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
   f.restore_server();
 
   Verdict v = check(run, db, f.kill_records, w.last_exit_db_ms);
-  report(run, w, f, v);
-  if (!o.keep) drop_tables(run, db);
+  if (probe.started()) {
+    // Fences strictly increase across every promotion (the probe's, in the
+    // order it got them).
+    v.invariants["failover_fences"] = probe.fence_regressions();
+    v.violations += probe.fence_regressions();
+    for (const auto& e : probe.regression_examples)
+      if (v.examples.size() < 10) v.examples.push_back(e);
+  }
+  report(run, w, f, v, probe);
+  if (!o.keep) {
+    drop_tables(run, db);
+    try {
+      db.with([&](Connection& c) {
+        for (int g = 1; g <= probe.generations(); ++g) admin::delete_lease(c, probe.lease_name(g));
+        return 0;
+      });
+    } catch (const Error& e) {
+      run.notes.push_back("could not delete the probe's leases: " + e.message());
+    }
+  }
   return v.violations > 0 ? kExitInvariant : kExitOk;
 }
 
@@ -382,9 +427,13 @@ void add_chaos(CLI::App& app) {
                 "Negative control: write without re-checking the lease or the fencing token (must report violations)");
   cmd->add_flag("--no-server-restarts", o->no_restarts, "Do not restart the database server (= leave out restart)");
   auto* faults = cmd->add_option("--faults", o->faults,
-                  "Comma-separated faults to inject: kill, pause, session-kill, restart, partition, node-kill "
-                  "(default: all that apply to the dialect; node-kill needs one --db per Galera node)");
+                  "Comma-separated faults to inject: kill, pause, session-kill, restart, partition, node-kill, "
+                  "failover (default: all that apply to the dialect, except failover; node-kill needs one --db per "
+                  "Galera node, failover --topology pg-ha|pg-async)");
   cmd->add_flag("--keep-tables", o->keep, "Keep the run's chaos_<run>_* tables for inspection");
+  cmd->add_option("--topology", o->topology,
+                  "tools/dbservers.sh target of server restarts and failovers (default: pg or mariadb; "
+                  "pg-ha / pg-async for --faults ...,failover)");
   cmd->callback([o, seed, faults] {
     auto duration = duration_flag("--duration", o->duration, {milliseconds(1), std::chrono::hours(24)});
     auto ttl = duration_flag("--ttl", o->ttl, {milliseconds(100), milliseconds(60000)});

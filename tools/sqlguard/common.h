@@ -97,6 +97,7 @@ std::string iso8601(std::int64_t epoch_ms);
 // callback that stores the exit code in exit_code().
 int& exit_code();
 void add_migrate(CLI::App& app);
+void add_doctor(CLI::App& app);
 void add_lock(CLI::App& app);
 void add_run(CLI::App& app);
 void add_cleanup(CLI::App& app);

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every command");
   add_global_flags(app);  // before the subcommands: they inherit the fall-through to it
   add_migrate(app);
+  add_doctor(app);
   add_lock(app);
   add_run(app);
   add_cleanup(app);

@@ -23,7 +23,8 @@ std::unique_ptr<Connection> open_mysql(std::string_view uri, const ConnectOption
 }
 }  // namespace
 
-const DialectEntry kMysqlDialect{DialectKind::kMysql, "mysql", {"mysql", "mariadb"}, true, &open_mysql};
+void mysql_doctor(DoctorContext& ctx);  // doctor.cpp
+const DialectEntry kMysqlDialect{DialectKind::kMysql, "mysql", {"mysql", "mariadb"}, true, &open_mysql, &mysql_doctor};
 }  // namespace detail
 
 

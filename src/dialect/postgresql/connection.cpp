@@ -55,7 +55,9 @@ namespace {
 
 class PgDialect final : public Dialect {
  public:
-  PgDialect() : Dialect(DialectKind::kPostgres, "postgresql", '"') {}
+  // `catalog`: "postgresql", or "postgresql+pooler" behind a transaction
+  // pooler (sql/postgresql/variant_pooler.sql).
+  explicit PgDialect(std::string_view catalog = {}) : Dialect(DialectKind::kPostgres, "postgresql", '"', catalog) {}
   // SET cannot take parameters; set_config(..., true) is SET LOCAL with a
   // bound value. 0 would mean "wait forever", so callers pass >= 1 ms.
   void set_local_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
@@ -63,6 +65,7 @@ class PgDialect final : public Dialect {
   }
 };
 const PgDialect kDialect;
+const PgDialect kPoolerDialect("postgresql+pooler");
 
 using detail::number_placeholders;
 
@@ -179,12 +182,18 @@ using PqConnection = pqxx::basic_connection_base<SgConnectPolicy>;
 
 class PgConnection final : public Connection {
  public:
-  PgConnection(std::string conninfo, detail::ParsedUri uri, std::string description, const ConnectOptions& o)
+  PgConnection(std::string conninfo, detail::ParsedUri uri, std::string description, const ConnectOptions& o,
+               bool pooler)
       : connstr_(std::move(conninfo)), uri_(std::move(uri)), description_(std::move(description)),
         io_timeout_(o.io_timeout),
-        prepared_(o.statement_cache_size) {
+        prepared_(pooler ? 0 : o.statement_cache_size),
+        pooler_(pooler) {
     caps_.row_locks = caps_.nowait = caps_.skip_locked = caps_.shared_row_locks = true;
-    caps_.listen_notify = caps_.wakeups = caps_.transactional_ddl = true;
+    caps_.transactional_ddl = true;
+    // Behind a transaction pooler a LISTEN stays on a server session this
+    // client no longer has: waiters poll with backoff instead.
+    caps_.listen_notify = caps_.wakeups = !pooler;
+    caps_.transaction_pooler = pooler;
     connect();
   }
   ~PgConnection() override {
@@ -197,7 +206,7 @@ class PgConnection final : public Connection {
 
   DialectKind kind() const noexcept override { return DialectKind::kPostgres; }
   const Capabilities& capabilities() const noexcept override { return caps_; }
-  const Dialect& dialect() const noexcept override { return kDialect; }
+  const Dialect& dialect() const noexcept override { return pooler_ ? kPoolerDialect : kDialect; }
   const std::string& description() const noexcept override { return description_; }
 
   Result do_execute(std::string_view sql, const Params& params, bool cache) override {
@@ -327,6 +336,7 @@ class PgConnection final : public Connection {
   }
 
   bool wait_for_notify(const std::string& channel, std::chrono::milliseconds timeout) override {
+    if (pooler_) dialect().not_supported("LISTEN behind a transaction pooler (?pooler=transaction)");
     if (tx_) throw Error(ErrorCode::kInvalidArgument, "wait_for_notify() inside a transaction", "postgresql");
     try {
       auto& c = conn();
@@ -539,6 +549,7 @@ class PgConnection final : public Connection {
   std::vector<std::string> evicted_;              // names still to DEALLOCATE
   std::map<std::string, std::unique_ptr<Receiver>> receivers_;
   int counter_ = 0;
+  bool pooler_ = false;  // ?pooler=transaction: no session state (see the constructor)
 };
 
 PgConnection& as_pg(Connection& conn, const char* fn) {
@@ -553,8 +564,9 @@ PgConnection& as_pg(Connection& conn, const char* fn) {
 
 namespace detail {
 std::unique_ptr<Connection> make_pg_connection(std::string conninfo, ParsedUri uri, std::string description,
-                                               const ConnectOptions& options) {
-  return std::make_unique<PgConnection>(std::move(conninfo), std::move(uri), std::move(description), options);
+                                               const ConnectOptions& options, bool pooler) {
+  return std::make_unique<PgConnection>(std::move(conninfo), std::move(uri), std::move(description), options,
+                                        pooler);
 }
 }  // namespace detail
 

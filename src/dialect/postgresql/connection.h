@@ -10,7 +10,9 @@
 namespace sqlguard::detail {
 // `conninfo` is the keyword/value string handed to libpq (never the raw
 // URI); `uri` supplies the credentials scrubbed from every driver message;
-// `description` is the masked URI.
+// `description` is the masked URI. `pooler`: a transaction pooler is in the
+// path (`?pooler=transaction`): no LISTEN, no named prepared statements (the
+// caller passes statement_cache_size 0), the "postgresql+pooler" catalog.
 std::unique_ptr<Connection> make_pg_connection(std::string conninfo, ParsedUri uri, std::string description,
-                                               const ConnectOptions& options);
+                                               const ConnectOptions& options, bool pooler = false);
 }  // namespace sqlguard::detail

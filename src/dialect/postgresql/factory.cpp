@@ -64,7 +64,7 @@ std::string build_conninfo(const ParsedUri& u, std::string_view uri, const Conne
       throw Error(ErrorCode::kInvalidArgument,
                   "malformed PostgreSQL URI '" + mask_uri(uri) + "': unknown connection parameter " +
                       uri_fragment(uri, k) + " (query parameters are libpq keywords, plus sqlguard's "
-                      "connect_timeout, io_timeout and statement_cache_size)",
+                      "connect_timeout, io_timeout, statement_cache_size and pooler)",
                   "postgresql");
     add(k, v);
   }
@@ -91,15 +91,37 @@ std::string build_conninfo(const ParsedUri& u, std::string_view uri, const Conne
   return ci;
 }
 
+// `?pooler=transaction`: a transaction-pooling proxy (PgBouncer pool_mode =
+// transaction) is between sqlguard and the server, so the connection keeps no
+// session state (connection.cpp). `?pooler=none` or `session` (the default)
+// change nothing. Removed from the query: libpq does not know it.
+bool take_pooler_parameter(ParsedUri& u, std::string_view uri) {
+  auto it = u.query.find("pooler");
+  if (it == u.query.end()) return false;
+  const std::string v = it->second;
+  if (v != "transaction" && v != "session" && v != "none")
+    throw Error(ErrorCode::kInvalidArgument,
+                "URI parameter pooler=" + uri_fragment(uri, v) + " in '" + mask_uri(uri) +
+                    "' must be transaction, session or none",
+                "postgresql");
+  u.query.erase(it);
+  return v == "transaction";
+}
+
 std::unique_ptr<Connection> open_postgresql(std::string_view uri, const ConnectOptions& options) {
   ParsedUri u = parse_uri(uri);
   ConnectOptions o = take_connect_parameters(u, uri, options);
+  const bool pooler = take_pooler_parameter(u, uri);
+  // The unnamed statement only: named prepared statements live in a server
+  // session, which a transaction pooler hands to other clients.
+  if (pooler) o.statement_cache_size = 0;
   std::string conninfo = build_conninfo(u, uri, o);
-  return make_pg_connection(std::move(conninfo), std::move(u), mask_uri(uri), o);
+  return make_pg_connection(std::move(conninfo), std::move(u), mask_uri(uri), o, pooler);
 }
 }  // namespace
 
-const DialectEntry kPostgresqlDialect{DialectKind::kPostgres, "postgresql", {"postgresql", "postgres"}, true, &open_postgresql};
+void postgresql_doctor(DoctorContext& ctx);  // doctor.cpp
+const DialectEntry kPostgresqlDialect{DialectKind::kPostgres, "postgresql", {"postgresql", "postgres"}, true, &open_postgresql, &postgresql_doctor};
 }  // namespace detail
 
 

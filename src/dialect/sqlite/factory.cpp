@@ -31,7 +31,8 @@ std::unique_ptr<Connection> open_sqlite(std::string_view uri, const ConnectOptio
 }
 }  // namespace
 
-const DialectEntry kSqliteDialect{DialectKind::kSqlite, "sqlite", {"sqlite", "sqlite3"}, true, &open_sqlite};
+void sqlite_doctor(DoctorContext& ctx);  // doctor.cpp
+const DialectEntry kSqliteDialect{DialectKind::kSqlite, "sqlite", {"sqlite", "sqlite3"}, true, &open_sqlite, &sqlite_doctor};
 }  // namespace detail
 
 

@@ -1,0 +1,27 @@
+-- sql/postgresql/doctor.sql — PostgreSQL 15. What `sqlguard doctor` (check_environment()) reads;
+-- nothing here changes the server. Checks: src/dialect/postgresql/doctor.cpp.
+
+-- name: doctor_settings
+-- (name, value) rows: the server settings the checks judge, whether this is a standby, the
+-- address the backend really listens on (differs from the URI's port behind a pooler) and the
+-- backend pid (differs from the one libpq got at connect behind a pooler).
+-- params: 
+SELECT name, setting FROM pg_settings
+WHERE name IN ('server_version', 'server_version_num', 'default_transaction_isolation', 'lock_timeout',
+               'statement_timeout', 'idle_in_transaction_session_timeout', 'synchronous_commit',
+               'synchronous_standby_names')
+UNION ALL SELECT 'in_recovery', pg_is_in_recovery()::text
+UNION ALL SELECT 'server_port', coalesce(inet_server_port()::text, '')
+UNION ALL SELECT 'backend_pid', pg_backend_pid()::text;
+
+-- name: doctor_standbys
+-- The standbys streaming from this server and whether each is synchronous (sync_state is NULL
+-- without pg_monitor / superuser).
+-- params: 
+SELECT coalesce(application_name, ''), coalesce(state, ''), coalesce(sync_state, '')
+FROM pg_stat_replication ORDER BY application_name;
+
+-- name: doctor_backend_pid
+-- Run in consecutive transactions: a different pid each time means a transaction pooler.
+-- params: 
+SELECT pg_backend_pid();

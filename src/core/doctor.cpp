@@ -1,0 +1,156 @@
+// check_environment(): the checks every dialect shares, then the dialect's
+// own (src/dialect/<name>/doctor.cpp via its registry entry). Read-only: the
+// doctor never changes the server or the database file.
+#include "core/doctor.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "core/catalog.h"
+#include "core/uri.h"
+#include "dialect/registry.h"
+#include "sqlguard/migrate.h"
+
+namespace sqlguard {
+
+std::string_view to_string(CheckStatus status) noexcept {
+  switch (status) {
+    case CheckStatus::kOk: return "ok";
+    case CheckStatus::kWarn: return "warn";
+    case CheckStatus::kFail: return "fail";
+  }
+  return "fail";
+}
+
+namespace detail {
+
+const std::map<std::string, std::string>& DoctorContext::settings() {
+  if (!have_settings_) {
+    for (const auto& row : run(conn, Sql::doctor_settings).rows)
+      settings_[row[0].as_string()] = row[1].is_null() ? std::string() : row[1].as_string();
+    have_settings_ = true;
+  }
+  return settings_;
+}
+
+std::string DoctorContext::setting(const std::string& name, const std::string& fallback) {
+  const auto& s = settings();
+  auto it = s.find(name);
+  return it == s.end() ? fallback : it->second;
+}
+
+void DoctorContext::recover() noexcept {
+  try {
+    if (conn.in_transaction()) conn.rollback();
+  } catch (const Error&) {
+    // the session is gone; reconnect below
+  }
+  try {
+    conn.reconnect();
+  } catch (const Error& e) {
+    log(LogLevel::kDebug, "doctor: reconnect after a failed check failed: " + e.message());
+  }
+}
+
+std::string doctor_ms(const std::string& ms_text) {
+  char* end = nullptr;
+  long long ms = std::strtoll(ms_text.c_str(), &end, 10);
+  if (ms_text.empty() || (end && *end)) return ms_text;
+  if (ms == 0) return "0 (off)";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+  return std::to_string(ms) + " ms";
+}
+
+namespace {
+
+std::string signed_ms(std::int64_t ms) { return (ms >= 0 ? "+" : "") + std::to_string(ms) + " ms"; }
+
+void common_checks(DoctorContext& ctx) {
+  Connection& c = ctx.conn;
+  ctx.check("clock", [&] {
+    // Informational: sqlguard never compares against the client clock.
+    auto before = std::chrono::system_clock::now();
+    std::int64_t db = c.db_now_ms();
+    auto after = std::chrono::system_clock::now();
+    auto mid = std::chrono::duration_cast<std::chrono::milliseconds>((before + (after - before) / 2).time_since_epoch());
+    ctx.ok("clock", "database clock - this host's clock = " + signed_ms(db - mid.count()) +
+                        " (informational: leases, expiry and fences use only the database clock)");
+  });
+  ctx.check("migrations", [&] {
+    auto states = migration_status(c);
+    int applied = 0, known = 0, unknown = 0, level = 0;
+    std::string mismatch;
+    for (const auto& s : states) {
+      if (s.checksum.empty()) ++unknown;  // applied by a newer sqlguard
+      else ++known;
+      if (s.applied && !s.checksum.empty()) ++applied;
+      if (s.applied) level = std::max(level, s.version);
+      if (s.checksum_mismatch) mismatch += (mismatch.empty() ? "" : ", ") + std::to_string(s.version);
+    }
+    std::string counts = std::to_string(applied) + "/" + std::to_string(known) + " migrations applied (level " +
+                         std::to_string(level) + ")";
+    if (!mismatch.empty())
+      ctx.fail("migrations", counts + "; checksum mismatch on migration " + mismatch +
+                                 ": the applied schema is not the one this build expects");
+    else if (applied == 0)
+      ctx.warn("migrations", "the sqlguard tables are missing: run `sqlguard migrate`");
+    else if (applied < known)
+      ctx.warn("migrations", counts + ": run `sqlguard migrate`");
+    else if (unknown > 0)
+      ctx.warn("migrations", counts + ", plus " + std::to_string(unknown) +
+                                 " applied by a newer sqlguard this build does not know");
+    else
+      ctx.ok("migrations", counts);
+  });
+}
+
+bool uri_uses_named_statements(const std::string& uri, const ConnectOptions& options) {
+  if (options.statement_cache_size == 0) return false;
+  try {
+    ParsedUri u = parse_uri(uri);
+    auto p = u.query.find("pooler");
+    if (p != u.query.end() && p->second == "transaction") return false;
+    auto s = u.query.find("statement_cache_size");
+    if (s != u.query.end() && s->second == "0") return false;
+  } catch (const Error&) {
+    // not a server URI with a query (SQLite path): no prepared statements on a server
+  }
+  return true;
+}
+
+std::vector<CheckResult> run_checks(Connection& conn, const std::string& uri, bool named_statements) {
+  DoctorContext ctx(conn, uri, named_statements);
+  const DialectEntry& d = find_dialect(conn.kind());
+  if (d.doctor) d.doctor(ctx);
+  common_checks(ctx);
+  return std::move(ctx.results);
+}
+
+}  // namespace
+}  // namespace detail
+
+std::vector<CheckResult> check_environment(const std::string& uri, const ConnectOptions& options) {
+  // The doctor's own statements are unnamed (cache 0), so that they work
+  // behind a transaction pooler whatever the URI says; what the user's
+  // client would do is judged from `uri` and `options`.
+  ConnectOptions o = options;
+  o.statement_cache_size = 0;
+  std::unique_ptr<Connection> conn;
+  try {
+    conn = make_connection(uri, o);
+  } catch (const Error& e) {
+    return {{"connect", CheckStatus::kFail, e.message()}};
+  }
+  std::vector<CheckResult> out{{"connect", CheckStatus::kOk,
+                                std::string(to_string(conn->kind())) + " at " + conn->description()}};
+  auto rest = detail::run_checks(*conn, uri, detail::uri_uses_named_statements(uri, options));
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+std::vector<CheckResult> check_environment(Connection& conn, const std::string& uri) {
+  require_no_transaction(conn, "check_environment()");
+  return detail::run_checks(conn, uri, conn.statement_cache_capacity() > 0);
+}
+
+}  // namespace sqlguard

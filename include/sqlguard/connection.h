@@ -1,8 +1,8 @@
 // sqlguard/connection.h — connections, values, results and transactions.
 //
-// A Connection is ONE database session. It is not thread-safe: use one
-// connection per thread (or guard it yourself). Pooling is the caller's
-// business; every sqlguard object that takes a Connection& borrows it and
+// A Connection is ONE database session. It is not thread-safe: threads share
+// a URI through sqlguard::Pool (pool.h), one borrowed connection per thread
+// at a time. Every sqlguard object that takes a Connection& borrows it and
 // must not outlive it.
 //
 // URIs (make_connection):

@@ -114,7 +114,10 @@ TOPOLOGIES=${SQLGUARD_TOPOLOGIES-$default_topologies}
 # failover restarts a node, and its REST/postgres port must not be taken by a
 # client socket of the test's own reconnect storm (measured: "Address already
 # in use", the old primary never rejoined, strict mode then blocked commits).
+# The same for PgBouncer and Galera (measured in CI: bind() "Address already
+# in use" on 56432 and on a Galera IST port after the main suite's storm).
 export SQLGUARD_PG_HA_PORT=${SQLGUARD_PG_HA_PORT:-31440} SQLGUARD_PG_ASYNC_PORT=${SQLGUARD_PG_ASYNC_PORT:-31450}
+export SQLGUARD_PGBOUNCER_PORT=${SQLGUARD_PGBOUNCER_PORT:-31432} SQLGUARD_GALERA_PORT=${SQLGUARD_GALERA_PORT:-31310}
 if [[ -n "$TOPOLOGIES" ]]; then
   step 6/7 "deployments: ${TOPOLOGIES//,/, } (tools/dbservers.sh start TOPOLOGY; ctest -L topology -R ...)"
   exec 9>"${SQLGUARD_TOPOLOGY_LOCK:-/tmp/sqlguard-topology.lock}"

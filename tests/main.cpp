@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <thread>
 
 #include "sqlguard/migrate.h"
 #include "sql_audit.h"
@@ -94,7 +95,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    auto conn = sqlguard::make_connection(c.uri);
+    // A multi-host URI (pg-ha) may try a standby first: libpq does not move
+    // on to the next host after a FATAL at startup, and the standby may not
+    // have replayed the CREATE DATABASE yet (sync = flushed, not applied).
+    std::unique_ptr<sqlguard::Connection> conn;
+    for (int attempt = 1;; ++attempt) {
+      try {
+        conn = sqlguard::make_connection(c.uri);
+        break;
+      } catch (const sqlguard::Error& e) {
+        if (e.code() != sqlguard::ErrorCode::kNotFound || attempt >= 100) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
     sqlguard::migrate(*conn);
   } catch (const std::exception& e) {
     std::cerr << "FAIL: cannot prepare the test database: " << e.what() << "\n";

@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <atomic>
 #include <future>
+#include <vector>
 #include <thread>
 
 #include "sqlguard/lease_lock.h"
@@ -95,4 +97,135 @@ TEST_CASE("a busy acquire attempt takes no lock: it answers at once while the lo
   CHECK((c == ErrorCode::kLockBusy || c == ErrorCode::kTimeout));
   blocker->rollback();
   CHECK(holder.release());
+}
+
+namespace {
+// WAL writes (XLogWrite calls) counted by pg_stat_wal after `conn` closes: a
+// backend reports its WAL counters at exit, so wait until it is gone.
+std::int64_t pg_wal_writes_after_close(std::unique_ptr<Connection> conn, Connection& stats) {
+  const auto pid = conn->session_id();
+  conn.reset();
+  for (int i = 0; i < 200; ++i) {
+    if (stats.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ?", {pid}).rows.at(0)[0].as_int() == 0) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  return stats.execute("SELECT wal_write FROM pg_stat_wal").rows.at(0)[0].as_int();
+}
+}  // namespace
+
+TEST_CASE("on PostgreSQL a release on its own does not wait for a WAL flush; an acquire does", "[lease][contention]") {
+  if (!ctx().is(DialectKind::kPostgres)) {
+    SUCCEED("synchronous_commit is PostgreSQL's (MariaDB's flush is server-wide, SQLite runs synchronous=NORMAL)");
+    return;
+  }
+  auto stats = ctx().connect();
+  const auto name = ctx().unique("relflush");
+  constexpr int kCycles = 100;
+  auto cycles = [&](bool old_release) {
+    auto c = ctx().connect();
+    c->execute("SET synchronous_commit = on");  // the test server runs with it off
+    const auto before = pg_wal_writes_after_close(ctx().connect(), *stats);
+    for (int i = 0; i < kCycles; ++i) {
+      const auto owner = "relflush-" + std::to_string(i);
+      auto got = acquire_lease(*c, name, owner, 30s);
+      REQUIRE(got.acquired);
+      if (old_release) {
+        // Negative control: the same release without set_config.
+        auto r = c->execute(
+            "UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT "
+            "WHERE name = ? AND owner = ? AND fence = ?",
+            {name, owner, got.fence});
+        REQUIRE(r.affected == 1);
+      } else {
+        REQUIRE(release_lease(*c, name, owner, got.fence));
+      }
+    }
+    return pg_wal_writes_after_close(std::move(c), *stats) - before;
+  };
+  const auto with_async_release = cycles(false);
+  const auto with_durable_release = cycles(true);
+  INFO("WAL writes for " << kCycles << " cycles: " << with_async_release << " (release as shipped), "
+                         << with_durable_release << " (durable release)");
+  CHECK(with_durable_release >= 2 * kCycles);  // one flush per acquire and one per release
+  CHECK(with_async_release < kCycles + kCycles / 2);  // acquires only, plus background writes
+
+  // Inside a caller's transaction the release leaves synchronous_commit alone.
+  auto c = ctx().connect();
+  c->execute("SET synchronous_commit = on");
+  LeaseLock lock(*c, name);
+  REQUIRE(lock.try_acquire());
+  c->begin();
+  REQUIRE(lock.release());
+  CHECK(c->execute("SELECT current_setting('synchronous_commit')").rows.at(0)[0].as_string() == "on");
+  c->commit();
+}
+
+TEST_CASE("a lock cycle costs the fewest round trips: take-over and fence in one statement on every dialect",
+          "[lease][contention]") {
+  auto c = ctx().connect();
+  const auto name = ctx().unique("rt");
+  {
+    LeaseLock warm(*c, name);  // the row exists: later cycles are take-overs
+    REQUIRE(warm.try_acquire());
+    REQUIRE(warm.release());
+  }
+  std::vector<std::string> sent;
+  c->set_statement_observer([&](const StatementEvent& e) {
+    sent.push_back(e.catalog_name.empty() ? std::string(e.sql.substr(0, 40)) : std::string(e.catalog_name));
+  });
+  LeaseLock lock(*c, name);
+  REQUIRE(lock.try_acquire());
+  REQUIRE(lock.release());
+  c->set_statement_observer({});
+  std::string list;
+  for (const auto& s : sent) list += s + " ";
+  INFO("sent: " << list);
+  if (ctx().is(DialectKind::kPostgres)) {
+    // UPDATE ... RETURNING fence; release with the NOTIFY inside.
+    CHECK(sent == std::vector<std::string>{"lease_acquire", "lease_release"});
+  } else if (ctx().is(DialectKind::kMysql)) {
+    // Consistent precheck (a busy attempt stops there), then take-over + fence +
+    // wake-up lock in one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING.
+    CHECK(sent == std::vector<std::string>{"lease_precheck", "lease_take", "lease_release", "lease_wakeup_signal"});
+  } else {
+    CHECK(sent == std::vector<std::string>{"lease_precheck", "lease_acquire", "lease_release"});
+  }
+}
+
+TEST_CASE("releases hand the lock down a queue of waiters, each woken at once", "[lease][contention][notify]") {
+  if (ctx().pooler) {
+    SUCCEED("behind a transaction pooler waiters poll (tested in test_lease_lock.cpp)");
+    return;
+  }
+  auto c = ctx().connect();
+  const auto name = ctx().unique("queue");
+  LeaseLock holder(*c, name);
+  REQUIRE(holder.try_acquire());
+  constexpr int kWaiters = 3;
+  std::atomic<int> started{0};
+  std::vector<std::future<std::chrono::steady_clock::duration>> waiters;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.push_back(std::async(std::launch::async, [&] {
+      auto wc = ctx().connect();
+      LeaseOptions o;
+      o.backoff_initial = o.backoff_max = std::chrono::minutes(2);  // a missed wake-up = a 60 s nap
+      LeaseLock w(*wc, name, o);
+      ++started;
+      if (!w.acquire(60s)) throw std::runtime_error("waiter timed out");
+      const auto got = std::chrono::steady_clock::now() - t0;
+      std::this_thread::sleep_for(50ms);
+      if (!w.release()) throw std::runtime_error("waiter's lease lost");
+      return got;
+    }));
+  }
+  while (started < kWaiters) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(300ms);  // all three are waiting
+  REQUIRE(holder.release());
+  for (auto& w : waiters) {
+    auto got = w.get();
+    // Functional bound: every hand-off came from a wake-up, none from a poll.
+    CHECK(got < 20s);
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < 20s);
 }

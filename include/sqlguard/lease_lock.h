@@ -197,6 +197,10 @@ class LeaseLock {
   std::string wakeup_channel_;
   std::optional<std::chrono::milliseconds> nap_cap_;  // see wait_for_release()
   bool listening_ = false;  // wake-ups set up on conn_ (kept until destruction)
+  // kStatements: this waiter holds the wake-up lock (woken first, the other
+  // waiters queue behind it) while it is not the holder.
+  bool wake_head_ = false;
+  void leave_wake_queue() noexcept;
   std::chrono::milliseconds holder_remaining_{0};  // of the lease that made the last attempt busy
 };
 

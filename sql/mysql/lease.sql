@@ -29,6 +29,34 @@ WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
 VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
 
+-- name: lease_take
+-- The take-over AND the fence read in one round trip (MariaDB has no UPDATE ... RETURNING;
+-- INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING returns the row as the statement left
+-- it). Sent only after lease_precheck found the lease expired or the name missing, so a
+-- busy attempt stays a read. Creates a name never seen, or takes over an expired row: each
+-- column changes only while the row is expired (expire_at is assigned last, so every
+-- IF sees the old expiry); a row another contender took in between comes back unchanged.
+-- NOW(3) is one value for the whole statement, so acquired = (owner is ours AND
+-- acquired_at = the statement's now). NEXTVAL is drawn for the VALUES row either way;
+-- GREATEST(..., fence + 1) orders take-overs of one name by the row itself (Galera: two
+-- nodes can draw the same NOCACHE value). The last column takes the wake-up lock when this
+-- call took the lease (GET_LOCK(channel, 0): session-scoped, never waits), unless this
+-- session holds it already (a waiter woken by lease_wakeup_wait keeps it; GET_LOCK twice
+-- would need two RELEASE_LOCKs).
+-- Returns: owner, fence, expire_at, acquired_at, db_now_ms, wake-up lock (1 = held).
+-- params: name, owner, ttl_ms, min_hold_ms, owner, channel, channel
+INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
+VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?)
+ON DUPLICATE KEY UPDATE
+  owner = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(owner), owner),
+  fence = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), GREATEST(VALUES(fence), fence + 1), fence),
+  acquired_at = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(acquired_at), acquired_at),
+  renewed_at = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(renewed_at), renewed_at),
+  min_release_at = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(min_release_at), min_release_at),
+  expire_at = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(expire_at), expire_at)
+RETURNING owner, fence, expire_at, acquired_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
+  IF(owner = ? AND acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)), 0);
+
 -- name: lease_precheck
 -- Causal on Galera (wsrep_sync_wait = 1): sees a take-over committed on another node.
 -- A consistent read (no lock, never waits) that decides first: a held lease is busy
@@ -41,8 +69,9 @@ SET STATEMENT wsrep_sync_wait = 1 FOR SELECT owner, expire_at, expire_at > CAST(
 -- Reads the fence after lease_acquire / lease_insert took the lease, and takes the
 -- wake-up lock (GET_LOCK(channel, 0), session-scoped, no wait) in the same round trip:
 -- waiters block in lease_wakeup_wait until lease_wakeup_signal or the end of this session.
--- params: channel, name, owner
-SELECT fence, expire_at, GET_LOCK(?, 0) FROM sqlguard_lock WHERE name = ? AND owner = ?;
+-- Not taken twice by one session (a woken waiter keeps it; two GET_LOCKs need two releases).
+-- params: channel, channel, name, owner
+SELECT fence, expire_at, IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)) FROM sqlguard_lock WHERE name = ? AND owner = ?;
 
 -- name: lease_info
 -- Causal on Galera: it decides why a lease was lost (diagnose) and who holds it.
@@ -69,6 +98,9 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 -- params: name, owner, fence
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: lease_release_in_tx
+-- not needed: lease_release does not change how its commit is flushed (server-wide on MariaDB)
 
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
@@ -123,7 +155,10 @@ DELETE FROM sqlguard_lock WHERE expire_at < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 A
 SELECT RELEASE_LOCK(?);
 
 -- name: lease_wakeup_wait
--- A waiter blocks on the holder's wake-up lock (timeout in seconds, fractions allowed),
--- then frees it at once with lease_wakeup_signal: 1 = woken (or nobody held it), 0 = timed out.
+-- A waiter blocks on the holder's wake-up lock (timeout in seconds, fractions allowed):
+-- 1 = woken (or nobody held it), 0 = timed out. The woken waiter KEEPS the lock while it
+-- tries (the queue head: the other waiters stay blocked behind it, one wake-up per
+-- release, in the server's queue order); it becomes the holder's wake-up lock when the
+-- take-over succeeds, and is freed with lease_wakeup_signal when the waiter gives up.
 -- params: channel, timeout_s
 SELECT GET_LOCK(?, ?);

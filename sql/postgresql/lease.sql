@@ -28,6 +28,9 @@ VALUES (?, ?, nextval('sqlguard_fence_seq'), (EXTRACT(EPOCH FROM clock_timestamp
 ON CONFLICT (name) DO NOTHING
 RETURNING fence, expire_at;
 
+-- name: lease_take
+-- not needed: lease_acquire returns the fence itself (UPDATE ... RETURNING)
+
 -- name: lease_precheck
 -- not needed: lease_acquire takes no lock and writes nothing when the lease is held
 
@@ -54,7 +57,26 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM c
 -- min_release_at when a minimum hold was asked for. The NOTIFY that wakes waiters rides
 -- in the same statement (one round trip, one commit; sent only if released), on the
 -- channel lease_wakeup_channel(name) computes: 'sqlguard_' + sha256(name)[:24].
+-- Run on its own (autocommit; inside a caller's transaction lease_release_in_tx runs
+-- instead), the release commits WITHOUT waiting for the WAL flush: set_config(..., true)
+-- lasts until this statement's own commit. Losing a release in a crash or a failover is
+-- the same as a holder that died: the lease runs to its expiry. It never weakens an
+-- acquire: the next take-over (a durable commit) comes later in the WAL, so its flush
+-- (and its wait for the synchronous standby) covers this release too. One flush per lock
+-- cycle instead of two.
 -- 1 row = released.
+-- params: name, owner, fence
+WITH released AS (
+  UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+  WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  RETURNING name)
+SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), ''),
+       set_config('synchronous_commit', 'off', true)
+FROM released;
+
+-- name: lease_release_in_tx
+-- lease_release inside the caller's transaction: the same, but it leaves the transaction's
+-- synchronous_commit alone (the caller's own writes commit with it).
 -- params: name, owner, fence
 WITH released AS (
   UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)

@@ -24,6 +24,9 @@ VALUES (?, ?, (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), CAST(ROUN
 ON CONFLICT (name) DO NOTHING
 RETURNING fence, expire_at;
 
+-- name: lease_take
+-- not needed: lease_acquire returns the fence itself (UPDATE ... RETURNING)
+
 -- name: lease_precheck
 -- A plain read (WAL: no lock, never blocks behind the writer) that decides first: a held
 -- lease is busy without taking the database write lock.
@@ -50,15 +53,24 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday
 -- name: lease_release
 -- Owner- and fence-checked (a stale holder reusing an owner string cannot free a newer
 -- lease); the row stays (its fence history is the sequence) and expires now, or at
--- min_release_at when a minimum hold was asked for.
--- params: name, owner, fence
+-- min_release_at when a minimum hold was asked for. sqlguard_wake(channel) (a function
+-- each sqlguard connection registers) wakes ONE waiter of this lease, on this host, once
+-- the release has committed (a futex word in <database>-sqlguard-wake; see
+-- src/dialect/sqlite/connection.cpp); it runs only if the row was released. 1 row = released.
+-- params: name, owner, fence, channel
 UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at)
-WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+RETURNING sqlguard_wake(?);
+
+-- name: lease_release_in_tx
+-- not needed: lease_release does not change how its commit is flushed
 
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
--- params: name
-UPDATE sqlguard_lock SET expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+-- Wakes a waiter like lease_release. 1 row = ended.
+-- params: name, channel
+UPDATE sqlguard_lock SET expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+RETURNING sqlguard_wake(?);
 
 -- name: lease_list_held
 -- params: 

@@ -121,6 +121,32 @@ AcquireResult attempt_once(Connection& conn, const std::string& name, const std:
       return busy(owner, pre.rows[0][1].as_int() - pre.rows[0][3].as_int());
     state = pre.rows.empty() ? kMissing : kExpired;
   }
+  if (cat.has(Sql::lease_take)) {
+    // Take-over or create, fence read and wake-up lock in one round trip
+    // (MariaDB): the row comes back as the statement left it.
+    auto r = run(conn, Sql::lease_take, {name, owner, ttl.count(), min_hold.count(), lease_wakeup_channel(name)});
+    if (r.rows.empty()) return busy(owner, 0);
+    const auto& row = r.rows[0];
+    if (row[0].as_string() != owner || row[3].as_int() != row[4].as_int())
+      return busy(owner, row[2].as_int() - row[4].as_int());  // another contender took it just now
+    AcquireResult out;
+    out.owner = owner;
+    out.acquired = true;
+    out.fence = row[1].as_int();
+    out.expire_at_ms = row[2].as_int();
+    // The wake-up lock was busy: the previous holder has not freed it yet,
+    // or a woken waiter is finding out that it lost. Both let go within a
+    // round trip or two; wait that long for it so later waiters block on it
+    // (without it they poll with backoff: slower, never unsafe).
+    if (row[5].is_null() || row[5].as_int() != 1) {
+      try {
+        run(conn, Sql::lease_wakeup_wait, {lease_wakeup_channel(name), 0.02});
+      } catch (const Error& e) {
+        log(LogLevel::kDebug, std::string("taking the wake-up lock failed: ") + e.what());
+      }
+    }
+    return out;
+  }
   auto acquired = [&](const Result& r) {
     AcquireResult out;
     out.owner = owner;
@@ -317,7 +343,11 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
 
 bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence) {
   check_lease_ref(name, owner, fence);
-  if (changed_one(run(conn, Sql::lease_release, {name, owner, fence}))) {
+  // On its own a release may skip the commit flush (PostgreSQL); inside the
+  // caller's transaction the catalog's _in_tx form leaves durability alone.
+  const auto id = conn.in_transaction() && detail::catalog(conn).has(Sql::lease_release_in_tx) ? Sql::lease_release_in_tx
+                                                                                               : Sql::lease_release;
+  if (changed_one(run(conn, id, {name, owner, fence, lease_wakeup_channel(name)}))) {
     ++g_metrics.releases;
     signal_waiters(conn, name);
     return true;
@@ -328,7 +358,7 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
 
 bool force_release(Connection& conn, const std::string& name) {
   validate_name(name, "lock name");
-  return changed_one(run(conn, Sql::lease_force_release, {name}));
+  return changed_one(run(conn, Sql::lease_force_release, {name, lease_wakeup_channel(name)}));
 }
 
 std::vector<LeaseInfo> list_leases(Connection& conn, bool include_free) {
@@ -548,12 +578,26 @@ bool LeaseLock::try_acquire() {
 bool LeaseLock::wait_for_release(milliseconds nap) {
   if (wakeup_ == Wakeup::kConnection) return conn_->wait_for_notify(wakeup_channel_, nap);
   // MariaDB: block on the holder's wake-up lock (GET_LOCK with a timeout in
-  // seconds), and free it at once: this waiter is not the holder.
+  // seconds). The woken waiter keeps it while it tries: the others stay
+  // blocked behind it (one wake-up per release, not a chain of them), and it
+  // is already the holder's wake-up lock when the take-over succeeds. If the
+  // lease was taken by someone else first, acquire() frees it at once, for
+  // that holder (lease_take waits briefly for it) or the next waiter.
   if (nap_cap_) nap = std::min(nap, *nap_cap_);
   auto r = run(*conn_, Sql::lease_wakeup_wait, {wakeup_channel_, static_cast<double>(nap.count()) / 1000.0});
-  bool got = !r.rows.empty() && !r.rows[0][0].is_null() && r.rows[0][0].as_int() == 1;
-  if (got) run(*conn_, Sql::lease_wakeup_signal, {wakeup_channel_});
-  return got;
+  wake_head_ = !r.rows.empty() && !r.rows[0][0].is_null() && r.rows[0][0].as_int() == 1;
+  return wake_head_;
+}
+
+void LeaseLock::leave_wake_queue() noexcept {
+  if (!wake_head_) return;
+  wake_head_ = false;
+  try {
+    run(*conn_, Sql::lease_wakeup_signal, {wakeup_channel_});
+  } catch (const std::exception& e) {
+    // The session's end frees it; until then other waiters poll.
+    log(LogLevel::kDebug, std::string("freeing the wake-up lock failed: ") + e.what());
+  }
 }
 
 bool LeaseLock::acquire(milliseconds wait) {
@@ -565,13 +609,21 @@ bool LeaseLock::acquire(milliseconds wait) {
   const bool can_listen = wakeup_ == Wakeup::kConnection && wait.count() > 0 && !conn_->in_transaction();
   // Wake-ups that arrived since the last call are stale: drain them.
   if (can_listen && listening_) conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
+  // A waiter that leaves without the lease frees the wake-up lock it holds
+  // as the queue head (MariaDB), so the next waiter takes its place.
+  struct LeaveQueue {
+    LeaseLock* self;
+    ~LeaveQueue() { self->leave_wake_queue(); }
+  } leave_queue{this};
   for (;;) {
     if (try_acquire()) {
+      wake_head_ = false;  // the wake-up lock it holds is now the holder's
       g_metrics.wait_ms_total += static_cast<std::uint64_t>(
           std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0).count());
       if (wait.count() > 0) g_metrics.wait_seconds.observe(std::chrono::duration<double>(steady_clock::now() - t0).count());
       return true;
     }
+    leave_wake_queue();  // woken, but another contender took it: pass the wake-up lock on
     {
       std::lock_guard<std::mutex> lk(shared_->mu);
       if (shared_->hold > 0) return false;  // holding a lost lease: waiting cannot help
@@ -591,11 +643,15 @@ bool LeaseLock::acquire(milliseconds wait) {
     // left: no point polling a 30 s lease every 5 ms, nor sleeping past its end.
     auto cap = std::min(backoff, std::max(holder_remaining_, options_.backoff_initial));
     auto nap = std::min(jitter(cap), std::max(left, milliseconds(1)));
-    // A release wakes waiters at once where the dialect can; a waiter whose
-    // wake-ups keep finding the lease held (a holder that publishes none, an
-    // unrelated commit on SQLite) sleeps its backoff instead of spinning.
+    // A release wakes waiters at once where the dialect can. A NOTIFY (or a
+    // SQLite futex wake) is sent by a release only, so a waiter in a queue
+    // keeps waiting for the next one however many it lost. The MariaDB
+    // wake-up lock also "wakes" when its holder has none (a lease taken while
+    // a woken waiter held the wake-up lock): after two of those in a row the
+    // waiter sleeps its backoff instead of spinning.
     bool woke = false;
-    if (wakeup_ != Wakeup::kNone && !conn_->in_transaction() && idle_wakes < 2) {
+    const bool spin_prone = wakeup_ == Wakeup::kStatements;
+    if (wakeup_ != Wakeup::kNone && !conn_->in_transaction() && (!spin_prone || idle_wakes < 2)) {
       auto cap_wait = std::min(options_.backoff_max, std::max(left, milliseconds(1)));
       woke = wait_for_release(std::min(cap_wait, std::max(holder_remaining_, nap)));
     } else {

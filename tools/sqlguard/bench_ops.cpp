@@ -197,8 +197,9 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
     int acq = raw->prepare(s.acquire), ins = raw->prepare(s.insert), info = raw->prepare(s.info);
     int mine = raw->prepare(s.read_mine), rel = raw->prepare(s.release);
     int sig = s.wakeup_signal.empty() ? -1 : raw->prepare(s.wakeup_signal);
-    const bool hot = op == "lease-hot";
-    return [conn, raw, name, owner, channel, pre, acq, ins, info, mine, rel, sig, my, hot] {
+    int take = s.take.empty() ? -1 : raw->prepare(s.take);
+    const bool hot = op == "lease-hot", lite = kind == DialectKind::kSqlite;
+    return [conn, raw, name, owner, channel, pre, acq, ins, info, mine, rel, sig, take, my, lite, hot] {
       // The raw contender backs off 1-5 ms after a busy attempt (no wake-ups).
       auto busy = [hot] {
         if (hot) std::this_thread::sleep_for(jittered(milliseconds(5), milliseconds(1)));
@@ -217,7 +218,13 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
           if (p.nrows > 0 && to_i(p.first[2]) == 1) return busy();  // held: no write lock
           missing = p.nrows == 0;
         }
-        if (!missing) {
+        if (take >= 0) {
+          // MariaDB: take-over or create, fence and wake-up lock in one statement.
+          auto r = raw->exec(take, {*name, *owner, kTtlMs, 0, *owner, *channel, *channel});
+          if (r.nrows == 0 || r.first[0] != *owner || r.first[3] != r.first[4]) return busy();
+          fence = to_i(r.first[1]);
+          got = true;
+        } else if (!missing) {
           auto r = raw->exec(acq, {*owner, kTtlMs, 0, *name});
           if (r.nrows > 0) got = true, fence = to_i(r.first[0]);
           else if (r.affected == 1) got = read_mine();
@@ -225,7 +232,7 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
           else if (raw->exec(info, {*name}).nrows > 0) return busy();
           else missing = true;
         }
-        if (missing) {
+        if (missing && take < 0) {
           try {
             auto r = raw->exec(ins, {*name, *owner, kTtlMs, 0});
             if (r.nrows > 0) fence = to_i(r.first[0]);
@@ -240,7 +247,7 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
         if (e.kind == RawErr::kConflict || e.kind == RawErr::kBusy) return busy();  // contention = not acquired
         throw;
       }
-      auto r = raw->exec(rel, {*name, *owner, fence});
+      auto r = lite ? raw->exec(rel, {*name, *owner, fence, *channel}) : raw->exec(rel, {*name, *owner, fence});
       if (r.affected != 1 && r.nrows != 1) throw std::runtime_error("raw release: not held");
       if (sig >= 0) raw->exec(sig, {*channel});
       return true;

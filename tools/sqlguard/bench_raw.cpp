@@ -206,7 +206,10 @@ class MysqlRaw final : public RawConn {
     while (i < sql.size() && (sql[i] == ' ' || sql[i] == '(')) ++i;
     std::string head = sql.substr(i, 6);
     for (auto& ch : head) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    stmts_.push_back({std::unique_ptr<sql::PreparedStatement>(c_->prepareStatement(sql)), head == "SELECT"});
+    // INSERT ... RETURNING (the catalog's lease_take) returns rows too.
+    const bool rows = head == "SELECT" || (head == "INSERT" && (sql.find("\nRETURNING ") != std::string::npos ||
+                                                                sql.find(" RETURNING ") != std::string::npos));
+    stmts_.push_back({std::unique_ptr<sql::PreparedStatement>(c_->prepareStatement(sql)), rows});
     return static_cast<int>(stmts_.size() - 1);
   }
   RawResult exec(int h, std::initializer_list<P> params) override {

@@ -18,6 +18,7 @@ Sql::Sql(Connection& c) {
   };
   acquire = text("lease_acquire");
   insert = text("lease_insert");
+  take = text("lease_take");
   read_mine = text("lease_read_mine");
   info = text("lease_info");
   release = text("lease_release");

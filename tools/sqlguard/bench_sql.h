@@ -24,7 +24,7 @@ inline constexpr const char* kInboxEffect = "UPDATE sqlguard_bench_stock SET qty
 // identifiers) recorded from the strategies. An entry the dialect does not
 // have is "". `c` must have the bench table (create_stock).
 struct Sql {
-  std::string acquire, insert, precheck, read_mine, info, release, wakeup_signal;
+  std::string acquire, insert, take, precheck, read_mine, info, release, wakeup_signal;
   std::string g_update, g_exists;
   std::string rl_select, lock_timeout_get, lock_timeout_set, lock_timeout_local;
   std::string cas_select, cas_update, cas_version;

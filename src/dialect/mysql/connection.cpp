@@ -49,7 +49,31 @@ bool returns_rows(std::string_view sql) {
   std::string head;
   for (; i < sql.size() && head.size() < 6 && std::isalpha(static_cast<unsigned char>(sql[i])); ++i)
     head += static_cast<char>(std::toupper(static_cast<unsigned char>(sql[i])));
-  return head == "SELECT" || head == "WITH" || head == "SHOW";
+  if (head == "SELECT" || head == "WITH" || head == "SHOW") return true;
+  if (head != "INSERT" && head != "REPLAC" && head != "DELETE") return false;
+  // INSERT / REPLACE / DELETE ... RETURNING (MariaDB 10.5+): a RETURNING word
+  // outside quoted text.
+  char quote = 0;
+  for (std::size_t k = i; k < sql.size(); ++k) {
+    char c = sql[k];
+    if (quote) {
+      if (c == '\\') ++k;
+      else if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '\'' || c == '"' || c == '`') {
+      quote = c;
+      continue;
+    }
+    if ((c == 'R' || c == 'r') && k > 0 && !std::isalnum(static_cast<unsigned char>(sql[k - 1])) && sql[k - 1] != '_' &&
+        k + 9 <= sql.size()) {
+      std::string w;
+      for (std::size_t m = k; m < k + 9; ++m) w += static_cast<char>(std::toupper(static_cast<unsigned char>(sql[m])));
+      if (w == "RETURNING" && (k + 9 == sql.size() || !std::isalnum(static_cast<unsigned char>(sql[k + 9]))))
+        return true;
+    }
+  }
+  return false;
 }
 
 class MysqlConnection final : public Connection {

@@ -2,9 +2,12 @@
 // transactions use BEGIN IMMEDIATE so the write lock is taken up front (a
 // deferred transaction upgrading to a writer can fail with SQLITE_BUSY that
 // no busy timeout resolves).
-#include <poll.h>
 #include <sqlite3.h>
-#include <sys/inotify.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 
@@ -14,8 +17,10 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "core/sql_cache.h"
+#include "sqlguard/errors.h"
 #include "dialect/dialect.h"
 #include "core/catalog.h"
 #include "dialect/registry.h"
@@ -67,6 +72,7 @@ class SqliteConnection final : public Connection {
                   "sqlite", std::to_string(rc));
     }
     sqlite3_extended_result_codes(db_, 1);
+    if (caps_.wakeups) install_wakeup_hooks();
     // No network here: the I/O deadline, when set, bounds the wait for the
     // database lock (the one wait a statement can block on).
     const auto busy = opt.io_timeout ? std::min(opt.busy_timeout, *opt.io_timeout) : opt.busy_timeout;
@@ -96,7 +102,7 @@ class SqliteConnection final : public Connection {
   }
 
   ~SqliteConnection() override {
-    if (watch_fd_ >= 0) ::close(watch_fd_);
+    if (wake_words_) ::munmap(wake_words_, kWakeSlots * sizeof(std::uint32_t));
     cache_.for_each([](const std::string&, sqlite3_stmt* st) { sqlite3_finalize(st); });
     sqlite3_close_v2(db_);
   }
@@ -185,44 +191,37 @@ class SqliteConnection final : public Connection {
   bool in_transaction() const noexcept override { return in_tx_; }
   void reconnect() override {}
 
-  // Wake-ups between processes on one host: every commit appends to the WAL
-  // file, so an inotify watch on it wakes a waiter on any commit (the lease
-  // waiter then re-reads; a release is one of those commits). The watch is
-  // set on the first call (call with timeout 0 before the attempt that may
-  // fail, so no commit after it is missed). Without a WAL file yet, or
-  // without inotify, it sleeps for `timeout` and returns false.
-  bool wait_for_notify(const std::string&, std::chrono::milliseconds timeout) override {
+  // Wake-ups between processes on one host: futex words in a small shared
+  // file beside the database (<path>-sqlguard-wake, kWakeSlots 32-bit
+  // counters, a channel hashed to one). The release statement calls
+  // sqlguard_wake(channel) (sql/sqlite/lease.sql); after its COMMIT (the WAL
+  // hook) the counter is bumped and ONE waiter sleeping on it is woken: a
+  // release wakes one waiter, not every process of the host, and other
+  // commits wake no one. A waiter remembers the counter it last saw, so a
+  // release between its attempt and its sleep is not missed (call with
+  // timeout 0 before the attempt that may fail: that records it). Without
+  // the file (read-only directory) it sleeps for `timeout` and returns false.
+  bool wait_for_notify(const std::string& channel, std::chrono::milliseconds timeout) override {
     if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "wait_for_notify() inside a transaction", "sqlite");
     if (!caps_.wakeups) dialect().not_supported("wake-ups on an in-memory database");
-    if (watch_fd_ < 0 && !watch_failed_) {
-      watch_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-      if (watch_fd_ >= 0 && inotify_add_watch(watch_fd_, (path_ + "-wal").c_str(), IN_MODIFY | IN_DELETE_SELF) < 0) {
-        ::close(watch_fd_);
-        watch_fd_ = -1;
-      }
-      watch_failed_ = watch_fd_ < 0;
-    }
-    if (watch_fd_ < 0) {
+    std::uint32_t* w = wake_word(channel);
+    if (!w) {
       if (timeout.count() > 0) std::this_thread::sleep_for(timeout);
-      watch_failed_ = false;  // the WAL file may exist by the next call
       return false;
     }
-    pollfd p{watch_fd_, POLLIN, 0};
-    int n = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(timeout.count(), 1 << 30)));
-    if (n <= 0) return false;
-    alignas(inotify_event) char buf[4096];
-    bool gone = false;  // the WAL file was removed (last connection closed): watch it anew next time
-    for (ssize_t len; (len = ::read(watch_fd_, buf, sizeof buf)) > 0;) {
-      for (char* e = buf; e < buf + len; e += sizeof(inotify_event) + reinterpret_cast<inotify_event*>(e)->len)
-        if (reinterpret_cast<inotify_event*>(e)->mask & (IN_IGNORED | IN_DELETE_SELF)) gone = true;
+    auto [it, first] = seen_.try_emplace(channel, __atomic_load_n(w, __ATOMIC_ACQUIRE));
+    if (first) return false;  // listening from now on
+    std::uint32_t now = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    if (now == it->second && timeout.count() > 0) {
+      timespec ts{static_cast<time_t>(timeout.count() / 1000), static_cast<long>((timeout.count() % 1000) * 1000000)};
+      ::syscall(SYS_futex, w, FUTEX_WAIT, it->second, &ts, nullptr, 0);  // woken, timed out or EAGAIN: re-read
+      now = __atomic_load_n(w, __ATOMIC_ACQUIRE);
     }
-    if (gone) unlisten({});
-    return true;
+    const bool woke = now != it->second;
+    it->second = now;
+    return woke;
   }
-  void unlisten(const std::string&) override {
-    if (watch_fd_ >= 0) ::close(watch_fd_);
-    watch_fd_ = -1;
-  }
+  void unlisten(const std::string& channel) override { seen_.erase(channel); }
   std::int64_t session_id() override { return 0; }
 
   sqlite3* handle() const noexcept { return db_; }
@@ -290,13 +289,71 @@ class SqliteConnection final : public Connection {
     return msg;
   }
 
+  static constexpr std::size_t kWakeSlots = 4096;
+
+  // The futex word of `channel` in <path>-sqlguard-wake (mapped on first use).
+  std::uint32_t* wake_word(const std::string& channel) {
+    if (!wake_words_ && !wake_failed_) {
+      const std::string file = path_ + "-sqlguard-wake";
+      int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+      struct stat st {};
+      const off_t size = static_cast<off_t>(kWakeSlots * sizeof(std::uint32_t));
+      if (fd >= 0 && ::fstat(fd, &st) == 0 && (st.st_size >= size || ::ftruncate(fd, size) == 0)) {
+        void* m = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m != MAP_FAILED) wake_words_ = static_cast<std::uint32_t*>(m);
+      }
+      if (fd >= 0) ::close(fd);
+      wake_failed_ = wake_words_ == nullptr;
+      if (wake_failed_) log(LogLevel::kDebug, "no wake-up file '" + printable(file) + "': lease waiters poll");
+    }
+    if (!wake_words_) return nullptr;
+    std::uint32_t h = 2166136261u;  // FNV-1a: the same slot in every process
+    for (unsigned char c : channel) h = (h ^ c) * 16777619u;
+    return wake_words_ + (h % kWakeSlots);
+  }
+
+  // sqlguard_wake(channel) in a statement queues a wake-up; the WAL hook
+  // (called after a commit, its write lock released) sends it, a rollback
+  // drops it. The hook also keeps SQLite's automatic checkpoint, which
+  // setting a WAL hook replaces.
+  void install_wakeup_hooks() {
+    sqlite3_create_function_v2(
+        db_, "sqlguard_wake", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, this,
+        [](sqlite3_context* ctx, int, sqlite3_value** argv) {
+          auto* self = static_cast<SqliteConnection*>(sqlite3_user_data(ctx));
+          if (const unsigned char* t = sqlite3_value_text(argv[0]))
+            self->pending_wakes_.emplace_back(reinterpret_cast<const char*>(t),
+                                              static_cast<std::size_t>(sqlite3_value_bytes(argv[0])));
+          sqlite3_result_int(ctx, 1);
+        },
+        nullptr, nullptr, nullptr);
+    sqlite3_wal_hook(
+        db_,
+        [](void* arg, sqlite3* db, const char* name, int pages) -> int {
+          auto* self = static_cast<SqliteConnection*>(arg);
+          for (const auto& ch : self->pending_wakes_) {
+            if (std::uint32_t* w = self->wake_word(ch)) {
+              __atomic_add_fetch(w, 1, __ATOMIC_RELEASE);
+              ::syscall(SYS_futex, w, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+            }
+          }
+          self->pending_wakes_.clear();
+          if (pages >= 1000) sqlite3_wal_checkpoint(db, name);  // SQLITE_DEFAULT_WAL_AUTOCHECKPOINT
+          return SQLITE_OK;
+        },
+        this);
+    sqlite3_rollback_hook(db_, [](void* arg) { static_cast<SqliteConnection*>(arg)->pending_wakes_.clear(); }, this);
+  }
+
   std::string path_;
   std::string description_;
   Capabilities caps_;
   sqlite3* db_ = nullptr;
   bool in_tx_ = false;
-  int watch_fd_ = -1;         // inotify on <path>-wal (wait_for_notify)
-  bool watch_failed_ = false;
+  std::uint32_t* wake_words_ = nullptr;  // <path>-sqlguard-wake, mapped (wait_for_notify)
+  bool wake_failed_ = false;
+  std::unordered_map<std::string, std::uint32_t> seen_;  // channel -> counter last seen
+  std::vector<std::string> pending_wakes_;              // sqlguard_wake() calls awaiting COMMIT
   detail::StatementCache<sqlite3_stmt*> cache_;
 };
 

@@ -56,7 +56,9 @@ TEST_CASE("bench --emit-sql prints the statements of each op", "[bench][cli]") {
   CHECK(out.find("sqlguard_lock") != std::string::npos);
   CHECK(out.find("-- op: guarded-decrement") != std::string::npos);
   // Every statement is named by its catalog entry and file.
-  CHECK(out.find("-- lease_acquire (sql/" + ctx().name + "/lease.sql)") != std::string::npos);
+  // The take-over: lease_acquire, or MariaDB's lease_take (take-over + fence in one statement).
+  const std::string take = ctx().is(sqlguard::DialectKind::kMysql) ? "lease_take" : "lease_acquire";
+  CHECK(out.find("-- " + take + " (sql/" + ctx().name + "/lease.sql)") != std::string::npos);
   // guarded_update, or its _versioned variant once a VersionCas declared the bench's stock
   // table versioned (the one version rule, version_cas.h).
   CHECK((out.find("-- guarded_update (sql/" + ctx().name + "/strategies.sql)") != std::string::npos ||

@@ -69,8 +69,11 @@ TEST_CASE("a dialect's ? order may differ: values are reordered to the order its
     CHECK(sql_statement(d, "lease_acquire").params == std::vector<std::string>{"owner", "ttl_ms", "min_hold_ms", "name"});
     CHECK(detail::Catalog::of(d).order(detail::Sql::lease_acquire) == std::vector<int>{1, 2, 3, 0});
   }
-  // MariaDB's lease_read_mine also takes the wake-up channel, first.
-  CHECK(detail::Catalog::of("mysql").order(detail::Sql::lease_read_mine) == std::vector<int>{2, 0, 1});
+  // MariaDB's lease_read_mine also takes the wake-up channel, first (twice:
+  // whether this session holds it, else take it).
+  CHECK(detail::Catalog::of("mysql").order(detail::Sql::lease_read_mine) == std::vector<int>{2, 2, 0, 1});
+  // A value may be bound more than once (lease_take: owner and channel again in RETURNING).
+  CHECK(detail::Catalog::of("mysql").order(detail::Sql::lease_take) == std::vector<int>{0, 1, 2, 3, 1, 4, 4});
   CHECK(detail::Catalog::of("postgresql").order(detail::Sql::lease_read_mine) == std::vector<int>{0, 1});
   CHECK(detail::Catalog::of("postgresql").order(detail::Sql::lease_info).empty());
 }

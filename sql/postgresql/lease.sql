@@ -19,6 +19,18 @@ WHERE name = (SELECT name FROM sqlguard_lock
               FOR UPDATE SKIP LOCKED)
 RETURNING fence, expire_at;
 
+-- name: lease_acquire_head
+-- lease_acquire for the head of the waiter queue (lease_queue_join): a take-over also
+-- leaves the queue in the same round trip, so the next waiter becomes the head (before this
+-- commits; it then finds the row being taken over and waits for the next release).
+-- params: owner, ttl_ms, min_hold_ms, name, channel
+UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+  renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
+WHERE name = (SELECT name FROM sqlguard_lock
+              WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+              FOR UPDATE SKIP LOCKED)
+RETURNING fence, expire_at, pg_advisory_unlock(1397836871, hashtext(?));
+
 -- name: lease_insert
 -- Creates a name never seen before (only after no row was found); a concurrent creator
 -- wins the primary key and this inserts nothing (no row back).
@@ -131,3 +143,18 @@ DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE ex
 
 -- name: lease_wakeup_wait
 -- not needed: LISTEN/NOTIFY: lease_release sends the NOTIFY
+
+-- name: lease_queue_join
+-- The waiters of one lease queue on a session advisory lock (class 1397836871 = 'SQLG',
+-- key hashtext(channel)): only the waiter holding it, the queue head, listens for the
+-- release's NOTIFY and tries; the others block here, in the server's lock queue, so a
+-- release wakes one waiter instead of all of them (no thundering herd on a hot lock).
+-- Waits at most timeout_ms (lock_timeout, set for this statement's own transaction):
+-- 55P03 = not the head yet. A waiter that dies leaves the queue with its session.
+-- params: timeout_ms, channel
+SELECT set_config('lock_timeout', ?, true), pg_advisory_lock(1397836871, hashtext(?));
+
+-- name: lease_queue_leave
+-- The head took the lease (or gave up waiting): the next waiter becomes the head.
+-- params: channel
+SELECT pg_advisory_unlock(1397836871, hashtext(?));

@@ -24,6 +24,9 @@ VALUES (?, ?, (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), CAST(ROUN
 ON CONFLICT (name) DO NOTHING
 RETURNING fence, expire_at;
 
+-- name: lease_acquire_head
+-- not needed: no waiter queue (lease_queue_join)
+
 -- name: lease_take
 -- not needed: lease_acquire returns the fence itself (UPDATE ... RETURNING)
 
@@ -110,3 +113,9 @@ DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE ex
 
 -- name: lease_wakeup_wait
 -- not needed: waiters watch the database's WAL file (inotify): any commit wakes them
+
+-- name: lease_queue_join
+-- not needed: a release wakes one waiter (FUTEX_WAKE 1), so there is no herd to queue
+
+-- name: lease_queue_leave
+-- not needed: a release wakes one waiter (FUTEX_WAKE 1), so there is no herd to queue

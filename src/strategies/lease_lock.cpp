@@ -110,8 +110,12 @@ AcquireResult busy(const std::string& owner, std::int64_t holder_remaining_ms) {
 // lease_acquire takes over an expired row (a held row does not match, so it
 // stays a read); lease_insert creates a name never seen; lease_read_mine
 // reads the fence where the statements cannot return it (MariaDB).
+// queue_channel: the caller is the head of the PostgreSQL waiter queue on
+// that channel; the take-over then leaves the queue in the same statement
+// (lease_acquire_head) and sets *left_queue.
 AcquireResult attempt_once(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
-                           milliseconds min_hold) {
+                           milliseconds min_hold, const std::string* queue_channel = nullptr,
+                           bool* left_queue = nullptr) {
   const auto& cat = detail::catalog(conn);
   const Params args{name, owner, ttl.count(), min_hold.count()};
   enum { kUnknown, kExpired, kMissing } state = kUnknown;
@@ -163,7 +167,10 @@ AcquireResult attempt_once(Connection& conn, const std::string& name, const std:
     return out;
   };
   if (state != kMissing) {
-    auto r = run(conn, Sql::lease_acquire, args);
+    const bool head = queue_channel && cat.has(Sql::lease_acquire_head);
+    auto r = head ? run(conn, Sql::lease_acquire_head, {name, owner, ttl.count(), min_hold.count(), *queue_channel})
+                  : run(conn, Sql::lease_acquire, args);
+    if (head && !r.rows.empty() && left_queue) *left_queue = true;
     if (!r.rows.empty() || r.affected == 1) return acquired(r);
     if (state == kExpired) return busy(owner, 0);  // another contender took it just now
     // Held, or never seen: a consistent read (no locks) tells which.
@@ -253,8 +260,19 @@ std::string make_owner_token() {
   return prefix + std::to_string(++counter);
 }
 
+namespace {
+AcquireResult acquire_lease_impl(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
+                                 milliseconds min_hold, const std::string* queue_channel, bool* left_queue);
+}
+
 AcquireResult acquire_lease(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
                             milliseconds min_hold) {
+  return acquire_lease_impl(conn, name, owner, ttl, min_hold, nullptr, nullptr);
+}
+
+namespace {
+AcquireResult acquire_lease_impl(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
+                                 milliseconds min_hold, const std::string* queue_channel, bool* left_queue) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
@@ -267,7 +285,7 @@ AcquireResult acquire_lease(Connection& conn, const std::string& name, const std
   for (int i = 0;; ++i) {
     ++g_metrics.attempts;
     try {
-      auto r = attempt_once(conn, name, owner, ttl, min_hold);
+      auto r = attempt_once(conn, name, owner, ttl, min_hold, queue_channel, left_queue);
       ++(r.acquired ? g_metrics.acquired : g_metrics.busy);
       return r;
     } catch (const Error& e) {
@@ -281,6 +299,7 @@ AcquireResult acquire_lease(Connection& conn, const std::string& name, const std
     }
   }
 }
+}  // namespace
 
 namespace {
 void check_lease_ref(const std::string& name, const std::string& owner, std::int64_t fence) {
@@ -554,7 +573,11 @@ bool LeaseLock::try_acquire() {
         return held;
       }
     }
-    return acquire_lease(*conn_, name_, owner, options_.ttl, options_.min_hold);
+    bool left = false;
+    auto res = acquire_lease_impl(*conn_, name_, owner, options_.ttl, options_.min_hold,
+                                  queue_head_ ? &wakeup_channel_ : nullptr, &left);
+    if (left) queue_head_ = false;  // the take-over left the waiter queue itself
+    return res;
   });
   if (!r.acquired) {
     holder_remaining_ = milliseconds(r.holder_remaining_ms);
@@ -589,6 +612,27 @@ bool LeaseLock::wait_for_release(milliseconds nap) {
   return wake_head_;
 }
 
+void LeaseLock::join_waiter_queue(milliseconds timeout) {
+  try {
+    run(*conn_, Sql::lease_queue_join, {wakeup_channel_, std::to_string(std::max<std::int64_t>(timeout.count(), 1))});
+    queue_head_ = true;
+  } catch (const Error& e) {
+    // lock_timeout: not the head yet (the caller tries the lease again).
+    if (e.code() != ErrorCode::kLockBusy && e.code() != ErrorCode::kTimeout) throw;
+  }
+}
+
+void LeaseLock::leave_waiter_queue() noexcept {
+  if (!queue_head_) return;
+  queue_head_ = false;
+  try {
+    run(*conn_, Sql::lease_queue_leave, {wakeup_channel_});
+  } catch (const std::exception& e) {
+    // The session's end frees it; until then the other waiters' joins time out and retry.
+    log(LogLevel::kDebug, std::string("leaving the waiter queue failed: ") + e.what());
+  }
+}
+
 void LeaseLock::leave_wake_queue() noexcept {
   if (!wake_head_) return;
   wake_head_ = false;
@@ -611,13 +655,19 @@ bool LeaseLock::acquire(milliseconds wait) {
   if (can_listen && listening_) conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
   // A waiter that leaves without the lease frees the wake-up lock it holds
   // as the queue head (MariaDB), so the next waiter takes its place.
+  // The same for the PostgreSQL waiter queue (lease_queue_join).
   struct LeaveQueue {
     LeaseLock* self;
-    ~LeaveQueue() { self->leave_wake_queue(); }
+    ~LeaveQueue() {
+      self->leave_wake_queue();
+      self->leave_waiter_queue();
+    }
   } leave_queue{this};
+  const bool queue = can_listen && detail::catalog(*conn_).has(Sql::lease_queue_join);
   for (;;) {
     if (try_acquire()) {
       wake_head_ = false;  // the wake-up lock it holds is now the holder's
+      leave_waiter_queue();  // the next waiter becomes the head
       g_metrics.wait_ms_total += static_cast<std::uint64_t>(
           std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0).count());
       if (wait.count() > 0) g_metrics.wait_seconds.observe(std::chrono::duration<double>(steady_clock::now() - t0).count());
@@ -628,7 +678,7 @@ bool LeaseLock::acquire(milliseconds wait) {
       std::lock_guard<std::mutex> lk(shared_->mu);
       if (shared_->hold > 0) return false;  // holding a lost lease: waiting cannot help
     }
-    if (can_listen && !listening_) {
+    if (can_listen && !listening_ && !queue) {
       // Listen (once per handle; it stays for later calls), then try again
       // at once: a release between the failed attempt and the LISTEN is
       // not missed.
@@ -649,6 +699,26 @@ bool LeaseLock::acquire(milliseconds wait) {
     // wake-up lock also "wakes" when its holder has none (a lease taken while
     // a woken waiter held the wake-up lock): after two of those in a row the
     // waiter sleeps its backoff instead of spinning.
+    if (queue && !queue_head_) {
+      // Not the head: wait in the server's queue. Only the head listens (a
+      // listener that does not read makes every NOTIFY cost it work and
+      // piles notifications up for it), so a handle that listened as an
+      // earlier head stops first. As the head: LISTEN, then try at once (a
+      // release before the LISTEN is not missed).
+      if (listening_) {
+        conn_->unlisten(wakeup_channel_);
+        listening_ = false;
+      }
+      auto cap_wait = std::min(options_.backoff_max, std::max(left, milliseconds(1)));
+      if (nap_cap_) cap_wait = std::min(cap_wait, *nap_cap_);
+      join_waiter_queue(cap_wait);
+      if (queue_head_) {
+        conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
+        listening_ = true;
+      }
+      backoff = std::min(backoff * 2, options_.backoff_max);
+      continue;
+    }
     bool woke = false;
     const bool spin_prone = wakeup_ == Wakeup::kStatements;
     if (wakeup_ != Wakeup::kNone && !conn_->in_transaction() && (!spin_prone || idle_wakes < 2)) {

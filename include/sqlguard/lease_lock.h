@@ -201,10 +201,10 @@ class LeaseLock {
   // waiters queue behind it) while it is not the holder.
   bool wake_head_ = false;
   void leave_wake_queue() noexcept;
-  // PostgreSQL: this waiter is the head of the waiter queue (the only one
-  // listening); the others wait in the server's lock queue.
+  // PostgreSQL: this waiter is the head of the waiters (the only one
+  // listening); the others poll with backoff.
   bool queue_head_ = false;
-  void join_waiter_queue(std::chrono::milliseconds timeout);
+  void join_waiter_queue();
   void leave_waiter_queue() noexcept;
   std::chrono::milliseconds holder_remaining_{0};  // of the lease that made the last attempt busy
 };

@@ -10,26 +10,37 @@
 -- lock the row and write WAL even when its WHERE is false). SKIP LOCKED: when many
 -- waiters wake on one release, the losers skip the row the winner is taking over
 -- instead of queueing on its row lock (which would also delay the winner's release).
--- A row comes back only when this call acquired the lease.
--- params: owner, ttl_ms, min_hold_ms, name
-UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
-  renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
-WHERE name = (SELECT name FROM sqlguard_lock
-              WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
-              FOR UPDATE SKIP LOCKED)
-RETURNING fence, expire_at;
+-- Always one row back: (fence, expire_at) of the lease this call took, NULL when it took
+-- none; then the holder's expire_at as the statement's snapshot saw it (NULL = no such
+-- name yet: lease_insert creates it) and the database clock, so a busy attempt learns how
+-- long the holder's lease still runs in the same round trip.
+-- params: name, owner, ttl_ms, min_hold_ms, name
+WITH seen AS (SELECT expire_at FROM sqlguard_lock WHERE name = ?),
+took AS (
+  UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+    renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
+  WHERE name = (SELECT name FROM sqlguard_lock
+                WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+                FOR UPDATE SKIP LOCKED)
+  RETURNING fence, expire_at)
+SELECT took.fence, took.expire_at, seen.expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+FROM (SELECT 1) AS one LEFT JOIN took ON true LEFT JOIN seen ON true;
 
 -- name: lease_acquire_head
--- lease_acquire for the head of the waiter queue (lease_queue_join): a take-over also
--- leaves the queue in the same round trip, so the next waiter becomes the head (before this
--- commits; it then finds the row being taken over and waits for the next release).
--- params: owner, ttl_ms, min_hold_ms, name, channel
-UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
-  renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
-WHERE name = (SELECT name FROM sqlguard_lock
-              WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
-              FOR UPDATE SKIP LOCKED)
-RETURNING fence, expire_at, pg_advisory_unlock(1397836871, hashtext(?));
+-- lease_acquire for the head of the waiters (lease_queue_join): a take-over also leaves
+-- the head's place in the same round trip (before this commits: the next head then finds
+-- the row being taken over and waits for the next release). Same row back.
+-- params: name, owner, ttl_ms, min_hold_ms, name, channel
+WITH seen AS (SELECT expire_at FROM sqlguard_lock WHERE name = ?),
+took AS (
+  UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+    renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
+  WHERE name = (SELECT name FROM sqlguard_lock
+                WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+                FOR UPDATE SKIP LOCKED)
+  RETURNING fence, expire_at, pg_advisory_unlock(1397836871, hashtext(?)))
+SELECT took.fence, took.expire_at, seen.expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+FROM (SELECT 1) AS one LEFT JOIN took ON true LEFT JOIN seen ON true;
 
 -- name: lease_insert
 -- Creates a name never seen before (only after no row was found); a concurrent creator
@@ -145,16 +156,20 @@ DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE ex
 -- not needed: LISTEN/NOTIFY: lease_release sends the NOTIFY
 
 -- name: lease_queue_join
--- The waiters of one lease queue on a session advisory lock (class 1397836871 = 'SQLG',
--- key hashtext(channel)): only the waiter holding it, the queue head, listens for the
--- release's NOTIFY and tries; the others block here, in the server's lock queue, so a
--- release wakes one waiter instead of all of them (no thundering herd on a hot lock).
--- Waits at most timeout_ms (lock_timeout, set for this statement's own transaction):
--- 55P03 = not the head yet. A waiter that dies leaves the queue with its session.
--- params: timeout_ms, channel
-SELECT set_config('lock_timeout', ?, true), pg_advisory_lock(1397836871, hashtext(?));
+-- The waiters of one lease take turns: the waiter holding this session advisory lock
+-- (class 1397836871 = 'SQLG', key hashtext(channel)) is the head, the only one that
+-- LISTENs, is woken by the release's NOTIFY and tries at once; the others poll with their
+-- backoff (sized by the holder's remaining time) and try for the head's place again. A
+-- release thus wakes one waiter instead of all of them: PostgreSQL signals EVERY listening
+-- backend of the database on each NOTIFY, whatever its channel, so each extra listener
+-- costs every lock cycle. It never waits in the server: a statement blocked there would
+-- hold its snapshot and keep the hot lock row's dead versions from being pruned, slowing
+-- every statement on it. 1 = this session is the head. A head that dies leaves with its
+-- session.
+-- params: channel
+SELECT CASE WHEN pg_try_advisory_lock(1397836871, hashtext(?)) THEN 1 ELSE 0 END;
 
 -- name: lease_queue_leave
--- The head took the lease (or gave up waiting): the next waiter becomes the head.
+-- The head gave up waiting: another waiter may become the head.
 -- params: channel
 SELECT pg_advisory_unlock(1397836871, hashtext(?));

@@ -170,12 +170,22 @@ AcquireResult attempt_once(Connection& conn, const std::string& name, const std:
     const bool head = queue_channel && cat.has(Sql::lease_acquire_head);
     auto r = head ? run(conn, Sql::lease_acquire_head, {name, owner, ttl.count(), min_hold.count(), *queue_channel})
                   : run(conn, Sql::lease_acquire, args);
-    if (head && !r.rows.empty() && left_queue) *left_queue = true;
-    if (!r.rows.empty() || r.affected == 1) return acquired(r);
+    // One row back, fence NULL when busy (PostgreSQL: then the holder's
+    // expiry and the clock, NULL expiry = no such name); or a row only when
+    // taken (SQLite).
+    const bool took = !r.rows.empty() && !r.rows[0][0].is_null();
+    if (head && took && left_queue) *left_queue = true;
+    if (took || (r.rows.empty() && r.affected == 1)) return acquired(r);
+    if (!r.rows.empty() && r.rows[0].size() >= 4) {
+      if (!r.rows[0][2].is_null()) return busy(owner, r.rows[0][2].as_int() - r.rows[0][3].as_int());
+      state = kMissing;
+    }
     if (state == kExpired) return busy(owner, 0);  // another contender took it just now
-    // Held, or never seen: a consistent read (no locks) tells which.
-    auto info = run(conn, Sql::lease_info, {name});
-    if (!info.rows.empty()) return busy(owner, info.rows[0][3].as_int() - info.rows[0][6].as_int());
+    if (state != kMissing) {
+      // Held, or never seen: a consistent read (no locks) tells which.
+      auto info = run(conn, Sql::lease_info, {name});
+      if (!info.rows.empty()) return busy(owner, info.rows[0][3].as_int() - info.rows[0][6].as_int());
+    }
   }
   auto ins = detail::try_insert(conn, Sql::lease_insert, args);
   if (!ins) return busy(owner, 0);  // someone created it first
@@ -612,14 +622,9 @@ bool LeaseLock::wait_for_release(milliseconds nap) {
   return wake_head_;
 }
 
-void LeaseLock::join_waiter_queue(milliseconds timeout) {
-  try {
-    run(*conn_, Sql::lease_queue_join, {wakeup_channel_, std::to_string(std::max<std::int64_t>(timeout.count(), 1))});
-    queue_head_ = true;
-  } catch (const Error& e) {
-    // lock_timeout: not the head yet (the caller tries the lease again).
-    if (e.code() != ErrorCode::kLockBusy && e.code() != ErrorCode::kTimeout) throw;
-  }
+void LeaseLock::join_waiter_queue() {
+  auto r = run(*conn_, Sql::lease_queue_join, {wakeup_channel_});
+  queue_head_ = !r.rows.empty() && !r.rows[0][0].is_null() && r.rows[0][0].as_int() == 1;
 }
 
 void LeaseLock::leave_waiter_queue() noexcept {
@@ -700,22 +705,22 @@ bool LeaseLock::acquire(milliseconds wait) {
     // a woken waiter held the wake-up lock): after two of those in a row the
     // waiter sleeps its backoff instead of spinning.
     if (queue && !queue_head_) {
-      // Not the head: wait in the server's queue. Only the head listens (a
-      // listener that does not read makes every NOTIFY cost it work and
-      // piles notifications up for it), so a handle that listened as an
-      // earlier head stops first. As the head: LISTEN, then try at once (a
-      // release before the LISTEN is not missed).
+      // Not the head: become it if nobody is (lease_queue_join), else poll
+      // with the backoff. Only the head listens (a listener that does not
+      // read makes every NOTIFY cost it work), so a handle that listened as
+      // an earlier head stops first. As the head: LISTEN, then try at once
+      // (a release before the LISTEN is not missed).
       if (listening_) {
         conn_->unlisten(wakeup_channel_);
         listening_ = false;
       }
-      auto cap_wait = std::min(options_.backoff_max, std::max(left, milliseconds(1)));
-      if (nap_cap_) cap_wait = std::min(cap_wait, *nap_cap_);
-      join_waiter_queue(cap_wait);
+      join_waiter_queue();
       if (queue_head_) {
         conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
         listening_ = true;
+        continue;
       }
+      std::this_thread::sleep_for(nap);
       backoff = std::min(backoff * 2, options_.backoff_max);
       continue;
     }

@@ -199,7 +199,7 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
     int sig = s.wakeup_signal.empty() ? -1 : raw->prepare(s.wakeup_signal);
     int take = s.take.empty() ? -1 : raw->prepare(s.take);
     const bool hot = op == "lease-hot", lite = kind == DialectKind::kSqlite;
-    return [conn, raw, name, owner, channel, pre, acq, ins, info, mine, rel, sig, take, my, lite, hot] {
+    return [conn, raw, name, owner, channel, pre, acq, ins, info, mine, rel, sig, take, my, pg, lite, hot] {
       // The raw contender backs off 1-5 ms after a busy attempt (no wake-ups).
       auto busy = [hot] {
         if (hot) std::this_thread::sleep_for(jittered(milliseconds(5), milliseconds(1)));
@@ -225,8 +225,12 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
           fence = to_i(r.first[1]);
           got = true;
         } else if (!missing) {
-          auto r = raw->exec(acq, {*owner, kTtlMs, 0, *name});
-          if (r.nrows > 0) got = true, fence = to_i(r.first[0]);
+          auto r = pg ? raw->exec(acq, {*name, *owner, kTtlMs, 0, *name}) : raw->exec(acq, {*owner, kTtlMs, 0, *name});
+          if (r.nrows > 0 && !r.first[0].empty()) got = true, fence = to_i(r.first[0]);
+          else if (pg) {
+            if (!r.first[2].empty()) return busy();  // held: the holder's expiry came back
+            missing = true;
+          }
           else if (r.affected == 1) got = read_mine();
           else if (pre >= 0) return busy();  // taken by another contender just now
           else if (raw->exec(info, {*name}).nrows > 0) return busy();

@@ -118,6 +118,13 @@ TEST_CASE("on PostgreSQL a release on its own does not wait for a WAL flush; an 
     SUCCEED("synchronous_commit is PostgreSQL's (MariaDB's flush is server-wide, SQLite runs synchronous=NORMAL)");
     return;
   }
+  if (ctx().pooler) {
+    // The count needs a session-level SET and the backend's exit (its WAL
+    // counters); behind a transaction pooler neither is the client's. The
+    // release statement is the same there (set_config is transaction-local).
+    SUCCEED("measured on a direct connection");
+    return;
+  }
   auto stats = ctx().connect();
   const auto name = ctx().unique("relflush");
   constexpr int kCycles = 100;

@@ -183,16 +183,10 @@ TEST_CASE("with io_timeout a statement on a frozen path fails in bounded time, a
   auto conn = make_connection(faultproxy::uri_via(ctx().uri, proxy.port()), co);
   CHECK(select_int(*conn, 1) == 1);
   proxy.freeze();
-  auto t0 = std::chrono::steady_clock::now();
-  auto answer = std::async(std::launch::async, [&] {
-    std::string what;
-    auto code = sgtest::code_of([&] { select_int(*conn, 2); }, &what);
-    return std::make_pair(code, what);
-  });
   // Never a hang: the path stays frozen the whole time.
-  REQUIRE(answer.wait_for(10s) == std::future_status::ready);
-  auto took = std::chrono::steady_clock::now() - t0;
-  auto [code, what] = answer.get();
+  auto failed = sgtest::failure_within(10s, [&] { select_int(*conn, 2); });
+  REQUIRE(failed);
+  auto [code, what, took] = *failed;
   INFO(what << " after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
   CHECK((code == ErrorCode::kTimeout || code == ErrorCode::kConnectionLost));
   CHECK(took >= 900ms);  // not before the deadline
@@ -214,13 +208,9 @@ TEST_CASE("with io_timeout a COMMIT on a frozen path is commit_in_doubt, never a
   conn->begin();
   conn->execute("INSERT INTO sg_deadline_t (x) VALUES (1)");
   proxy.freeze();
-  auto done = std::async(std::launch::async, [&] {
-    std::string what;
-    auto code = sgtest::code_of([&] { conn->commit(); }, &what);
-    return std::make_pair(code, what);
-  });
-  REQUIRE(done.wait_for(10s) == std::future_status::ready);
-  auto [code, what] = done.get();
+  auto failed = sgtest::failure_within(10s, [&] { conn->commit(); });
+  REQUIRE(failed);
+  auto [code, what, took] = *failed;
   INFO(what);
   CHECK(code == ErrorCode::kCommitInDoubt);
   CHECK_FALSE(conn->in_transaction());
@@ -241,16 +231,10 @@ TEST_CASE("a lease whose path freezes: release() gives up in bounded time and ke
   LeaseLock lock(faultproxy::uri_via(ctx().uri, proxy.port()), name, lo);
   REQUIRE(lock.acquire());
   proxy.freeze();
-  auto t0 = std::chrono::steady_clock::now();
-  auto done = std::async(std::launch::async, [&] {
-    std::string what;
-    auto code = sgtest::code_of([&] { lock.release(); }, &what);
-    return std::make_pair(code, what);
-  });
   // The release budget is min(ttl, 10 s) plus one deadline or reconnect.
-  REQUIRE(done.wait_for(15s) == std::future_status::ready);
-  auto took = std::chrono::steady_clock::now() - t0;
-  auto [code, what] = done.get();
+  auto failed = sgtest::failure_within(15s, [&] { lock.release(); });
+  REQUIRE(failed);
+  auto [code, what, took] = *failed;
   INFO(what << " after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
   CHECK(took < 6s + 4s);
   CHECK((code == ErrorCode::kTimeout || code == ErrorCode::kConnectionLost));

@@ -3,7 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <functional>
+#include <future>
+#include <optional>
 #include <string>
 
 #include "sqlguard/errors.h"
@@ -27,6 +30,27 @@ inline std::string message_of(const std::function<void()>& f) {
   std::string what;
   code_of(f, &what);
   return what;
+}
+
+// What failure_within() saw: the error and how long the call took.
+struct Failure {
+  sqlguard::ErrorCode code;
+  std::string what;
+  std::chrono::steady_clock::duration took;
+};
+
+// Runs `f` (which must throw sqlguard::Error) on another thread and waits up
+// to `limit` for it: nullopt = still running (a hang; the future's destructor
+// then waits for it).
+inline std::optional<Failure> failure_within(std::chrono::milliseconds limit, const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto fut = std::async(std::launch::async, [&] {
+    std::string what;
+    auto code = code_of(f, &what);
+    return Failure{code, what, std::chrono::steady_clock::now() - t0};
+  });
+  if (fut.wait_for(limit) != std::future_status::ready) return std::nullopt;
+  return fut.get();
 }
 
 }  // namespace sgtest

@@ -20,16 +20,6 @@ std::vector<std::string> split(const std::string& csv) {
   return out;
 }
 
-std::string hex(const std::string& bytes) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += d[c >> 4];
-    out += d[c & 15];
-  }
-  return out;
-}
-
 std::string fingerprint_of(const std::string& key) { return sqlguard::request_fingerprint({"POST", "/orders", key}); }
 
 }  // namespace
@@ -68,7 +58,7 @@ static sgworker::Register idem_request("idem-request", [](const std::string& uri
       return sqlguard::StoredResponse{201, std::string("order ") + key + '\0' + who + ":" + ex.owner()};
     });
     std::printf("%s %s %d %s\n", key.c_str(), std::string(sqlguard::to_string(r.outcome)).c_str(), r.http_status(),
-                hex(r.response.body).c_str());
+                sgworker::hex(r.response.body).c_str());
   }
   std::fflush(stdout);
   return 0;

@@ -14,4 +14,14 @@ std::map<std::string, Mode>& registry();
 struct Register {
   Register(const std::string& name, Mode m) { registry()[name] = std::move(m); }
 };
+// Bytes as lowercase hex (workers print stored responses this way).
+inline std::string hex(const std::string& bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out;
+}
 }  // namespace sgworker

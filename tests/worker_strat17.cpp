@@ -17,16 +17,6 @@ using namespace sqlguard;
 
 namespace {
 
-std::string hex(const std::string& bytes) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += d[c >> 4];
-    out += d[c & 15];
-  }
-  return out;
-}
-
 // At the named point: tell the test (marker file) and wait to be killed.
 void maybe_pause(const std::string& pause_at, const std::string& here, const std::string& marker) {
   if (pause_at != here) return;
@@ -84,7 +74,7 @@ static sgworker::Register idem_phases("idem-phases", [](const std::string& uri, 
   };
   auto r = idem.execute_phases(scope, key, request_fingerprint({"POST", "/charge", key}), phases);
   std::printf("%s %d %d %s %s\n", std::string(to_string(r.outcome)).c_str(), r.http_status(), r.attempt,
-              r.resumed_after.value_or("-").c_str(), hex(r.response.body).c_str());
+              r.resumed_after.value_or("-").c_str(), sgworker::hex(r.response.body).c_str());
   return 0;
 });
 

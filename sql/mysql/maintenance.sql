@@ -71,6 +71,11 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR
 -- params: 
 SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
 
+-- name: session_galera
+-- At connect, on MariaDB: 1 = a Galera node (the catalog variant mysql+galera is used).
+-- params: 
+SELECT @@wsrep_on;
+
 -- name: session_server_version
 -- params: 
 SELECT VERSION();

@@ -53,6 +53,9 @@ SELECT set_config('statement_timeout', ?, false);
 -- name: session_isolation
 -- not needed: MySQL/MariaDB session setup only
 
+-- name: session_galera
+-- not needed: Galera is MariaDB's
+
 -- name: session_server_version
 -- not needed: libpq reports the server version
 

@@ -45,6 +45,9 @@ SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
 -- name: session_isolation
 -- not needed: MySQL/MariaDB session setup only
 
+-- name: session_galera
+-- not needed: Galera is MariaDB's
+
 -- name: session_server_version
 -- not needed: embedded: the library version is sqlite3_libversion()
 

@@ -322,6 +322,16 @@ IdempotencyResult IdempotencyKeys::execute_phases(std::string_view scope, std::s
     if (r) out.response = std::move(*r);
     return out;
   };
+  // The handler failed and failures are stored: the stored failure response
+  // is the answer (replayed to retries), unless the key's lease was lost.
+  auto store_failure = [&](std::exception_ptr error) {
+    out.failed = true;
+    out.error = std::move(error);
+    out.response = failure_response_of(opt_, out.error);
+    if (!complete(out.response, "failed")) return metric.record(lease_lost(std::nullopt));
+    out.outcome = IdempotencyOutcome::kExecuted;
+    return metric.record(std::move(out));
+  };
 
   std::size_t next = 0;
   if (recovery_point) {
@@ -379,25 +389,12 @@ IdempotencyResult IdempotencyKeys::execute_phases(std::string_view scope, std::s
         return metric.record(std::move(out));
       }
       if (opt_.on_handler_error == OnHandlerError::kStoreFailure && e.code() != ErrorCode::kCommitInDoubt &&
-          e.code() != ErrorCode::kConnectionLost) {
-        out.failed = true;
-        out.error = std::current_exception();
-        out.response = failure_response_of(opt_, out.error);
-        if (!complete(out.response, "failed")) return metric.record(lease_lost(std::nullopt));
-        out.outcome = IdempotencyOutcome::kExecuted;
-        return metric.record(std::move(out));
-      }
+          e.code() != ErrorCode::kConnectionLost)
+        return store_failure(std::current_exception());
       unlock();
       throw;
     } catch (...) {
-      if (opt_.on_handler_error == OnHandlerError::kStoreFailure) {
-        out.failed = true;
-        out.error = std::current_exception();
-        out.response = failure_response_of(opt_, out.error);
-        if (!complete(out.response, "failed")) return metric.record(lease_lost(std::nullopt));
-        out.outcome = IdempotencyOutcome::kExecuted;
-        return metric.record(std::move(out));
-      }
+      if (opt_.on_handler_error == OnHandlerError::kStoreFailure) return store_failure(std::current_exception());
       unlock();
       throw;
     }

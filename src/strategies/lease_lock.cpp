@@ -65,15 +65,19 @@ using detail::run;
 // Lease statements are idempotent by owner token, so a connection lost, a
 // timeout or an unknown outcome is retried on a fresh connection, with
 // full-jitter backoff, until `budget` has passed; other errors propagate.
+// InDoubt::kThrow: an unknown COMMIT outcome is not retried (a guarded
+// transaction's work may have committed).
+enum class InDoubt { kRetry, kThrow };
 template <typename F>
-auto with_reconnect(Connection& conn, milliseconds budget, const std::string& what, F&& f) {
+auto with_reconnect(Connection& conn, milliseconds budget, const std::string& what, F&& f,
+                    InDoubt in_doubt = InDoubt::kRetry) {
   const auto deadline = steady_clock::now() + budget;
   for (int attempt = 1;; ++attempt) {
     try {
       return f(attempt);
     } catch (const Error& e) {
       const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
-                             e.code() == ErrorCode::kCommitInDoubt;
+                             (e.code() == ErrorCode::kCommitInDoubt && in_doubt == InDoubt::kRetry);
       auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
       if (!transient || conn.in_transaction() || left.count() <= 0) throw;
       log(LogLevel::kInfo, what + " failed, reconnecting and retrying: " + e.what());
@@ -885,35 +889,24 @@ std::optional<LeaseLoss> LeaseLock::last_loss() const {
 }
 
 bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
-  for (int attempt = 1;; ++attempt) {
-    std::string owner;
-    std::int64_t fence;
-    {
-      std::lock_guard<std::mutex> lk(shared_->mu);
-      if (!shared_->valid_locked()) return false;
-      owner = shared_->owner;
-      fence = shared_->fence;
-    }
-    try {
-      return guarded_once(owner, fence, work);
-    } catch (const Error& e) {
-      // The connection broke (a killed session, a failover, an I/O deadline)
-      // before COMMIT was sent: nothing committed, so the whole transaction
-      // can run again on a fresh connection while the trust window lasts.
-      // An unknown COMMIT outcome is never retried.
-      const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout;
-      const milliseconds left = remaining();
-      if (!transient || conn_->in_transaction() || left.count() <= 0) throw;
-      log(LogLevel::kInfo, "guarded transaction on lease '" + name_ + "' failed (attempt " + std::to_string(attempt) +
-                               "), reconnecting and retrying: " + e.what());
-      std::this_thread::sleep_for(std::min(Backoff{milliseconds(10), milliseconds(500)}.delay(attempt), left));
-      try {
-        conn_->reconnect();
-      } catch (const Error& re) {
-        log(LogLevel::kInfo, "guarded transaction on lease '" + name_ + "': reconnect failed: " + re.what());
-      }
-    }
-  }
+  // A connection that broke (a killed session, a failover, an I/O deadline)
+  // before COMMIT was sent committed nothing, so the whole transaction runs
+  // again on a fresh connection while the trust window lasts. An unknown
+  // COMMIT outcome is never retried.
+  return with_reconnect(
+      *conn_, remaining(), "guarded transaction on lease '" + name_ + "'",
+      [&](int) {
+        std::string owner;
+        std::int64_t fence;
+        {
+          std::lock_guard<std::mutex> lk(shared_->mu);
+          if (!shared_->valid_locked()) return false;
+          owner = shared_->owner;
+          fence = shared_->fence;
+        }
+        return guarded_once(owner, fence, work);
+      },
+      InDoubt::kThrow);
 }
 
 bool LeaseLock::guarded_once(const std::string& owner, std::int64_t fence,

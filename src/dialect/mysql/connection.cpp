@@ -32,11 +32,14 @@ namespace {
 
 class MysqlDialect final : public Dialect {
  public:
-  MysqlDialect() : Dialect(DialectKind::kMysql, "mysql", '`') {}
+  // `catalog`: "mysql", or "mysql+galera" on a Galera node
+  // (sql/mysql/variant_galera.sql).
+  explicit MysqlDialect(std::string_view catalog = {}) : Dialect(DialectKind::kMysql, "mysql", '`', catalog) {}
   // Row-lock scopes bound their wait inside the statement (SET STATEMENT
   // innodb_lock_wait_timeout = N FOR SELECT ..., sql/mysql/strategies.sql).
 };
 const MysqlDialect kDialect;
+const MysqlDialect kGaleraDialect("mysql+galera");
 
 bool returns_rows(std::string_view sql) {
   // SET STATEMENT var = value FOR <statement>: look at the statement.
@@ -96,7 +99,7 @@ class MysqlConnection final : public Connection {
 
   DialectKind kind() const noexcept override { return DialectKind::kMysql; }
   const Capabilities& capabilities() const noexcept override { return caps_; }
-  const Dialect& dialect() const noexcept override { return kDialect; }
+  const Dialect& dialect() const noexcept override { return galera_ ? kGaleraDialect : kDialect; }
   const std::string& description() const noexcept override { return description_; }
   std::size_t cached_statements() const noexcept override { return cache_.size(); }
   std::size_t statement_cache_capacity() const noexcept override { return cache_.capacity(); }
@@ -240,6 +243,12 @@ class MysqlConnection final : public Connection {
       }
       // MariaDB >= 10.3 has SEQUENCE; MySQL 8 does not.
       caps_.sequences = caps_.server_version.find("MariaDB") != std::string::npos;
+      if (caps_.sequences) {
+        std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_galera)));
+        galera_ = rs->next() && rs->getInt(1) == 1;
+        while (rs->next()) {
+        }
+      }
     } catch (const sql::SQLException& e) {
       conn_.reset();
       broken_ = true;
@@ -360,6 +369,7 @@ class MysqlConnection final : public Connection {
   detail::StatementCache<std::unique_ptr<sql::PreparedStatement>> cache_;
   bool in_tx_ = false;
   bool broken_ = true;
+  bool galera_ = false;  // a Galera node: the catalog variant mysql+galera
 };
 
 }  // namespace

@@ -267,9 +267,12 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
   }
   if (op == "rowlock-decrement") {
     int sel = raw->prepare(s.rl_select), upd = raw->prepare(kRowLockUpdate);
-    int get = my ? raw->prepare(s.lock_timeout_get) : -1, set = my ? raw->prepare(s.lock_timeout_set) : -1;
-    int lite = kind == DialectKind::kSqlite ? raw->prepare(s.lock_timeout_get) : -1;
-    int loc = pg ? raw->prepare(s.lock_timeout_local) : -1;
+    // What the catalog has for bounding the wait (MariaDB: nothing, the
+    // recorded select carries SET STATEMENT ... FOR).
+    int get = my && !s.lock_timeout_get.empty() ? raw->prepare(s.lock_timeout_get) : -1;
+    int set = my && !s.lock_timeout_set.empty() ? raw->prepare(s.lock_timeout_set) : -1;
+    int lite = kind == DialectKind::kSqlite && !s.lock_timeout_get.empty() ? raw->prepare(s.lock_timeout_get) : -1;
+    int loc = pg && !s.lock_timeout_local.empty() ? raw->prepare(s.lock_timeout_local) : -1;
     return [conn, raw, sel, upd, get, set, lite, loc, key] {
       std::int64_t prev = 0;
       if (get >= 0) {

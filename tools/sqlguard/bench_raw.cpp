@@ -200,10 +200,10 @@ class MysqlRaw final : public RawConn {
     std::size_t i = 0;
     // SET STATEMENT var = value FOR <statement> (Galera causal reads): look at the statement.
     if (sql.rfind("SET STATEMENT ", 0) == 0) {
-      auto f = sql.find(" FOR ");
-      if (f != std::string::npos) i = f + 5;
+      auto f = sql.find(" FOR");  // FOR, then a space or a line break
+      if (f != std::string::npos) i = f + 4;
     }
-    while (i < sql.size() && (sql[i] == ' ' || sql[i] == '(')) ++i;
+    while (i < sql.size() && (sql[i] == ' ' || sql[i] == '\n' || sql[i] == '\t' || sql[i] == '(')) ++i;
     std::string head = sql.substr(i, 6);
     for (auto& ch : head) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     // INSERT ... RETURNING (the catalog's lease_take) returns rows too.

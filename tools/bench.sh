@@ -95,6 +95,9 @@ if [[ "$redis_port" != off ]] && command -v redis-server >/dev/null 2>&1 \
     log "port $redis_port is busy: skipping the Redis comparator"
   else
     redis_pidfile=$out/.redis.pid
+    # A throwaway server: a previous run's AOF would be reloaded first (and
+    # answer LOADING to the first commands).
+    rm -rf "$out/appendonlydir"
     # appendfsync always: the closest Redis gets to the databases' durable commits
     redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync always \
       --dir "$out" --appendfilename bench-redis.aof --daemonize yes --pidfile "$redis_pidfile" \

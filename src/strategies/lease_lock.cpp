@@ -702,12 +702,6 @@ bool LeaseLock::acquire(milliseconds wait) {
     // left: no point polling a 30 s lease every 5 ms, nor sleeping past its end.
     auto cap = std::min(backoff, std::max(holder_remaining_, options_.backoff_initial));
     auto nap = std::min(jitter(cap), std::max(left, milliseconds(1)));
-    // A release wakes waiters at once where the dialect can. A NOTIFY (or a
-    // SQLite futex wake) is sent by a release only, so a waiter in a queue
-    // keeps waiting for the next one however many it lost. The MariaDB
-    // wake-up lock also "wakes" when its holder has none (a lease taken while
-    // a woken waiter held the wake-up lock): after two of those in a row the
-    // waiter sleeps its backoff instead of spinning.
     if (queue && !queue_head_) {
       // Not the head: become it if nobody is (lease_queue_join), else poll
       // with the backoff. Only the head listens (a listener that does not
@@ -728,8 +722,16 @@ bool LeaseLock::acquire(milliseconds wait) {
       backoff = std::min(backoff * 2, options_.backoff_max);
       continue;
     }
+    // A release wakes waiters at once where the dialect can. A waiter whose
+    // wake-ups keep finding the lease held sleeps its backoff after two of
+    // them instead of spinning: on SQLite every release since the waiter's
+    // last look counts (a holder that releases and re-acquires faster than
+    // the waiter can try would otherwise keep it trying), and the MariaDB
+    // wake-up lock also "wakes" when its holder has none. The PostgreSQL
+    // head keeps waiting for the next NOTIFY however many it lost: it is
+    // the only listener, the others already poll.
     bool woke = false;
-    const bool spin_prone = wakeup_ == Wakeup::kStatements;
+    const bool spin_prone = !queue;
     if (wakeup_ != Wakeup::kNone && !conn_->in_transaction() && (!spin_prone || idle_wakes < 2)) {
       auto cap_wait = std::min(options_.backoff_max, std::max(left, milliseconds(1)));
       woke = wait_for_release(std::min(cap_wait, std::max(holder_remaining_, nap)));

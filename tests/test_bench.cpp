@@ -64,7 +64,9 @@ TEST_CASE("every bench op runs on both paths without an error", "[bench][cli]") 
     CHECK(field(line, "errors") == "0");
     const auto raw_errors = field(line, "raw_errors");
     CHECK((raw_errors.empty() || raw_errors == "0"));
-    CHECK(std::stod(field(line, "ops_per_s")) > 0);
+    // A hand-off needs a waiter to win within the short window (behind a
+    // pooler waiters poll): its count may be 0; every other op must run.
+    if (field(line, "op") != "\"handoff\"") CHECK(std::stod(field(line, "ops_per_s")) > 0);
   }
   CHECK(cells == 9);  // every op once at 2 clients (handoff included)
 }

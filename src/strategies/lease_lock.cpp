@@ -99,6 +99,22 @@ bool is_contention(const Error& e) {
 // Full jitter, at least 1 ms.
 milliseconds jitter(milliseconds upto) { return jittered(std::max(upto, milliseconds(1)), milliseconds(1)); }
 
+// The first cell of the first row is 1 (GET_LOCK, the queue join).
+bool first_is_one(const Result& r) { return !r.rows.empty() && !r.rows[0][0].is_null() && r.rows[0][0].as_int() == 1; }
+
+// Frees a session-scoped lock this handle holds (`held`): the MariaDB
+// wake-up lock, the PostgreSQL waiter-queue head. On failure the session's
+// end frees it; until then the other waiters poll.
+void free_session_lock(Connection& conn, bool& held, Sql id, const std::string& channel, const char* what) noexcept {
+  if (!held) return;
+  held = false;
+  try {
+    run(conn, id, {channel});
+  } catch (const std::exception& e) {
+    log(LogLevel::kDebug, std::string(what) + " failed: " + e.what());
+  }
+}
+
 
 AcquireResult busy(const std::string& owner, std::int64_t holder_remaining_ms) {
   AcquireResult out;
@@ -622,35 +638,18 @@ bool LeaseLock::wait_for_release(milliseconds nap) {
   // that holder (lease_take waits briefly for it) or the next waiter.
   if (nap_cap_) nap = std::min(nap, *nap_cap_);
   auto r = run(*conn_, Sql::lease_wakeup_wait, {wakeup_channel_, static_cast<double>(nap.count()) / 1000.0});
-  wake_head_ = !r.rows.empty() && !r.rows[0][0].is_null() && r.rows[0][0].as_int() == 1;
+  wake_head_ = first_is_one(r);
   return wake_head_;
 }
 
-void LeaseLock::join_waiter_queue() {
-  auto r = run(*conn_, Sql::lease_queue_join, {wakeup_channel_});
-  queue_head_ = !r.rows.empty() && !r.rows[0][0].is_null() && r.rows[0][0].as_int() == 1;
-}
+void LeaseLock::join_waiter_queue() { queue_head_ = first_is_one(run(*conn_, Sql::lease_queue_join, {wakeup_channel_})); }
 
 void LeaseLock::leave_waiter_queue() noexcept {
-  if (!queue_head_) return;
-  queue_head_ = false;
-  try {
-    run(*conn_, Sql::lease_queue_leave, {wakeup_channel_});
-  } catch (const std::exception& e) {
-    // The session's end frees it; until then the other waiters' joins time out and retry.
-    log(LogLevel::kDebug, std::string("leaving the waiter queue failed: ") + e.what());
-  }
+  free_session_lock(*conn_, queue_head_, Sql::lease_queue_leave, wakeup_channel_, "leaving the waiter queue");
 }
 
 void LeaseLock::leave_wake_queue() noexcept {
-  if (!wake_head_) return;
-  wake_head_ = false;
-  try {
-    run(*conn_, Sql::lease_wakeup_signal, {wakeup_channel_});
-  } catch (const std::exception& e) {
-    // The session's end frees it; until then other waiters poll.
-    log(LogLevel::kDebug, std::string("freeing the wake-up lock failed: ") + e.what());
-  }
+  free_session_lock(*conn_, wake_head_, Sql::lease_wakeup_signal, wakeup_channel_, "freeing the wake-up lock");
 }
 
 bool LeaseLock::acquire(milliseconds wait) {

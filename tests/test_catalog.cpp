@@ -64,15 +64,18 @@ TEST_CASE("an entry a dialect does not support throws not_supported naming diale
 
 TEST_CASE("a dialect's ? order may differ: values are reordered to the order its params line names", "[catalog]") {
   // lease_acquire is an UPDATE whose first ? is the owner; statements.def
-  // declares name, owner, ttl_ms, min_hold_ms.
+  // declares name, owner, ttl_ms, min_hold_ms, queue_role, channel (a
+  // dialect without a waiter queue names only the first four).
   for (const auto& d : dialect_names()) {
     if (d == "postgresql") continue;  // below: its lease_acquire also reads the holder's expiry first
     CHECK(sql_statement(d, "lease_acquire").params == std::vector<std::string>{"owner", "ttl_ms", "min_hold_ms", "name"});
     CHECK(detail::Catalog::of(d).order(detail::Sql::lease_acquire) == std::vector<int>{1, 2, 3, 0});
   }
   CHECK(sql_statement("postgresql", "lease_acquire").params ==
-        std::vector<std::string>{"name", "owner", "ttl_ms", "min_hold_ms", "name"});
-  CHECK(detail::Catalog::of("postgresql").order(detail::Sql::lease_acquire) == std::vector<int>{0, 1, 2, 3, 0});
+        std::vector<std::string>{"name", "owner", "ttl_ms", "min_hold_ms", "name", "queue_role", "channel", "queue_role",
+                                 "channel"});
+  CHECK(detail::Catalog::of("postgresql").order(detail::Sql::lease_acquire) ==
+        std::vector<int>{0, 1, 2, 3, 0, 4, 5, 4, 5});
   // MariaDB's lease_read_mine also takes the wake-up channel, first (twice:
   // whether this session holds it, else take it).
   CHECK(detail::Catalog::of("mysql").order(detail::Sql::lease_read_mine) == std::vector<int>{2, 2, 0, 1});

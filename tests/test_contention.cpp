@@ -7,6 +7,7 @@
 #include <chrono>
 #include <atomic>
 #include <future>
+#include <mutex>
 #include <vector>
 #include <thread>
 
@@ -239,4 +240,59 @@ TEST_CASE("releases hand the lock down a queue of waiters, each woken at once", 
     CHECK(got < 20s);
   }
   CHECK(std::chrono::steady_clock::now() - t0 < 20s);
+}
+
+TEST_CASE("on PostgreSQL waiters take their place in the queue inside their acquire attempts: one head, no extra statement",
+          "[lease][contention][notify]") {
+  if (!ctx().is(DialectKind::kPostgres) || ctx().pooler) {
+    SUCCEED("the waiter queue is PostgreSQL's (behind a transaction pooler waiters poll)");
+    return;
+  }
+  auto c = ctx().connect();
+  const auto name = ctx().unique("seat");
+  LeaseLock holder(*c, name);
+  REQUIRE(holder.try_acquire());
+  constexpr int kWaiters = 3;
+  std::mutex mu;
+  std::vector<std::string> sent;
+  std::atomic<int> started{0};
+  std::vector<std::future<bool>> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.push_back(std::async(std::launch::async, [&] {
+      auto wc = ctx().connect();
+      wc->set_statement_observer([&](const StatementEvent& e) {
+        std::lock_guard<std::mutex> lk(mu);
+        sent.push_back(e.catalog_name.empty() ? std::string(e.sql.substr(0, 40)) : std::string(e.catalog_name));
+      });
+      LeaseOptions o;
+      o.backoff_initial = o.backoff_max = 300ms;
+      LeaseLock w(*wc, name, o);
+      ++started;
+      const bool got = w.acquire(30s);
+      if (got) w.release();
+      return got;
+    }));
+  }
+  while (started < kWaiters) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(500ms);  // all three have tried and are waiting
+  // Exactly one head: the session advisory lock on the lease's channel.
+  const auto heads = c->execute(
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1397836871 AND granted");
+  CHECK(heads.rows.at(0)[0].as_int() == 1);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    std::string list;
+    for (const auto& s : sent) list += s + " ";
+    INFO("waiters sent: " << list);
+    // Every catalog statement of a waiting waiter is an acquire attempt: the
+    // queue rides in it (no statement of its own to join).
+    for (const auto& s : sent) CHECK(s == "lease_acquire");
+    CHECK(sent.size() >= static_cast<std::size_t>(kWaiters));
+  }
+  REQUIRE(holder.release());
+  for (auto& w : waiters) CHECK(w.get());
+  // Everyone left the queue: no advisory lock stays behind.
+  CHECK(c->execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1397836871")
+            .rows.at(0)[0]
+            .as_int() == 0);
 }

@@ -204,8 +204,10 @@ class LeaseLock {
   // PostgreSQL: this waiter is the head of the waiters (the only one
   // listening); the others poll with backoff.
   bool queue_head_ = false;
-  void join_waiter_queue();
   void leave_waiter_queue() noexcept;
+  // try_acquire(); with `queue`, the attempt also joins (or, as the head,
+  // leaves) the PostgreSQL waiter queue.
+  bool try_acquire_queued(bool queue);
   std::chrono::milliseconds holder_remaining_{0};  // of the lease that made the last attempt busy
 };
 

@@ -29,9 +29,6 @@ WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
 VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
 
--- name: lease_acquire_head
--- not needed: no waiter queue (lease_queue_join); lease_take takes over
-
 -- name: lease_take
 -- The take-over AND the fence read in one round trip (MariaDB has no UPDATE ... RETURNING;
 -- INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING returns the row as the statement left
@@ -165,9 +162,6 @@ SELECT RELEASE_LOCK(?);
 -- take-over succeeds, and is freed with lease_wakeup_signal when the waiter gives up.
 -- params: channel, timeout_s
 SELECT GET_LOCK(?, ?);
-
--- name: lease_queue_join
--- not needed: the wake-up lock is the queue (GET_LOCK waiters are granted one at a time)
 
 -- name: lease_queue_leave
 -- not needed: the wake-up lock is the queue (GET_LOCK waiters are granted one at a time)

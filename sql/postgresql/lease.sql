@@ -14,7 +14,16 @@
 -- none; then the holder's expire_at as the statement's snapshot saw it (NULL = no such
 -- name yet: lease_insert creates it) and the database clock, so a busy attempt learns how
 -- long the holder's lease still runs in the same round trip.
--- params: name, owner, ttl_ms, min_hold_ms, name
+-- The waiter queue (LeaseLock::acquire; only the head LISTENs, see lease_queue_leave) rides
+-- in the same round trip, by queue_role: 'join' = a waiter that is not the head yet; a busy
+-- attempt also tries to become the head (a session advisory lock on the channel, never
+-- waited for: a backend blocked on a lock keeps a snapshot, and the hot row's dead
+-- versions pile up behind it); 'head' = the head; its take-over leaves the head's place
+-- before this commits (the next head then finds the row being taken over and waits for
+-- the next release); '' = no queue (try_acquire, behind a transaction pooler).
+-- Two more columns: whether a take-over left the head's place, whether a busy 'join'
+-- attempt became the head.
+-- params: name, owner, ttl_ms, min_hold_ms, name, queue_role, channel, queue_role, channel
 WITH seen AS (SELECT expire_at FROM sqlguard_lock WHERE name = ?),
 took AS (
   UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
@@ -22,24 +31,10 @@ took AS (
   WHERE name = (SELECT name FROM sqlguard_lock
                 WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
                 FOR UPDATE SKIP LOCKED)
-  RETURNING fence, expire_at)
-SELECT took.fence, took.expire_at, seen.expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
-FROM (SELECT 1) AS one LEFT JOIN took ON true LEFT JOIN seen ON true;
-
--- name: lease_acquire_head
--- lease_acquire for the head of the waiters (lease_queue_join): a take-over also leaves
--- the head's place in the same round trip (before this commits: the next head then finds
--- the row being taken over and waits for the next release). Same row back.
--- params: name, owner, ttl_ms, min_hold_ms, name, channel
-WITH seen AS (SELECT expire_at FROM sqlguard_lock WHERE name = ?),
-took AS (
-  UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
-    renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
-  WHERE name = (SELECT name FROM sqlguard_lock
-                WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
-                FOR UPDATE SKIP LOCKED)
-  RETURNING fence, expire_at, pg_advisory_unlock(1397836871, hashtext(?)))
-SELECT took.fence, took.expire_at, seen.expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  RETURNING fence, expire_at, CASE WHEN ?::text = 'head' THEN pg_advisory_unlock(1397836871, hashtext(?)) END AS left_queue)
+SELECT took.fence, took.expire_at, seen.expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+       took.left_queue,
+       CASE WHEN took.fence IS NULL AND ?::text = 'join' THEN pg_try_advisory_lock(1397836871, hashtext(?)) END AS joined
 FROM (SELECT 1) AS one LEFT JOIN took ON true LEFT JOIN seen ON true;
 
 -- name: lease_insert
@@ -155,21 +150,14 @@ DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE ex
 -- name: lease_wakeup_wait
 -- not needed: LISTEN/NOTIFY: lease_release sends the NOTIFY
 
--- name: lease_queue_join
--- The waiters of one lease take turns: the waiter holding this session advisory lock
--- (class 1397836871 = 'SQLG', key hashtext(channel)) is the head, the only one that
--- LISTENs, is woken by the release's NOTIFY and tries at once; the others poll with their
--- backoff (sized by the holder's remaining time) and try for the head's place again. A
--- release thus wakes one waiter instead of all of them: PostgreSQL signals EVERY listening
--- backend of the database on each NOTIFY, whatever its channel, so each extra listener
--- costs every lock cycle. It never waits in the server: a statement blocked there would
--- hold its snapshot and keep the hot lock row's dead versions from being pruned, slowing
--- every statement on it. 1 = this session is the head. A head that dies leaves with its
--- session.
--- params: channel
-SELECT CASE WHEN pg_try_advisory_lock(1397836871, hashtext(?)) THEN 1 ELSE 0 END;
-
 -- name: lease_queue_leave
--- The head gave up waiting: another waiter may become the head.
+-- The waiters of one lease take turns: the waiter holding a session advisory lock (class
+-- 1397836871 = 'SQLG', key hashtext(channel); taken by lease_acquire with queue_role 'join')
+-- is the head, the only one that LISTENs, is woken by the release's NOTIFY and tries at
+-- once; the others poll with their backoff and try for the head's place in the same
+-- statement. A release thus wakes one waiter instead of all of them: PostgreSQL signals
+-- EVERY listening backend of the database on each NOTIFY, whatever its channel, so each
+-- extra listener costs every lock cycle. A head that dies leaves with its session.
+-- This statement: the head gave up waiting; another waiter may become the head.
 -- params: channel
 SELECT pg_advisory_unlock(1397836871, hashtext(?));

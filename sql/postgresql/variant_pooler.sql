@@ -9,11 +9,5 @@
 -- name: session_statement_timeout
 -- not supported: a session-level SET behind a transaction pooler would stay on a server connection other clients then get (PgBouncer transaction pooling); the watchdog's statements are bounded client-side instead
 
--- name: lease_queue_join
--- not supported: a session advisory lock would stay on a server connection other clients then get; behind a transaction pooler waiters poll with backoff
-
 -- name: lease_queue_leave
--- not supported: a session advisory lock would stay on a server connection other clients then get; behind a transaction pooler waiters poll with backoff
-
--- name: lease_acquire_head
--- not supported: no waiter queue behind a transaction pooler (see lease_queue_join)
+-- not supported: a session advisory lock would stay on a server connection other clients then get; behind a transaction pooler there is no waiter queue (lease_acquire runs with queue_role '') and waiters poll with backoff

@@ -24,9 +24,6 @@ VALUES (?, ?, (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), CAST(ROUN
 ON CONFLICT (name) DO NOTHING
 RETURNING fence, expire_at;
 
--- name: lease_acquire_head
--- not needed: no waiter queue (lease_queue_join)
-
 -- name: lease_take
 -- not needed: lease_acquire returns the fence itself (UPDATE ... RETURNING)
 
@@ -109,13 +106,10 @@ WHERE resource = ? AND fence <= ?;
 DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE expire_at < CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) - ? LIMIT ?);
 
 -- name: lease_wakeup_signal
--- not needed: waiters watch the database's WAL file (inotify): any commit wakes them
+-- not needed: the release statement wakes one waiter itself (sqlguard_wake(channel): a futex word in <db>-sqlguard-wake, woken after COMMIT)
 
 -- name: lease_wakeup_wait
--- not needed: waiters watch the database's WAL file (inotify): any commit wakes them
-
--- name: lease_queue_join
--- not needed: a release wakes one waiter (FUTEX_WAKE 1), so there is no herd to queue
+-- not needed: the release statement wakes one waiter itself (sqlguard_wake(channel): a futex word in <db>-sqlguard-wake, woken after COMMIT)
 
 -- name: lease_queue_leave
 -- not needed: a release wakes one waiter (FUTEX_WAKE 1), so there is no herd to queue

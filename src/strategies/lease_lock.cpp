@@ -116,6 +116,15 @@ void free_session_lock(Connection& conn, bool& held, Sql id, const std::string& 
 }
 
 
+// A waiter's place in the PostgreSQL waiter queue, for one attempt
+// (lease_acquire's queue_role: 'head' when `head`, else 'join').
+struct QueueSeat {
+  const std::string* channel;
+  bool head;            // the caller is the head (the one listener)
+  bool left = false;    // out: the take-over left the head's place
+  bool joined = false;  // out: the busy attempt made the caller the head
+};
+
 AcquireResult busy(const std::string& owner, std::int64_t holder_remaining_ms) {
   AcquireResult out;
   out.owner = owner;
@@ -130,12 +139,10 @@ AcquireResult busy(const std::string& owner, std::int64_t holder_remaining_ms) {
 // lease_acquire takes over an expired row (a held row does not match, so it
 // stays a read); lease_insert creates a name never seen; lease_read_mine
 // reads the fence where the statements cannot return it (MariaDB).
-// queue_channel: the caller is the head of the PostgreSQL waiter queue on
-// that channel; the take-over then leaves the queue in the same statement
-// (lease_acquire_head) and sets *left_queue.
+// seat: the caller waits in the PostgreSQL waiter queue (LeaseLock::acquire);
+// lease_acquire then joins it or leaves it in the same round trip.
 AcquireResult attempt_once(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
-                           milliseconds min_hold, const std::string* queue_channel = nullptr,
-                           bool* left_queue = nullptr) {
+                           milliseconds min_hold, QueueSeat* seat = nullptr) {
   const auto& cat = detail::catalog(conn);
   const Params args{name, owner, ttl.count(), min_hold.count()};
   enum { kUnknown, kExpired, kMissing } state = kUnknown;
@@ -187,14 +194,18 @@ AcquireResult attempt_once(Connection& conn, const std::string& name, const std:
     return out;
   };
   if (state != kMissing) {
-    const bool head = queue_channel && cat.has(Sql::lease_acquire_head);
-    auto r = head ? run(conn, Sql::lease_acquire_head, {name, owner, ttl.count(), min_hold.count(), *queue_channel})
-                  : run(conn, Sql::lease_acquire, args);
+    const char* role = !seat ? "" : seat->head ? "head" : "join";
+    auto r = run(conn, Sql::lease_acquire,
+                 {name, owner, ttl.count(), min_hold.count(), role, seat ? *seat->channel : std::string()});
     // One row back, fence NULL when busy (PostgreSQL: then the holder's
-    // expiry and the clock, NULL expiry = no such name); or a row only when
-    // taken (SQLite).
+    // expiry and the clock, NULL expiry = no such name, and the queue
+    // columns); or a row only when taken (SQLite).
     const bool took = !r.rows.empty() && !r.rows[0][0].is_null();
-    if (head && took && left_queue) *left_queue = true;
+    if (seat && !r.rows.empty() && r.rows[0].size() >= 6) {
+      const auto& cell = r.rows[0][took ? 4 : 5];
+      const bool yes = !cell.is_null() && cell.as_int() == 1;
+      (took ? seat->left : seat->joined) = yes;
+    }
     if (took || (r.rows.empty() && r.affected == 1)) return acquired(r);
     if (!r.rows.empty() && r.rows[0].size() >= 4) {
       if (!r.rows[0][2].is_null()) return busy(owner, r.rows[0][2].as_int() - r.rows[0][3].as_int());
@@ -292,17 +303,17 @@ std::string make_owner_token() {
 
 namespace {
 AcquireResult acquire_lease_impl(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
-                                 milliseconds min_hold, const std::string* queue_channel, bool* left_queue);
+                                 milliseconds min_hold, QueueSeat* seat);
 }
 
 AcquireResult acquire_lease(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
                             milliseconds min_hold) {
-  return acquire_lease_impl(conn, name, owner, ttl, min_hold, nullptr, nullptr);
+  return acquire_lease_impl(conn, name, owner, ttl, min_hold, nullptr);
 }
 
 namespace {
 AcquireResult acquire_lease_impl(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
-                                 milliseconds min_hold, const std::string* queue_channel, bool* left_queue) {
+                                 milliseconds min_hold, QueueSeat* seat) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
@@ -315,7 +326,7 @@ AcquireResult acquire_lease_impl(Connection& conn, const std::string& name, cons
   for (int i = 0;; ++i) {
     ++g_metrics.attempts;
     try {
-      auto r = attempt_once(conn, name, owner, ttl, min_hold, queue_channel, left_queue);
+      auto r = attempt_once(conn, name, owner, ttl, min_hold, seat);
       ++(r.acquired ? g_metrics.acquired : g_metrics.busy);
       return r;
     } catch (const Error& e) {
@@ -578,7 +589,9 @@ LeaseLock::~LeaseLock() {
   }
 }
 
-bool LeaseLock::try_acquire() {
+bool LeaseLock::try_acquire() { return try_acquire_queued(false); }
+
+bool LeaseLock::try_acquire_queued(bool queue) {
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
     if (shared_->hold > 0) {
@@ -603,14 +616,17 @@ bool LeaseLock::try_acquire() {
         return held;
       }
     }
-    bool left = false;
-    auto res = acquire_lease_impl(*conn_, name_, owner, options_.ttl, options_.min_hold,
-                                  queue_head_ ? &wakeup_channel_ : nullptr, &left);
-    if (left) queue_head_ = false;  // the take-over left the waiter queue itself
+    QueueSeat seat{&wakeup_channel_, queue_head_};
+    auto res = acquire_lease_impl(*conn_, name_, owner, options_.ttl, options_.min_hold, queue ? &seat : nullptr);
+    if (seat.left) queue_head_ = false;   // the take-over left the waiter queue itself
+    if (seat.joined) queue_head_ = true;  // a busy attempt became the head
     return res;
   });
   if (!r.acquired) {
-    holder_remaining_ = milliseconds(r.holder_remaining_ms);
+    // 0 = taken by another contender just now (PostgreSQL: the row was being
+    // taken over, locked, so the statement saw the old, expired lease): the
+    // new lease has just begun; count on one like ours.
+    holder_remaining_ = r.holder_remaining_ms > 0 ? milliseconds(r.holder_remaining_ms) : options_.ttl;
     return false;
   }
   {
@@ -642,8 +658,6 @@ bool LeaseLock::wait_for_release(milliseconds nap) {
   return wake_head_;
 }
 
-void LeaseLock::join_waiter_queue() { queue_head_ = first_is_one(run(*conn_, Sql::lease_queue_join, {wakeup_channel_})); }
-
 void LeaseLock::leave_waiter_queue() noexcept {
   free_session_lock(*conn_, queue_head_, Sql::lease_queue_leave, wakeup_channel_, "leaving the waiter queue");
 }
@@ -663,7 +677,7 @@ bool LeaseLock::acquire(milliseconds wait) {
   if (can_listen && listening_) conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
   // A waiter that leaves without the lease frees the wake-up lock it holds
   // as the queue head (MariaDB), so the next waiter takes its place.
-  // The same for the PostgreSQL waiter queue (lease_queue_join).
+  // The same for the PostgreSQL waiter queue (lease_acquire, queue_role).
   struct LeaveQueue {
     LeaseLock* self;
     ~LeaveQueue() {
@@ -671,9 +685,9 @@ bool LeaseLock::acquire(milliseconds wait) {
       self->leave_waiter_queue();
     }
   } leave_queue{this};
-  const bool queue = can_listen && detail::catalog(*conn_).has(Sql::lease_queue_join);
+  const bool queue = can_listen && detail::catalog(*conn_).has(Sql::lease_queue_leave);
   for (;;) {
-    if (try_acquire()) {
+    if (try_acquire_queued(queue)) {
       wake_head_ = false;  // the wake-up lock it holds is now the holder's
       leave_waiter_queue();  // the next waiter becomes the head
       g_metrics.wait_ms_total += static_cast<std::uint64_t>(
@@ -701,40 +715,52 @@ bool LeaseLock::acquire(milliseconds wait) {
     // left: no point polling a 30 s lease every 5 ms, nor sleeping past its end.
     auto cap = std::min(backoff, std::max(holder_remaining_, options_.backoff_initial));
     auto nap = std::min(jitter(cap), std::max(left, milliseconds(1)));
+    if (queue && queue_head_ && !listening_) {
+      // The head, not listening: that busy attempt made this waiter the head
+      // (lease_acquire joins the queue in the same statement), or the head
+      // is back from a nap. LISTEN, then try at once (a release before the
+      // LISTEN is not missed).
+      conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
+      listening_ = true;
+      continue;
+    }
     if (queue && !queue_head_) {
-      // Not the head: become it if nobody is (lease_queue_join), else poll
-      // with the backoff. Only the head listens (a listener that does not
-      // read makes every NOTIFY cost it work), so a handle that listened as
-      // an earlier head stops first. As the head: LISTEN, then try at once
-      // (a release before the LISTEN is not missed).
+      // Not the head: the next release goes to the head, so this waiter
+      // polls only to take the head's place when it leaves (its attempts try
+      // for it), and naps with full jitter sized to what the holder's lease
+      // has left (up to backoff_max) from the first nap on, not the ramp
+      // from backoff_initial: every busy attempt on a hot lock is a reader
+      // racing the holder's next take-over, and 15 waiters ramping from 5 ms
+      // cost a 16-client lock a third of its cycles (measured). Only the
+      // head listens (a listener that does not read makes every NOTIFY cost
+      // it work), so a handle that listened as an earlier head stops.
       if (listening_) {
         conn_->unlisten(wakeup_channel_);
         listening_ = false;
       }
-      join_waiter_queue();
-      if (queue_head_) {
-        conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
-        listening_ = true;
-        continue;
-      }
-      std::this_thread::sleep_for(nap);
+      const auto far = std::min(options_.backoff_max, std::max(holder_remaining_, options_.backoff_initial));
+      std::this_thread::sleep_for(std::min(jitter(far), std::max(left, milliseconds(1))));
       backoff = std::min(backoff * 2, options_.backoff_max);
       continue;
     }
     // A release wakes waiters at once where the dialect can. A waiter whose
-    // wake-ups keep finding the lease held sleeps its backoff after two of
-    // them instead of spinning: on SQLite every release since the waiter's
-    // last look counts (a holder that releases and re-acquires faster than
-    // the waiter can try would otherwise keep it trying), and the MariaDB
-    // wake-up lock also "wakes" when its holder has none. The PostgreSQL
-    // head keeps waiting for the next NOTIFY however many it lost: it is
-    // the only listener, the others already poll.
+    // wake-ups keep finding the lease held (a holder that releases and
+    // re-acquires faster than a waiter can try) sleeps its backoff after two
+    // of them instead of racing it on every release: on SQLite every release
+    // since the waiter's last look counts, the MariaDB wake-up lock also
+    // "wakes" when its holder has none, and on PostgreSQL a listening
+    // backend costs the notifying holder at every release (it is signalled
+    // and reads the queue; measured: one other listener makes a hot lock's
+    // cycles 15-25 % slower), so the head stops listening for its nap.
     bool woke = false;
-    const bool spin_prone = !queue;
-    if (wakeup_ != Wakeup::kNone && !conn_->in_transaction() && (!spin_prone || idle_wakes < 2)) {
+    if (wakeup_ != Wakeup::kNone && !conn_->in_transaction() && idle_wakes < 2) {
       auto cap_wait = std::min(options_.backoff_max, std::max(left, milliseconds(1)));
       woke = wait_for_release(std::min(cap_wait, std::max(holder_remaining_, nap)));
     } else {
+      if (queue && listening_) {
+        conn_->unlisten(wakeup_channel_);
+        listening_ = false;
+      }
       std::this_thread::sleep_for(nap);
     }
     idle_wakes = woke ? idle_wakes + 1 : 0;

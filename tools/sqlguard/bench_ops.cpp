@@ -192,7 +192,7 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
     auto channel = std::make_shared<std::string>(lease_wakeup_channel(*name));
     // The same protocol as attempt_once() in src/strategies/lease_lock.cpp,
     // with the catalog's statements (lease_acquire binds owner, ttl, min
-    // hold, name on every dialect).
+    // hold, name; on PostgreSQL name first and the waiter-queue role too).
     int pre = s.precheck.empty() ? -1 : raw->prepare(s.precheck);
     int acq = raw->prepare(s.acquire), ins = raw->prepare(s.insert), info = raw->prepare(s.info);
     int mine = raw->prepare(s.read_mine), rel = raw->prepare(s.release);
@@ -225,7 +225,9 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
           fence = to_i(r.first[1]);
           got = true;
         } else if (!missing) {
-          auto r = pg ? raw->exec(acq, {*name, *owner, kTtlMs, 0, *name}) : raw->exec(acq, {*owner, kTtlMs, 0, *name});
+          // PostgreSQL: no waiter queue (queue_role '', channel '' twice).
+          auto r = pg ? raw->exec(acq, {*name, *owner, kTtlMs, 0, *name, "", "", "", ""})
+                      : raw->exec(acq, {*owner, kTtlMs, 0, *name});
           if (r.nrows > 0 && !r.first[0].empty()) got = true, fence = to_i(r.first[0]);
           else if (pg) {
             if (!r.first[2].empty()) return busy();  // held: the holder's expiry came back

@@ -177,6 +177,19 @@ Stats run_clients(int clients, bool processes, const std::function<OpFn(int clie
 }
 
 // ---- hand-off latency ------------------------------------------------------------
+namespace {
+// Holds for exactly `hold` from `from`: a plain sleep_for(1 ms) overshoots by
+// 0.07-0.12 ms here (timer slack and the VM's timer), which the hand-off
+// ceiling (hold + release commit + acquire commit) would charge to the lock.
+// Sleeps to 0.1 ms before the end, then yields until it.
+void hold_for(milliseconds hold, Clock::time_point from) {
+  const auto end = from + hold;
+  const auto coarse = end - std::chrono::microseconds(100);
+  if (Clock::now() < coarse) std::this_thread::sleep_until(coarse);
+  while (Clock::now() < end) std::this_thread::yield();
+}
+}  // namespace
+
 // N threads contend for one name with blocking acquire (backoff + jitter;
 // LISTEN/NOTIFY on PostgreSQL). A holder keeps the lease for `hold`, releases,
 // and stamps steady_clock right after release() returns; the next owner
@@ -218,7 +231,7 @@ Stats run_handoff(int clients, const Cell& cell, const std::function<std::unique
           if (!lock->acquire(milliseconds(2000))) continue;
           auto acq = Clock::now();
           auto fence = lock->fence();
-          std::this_thread::sleep_for(hold);
+          hold_for(hold, acq);
           lock->release();
           auto rel = Clock::now();
           if (phase.load() == 1) {

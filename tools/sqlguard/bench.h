@@ -67,6 +67,11 @@ Stats run_clients(int clients, bool processes, const std::function<OpFn(int clie
 // ops = hand-offs to another client, misses = re-acquired by the same one.
 Stats run_handoff(int clients, const Cell& cell, const std::function<std::unique_ptr<Connection>()>& open,
                   std::chrono::milliseconds warmup, std::chrono::milliseconds duration, std::chrono::milliseconds hold);
+// The hand-off ceiling's release commit + acquire commit: one client alone
+// runs the hand-off loop (acquire, hold, release, step back) for `duration`;
+// returns the p50 of acquire() plus the p50 of release(), in ms.
+double solo_cycle_ms(const Cell& cell, const std::function<std::unique_ptr<Connection>()>& open,
+                     std::chrono::milliseconds warmup, std::chrono::milliseconds duration, std::chrono::milliseconds hold);
 
 // ---- bench_report.cpp: output
 double r3(double v);  // rounded to 3 decimals, as the JSON reports numbers

@@ -272,4 +272,35 @@ Stats run_handoff(int clients, const Cell& cell, const std::function<std::unique
   return st;
 }
 
+double solo_cycle_ms(const Cell& cell, const std::function<std::unique_ptr<Connection>()>& open,
+                     milliseconds warmup, milliseconds duration, milliseconds hold) {
+  auto conn = open();
+  LeaseOptions o;
+  o.ttl = milliseconds(kTtlMs);
+  LeaseLock lock(*conn, cell.prefix + ":solo", o);
+  std::vector<double> acq_ms, rel_ms;
+  const auto t_measure = Clock::now() + warmup, t_end = t_measure + duration;
+  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  for (auto now = Clock::now(); now < t_end; now = Clock::now()) {
+    if (!lock.acquire(milliseconds(2000))) throw Error(ErrorCode::kInternal, "bench: a lock nobody else uses was busy");
+    const auto acq = Clock::now();
+    hold_for(hold, acq);
+    const auto rel0 = Clock::now();
+    lock.release();
+    const auto rel = Clock::now();
+    if (now >= t_measure) {
+      acq_ms.push_back(ms(acq - now));
+      rel_ms.push_back(ms(rel - rel0));
+    }
+    std::this_thread::sleep_for(hold);  // the hand-off loop's step back
+  }
+  auto p50 = [](std::vector<double>& v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  return p50(acq_ms) + p50(rel_ms);
+}
+
+
 }  // namespace sqlguard::bench

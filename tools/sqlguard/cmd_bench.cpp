@@ -219,11 +219,12 @@ void run_bench(const Opts& o) {
       if (op == "handoff") {
         if (n < 2) continue;  // a hand-off needs a second client
         // The ceiling's release commit + acquire commit, measured right
-        // before this cell on the same server (one client, acquire +
-        // release, p50): commit latency here drifts between cells.
-        Stats ref = run_clients(1, false, [&](int i) { return sg_op(Cell{"lease-distinct", 1, cell.prefix + ":ref", 0}, i, open); },
-                                warmup, std::min(duration, milliseconds(1000)));
-        cell_cycle_ms = ref.pct_ms(0.5);
+        // before this cell on the same server, by one client alone running
+        // the same loop (acquire, hold, release, step back): commit latency
+        // drifts between cells, and here a commit after a 1 ms idle gap is
+        // slower than back to back (PostgreSQL, measured: acquire + release
+        // 0.85 ms in this rhythm, 0.46-0.57 ms in lease-distinct's loop).
+        cell_cycle_ms = solo_cycle_ms(cell, open, warmup, std::min(duration, milliseconds(1000)), hold);
         Stats st = run_handoff(n, cell, open, warmup, duration, hold);
         add_handoff_fields(j, st, hold);
         j["cycle_ms"] = r3(cell_cycle_ms);
@@ -247,8 +248,7 @@ void run_bench(const Opts& o) {
         auto rd = redis_ops.find({op, n});
         if (rd != redis_ops.end() && rd->second > 0) j["vs_redis"] = r3(ops_s / rd->second);
         // Hand-off ceiling: one cycle per (hold + release commit + acquire
-        // commit); the last two are cycle_ms, a 1-client acquire + release
-        // p50 measured just before the cell.
+        // commit); the last two are cycle_ms (solo_cycle_ms()).
         if (op == "handoff" && cell_cycle_ms > 0)
           j["handoff_efficiency"] = r3(ops_s * (static_cast<double>(hold.count()) + cell_cycle_ms) / 1000.0);
       }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <atomic>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <vector>
 #include <thread>
@@ -250,23 +251,33 @@ TEST_CASE("on PostgreSQL waiters take their place in the queue inside their acqu
   }
   auto c = ctx().connect();
   const auto name = ctx().unique("seat");
+  // This lock's queue place only (class 'SQLG', key hashtext(channel) as an oid).
+  const std::string places =
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1397836871 AND granted AND "
+      "objid::bigint = (hashtext(?)::bigint + 4294967296) % 4294967296";
+  const Params channel{lease_wakeup_channel(name)};
   LeaseLock holder(*c, name);
   REQUIRE(holder.try_acquire());
   constexpr int kWaiters = 3;
   std::mutex mu;
   std::vector<std::string> sent;
+  // The waiters' connections stay open until the end: a session lock left
+  // behind would otherwise go with its session.
+  std::vector<std::unique_ptr<Connection>> conns;
+  for (int i = 0; i < kWaiters; ++i) {
+    conns.push_back(ctx().connect());
+    conns.back()->set_statement_observer([&](const StatementEvent& e) {
+      std::lock_guard<std::mutex> lk(mu);
+      sent.push_back(e.catalog_name.empty() ? std::string(e.sql.substr(0, 40)) : std::string(e.catalog_name));
+    });
+  }
   std::atomic<int> started{0};
   std::vector<std::future<bool>> waiters;
   for (int i = 0; i < kWaiters; ++i) {
-    waiters.push_back(std::async(std::launch::async, [&] {
-      auto wc = ctx().connect();
-      wc->set_statement_observer([&](const StatementEvent& e) {
-        std::lock_guard<std::mutex> lk(mu);
-        sent.push_back(e.catalog_name.empty() ? std::string(e.sql.substr(0, 40)) : std::string(e.catalog_name));
-      });
+    waiters.push_back(std::async(std::launch::async, [&, i] {
       LeaseOptions o;
       o.backoff_initial = o.backoff_max = 300ms;
-      LeaseLock w(*wc, name, o);
+      LeaseLock w(*conns[static_cast<std::size_t>(i)], name, o);
       ++started;
       const bool got = w.acquire(30s);
       if (got) w.release();
@@ -275,10 +286,7 @@ TEST_CASE("on PostgreSQL waiters take their place in the queue inside their acqu
   }
   while (started < kWaiters) std::this_thread::sleep_for(5ms);
   std::this_thread::sleep_for(500ms);  // all three have tried and are waiting
-  // Exactly one head: the session advisory lock on the lease's channel.
-  const auto heads = c->execute(
-      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1397836871 AND granted");
-  CHECK(heads.rows.at(0)[0].as_int() == 1);
+  CHECK(c->execute(places, channel).rows.at(0)[0].as_int() == 1);  // exactly one head
   {
     std::lock_guard<std::mutex> lk(mu);
     std::string list;
@@ -291,8 +299,6 @@ TEST_CASE("on PostgreSQL waiters take their place in the queue inside their acqu
   }
   REQUIRE(holder.release());
   for (auto& w : waiters) CHECK(w.get());
-  // Everyone left the queue: no advisory lock stays behind.
-  CHECK(c->execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1397836871")
-            .rows.at(0)[0]
-            .as_int() == 0);
+  // Everyone left the queue, their sessions still open: no place stays taken.
+  CHECK(c->execute(places, channel).rows.at(0)[0].as_int() == 0);
 }

@@ -84,9 +84,11 @@ struct LeaseOptions {
   // acquire() without an argument waits this long. Default: 0 (one try).
   std::chrono::milliseconds wait{0};
   // Blocking acquire: exponential backoff with full jitter between
-  // attempts, from backoff_initial doubling up to backoff_max. On
-  // PostgreSQL a NOTIFY from the releasing holder wakes waiters at once.
-  // Defaults: 5 ms, 500 ms.
+  // attempts, from backoff_initial doubling up to backoff_max, never past
+  // what the holder's lease has left; a release wakes a waiter at once
+  // (SQLite, MariaDB: one waiter; PostgreSQL: the head of the waiters, by
+  // NOTIFY; the others nap with full jitter sized to the holder's lease, up
+  // to backoff_max). Defaults: 5 ms, 500 ms.
   std::chrono::milliseconds backoff_initial{5};
   std::chrono::milliseconds backoff_max{500};
   // Fixed owner token (operators, the CLI). Default: empty = a fresh random
@@ -196,7 +198,11 @@ class LeaseLock {
   enum class Wakeup { kNone, kConnection, kStatements } wakeup_ = Wakeup::kNone;
   std::string wakeup_channel_;
   std::optional<std::chrono::milliseconds> nap_cap_;  // see wait_for_release()
-  bool listening_ = false;  // wake-ups set up on conn_ (kept until destruction)
+  // Wake-ups set up on conn_. PostgreSQL: LISTEN while the head of the
+  // waiters and while holding what it waited for; UNLISTEN after release(),
+  // when acquire() gives up, while napping, and when it is not the head.
+  bool listening_ = false;
+  void stop_listening() noexcept;
   // kStatements: this waiter holds the wake-up lock (woken first, the other
   // waiters queue behind it) while it is not the holder.
   bool wake_head_ = false;

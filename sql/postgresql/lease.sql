@@ -22,7 +22,8 @@
 -- before this commits (the next head then finds the row being taken over and waits for
 -- the next release); '' = no queue (try_acquire, behind a transaction pooler).
 -- Two more columns: whether a take-over left the head's place, whether a busy 'join'
--- attempt became the head.
+-- attempt became the head (only when the row exists: a missing name goes on to lease_insert,
+-- and a session lock taken by an attempt that then fails would outlive it).
 -- params: name, owner, ttl_ms, min_hold_ms, name, queue_role, channel, queue_role, channel
 WITH seen AS (SELECT expire_at FROM sqlguard_lock WHERE name = ?),
 took AS (
@@ -34,7 +35,8 @@ took AS (
   RETURNING fence, expire_at, CASE WHEN ?::text = 'head' THEN pg_advisory_unlock(1397836871, hashtext(?)) END AS left_queue)
 SELECT took.fence, took.expire_at, seen.expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
        took.left_queue,
-       CASE WHEN took.fence IS NULL AND ?::text = 'join' THEN pg_try_advisory_lock(1397836871, hashtext(?)) END AS joined
+       CASE WHEN took.fence IS NULL AND seen.expire_at IS NOT NULL AND ?::text = 'join'
+            THEN pg_try_advisory_lock(1397836871, hashtext(?)) END AS joined
 FROM (SELECT 1) AS one LEFT JOIN took ON true LEFT JOIN seen ON true;
 
 -- name: lease_insert
@@ -154,7 +156,7 @@ DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE ex
 -- The waiters of one lease take turns: the waiter holding a session advisory lock (class
 -- 1397836871 = 'SQLG', key hashtext(channel); taken by lease_acquire with queue_role 'join')
 -- is the head, the only one that LISTENs, is woken by the release's NOTIFY and tries at
--- once; the others poll with their backoff and try for the head's place in the same
+-- once; the others poll (naps sized to the holder's lease) and try for the head's place in the same
 -- statement. A release thus wakes one waiter instead of all of them: PostgreSQL signals
 -- EVERY listening backend of the database on each NOTIFY, whatever its channel, so each
 -- extra listener costs every lock cycle. A head that dies leaves with its session.

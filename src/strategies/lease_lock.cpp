@@ -557,7 +557,7 @@ void LeaseLock::init() {
   shared_->on_lost = options_.on_lost;
   // How waiters wake on a release: statements where the catalog has them
   // (MariaDB's wake-up lock), else the connection's own wake-ups
-  // (PostgreSQL NOTIFY, SQLite WAL watch), else plain backoff.
+  // (PostgreSQL NOTIFY, SQLite futex word), else plain backoff.
   if (detail::catalog(*conn_).has(Sql::lease_wakeup_wait)) wakeup_ = Wakeup::kStatements;
   else if (conn_->capabilities().wakeups) wakeup_ = Wakeup::kConnection;
   if (wakeup_ != Wakeup::kNone) wakeup_channel_ = lease_wakeup_channel(name_);
@@ -565,13 +565,7 @@ void LeaseLock::init() {
 
 LeaseLock::~LeaseLock() {
   stop_watchdog();
-  if (listening_) {
-    try {
-      conn_->unlisten(wakeup_channel_);
-    } catch (const std::exception& e) {
-      log(LogLevel::kDebug, std::string("UNLISTEN failed: ") + e.what());
-    }
-  }
+  stop_listening();
   std::string owner;
   std::int64_t fence = 0;
   {
@@ -616,6 +610,11 @@ bool LeaseLock::try_acquire_queued(bool queue) {
         return held;
       }
     }
+    if (attempt > 1) {
+      // A new session: it holds no queue place and listens to nothing.
+      queue_head_ = false;
+      listening_ = false;
+    }
     QueueSeat seat{&wakeup_channel_, queue_head_};
     auto res = acquire_lease_impl(*conn_, name_, owner, options_.ttl, options_.min_hold, queue ? &seat : nullptr);
     if (seat.left) queue_head_ = false;   // the take-over left the waiter queue itself
@@ -658,6 +657,16 @@ bool LeaseLock::wait_for_release(milliseconds nap) {
   return wake_head_;
 }
 
+void LeaseLock::stop_listening() noexcept {
+  if (!listening_) return;
+  listening_ = false;
+  try {
+    conn_->unlisten(wakeup_channel_);
+  } catch (const std::exception& e) {
+    log(LogLevel::kDebug, std::string("UNLISTEN failed: ") + e.what());
+  }
+}
+
 void LeaseLock::leave_waiter_queue() noexcept {
   free_session_lock(*conn_, queue_head_, Sql::lease_queue_leave, wakeup_channel_, "leaving the waiter queue");
 }
@@ -678,16 +687,23 @@ bool LeaseLock::acquire(milliseconds wait) {
   // A waiter that leaves without the lease frees the wake-up lock it holds
   // as the queue head (MariaDB), so the next waiter takes its place.
   // The same for the PostgreSQL waiter queue (lease_acquire, queue_role).
+  const bool queue = can_listen && detail::catalog(*conn_).has(Sql::lease_queue_leave);
   struct LeaveQueue {
     LeaseLock* self;
+    bool queue;
+    bool acquired = false;
     ~LeaveQueue() {
       self->leave_wake_queue();
       self->leave_waiter_queue();
+      // A handle that gave up stops listening: an idle listener still gets
+      // every release's NOTIFY, costs the holders, and one whose socket is
+      // never read holds back the server's notification queue.
+      if (queue && !acquired) self->stop_listening();
     }
-  } leave_queue{this};
-  const bool queue = can_listen && detail::catalog(*conn_).has(Sql::lease_queue_leave);
+  } leave_queue{this, queue};
   for (;;) {
     if (try_acquire_queued(queue)) {
+      leave_queue.acquired = true;
       wake_head_ = false;  // the wake-up lock it holds is now the holder's
       leave_waiter_queue();  // the next waiter becomes the head
       g_metrics.wait_ms_total += static_cast<std::uint64_t>(
@@ -734,10 +750,7 @@ bool LeaseLock::acquire(milliseconds wait) {
       // cost a 16-client lock a third of its cycles (measured). Only the
       // head listens (a listener that does not read makes every NOTIFY cost
       // it work), so a handle that listened as an earlier head stops.
-      if (listening_) {
-        conn_->unlisten(wakeup_channel_);
-        listening_ = false;
-      }
+      stop_listening();
       const auto far = std::min(options_.backoff_max, std::max(holder_remaining_, options_.backoff_initial));
       std::this_thread::sleep_for(std::min(jitter(far), std::max(left, milliseconds(1))));
       backoff = std::min(backoff * 2, options_.backoff_max);
@@ -757,10 +770,7 @@ bool LeaseLock::acquire(milliseconds wait) {
       auto cap_wait = std::min(options_.backoff_max, std::max(left, milliseconds(1)));
       woke = wait_for_release(std::min(cap_wait, std::max(holder_remaining_, nap)));
     } else {
-      if (queue && listening_) {
-        conn_->unlisten(wakeup_channel_);
-        listening_ = false;
-      }
+      if (queue) stop_listening();
       std::this_thread::sleep_for(nap);
     }
     idle_wakes = woke ? idle_wakes + 1 : 0;
@@ -862,6 +872,11 @@ bool LeaseLock::release() {
                              auto info = lease_info(*conn_, name_);
                              return info && info->owner == owner && info->fence == fence && !info->held();
                            });
+  // A former head of the PostgreSQL waiters listened while it held the
+  // lease (its own NOTIFY is cheap); released, it stops: an idle listener
+  // costs every later release of this lock. After the release statement,
+  // so the next waiter is already woken.
+  if (listening_ && !conn_->in_transaction() && detail::catalog(*conn_).has(Sql::lease_queue_leave)) stop_listening();
   if (!ok) {
     std::string detail;
     LossCause cause = LossCause::kExpired;

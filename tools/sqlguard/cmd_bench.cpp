@@ -224,10 +224,19 @@ void run_bench(const Opts& o) {
         // drifts between cells, and here a commit after a 1 ms idle gap is
         // slower than back to back (PostgreSQL, measured: acquire + release
         // 0.85 ms in this rhythm, 0.46-0.57 ms in lease-distinct's loop).
-        cell_cycle_ms = solo_cycle_ms(cell, open, warmup, std::min(duration, milliseconds(1000)), hold);
+        std::string solo_error;
+        try {
+          cell_cycle_ms = solo_cycle_ms(cell, open, warmup, std::min(duration, milliseconds(1000)), hold);
+        } catch (const std::exception& e) {
+          solo_error = std::string("measuring cycle_ms: ") + e.what();  // no efficiency for this cell
+        }
         Stats st = run_handoff(n, cell, open, warmup, duration, hold);
         add_handoff_fields(j, st, hold);
-        j["cycle_ms"] = r3(cell_cycle_ms);
+        j["cycle_ms"] = cell_cycle_ms > 0 ? json(r3(cell_cycle_ms)) : json(nullptr);
+        if (!solo_error.empty()) {
+          j["errors"] = j["errors"].get<std::uint64_t>() + 1;
+          if (!j.contains("first_error")) j["first_error"] = solo_error;
+        }
       } else {
         fill_stock(*admin, cell.key_base, n);
         fill_stock(*admin, cell.key_base + 10000, n);

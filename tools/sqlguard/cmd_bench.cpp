@@ -223,7 +223,7 @@ void run_bench(const Opts& o) {
         // the same loop (acquire, hold, release, step back): commit latency
         // drifts between cells, and here a commit after a 1 ms idle gap is
         // slower than back to back (PostgreSQL, measured: acquire + release
-        // 0.85 ms in this rhythm, 0.46-0.57 ms in lease-distinct's loop).
+        // 0.77-0.85 ms in this rhythm, 0.46-0.57 ms in lease-distinct's loop).
         std::string solo_error;
         try {
           cell_cycle_ms = solo_cycle_ms(cell, open, warmup, std::min(duration, milliseconds(1000)), hold);

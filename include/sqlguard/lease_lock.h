@@ -211,6 +211,7 @@ class LeaseLock {
   // listening); the others poll with backoff.
   bool queue_head_ = false;
   void leave_waiter_queue() noexcept;
+  bool has_waiter_queue() const;  // PostgreSQL, not behind a transaction pooler
   // try_acquire(); with `queue`, the attempt also joins (or, as the head,
   // leaves) the PostgreSQL waiter queue.
   bool try_acquire_queued(bool queue);

@@ -667,6 +667,8 @@ void LeaseLock::stop_listening() noexcept {
   }
 }
 
+bool LeaseLock::has_waiter_queue() const { return detail::catalog(*conn_).has(Sql::lease_queue_leave); }
+
 void LeaseLock::leave_waiter_queue() noexcept {
   free_session_lock(*conn_, queue_head_, Sql::lease_queue_leave, wakeup_channel_, "leaving the waiter queue");
 }
@@ -687,7 +689,7 @@ bool LeaseLock::acquire(milliseconds wait) {
   // A waiter that leaves without the lease frees the wake-up lock it holds
   // as the queue head (MariaDB), so the next waiter takes its place.
   // The same for the PostgreSQL waiter queue (lease_acquire, queue_role).
-  const bool queue = can_listen && detail::catalog(*conn_).has(Sql::lease_queue_leave);
+  const bool queue = can_listen && has_waiter_queue();
   struct LeaveQueue {
     LeaseLock* self;
     bool queue;
@@ -876,7 +878,7 @@ bool LeaseLock::release() {
   // lease (its own NOTIFY is cheap); released, it stops: an idle listener
   // costs every later release of this lock. After the release statement,
   // so the next waiter is already woken.
-  if (listening_ && !conn_->in_transaction() && detail::catalog(*conn_).has(Sql::lease_queue_leave)) stop_listening();
+  if (listening_ && !conn_->in_transaction() && has_waiter_queue()) stop_listening();
   if (!ok) {
     std::string detail;
     LossCause cause = LossCause::kExpired;

@@ -278,29 +278,23 @@ double solo_cycle_ms(const Cell& cell, const std::function<std::unique_ptr<Conne
   LeaseOptions o;
   o.ttl = milliseconds(kTtlMs);
   LeaseLock lock(*conn, cell.prefix + ":solo", o);
-  std::vector<double> acq_ms, rel_ms;
+  Stats acq, rel;  // latencies only: their p50s
   const auto t_measure = Clock::now() + warmup, t_end = t_measure + duration;
-  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  auto ns = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
   for (auto now = Clock::now(); now < t_end; now = Clock::now()) {
     if (!lock.acquire(milliseconds(2000))) throw Error(ErrorCode::kInternal, "bench: a lock nobody else uses was busy");
-    const auto acq = Clock::now();
-    hold_for(hold, acq);
+    const auto got = Clock::now();
+    hold_for(hold, got);
     const auto rel0 = Clock::now();
     lock.release();
-    const auto rel = Clock::now();
+    const auto rel1 = Clock::now();
     if (now >= t_measure) {
-      acq_ms.push_back(ms(acq - now));
-      rel_ms.push_back(ms(rel - rel0));
+      acq.lat_ns.push_back(ns(got - now));
+      rel.lat_ns.push_back(ns(rel1 - rel0));
     }
     std::this_thread::sleep_for(hold);  // the hand-off loop's step back
   }
-  auto p50 = [](std::vector<double>& v) {
-    if (v.empty()) return 0.0;
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
-  return p50(acq_ms) + p50(rel_ms);
+  return acq.pct_ms(0.5) + rel.pct_ms(0.5);
 }
-
 
 }  // namespace sqlguard::bench

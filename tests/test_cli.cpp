@@ -280,3 +280,29 @@ TEST_CASE("cleanup refuses out-of-range batches and periods as a bad command lin
   CHECK(ok.rc == 0);
   CHECK(json_lines(ok.out).at(0).contains("locks_deleted"));
 }
+
+TEST_CASE("lock list escapes bidi controls and zero-width characters, so no name can pass for another", "[cli]") {
+  const std::string& db = ctx().uri;
+  const std::string base = ctx().unique("bidi");
+  // U+202E RIGHT-TO-LEFT OVERRIDE, U+200B ZERO WIDTH SPACE, U+2066 LEFT-TO-RIGHT
+  // ISOLATE, U+FEFF ZERO WIDTH NO-BREAK SPACE: each invisible or reordering.
+  const std::string rlo = base + "\xe2\x80\xae" "evil";
+  const std::string zw = base + "\xe2\x80\x8b" "x\xe2\x81\xa6" "y\xef\xbb\xbf";
+  for (const auto& n : {rlo, zw}) REQUIRE(cli({"--db", db, "lock", "acquire", n, "--owner", "o"}).rc == 0);
+  auto text = cli({"--db", db, "lock", "list"});
+  REQUIRE(text.rc == 0);
+  INFO("list: " << text.out);
+  for (const char* raw : {"\xe2\x80\xae", "\xe2\x80\x8b", "\xe2\x81\xa6", "\xef\xbb\xbf"})
+    CHECK(text.out.find(raw) == std::string::npos);
+  CHECK(text.out.find(base + "\\u202eevil") != std::string::npos);
+  CHECK(text.out.find(base + "\\u200bx\\u2066y\\ufeff") != std::string::npos);
+  // Printable non-ASCII stays as it is (negative control: not everything is escaped).
+  const std::string letters = base + "-\xc3\xa9t\xc3\xa9";  // "été"
+  REQUIRE(cli({"--db", db, "lock", "acquire", letters, "--owner", "o"}).rc == 0);
+  CHECK(cli({"--db", db, "lock", "list"}).out.find(letters) != std::string::npos);
+  // --json keeps the exact bytes.
+  bool exact = false;
+  for (const auto& row : json_lines(cli({"--db", db, "lock", "list", "--json"}).out)) exact |= row["name"] == rlo;
+  CHECK(exact);
+  for (const auto& n : {rlo, zw, letters}) cli({"--db", db, "lock", "release", n, "--force"});
+}

@@ -4,12 +4,17 @@
 // PostgreSQL HA and pooler topologies of tools/dbservers.sh.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "sqlguard/doctor.h"
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/migrate.h"
 #include "test_context.h"
 
 using sgtest::ctx;
@@ -162,4 +167,110 @@ TEST_CASE("doctor behind PgBouncer: fails without pooler=transaction, passes wit
   CHECK(sgtest::run_process({sgtest::cli_path(), "doctor", "--db", uri}, &out) == 1);
   CHECK(out.find("fail  pooler") != std::string::npos);
   CHECK(sgtest::run_process({sgtest::cli_path(), "doctor", "--db", with_query(uri, "pooler=transaction")}, &out) == 0);
+}
+
+TEST_CASE("connecting through PgBouncer without ?pooler= is refused with an error naming ?pooler=transaction",
+          "[.topology][pgbouncer]") {
+  const std::string uri = required_env("SQLGUARD_TEST_PGBOUNCER_URI");
+  try {
+    auto c = sqlguard::make_connection(uri);
+    FAIL("connected through a transaction pooler the URI does not declare");
+  } catch (const sqlguard::Error& e) {
+    INFO(e.what());
+    CHECK(e.code() == sqlguard::ErrorCode::kInvalidArgument);
+    CHECK(e.message().find("?pooler=transaction") != std::string::npos);
+    CHECK(e.message().find("sqlguard:sqlguard@") == std::string::npos);  // masked
+  }
+  // ?pooler=none says the same, explicitly; the declared kinds connect.
+  CHECK_THROWS_AS(sqlguard::make_connection(with_query(uri, "pooler=none")), sqlguard::Error);
+  CHECK_NOTHROW(sqlguard::make_connection(with_query(uri, "pooler=transaction")));
+  CHECK_NOTHROW(sqlguard::make_connection(with_query(uri, "pooler=session")));
+  // Negative control: the same check on a direct connection passes.
+  CHECK_NOTHROW(sqlguard::make_connection(required_env("SQLGUARD_TEST_PG_URI_DIRECT")));
+}
+
+TEST_CASE("behind a transaction pooler declared as a session pooler, a statement never runs as another client's",
+          "[.topology][pgbouncer]") {
+  // ?pooler=session is a lie here: named prepared statements are used and
+  // the pooler moves each client between server sessions. Every answer must
+  // be the client's own statement's, or an error naming ?pooler=transaction.
+  const std::string uri = with_query(required_env("SQLGUARD_TEST_PGBOUNCER_URI"), "pooler=session");
+  constexpr int kClients = 6;
+  std::vector<std::unique_ptr<sqlguard::Connection>> cs;
+  for (int i = 0; i < kClients; ++i) cs.push_back(sqlguard::make_connection(uri));
+  int right = 0, refused = 0;
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < kClients; ++i) {
+      // A different statement per client, each the first (and so the same
+      // counter) this client prepares with that text.
+      const std::string sql = "SELECT " + std::to_string(i + 1) + " + 0 * ?::int AS v";
+      try {
+        auto r = cs[i]->execute(sql, {sqlguard::Value(std::int64_t{round})});
+        REQUIRE(r.rows.size() == 1);
+        CHECK(r.rows[0][0].as_int() == i + 1);
+        ++right;
+      } catch (const sqlguard::Error& e) {
+        INFO(e.what());
+        CHECK(e.code() == sqlguard::ErrorCode::kInvalidArgument);
+        CHECK(e.message().find("?pooler=transaction") != std::string::npos);
+        ++refused;
+      }
+    }
+  }
+  INFO("right " << right << ", refused " << refused);
+  CHECK(right + refused == 20 * kClients);
+  CHECK(refused > 0);  // the pooler did move clients: the check had something to catch
+}
+
+TEST_CASE("on a database whose default isolation is serializable, sqlguard's statements run at read committed",
+          "[doctor][postgres]") {
+  if (!ctx().is(sqlguard::DialectKind::kPostgres) || ctx().pooler) {
+    SUCCEED("PostgreSQL direct connections (behind a transaction pooler the doctor fails this setting)");
+    return;
+  }
+  const std::string uri = ctx().fresh_database();
+  {
+    auto admin = sqlguard::make_connection(uri);
+    const std::string db = uri.substr(uri.rfind('/') + 1);
+    admin->execute_script("ALTER DATABASE " + db + " SET default_transaction_isolation = 'serializable'");
+  }
+  auto c = sqlguard::make_connection(uri);
+  sqlguard::migrate(*c);
+  // Negative control: the database default really is serializable (a plain
+  // libpq session would run every statement at it).
+  CHECK(c->execute("SELECT reset_val FROM pg_settings WHERE name = 'default_transaction_isolation'")
+            .rows.at(0)[0].as_string() == "serializable");
+  CHECK(c->execute("SELECT current_setting('transaction_isolation')").rows.at(0)[0].as_string() == "read committed");
+  {
+    sqlguard::Transaction tx(*c);
+    CHECK(c->execute("SELECT current_setting('transaction_isolation')").rows.at(0)[0].as_string() == "read committed");
+    tx.commit();
+  }
+  // The behaviour: contended acquire/release cycles never fail with 40001.
+  const std::string name = ctx().unique("serializable_lock");
+  std::atomic<int> releases{0}, errors{0};
+  std::string first_error;
+  std::mutex m;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&] {
+      try {
+        auto conn = sqlguard::make_connection(uri);
+        for (int i = 0; i < 40; ++i) {
+          sqlguard::LeaseLock lock(*conn, name, {.ttl = std::chrono::seconds(5)});
+          if (lock.acquire(std::chrono::seconds(5)) && lock.release()) ++releases;
+        }
+      } catch (const sqlguard::Error& e) {
+        ++errors;
+        std::lock_guard<std::mutex> g(m);
+        first_error = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  INFO(first_error);
+  CHECK(errors == 0);
+  CHECK(releases == 160);
+  auto rs = by_check(sqlguard::check_environment(uri));
+  CHECK(rs["isolation"].status == CheckStatus::kOk);
+  CHECK(rs["isolation"].detail.find("serializable") != std::string::npos);
 }

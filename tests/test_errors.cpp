@@ -388,3 +388,51 @@ TEST_CASE("values a column type refuses are InvalidArgument on every dialect", "
     SUCCEED("SQLite stores what it is given (dynamic typing)");
   }
 }
+
+TEST_CASE("too many connections is resource_exhausted (not retryable connection_lost); a bad libpq option value is "
+          "invalid_argument",
+          "[errors][connect]") {
+  if (ctx().is_sqlite() || ctx().pooler) {
+    SUCCEED("needs the server's own connection limits (SQLite has none; behind the test PgBouncer the role is forced)");
+    return;
+  }
+  auto c = ctx().connect();
+  const std::string role = ctx().unique("sglim");
+  std::string base = ctx().uri.substr(0, ctx().uri.find("://") + 3);
+  std::string rest = ctx().uri.substr(ctx().uri.find('@'));
+  const std::string limited = base + role + ":lim-Pw-3" + rest;
+  Caught refused;
+  std::unique_ptr<Connection> first;
+  if (ctx().is(DialectKind::kPostgres)) {
+    // A role's CONNECTION LIMIT: the server refuses the login with 53300.
+    c->execute_script("CREATE ROLE " + role + " LOGIN PASSWORD 'lim-Pw-3' CONNECTION LIMIT 1");
+    first = make_connection(limited);  // negative control: the first one is allowed
+    refused = catch_error([&] { make_connection(limited); });
+    first.reset();
+    c->execute_script("DROP ROLE " + role);
+    CHECK(refused.native == "53300");
+  } else {
+    // No grants needed (the test user may create users but not grant):
+    // information_schema is open to everyone.
+    c->execute_script("CREATE USER '" + role + "'@'127.0.0.1' IDENTIFIED BY 'lim-Pw-3' WITH MAX_USER_CONNECTIONS 1");
+    const std::string open_db = limited.substr(0, limited.rfind('/')) + "/information_schema";
+    first = make_connection(open_db);
+    refused = catch_error([&] { make_connection(open_db); });
+    first.reset();
+    c->execute_script("DROP USER '" + role + "'@'127.0.0.1'");
+    CHECK((refused.native == "1226" || refused.native == "1203"));
+  }
+  INFO(refused.what);
+  CHECK(refused.code == ErrorCode::kResourceExhausted);
+  CHECK_FALSE(is_retryable(refused.code));
+  CHECK_THAT(refused.what, !Catch::Matchers::Contains("lim-Pw-3"));
+
+  if (ctx().is(DialectKind::kPostgres)) {
+    auto bad = catch_error([&] { make_connection(ctx().uri + (ctx().uri.find('?') == std::string::npos ? "?" : "&") +
+                                                 "sslmode=bogus"); });
+    INFO(bad.what);
+    CHECK(bad.code == ErrorCode::kInvalidArgument);
+    CHECK_THAT(bad.what, Catch::Matchers::Contains("sslmode"));
+    CHECK_THAT(bad.what, Catch::Matchers::Contains("verify-full"));
+  }
+}

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "sqlguard/connection.h"
+#include "core/uri.h"
 #include "sqlguard/validate.h"
 #include "test_context.h"
 #include "test_helpers.h"
@@ -503,4 +504,23 @@ TEST_CASE("a connection killed on the server reports ConnectionLost and reconnec
   CHECK(code_of([&] { victim->execute("SELECT 1"); }) == ErrorCode::kConnectionLost);
   CHECK(victim->execute("SELECT 1").rows[0][0].as_int() == 1);
   CHECK(victim->session_id() != id);
+}
+
+TEST_CASE("masking hides secrets and only secrets: quotes and identifiers around them survive", "[foundation][uri]") {
+  // A URI quoted in a message keeps its closing quote and what follows.
+  CHECK(mask_uri("cannot connect to 'postgresql://h/db?password=abc' (refused)") ==
+        "cannot connect to 'postgresql://h/db?password=***' (refused)");
+  CHECK(mask_uri("see \"postgresql://h/db?sslpassword=k3y&sslmode=require\" now") ==
+        "see \"postgresql://h/db?sslpassword=***&sslmode=require\" now");
+  // A password that is also part of an identifier: the identifier stays,
+  // the password itself (as a token of its own) goes.
+  auto u = sqlguard::detail::parse_uri("postgresql://app:sqlguard@h/db");
+  CHECK(sqlguard::detail::scrub_credentials("relation \"sqlguard_fence_seq\" does not exist", u) ==
+        "relation \"sqlguard_fence_seq\" does not exist");
+  CHECK(sqlguard::detail::scrub_credentials("table mysqlguard missing", u) == "table mysqlguard missing");
+  CHECK(sqlguard::detail::scrub_credentials("password sqlguard: rejected", u) == "password ***: rejected");
+  CHECK(sqlguard::detail::scrub_credentials("conninfo password='sqlguard'", u) == "conninfo password='***'");
+  // A password of symbols is masked wherever it appears.
+  auto v = sqlguard::detail::parse_uri("postgresql://app:%21%40xyz@h/db");
+  CHECK(sqlguard::detail::scrub_credentials("got !@xyz here and a!@xyzb", v) == "got *** here and a***b");
 }

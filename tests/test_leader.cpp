@@ -209,3 +209,34 @@ TEST_CASE("an elected leader counts its terms in the metrics registry", "[leader
   std::lock_guard<std::mutex> lk(log.mu);
   CHECK(log.revoked.size() == 1);
 }
+
+TEST_CASE("a leader whose renewals are blocked reports term() 0 as soon as is_leader() is false", "[leader]") {
+  auto name = ctx().unique("elect-term");
+  Log log;
+  LeaderElector a(ctx().uri, name, options(log, 0, 1000ms));
+  a.campaign();
+  REQUIRE(eventually([&] { return a.is_leader(); }, 10s));
+  const std::int64_t term_a = a.term();
+  REQUIRE(term_a > 0);
+  // Another session holds the lease row (SQLite: the whole database) in an
+  // open write transaction: the watchdog's renewals wait, and the trust
+  // window ends while nobody else can be elected.
+  auto blocker = ctx().connect();
+  blocker->begin();
+  blocker->execute("UPDATE sqlguard_lock SET renewed_at = renewed_at WHERE name = ?", {name});
+  // Sample the pair as a caller would: once is_leader() says no, term() must.
+  bool saw_not_leader = false;
+  std::int64_t term_after = -1;
+  const auto end = Clock::now() + 5s;
+  while (Clock::now() < end) {
+    if (!a.is_leader()) {
+      term_after = a.term();
+      saw_not_leader = true;
+      break;
+    }
+  }
+  blocker->rollback();
+  REQUIRE(saw_not_leader);
+  CHECK(term_after == 0);
+  a.resign();
+}

@@ -606,32 +606,45 @@ pt_repl_state() { # primary node
     | head -n 1
 }
 
+# Starts the topology's etcd and waits for /health. Up to 3 attempts: right
+# after another topology stopped, etcd was seen to exit at once (once in CI,
+# "etcd not healthy"; the next run passed). Each failed attempt says why
+# (exited, or no health within START_TIMEOUT) with its log tail.
 pt_etcd_start() {
-  local pid dl
+  local pid dl attempt why
   if pid=$(pt_etcd_pid); then return 0; fi
-  require_free_port "$PT_ETCD_CLIENT" "$PT etcd" "$PT_PORT_VAR"
-  require_free_port "$PT_ETCD_PEER" "$PT etcd" "$PT_PORT_VAR"
-  make_owned_dir "$PT_ETCD_DIR" "$PG_OS_USER" 0700
-  touch "$PT_ETCD_LOG"; own "$PG_OS_USER" "$PT_ETCD_LOG"
-  log "$PT: starting etcd on 127.0.0.1:$PT_ETCD_CLIENT"
-  spawn_daemon "$PG_OS_USER" "$PT_DIR" "$PT_ETCD_PIDFILE" "$PT_ETCD_LOG" \
-    etcd --name "$PT_SCOPE" --data-dir "$PT_ETCD_DIR" \
-      --listen-client-urls "http://127.0.0.1:$PT_ETCD_CLIENT" \
-      --advertise-client-urls "http://127.0.0.1:$PT_ETCD_CLIENT" \
-      --listen-peer-urls "http://127.0.0.1:$PT_ETCD_PEER" \
-      --initial-advertise-peer-urls "http://127.0.0.1:$PT_ETCD_PEER" \
-      --initial-cluster "$PT_SCOPE=http://127.0.0.1:$PT_ETCD_PEER" \
-      --initial-cluster-token "$PT_SCOPE" --initial-cluster-state new \
-      --logger zap --log-level warn --auto-compaction-retention 1 \
-    || { show_log_tail "$PT_ETCD_LOG" "$PT etcd"; die "$PT: etcd did not start"; }
-  dl=$(deadline_in "$START_TIMEOUT")
-  until http_get "$PT_ETCD_CLIENT" /health | grep -q '"health":"true"'; do
-    if past "$dl" || ! pt_etcd_pid >/dev/null; then
-      show_log_tail "$PT_ETCD_LOG" "$PT etcd"
-      die "$PT: etcd not healthy on 127.0.0.1:$PT_ETCD_CLIENT"
+  for attempt in 1 2 3; do
+    require_free_port "$PT_ETCD_CLIENT" "$PT etcd" "$PT_PORT_VAR"
+    require_free_port "$PT_ETCD_PEER" "$PT etcd" "$PT_PORT_VAR"
+    make_owned_dir "$PT_ETCD_DIR" "$PG_OS_USER" 0700
+    touch "$PT_ETCD_LOG"; own "$PG_OS_USER" "$PT_ETCD_LOG"
+    log "$PT: starting etcd on 127.0.0.1:$PT_ETCD_CLIENT (attempt $attempt of 3)"
+    why=
+    if ! spawn_daemon "$PG_OS_USER" "$PT_DIR" "$PT_ETCD_PIDFILE" "$PT_ETCD_LOG" \
+      etcd --name "$PT_SCOPE" --data-dir "$PT_ETCD_DIR" \
+        --listen-client-urls "http://127.0.0.1:$PT_ETCD_CLIENT" \
+        --advertise-client-urls "http://127.0.0.1:$PT_ETCD_CLIENT" \
+        --listen-peer-urls "http://127.0.0.1:$PT_ETCD_PEER" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$PT_ETCD_PEER" \
+        --initial-cluster "$PT_SCOPE=http://127.0.0.1:$PT_ETCD_PEER" \
+        --initial-cluster-token "$PT_SCOPE" --initial-cluster-state new \
+        --logger zap --log-level warn --auto-compaction-retention 1; then
+      why="etcd did not start"
+    else
+      dl=$(deadline_in "$START_TIMEOUT")
+      until http_get "$PT_ETCD_CLIENT" /health | grep -q '"health":"true"'; do
+        if ! pt_etcd_pid >/dev/null; then why="etcd exited before it was healthy"; break; fi
+        if past "$dl"; then why="etcd not healthy on 127.0.0.1:$PT_ETCD_CLIENT within ${START_TIMEOUT}s"; break; fi
+        sleep 0.1
+      done
     fi
-    sleep 0.1
+    [[ -z "$why" ]] && return 0
+    show_log_tail "$PT_ETCD_LOG" "$PT etcd"
+    log "$PT: $why (attempt $attempt of 3)"
+    if pid=$(pt_etcd_pid); then kill -9 "$pid" 2>/dev/null || true; fi
+    sleep 1
   done
+  die "$PT: etcd did not become healthy after 3 attempts: $why"
 }
 
 pt_write_conf() { # node

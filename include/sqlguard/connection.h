@@ -165,6 +165,15 @@ struct ConnectOptions {
   // transaction pooling). Default: 256. Range 0 .. 10000. PostgreSQL and
   // MySQL URIs may set it too (`?statement_cache_size=N`); the smaller wins.
   std::size_t statement_cache_size = 256;
+  // PostgreSQL: at every (re)connect sqlguard compares the backend pid libpq
+  // got with the server session's pg_backend_pid(). When they differ a pooler
+  // (PgBouncer...) is in the path, and a URI that does not say which kind
+  // (`?pooler=transaction` or `?pooler=session`) is refused with
+  // kInvalidArgument naming both: behind a transaction pooler, named prepared
+  // statements and session settings land on server sessions other clients
+  // get. false = connect anyway (sqlguard doctor does, to report the pooler).
+  // Default: true.
+  bool refuse_undeclared_pooler = true;
 };
 
 class Dialect;  // quoting + SQL catalog, internal

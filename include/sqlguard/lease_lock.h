@@ -193,6 +193,7 @@ class LeaseLock {
   std::shared_ptr<Shared> shared_;
   // Blocks up to `nap` for a release of this lease; true if woken.
   bool wait_for_release(std::chrono::milliseconds nap);
+  bool wait_for_release_riding_outages(std::chrono::milliseconds nap);
 
   std::thread watchdog_;
   enum class Wakeup { kNone, kConnection, kStatements } wakeup_ = Wakeup::kNone;

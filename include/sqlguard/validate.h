@@ -49,6 +49,13 @@ void validate_name(std::string_view name, std::string_view what = "name",
 // error messages, and by `sqlguard lock list`.
 std::string printable(std::string_view text, std::size_t max_bytes = std::string_view::npos);
 
+// True for the code points printable() escapes besides \n \r \t: C0/C1
+// controls and DEL, line/paragraph separators, bidirectional embeddings,
+// overrides, isolates and marks, and characters that show nothing (zero-width
+// space and joiners, word joiner, BOM, soft hyphen...), so that two names
+// that differ only by them never look the same.
+bool is_unsafe_to_show(char32_t cp) noexcept;
+
 // Parses "500ms", "30s", "5m", "2h", "1d" (a plain number means seconds)
 // into milliseconds. Refuses empty, negative, fractional-ms or unknown units.
 std::chrono::milliseconds parse_duration(std::string_view text);

@@ -84,6 +84,16 @@ SELECT VERSION();
 -- params: 
 SELECT CONNECTION_ID();
 
+-- name: session_setup
+-- not needed: the session setup is session_time_zone, session_sql_mode and session_isolation; no pooler sits between client and server
+
+-- name: session_client_address
+-- At connect: this session's client address as the server sees it ("127.0.0.1:54321"). Its port finds
+-- the connection's socket, which is checked for a server-side end (KILL, a restart) before each
+-- autocommit statement leaves: seen there, nothing was sent (connection_lost, not commit_in_doubt).
+-- params: 
+SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID();
+
 -- name: session_journal_mode
 -- not needed: SQLite file settings only
 

@@ -4,9 +4,11 @@
 -- name: doctor_settings
 -- (name, value) rows: the server settings the checks judge, whether this is a standby, the
 -- address the backend really listens on (differs from the URI's port behind a pooler) and the
--- backend pid (differs from the one libpq got at connect behind a pooler).
+-- backend pid (differs from the one libpq got at connect behind a pooler). The isolation is the
+-- session's default before sqlguard's own session_setup changed it (reset_val: server, database
+-- and role settings).
 -- params: 
-SELECT name, setting FROM pg_settings
+SELECT name, CASE WHEN name = 'default_transaction_isolation' THEN reset_val ELSE setting END FROM pg_settings
 WHERE name IN ('server_version', 'server_version_num', 'default_transaction_isolation', 'lock_timeout',
                'statement_timeout', 'idle_in_transaction_session_timeout', 'synchronous_commit',
                'synchronous_standby_names')

@@ -62,6 +62,18 @@ SELECT set_config('statement_timeout', ?, false);
 -- name: session_id
 -- not needed: libpq reports the backend pid
 
+-- name: session_setup
+-- Run on every (re)connect without ?pooler=transaction. backend_pid is the server session's pid: when it is not the
+-- pid libpq got at connect (client_pid), a pooler is in the path and a URI that declares none is refused
+-- (connection.cpp). The SET makes sqlguard's autocommit statements and plain BEGINs run at READ COMMITTED whatever
+-- the database's default_transaction_isolation says (under serializable a release failed with 40001 and left the
+-- lock held); it is made only on the session libpq connected to, never on one a pooler hands to another client.
+-- params: client_pid
+SELECT pg_backend_pid() AS backend_pid, CASE WHEN pg_backend_pid() = ? THEN set_config('default_transaction_isolation', 'read committed', false) END AS isolation;
+
+-- name: session_client_address
+-- not needed: libpq gives the socket (PQsocket)
+
 -- name: session_journal_mode
 -- not needed: SQLite file settings only
 

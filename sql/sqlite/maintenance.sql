@@ -54,6 +54,12 @@ SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
 -- name: session_id
 -- not needed: embedded: no server session
 
+-- name: session_setup
+-- not needed: embedded: no server session, no pooler
+
+-- name: session_client_address
+-- not needed: embedded: no socket
+
 -- name: session_journal_mode
 -- params: 
 PRAGMA journal_mode;

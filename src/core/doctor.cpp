@@ -135,6 +135,7 @@ std::vector<CheckResult> check_environment(const std::string& uri, const Connect
   // client would do is judged from `uri` and `options`.
   ConnectOptions o = options;
   o.statement_cache_size = 0;
+  o.refuse_undeclared_pooler = false;  // the pooler check reports it
   std::unique_ptr<Connection> conn;
   try {
     conn = make_connection(uri, o);

@@ -34,7 +34,7 @@ bool secret_key(std::string_view key) {
 }
 
 // Masks the value of every `key=value` (URI query or libpq keyword form)
-// whose key is a secret. A value ends at '&', ';', whitespace or the end;
+// whose key is a secret. A value ends at '&', ';', a quote, whitespace or the end;
 // a quoted libpq value ('...' with \' escapes) at its closing quote.
 void mask_secret_values(std::string& s) {
   std::size_t i = 0;
@@ -57,7 +57,10 @@ void mask_secret_values(std::string& s) {
       while (vend < s.size() && s[vend] != '\'') vend += s[vend] == '\\' ? 2 : 1;
       vend = std::min(vend + 1, s.size());
     } else {
-      while (vend < s.size() && s[vend] != '&' && s[vend] != ';' && !std::isspace(static_cast<unsigned char>(s[vend])))
+      // A quote or backtick ends it too: a URI quoted in a message keeps its
+      // closing quote (URIs percent-encode quotes).
+      while (vend < s.size() && s[vend] != '&' && s[vend] != ';' && s[vend] != '\'' && s[vend] != '"' &&
+             s[vend] != '`' && !std::isspace(static_cast<unsigned char>(s[vend])))
         ++vend;
     }
     s.replace(v, vend - v, "***");
@@ -205,12 +208,27 @@ bool quoted_at(const std::string& text, std::size_t pos, std::size_t len) {
   return (a == '\'' || a == '"' || a == '`') && a == b;
 }
 
-// Replaces `secret` in `text` with ***: everywhere, or only where quoted.
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || (c & 0x80); }
+
+// A whole token at `pos`: the secret is not the middle of a longer word (a
+// password "sqlguard" inside the table name "sqlguard_fence_seq" is not the
+// password, and masking it there would hide what the message is about).
+bool token_at(const std::string& text, std::size_t pos, const std::string& secret) {
+  // A secret with a symbol in it is no identifier's part: masked everywhere.
+  if (!std::all_of(secret.begin(), secret.end(), word_char)) return true;
+  const bool open_left = pos == 0 || !word_char(secret.front()) || !word_char(text[pos - 1]);
+  const std::size_t end = pos + secret.size();
+  const bool open_right = end >= text.size() || !word_char(secret.back()) || !word_char(text[end]);
+  return open_left && open_right;
+}
+
+// Replaces `secret` in `text` with ***: wherever it stands as a token of its
+// own, or only where quoted.
 void scrub(std::string& text, const std::string& secret, bool only_quoted) {
   if (secret.empty()) return;
   std::size_t pos = 0;
   while ((pos = text.find(secret, pos)) != std::string::npos) {
-    if (only_quoted && !quoted_at(text, pos, secret.size())) {
+    if (only_quoted ? !quoted_at(text, pos, secret.size()) : !token_at(text, pos, secret)) {
       pos += 1;
       continue;
     }

@@ -9,6 +9,19 @@
 
 namespace sqlguard {
 
+// Characters that move the cursor, recolour the terminal, end a line for a
+// reader, reorder what is shown, or show nothing at all (so that two names
+// that differ only by them look the same).
+bool is_unsafe_to_show(char32_t cp) noexcept {
+  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 ||
+         (cp >= 0x202A && cp <= 0x202E) ||                  // bidi embeddings and overrides
+         (cp >= 0x2066 && cp <= 0x2069) ||                  // bidi isolates
+         (cp >= 0x200B && cp <= 0x200F) || cp == 0x061C ||  // zero-width space/joiners, LRM, RLM, ALM
+         (cp >= 0x2060 && cp <= 0x2064) || cp == 0xFEFF ||  // word joiner, invisible operators, BOM
+         cp == 0x00AD || cp == 0x180E || cp == 0x034F ||    // soft hyphen, Mongolian vowel separator, CGJ
+         (cp >= 0xFFF9 && cp <= 0xFFFB);                    // interlinear annotation
+}
+
 namespace {
 [[noreturn]] void invalid(std::string msg) { throw Error(ErrorCode::kInvalidArgument, std::move(msg)); }
 
@@ -78,12 +91,7 @@ char32_t decode(std::string_view s, std::size_t i, std::size_t n) noexcept {
   }
 }
 
-// Characters that move the cursor, recolour the terminal, end a line for a
-// reader, or reorder what is shown.
-bool unsafe_to_show(char32_t cp) noexcept {
-  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 || (cp >= 0x202A && cp <= 0x202E) ||
-         (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E || cp == 0x200F || cp == 0x061C;
-}
+
 
 std::string escape(std::string_view s, std::size_t max_bytes, bool escape_backslash) {
   static const char* hex = "0123456789abcdef";
@@ -114,7 +122,7 @@ std::string escape(std::string_view s, std::size_t max_bytes, bool escape_backsl
       out += "\\r";
     } else if (cp == '\t') {
       out += "\\t";
-    } else if (unsafe_to_show(cp)) {
+    } else if (is_unsafe_to_show(cp)) {
       if (cp < 0x80) {
         out += "\\x";
         out += hex[(cp >> 4) & 15];

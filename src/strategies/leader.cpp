@@ -248,7 +248,10 @@ bool LeaderElector::is_leader() const {
 
 std::int64_t LeaderElector::term() const {
   std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->leader ? state_->term : 0;
+  // The same test as is_leader(): the campaign thread notices an ended trust
+  // window up to 50 ms later, and term() must not outlive is_leader().
+  const bool leader = state_->leader && !state_->lost && state_->lock && state_->lock->owns();
+  return leader ? state_->term : 0;
 }
 
 std::uint64_t LeaderElector::terms_won() const {

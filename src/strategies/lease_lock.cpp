@@ -235,13 +235,30 @@ LeaseInfo to_info(const Row& r) {
   return i;
 }
 
-// Why `owner` no longer holds lease `name`.
+// Why `owner` no longer holds lease `name`. `known_expire_at`: a DB-clock
+// time the lease was known to last until (its acquire's expiry; renewals
+// only move it later): a lease gone before it is not "expired" but ended by
+// someone else (a forced release, its row deleted) — kTakenOver, whose
+// contract covers a forced release.
 LossCause diagnose_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
-                         std::string* detail) {
+                         std::int64_t known_expire_at, std::string* detail) {
   auto info = lease_info(conn, name);
   if (!info) {
+    const std::int64_t now = conn.db_now_ms();
+    if (known_expire_at > now) {
+      *detail = "lease '" + name + "' (fence " + std::to_string(fence) + ") was ended by someone else " +
+                std::to_string(known_expire_at - now) + " ms before its expiry: its row was deleted (an operator, "
+                "or a cleanup), not expired";
+      return LossCause::kTakenOver;
+    }
     *detail = "lease '" + name + "' expired and its row was cleaned up";
     return LossCause::kExpired;
+  }
+  if (info->owner == owner && info->fence == fence && info->expire_at_ms < known_expire_at) {
+    *detail = "lease '" + name + "' (fence " + std::to_string(fence) + ") was ended by someone else " +
+              std::to_string(known_expire_at - info->expire_at_ms) +
+              " ms before its expiry (a forced release), not expired";
+    return LossCause::kTakenOver;
   }
   if (info->owner != owner || info->fence != fence) {
     *detail = "lease '" + name + "' (fence " + std::to_string(fence) + ") was taken over by another acquisition (fence " +
@@ -657,6 +674,23 @@ bool LeaseLock::wait_for_release(milliseconds nap) {
   return wake_head_;
 }
 
+// A wait that failed because the database went away: what the waiter held
+// in that session (the wake-up lock, a LISTEN, a queue place) went with it;
+// the next attempt reconnects (with_reconnect). Not woken.
+bool LeaseLock::wait_for_release_riding_outages(milliseconds nap) {
+  try {
+    return wait_for_release(nap);
+  } catch (const Error& e) {
+    const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
+                           e.code() == ErrorCode::kCommitInDoubt;
+    if (!transient || conn_->in_transaction()) throw;
+    log(LogLevel::kInfo, "waiting for lease '" + name_ + "' to be released: " + e.what() + "; retrying");
+    wake_head_ = queue_head_ = listening_ = false;
+    std::this_thread::sleep_for(nap);
+    return false;
+  }
+}
+
 void LeaseLock::stop_listening() noexcept {
   if (!listening_) return;
   listening_ = false;
@@ -703,8 +737,37 @@ bool LeaseLock::acquire(milliseconds wait) {
       if (queue && !acquired) self->stop_listening();
     }
   } leave_queue{this, queue};
+  std::optional<Error> outage;  // the last attempt that failed because the database was unreachable
+  // LISTEN (PostgreSQL, SQLite): a database that went away makes it an
+  // outage like a failed attempt.
+  auto start_listening = [this](std::optional<Error>& out) {
+    try {
+      conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
+      listening_ = true;
+    } catch (const Error& e) {
+      const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
+                             e.code() == ErrorCode::kCommitInDoubt;
+      if (!transient) throw;
+      out = e;
+      listening_ = false;
+    }
+  };
   for (;;) {
-    if (try_acquire_queued(queue)) {
+    bool got = false;
+    try {
+      got = try_acquire_queued(queue);
+      outage.reset();
+    } catch (const Error& e) {
+      // The database went away while this waiter waits: keep waiting (and
+      // retrying) until the wait's own deadline, and report the outage, not
+      // "busy", if it lasts that long.
+      const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
+                             e.code() == ErrorCode::kCommitInDoubt;
+      if (!transient || conn_->in_transaction() || wait.count() == 0 || steady_clock::now() >= deadline) throw;
+      outage = e;
+      wake_head_ = queue_head_ = listening_ = false;
+    }
+    if (got) {
       leave_queue.acquired = true;
       wake_head_ = false;  // the wake-up lock it holds is now the holder's
       leave_waiter_queue();  // the next waiter becomes the head
@@ -722,13 +785,20 @@ bool LeaseLock::acquire(milliseconds wait) {
       // Listen (once per handle; it stays for later calls), then try again
       // at once: a release between the failed attempt and the LISTEN is
       // not missed.
-      conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
-      listening_ = true;
+      start_listening(outage);
       continue;
     }
     auto now = steady_clock::now();
-    if (now >= deadline) break;
+    if (now >= deadline) {
+      if (outage) throw *outage;
+      break;
+    }
     auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
+    if (outage) {
+      std::this_thread::sleep_for(std::min(jitter(backoff), std::max(left, milliseconds(1))));
+      backoff = std::min(backoff * 2, options_.backoff_max);
+      continue;
+    }
     // Full jitter, capped by the backoff and by what the holder's lease has
     // left: no point polling a 30 s lease every 5 ms, nor sleeping past its end.
     auto cap = std::min(backoff, std::max(holder_remaining_, options_.backoff_initial));
@@ -738,8 +808,7 @@ bool LeaseLock::acquire(milliseconds wait) {
       // (lease_acquire joins the queue in the same statement), or the head
       // is back from a nap. LISTEN, then try at once (a release before the
       // LISTEN is not missed).
-      conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
-      listening_ = true;
+      start_listening(outage);
       continue;
     }
     if (queue && !queue_head_) {
@@ -770,7 +839,7 @@ bool LeaseLock::acquire(milliseconds wait) {
     bool woke = false;
     if (wakeup_ != Wakeup::kNone && !conn_->in_transaction() && idle_wakes < 2) {
       auto cap_wait = std::min(options_.backoff_max, std::max(left, milliseconds(1)));
-      woke = wait_for_release(std::min(cap_wait, std::max(holder_remaining_, nap)));
+      woke = wait_for_release_riding_outages(std::min(cap_wait, std::max(holder_remaining_, nap)));
     } else {
       if (queue) stop_listening();
       std::this_thread::sleep_for(nap);
@@ -785,7 +854,12 @@ bool LeaseLock::acquire(milliseconds wait) {
 }
 
 LossCause LeaseLock::diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail) {
-  return diagnose_lease(conn, name_, owner, fence, detail);
+  std::int64_t known_expire_at = 0;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (shared_->fence == fence) known_expire_at = shared_->expire_at;
+  }
+  return diagnose_lease(conn, name_, owner, fence, known_expire_at, detail);
 }
 
 
@@ -845,8 +919,15 @@ bool LeaseLock::release() {
       return false;
     }
     if (shared_->hold > 1) {
+      // Not the last hold: nothing is sent, but the answer is still whether
+      // the lease was held (a lost one, or one past its trust window, is not).
       --shared_->hold;
-      return true;
+      if (!shared_->lost && shared_->valid_locked()) return true;
+      ++g_metrics.releases_not_held;
+      log(LogLevel::kWarning, "release of a hold of lease '" + name_ + "': it was no longer held (" +
+                                  std::string(to_string(shared_->loss ? shared_->loss->cause : LossCause::kExpired)) +
+                                  ")");
+      return false;
     }
     if (shared_->lost) {
       // The loss was reported already (on_lost / last_loss()); the database
@@ -1011,6 +1092,7 @@ void LeaseLock::start_watchdog() {
     for (;;) {
       std::string owner;
       std::int64_t fence = 0;
+      std::int64_t known_expire_at = 0;
       steady_clock::time_point valid_until;
       {
         std::unique_lock<std::mutex> lk(shared->mu);
@@ -1018,6 +1100,7 @@ void LeaseLock::start_watchdog() {
         if (shared->stop || shared->hold == 0 || shared->lost) return;
         owner = shared->owner;
         fence = shared->fence;
+        known_expire_at = shared->expire_at;
         valid_until = shared->valid_until;
       }
       // The renewal runs on a thread of its own: a call blocked by a frozen
@@ -1027,13 +1110,14 @@ void LeaseLock::start_watchdog() {
       auto start = steady_clock::now();
       auto task = std::make_shared<RenewTask>();
       task->conn = std::move(c);
-      std::thread([task, factory, name, owner, fence, ttl] {
+      std::thread([task, factory, name, owner, fence, ttl, known_expire_at] {
         std::unique_lock<std::mutex> lk(task->mu, std::defer_lock);
         try {
           if (!task->conn) task->conn = std::shared_ptr<Connection>(factory());
           task->connected = true;
           task->ok = renew_lease(*task->conn, name, owner, fence, ttl);
-          if (!task->ok) task->cause = diagnose_lease(*task->conn, name, owner, fence, &task->detail);
+          if (!task->ok)
+            task->cause = diagnose_lease(*task->conn, name, owner, fence, known_expire_at, &task->detail);
         } catch (...) {
           task->error = std::current_exception();
         }

@@ -263,6 +263,10 @@ class Faults {
   // chaos_partition.cpp. A partition freezes one worker's path to the server
   // (its main and watchdog connections, new connects too) for 2*ttl+500ms.
   void setup_partitions();
+  // A fault that cannot be injected here: a usage error (BadValue --faults,
+  // exit 2, before the run starts) when --faults listed it, otherwise a note
+  // in the report.
+  void skip_fault(bool requested, const std::string& why);
   void partition(int slot);
   void heal_partitions(std::chrono::steady_clock::time_point now);  // those whose time is over
   void heal_all_partitions();                                       // end of the run, or an error

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "chaos_coordinator.h"
+#include "common.h"
 #include "sqlguard/admin.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/validate.h"
@@ -22,36 +23,42 @@ Faults::~Faults() {
   if (failover_thread_.joinable()) failover_thread_.join();
 }
 
+void Faults::skip_fault(bool requested, const std::string& why) {
+  if (requested && run_.o.fault_set.listed) throw cli::BadValue("--faults", "cannot inject: " + why);
+  run_.notes.push_back(why);
+}
+
 void Faults::configure_server() {
   const FaultSet& fs = run_.o.fault_set;
   if (!server()) {
     std::string na;
     for (auto [on, name] : {std::pair{fs.session_kill, "session-kill"}, {fs.restart, "restart"},
-                            {fs.partition, "partition"}})
+                            {fs.partition, "partition"}, {fs.node_kill, "node-kill"}, {fs.failover, "failover"}})
       if (on && fs.listed) na += std::string(na.empty() ? "" : ", ") + name;
-    run_.notes.push_back("sqlite: connection kills, server restarts and partitions do not apply (no server, no "
-                         "sessions, no network path; file-lock stalls are not injected); kill -9 and SIGSTOP do" +
-                         (na.empty() ? std::string() : " (skipped although listed: " + na + ")"));
+    skip_fault(!na.empty(), "sqlite: connection kills, server restarts, partitions, node kills and failovers do not "
+                            "apply (no server, no sessions, no network path; file-lock stalls are not injected); "
+                            "kill -9 and SIGSTOP do" +
+                                (na.empty() ? std::string() : " (listed: " + na + ")"));
     return;
   }
   server_target_ = !run_.o.topology.empty() ? run_.o.topology : run_.kind == DialectKind::kPostgres ? "pg" : "mariadb";
   const char* env = std::getenv("SQLGUARD_DBSERVERS");
   if (fs.failover) {
     if (!env || !*env)
-      run_.notes.push_back("failovers skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
+      skip_fault(true, "failovers skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
     else if (run_.o.topology != "pg-ha" && run_.o.topology != "pg-async")
-      run_.notes.push_back("failovers skipped: they need --topology pg-ha or pg-async (a Patroni cluster the "
-                           "--db URI lists every node of)");
+      skip_fault(true, "failovers skipped: they need --topology pg-ha or pg-async (a Patroni cluster the "
+                       "--db URI lists every node of)");
     else
       failover_target_ = run_.o.topology, dbservers_ = env;
   }
   setup_node_kills();
   if (nodes > 1 && fs.restart)
-    run_.notes.push_back("server restarts skipped: several --db (a cluster); node-kill restarts one node instead");
+    skip_fault(true, "server restarts skipped: several --db (a cluster); node-kill restarts one node instead");
   else if (run_.o.no_restarts)
     run_.notes.push_back("server restarts disabled by --no-server-restarts");
   else if (fs.restart && (!env || !*env))
-    run_.notes.push_back("server restarts skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
+    skip_fault(true, "server restarts skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
   else if (fs.restart)
     dbservers_ = env, restart_on_ = true;
   if (fs.partition) setup_partitions();

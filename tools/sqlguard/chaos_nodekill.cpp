@@ -21,13 +21,12 @@ void Faults::setup_node_kills() {
   const FaultSet& fs = run_.o.fault_set;
   if (!fs.node_kill) return;
   if (nodes < 3) {
-    if (fs.listed)
-      run_.notes.push_back("node-kill skipped: it needs a cluster of at least 3 nodes, one --db per node");
+    if (fs.listed) skip_fault(true, "node-kill skipped: it needs a cluster of at least 3 nodes, one --db per node");
     return;
   }
   const char* env = std::getenv("SQLGUARD_DBSERVERS");
   if (!env || !*env) {
-    run_.notes.push_back("node-kill skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
+    skip_fault(true, "node-kill skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
     return;
   }
   node_dbservers_ = env;

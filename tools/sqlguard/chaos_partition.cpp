@@ -31,7 +31,7 @@ void Faults::setup_partitions() {
   } catch (const std::exception& e) {  // a non-loopback or multi-host URI, no free port
     proxies_.clear();
     for (int i = 0; i < w_.size(); ++i) w_.set_uri(i, node_of(i));
-    run_.notes.push_back(std::string("partitions skipped: ") + e.what());
+    skip_fault(true, std::string("partitions skipped: ") + e.what());
     return;
   }
   heal_at_.assign(proxies_.size(), steady_clock::time_point{});

@@ -1,5 +1,7 @@
 #include "text.h"
 
+#include "sqlguard/validate.h"
+
 #include <cstdio>
 
 namespace sqlguard::cli {
@@ -72,7 +74,7 @@ std::string terminal_safe(std::string_view s) {
     else if (d.cp == '\r') out += "\\r";
     else if (d.cp == '\t') out += "\\t";
     else if (d.cp < 0x20 || d.cp == 0x7F) out += hex_escape("\\x%02x", static_cast<unsigned>(d.cp));
-    else if (d.cp >= 0x80 && d.cp <= 0x9F) out += hex_escape("\\u%04x", static_cast<unsigned>(d.cp));
+    else if (is_unsafe_to_show(d.cp)) out += hex_escape("\\u%04x", static_cast<unsigned>(d.cp));
     else out.append(s.substr(i, d.len));
     i += d.len;
   }

@@ -15,7 +15,15 @@
 #include <cppconn/resultset_metadata.h>
 #include <cppconn/statement.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <unordered_map>
 
@@ -106,6 +114,8 @@ class MysqlConnection final : public Connection {
 
   Result do_execute(std::string_view sql, const Params& params, bool cache) override {
     if (!in_tx_ && broken_) reconnect();
+    const bool autocommit = !in_tx_;
+    if (autocommit) require_live_session(sql);
     try {
       // Uncached: closed on the server (COM_STMT_CLOSE) when `once` goes.
       std::unique_ptr<sql::PreparedStatement> once;
@@ -132,7 +142,7 @@ class MysqlConnection final : public Connection {
       }
       return out;
     } catch (...) {
-      rethrow(sql, false);
+      rethrow(sql, false, autocommit);
     }
   }
 
@@ -199,6 +209,7 @@ class MysqlConnection final : public Connection {
       }
     }
     conn_.reset();
+    sock_fd_ = -1;
     in_tx_ = false;
     connect();
   }
@@ -210,7 +221,62 @@ class MysqlConnection final : public Connection {
   }
 
  private:
+  // The socket of this session, found by the client port the server sees
+  // (session_client_address) and the server's port: the connector does not
+  // expose it. -1 when not found (then no check before sending).
+  int find_socket() {
+    std::string host;
+    {
+      std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_client_address)));
+      if (rs->next()) host = std::string(rs->getString(1));
+      while (rs->next()) {
+      }
+    }
+    const auto colon = host.rfind(':');
+    if (colon == std::string::npos) return -1;
+    const int client_port = std::atoi(host.c_str() + colon + 1);
+    const int server_port = uri_.port ? uri_.port : 3306;
+    auto port_of = [](const sockaddr_storage& a) -> int {
+      if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+      if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+      return -1;
+    };
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+      const int fd = std::atoi(e.path().filename().c_str());
+      struct stat st {};
+      if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+      sockaddr_storage local{}, peer{};
+      socklen_t ll = sizeof local, pl = sizeof peer;
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+          ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0)
+        continue;
+      if (port_of(local) == client_port && port_of(peer) == server_port) return fd;
+    }
+    return -1;
+  }
+
+  // Before an autocommit statement leaves: a session the server ended while
+  // this connection was idle (KILL, a restart, a dropped path) has left an
+  // error packet or EOF on the socket (the protocol sends nothing unasked).
+  // Seen here, the statement was never sent: connection_lost, nothing
+  // committed. Past this point a lost answer is commit_in_doubt (rethrow()).
+  void require_live_session(std::string_view sql) {
+    if (sock_fd_ < 0) return;
+    pollfd p{sock_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return;
+    broken_ = true;
+    in_tx_ = false;
+    cache_.clear();
+    stmt_.reset();
+    sock_fd_ = -1;
+    throw Error(ErrorCode::kConnectionLost,
+                "connection lost before the statement was sent (nothing was committed): the server ended the session",
+                "mysql", "2006", std::string(sql));
+  }
+
   void connect() {
+    sock_fd_ = -1;
     broken_ = true;
     sql::ConnectOptionsMap o;
     std::string host = uri_.host.empty() ? "127.0.0.1" : uri_.host;
@@ -241,6 +307,7 @@ class MysqlConnection final : public Connection {
         while (rs->next()) {
         }
       }
+      sock_fd_ = find_socket();
       // MariaDB >= 10.3 has SEQUENCE; MySQL 8 does not.
       caps_.sequences = caps_.server_version.find("MariaDB") != std::string::npos;
       if (caps_.sequences) {
@@ -331,7 +398,11 @@ class MysqlConnection final : public Connection {
     }
   }
 
-  [[noreturn]] void rethrow(std::string_view sql, bool committing) {
+  // `committing`: the failure is COMMIT's. `autocommit`: a statement outside
+  // a transaction, which commits itself: when the connection broke after it
+  // was sent and before any answer (CR_SERVER_LOST), its outcome is unknown.
+  // CR_SERVER_GONE_ERROR is the client failing to send it: nothing ran.
+  [[noreturn]] void rethrow(std::string_view sql, bool committing, bool autocommit = false) {
     std::string st(sql);
     try {
       throw;
@@ -346,10 +417,15 @@ class MysqlConnection final : public Connection {
         in_tx_ = false;
         cache_.clear();
         stmt_.reset();
+        sock_fd_ = -1;
         if (committing)
           throw Error(ErrorCode::kCommitInDoubt,
                       "connection lost during COMMIT; the transaction may or may not have committed: " + msg, "mysql",
                       std::to_string(n), st);
+        if (autocommit && (n == 2013 || n == 2055))
+          throw Error(ErrorCode::kCommitInDoubt,
+                      "connection lost after the statement was sent; it may or may not have committed: " + msg,
+                      "mysql", std::to_string(n), st);
       }
       // A deadlock rolls back the whole transaction on the server.
       if (n == 1213) in_tx_ = false;
@@ -370,6 +446,7 @@ class MysqlConnection final : public Connection {
   bool in_tx_ = false;
   bool broken_ = true;
   bool galera_ = false;  // a Galera node: the catalog variant mysql+galera
+  int sock_fd_ = -1;     // this session's socket (find_socket()), or -1
 };
 
 }  // namespace

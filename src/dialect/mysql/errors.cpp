@@ -30,6 +30,9 @@ constexpr Row kTable[] = {
     {1366, ErrorCode::kInvalidArgument},  // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD ("Incorrect string value")
     {4084, ErrorCode::kResourceExhausted},// ER_SEQUENCE_RUN_OUT (fence sequence at its maximum)
     {1461, ErrorCode::kResourceExhausted},// ER_MAX_PREPARED_STMT_COUNT_REACHED (server-wide; not triggered in tests)
+    {1040, ErrorCode::kResourceExhausted},// ER_CON_COUNT_ERROR ("Too many connections": max_connections)
+    {1203, ErrorCode::kResourceExhausted},// ER_TOO_MANY_USER_CONNECTIONS (the user's max_user_connections)
+    {1226, ErrorCode::kResourceExhausted},// ER_USER_LIMIT_REACHED (an account's MAX_USER_CONNECTIONS / MAX_QUERIES_PER_HOUR)
     {1053, ErrorCode::kConnectionLost},   // ER_SERVER_SHUTDOWN
     {1927, ErrorCode::kConnectionLost},   // ER_CONNECTION_KILLED (MariaDB)
     // Read-only / not-ready servers (a demoted primary, a Galera node outside

@@ -16,7 +16,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <atomic>
 #include <map>
+#include <random>
 #include <unordered_map>
 
 #include "core/io_deadline.h"
@@ -137,6 +139,16 @@ PGconn* connect_libpq(const std::string& conninfo) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   PGconn* c = PQconnectStart(conninfo.c_str());
   if (!c) throw std::bad_alloc();
+  if (PQstatus(c) == CONNECTION_BAD && PQsocket(c) < 0 && !PQconnectionNeedsPassword(c)) {
+    // Refused before any I/O: libpq's own check of the parameters (a value
+    // it does not accept). The factory refuses the enumerated ones first.
+    std::string m = PQerrorMessage(c);
+    PQfinish(c);
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    if (m.rfind("invalid ", 0) == 0 || m.find(" value") != std::string::npos)
+      throw ConnectFailure(ErrorCode::kInvalidArgument, "", m);
+    throw ConnectFailure(ErrorCode::kConnectionLost, "08001", m);
+  }
   PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
   PostgresPollingStatusType st = PGRES_POLLING_WRITING;
   bool timed_out = false;
@@ -183,11 +195,15 @@ using PqConnection = pqxx::basic_connection_base<SgConnectPolicy>;
 class PgConnection final : public Connection {
  public:
   PgConnection(std::string conninfo, detail::ParsedUri uri, std::string description, const ConnectOptions& o,
-               bool pooler)
+               detail::PgPooler declared)
       : connstr_(std::move(conninfo)), uri_(std::move(uri)), description_(std::move(description)),
         io_timeout_(o.io_timeout),
-        prepared_(pooler ? 0 : o.statement_cache_size),
-        pooler_(pooler) {
+        prepared_(declared == detail::PgPooler::kTransaction ? 0 : o.statement_cache_size),
+        name_prefix_(statement_name_prefix()),
+        declared_(declared),
+        refuse_undeclared_(o.refuse_undeclared_pooler),
+        pooler_(declared == detail::PgPooler::kTransaction) {
+    const bool pooler = pooler_;
     caps_.row_locks = caps_.nowait = caps_.skip_locked = caps_.shared_row_locks = true;
     caps_.transactional_ddl = true;
     // Behind a transaction pooler a LISTEN stays on a server session this
@@ -211,6 +227,8 @@ class PgConnection final : public Connection {
 
   Result do_execute(std::string_view sql, const Params& params, bool cache) override {
     if (!tx_ && (!conn_ || !conn_->is_open())) reconnect();
+    const bool autocommit = !tx_;
+    if (autocommit) require_live_session(sql);
     try {
       if (!tx_) deallocate_evicted();
       std::vector<PgParam> pp;
@@ -239,12 +257,14 @@ class PgConnection final : public Connection {
       }
       return convert(r);
     } catch (...) {
-      rethrow(sql, false);
+      rethrow(sql, false, autocommit);
     }
   }
 
   void execute_script(std::string_view sql) override {
     if (!tx_ && (!conn_ || !conn_->is_open())) reconnect();
+    const bool autocommit = !tx_;
+    if (autocommit) require_live_session(sql);
     try {
       auto deadline = arm();
       if (tx_) {
@@ -254,7 +274,7 @@ class PgConnection final : public Connection {
         nt.exec(std::string(sql));
       }
     } catch (...) {
-      rethrow(sql.substr(0, 200), false);
+      rethrow(sql.substr(0, 200), false, autocommit);
     }
   }
 
@@ -369,6 +389,79 @@ class PgConnection final : public Connection {
       throw Error(ErrorCode::kConnectionLost, "cannot connect to " + description_ + ": " + clean(e.what()), "postgresql",
                   "08001");
     }
+    if (!pooler_) setup_session();
+  }
+
+  // sql/postgresql/maintenance.sql session_setup: the server session's pid,
+  // and READ COMMITTED as the session default when that session is ours. A
+  // pooler in the path answers with another pid than the one libpq got.
+  void setup_session() {
+    const std::string& sql = kDialect.catalog().text(detail::Sql::session_setup);
+    std::int64_t backend = 0;
+    try {
+      auto deadline = arm();
+      pqxx::nontransaction nt(*conn_);
+      std::vector<PgParam> pp{to_param(Value(static_cast<std::int64_t>(conn_->backendpid())))};
+      pqxx::result r = nt.exec_params(number_placeholders(sql), pqxx::prepare::make_dynamic_params(pp));
+      backend = r.at(0).at(0).as<std::int64_t>();
+    } catch (...) {
+      try {
+        rethrow(sql, false);
+      } catch (const Error& e) {
+        conn_.reset();
+        throw e.with_context("connecting to " + description_);
+      }
+    }
+    if (backend == conn_->backendpid() || declared_ == detail::PgPooler::kSession || !refuse_undeclared_) return;
+    conn_.reset();
+    throw Error(ErrorCode::kInvalidArgument,
+                "a connection pooler is between sqlguard and " + description_ + " (the server session's pid " +
+                    std::to_string(backend) + " is not the pid " + "the connection got at connect): add "
+                    "?pooler=transaction to the URI behind a transaction pooler (PgBouncer pool_mode = transaction), "
+                    "or ?pooler=session behind a session pooler",
+                "postgresql");
+  }
+
+  // Before an autocommit statement leaves: a session the server already
+  // ended while this connection was idle (pg_terminate_backend, a restart,
+  // a dropped path) has left its FATAL message or EOF on the socket. Seen
+  // here, the statement was never sent: connection_lost, nothing committed,
+  // retryable. Past this point a lost answer is commit_in_doubt (rethrow()).
+  void require_live_session(std::string_view sql) {
+    try {
+      // Whatever is pending is read: notifications (for the receivers), the
+      // FATAL message of a terminated session, then its end of file. A few
+      // rounds: the message and the end may arrive apart.
+      for (int round = 0; round < 4; ++round) {
+        const int fd = conn_->sock();
+        if (fd < 0) break;
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) <= 0) return;  // nothing (more) pending: the usual case
+        conn_->get_notifs();
+        if (!conn_->is_open()) break;
+      }
+      if (conn_->is_open()) return;
+    } catch (const std::exception& e) {
+      receivers_.clear();
+      throw Error(ErrorCode::kConnectionLost,
+                  "connection lost before the statement was sent (nothing was committed): " + clean(e.what()),
+                  "postgresql", "08006", std::string(sql));
+    }
+    throw Error(ErrorCode::kConnectionLost, "connection lost before the statement was sent (nothing was committed)",
+                "postgresql", "08006", std::string(sql));
+  }
+
+  // Unique per connection object: behind a pooler nobody declared, a name
+  // this connection prepared on one server session can never run another
+  // client's statement of the same name on another session; the server
+  // answers 26000 instead, which rethrow() turns into the pooler error.
+  static std::string statement_name_prefix() {
+    static std::atomic<std::uint64_t> seq{0};
+    std::random_device rd;
+    std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ (++seq * 0x9E3779B97F4A7C15ULL);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "sg%016llx_", static_cast<unsigned long long>(r));
+    return buf;
   }
 
   // A statement evicted from the cache is deallocated at once outside a
@@ -389,7 +482,7 @@ class PgConnection final : public Connection {
 
   const std::string& prepared(std::string_view sql) {
     if (const std::string* name = prepared_.find(sql)) return *name;
-    std::string name = "sg" + std::to_string(++counter_);
+    std::string name = name_prefix_ + std::to_string(++counter_);
     conn_->prepare(name, number_placeholders(sql));
     return prepared_.insert(sql, std::move(name), [&](const std::string&, std::string& old) {
       evicted_.push_back(std::move(old));
@@ -467,7 +560,11 @@ class PgConnection final : public Connection {
     return {deadline_};
   }
 
-  [[noreturn]] void rethrow(std::string_view sql, bool committing) {
+  // `committing`: the failure is COMMIT's. `autocommit`: a statement outside
+  // a transaction, which commits itself: once sent, a lost answer leaves its
+  // outcome unknown too (require_live_session() caught the lost sessions
+  // before sending).
+  [[noreturn]] void rethrow(std::string_view sql, bool committing, bool autocommit = false) {
     std::string stmt(sql);
     const bool deadline_fired = deadline_.take_fired();
     // SQLSTATEs of client-detected failures: 08006 connection_failure,
@@ -480,11 +577,18 @@ class PgConnection final : public Connection {
         if (committing)
           return Error(ErrorCode::kCommitInDoubt, why + " during COMMIT; the transaction may or may not have committed",
                        "postgresql", "08007", stmt);
+        if (autocommit)
+          return Error(ErrorCode::kCommitInDoubt, why + "; the statement was sent and may or may not have committed",
+                       "postgresql", "08007", stmt);
         return Error(ErrorCode::kTimeout, why, "postgresql", "08006", stmt);
       }
       if (committing)
         return Error(ErrorCode::kCommitInDoubt,
                      "connection lost during COMMIT; the transaction may or may not have committed: " + msg,
+                     "postgresql", "08007", stmt);
+      if (autocommit)
+        return Error(ErrorCode::kCommitInDoubt,
+                     "connection lost after the statement was sent; it may or may not have committed: " + msg,
                      "postgresql", "08007", stmt);
       return Error(ErrorCode::kConnectionLost, "connection lost: " + msg, "postgresql", "08006", stmt);
     };
@@ -514,6 +618,16 @@ class PgConnection final : public Connection {
       // (insufficient_privilege, undefined_table...); the verbose message
       // carries it.
       std::string state = e.sqlstate().empty() ? sqlstate_of(e.what()) : e.sqlstate();
+      // A prepared statement of this connection missing from the server
+      // session, or a name already taken there: a transaction pooler moved
+      // the client to another session. Nothing ran (the server refused the
+      // Bind or the Parse).
+      if (!pooler_ && (state == "26000" || state == "42P05"))
+        throw Error(ErrorCode::kInvalidArgument,
+                    "the server session changed under this connection (" + clean(e.what()) +
+                        "): a transaction pooler is between sqlguard and " + description_ +
+                        "; add ?pooler=transaction to the URI (PgBouncer pool_mode = transaction)",
+                    "postgresql", state, stmt);
       ErrorCode code = pg::classify_state(state);
       if (code == ErrorCode::kConnectionLost) throw lost(clean(e.what()));
       std::string msg = clean(e.what());
@@ -549,6 +663,9 @@ class PgConnection final : public Connection {
   std::vector<std::string> evicted_;              // names still to DEALLOCATE
   std::map<std::string, std::unique_ptr<Receiver>> receivers_;
   int counter_ = 0;
+  std::string name_prefix_;  // of this connection's prepared statements (statement_name_prefix())
+  detail::PgPooler declared_;
+  bool refuse_undeclared_ = true;
   bool pooler_ = false;  // ?pooler=transaction: no session state (see the constructor)
 };
 
@@ -564,7 +681,7 @@ PgConnection& as_pg(Connection& conn, const char* fn) {
 
 namespace detail {
 std::unique_ptr<Connection> make_pg_connection(std::string conninfo, ParsedUri uri, std::string description,
-                                               const ConnectOptions& options, bool pooler) {
+                                               const ConnectOptions& options, PgPooler pooler) {
   return std::make_unique<PgConnection>(std::move(conninfo), std::move(uri), std::move(description), options,
                                         pooler);
 }

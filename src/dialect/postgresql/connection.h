@@ -13,6 +13,12 @@ namespace sqlguard::detail {
 // `description` is the masked URI. `pooler`: a transaction pooler is in the
 // path (`?pooler=transaction`): no LISTEN, no named prepared statements (the
 // caller passes statement_cache_size 0), the "postgresql+pooler" catalog.
+enum class PgPooler {
+  kUndeclared,   // no ?pooler=: a pooler found at connect is refused
+  kNone,         // ?pooler=none: the same, said explicitly
+  kSession,      // ?pooler=session: a session pooler is accepted
+  kTransaction,  // ?pooler=transaction
+};
 std::unique_ptr<Connection> make_pg_connection(std::string conninfo, ParsedUri uri, std::string description,
-                                               const ConnectOptions& options, bool pooler = false);
+                                               const ConnectOptions& options, PgPooler pooler = PgPooler::kUndeclared);
 }  // namespace sqlguard::detail

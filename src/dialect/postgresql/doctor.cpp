@@ -143,8 +143,21 @@ void pooler(DoctorContext& ctx) {
 
 void isolation(DoctorContext& ctx) {
   std::string iso = ctx.setting("default_transaction_isolation");
-  ctx.ok("isolation", "default_transaction_isolation=" + iso +
-                          " (sqlguard sets the isolation of each of its transactions itself)");
+  if (iso == "read committed") {
+    ctx.ok("isolation", "default_transaction_isolation=" + iso);
+  } else if (ctx.conn.capabilities().transaction_pooler) {
+    // Behind a transaction pooler sqlguard keeps no session setting: its
+    // autocommit statements run at the database's default.
+    ctx.fail("isolation", "default_transaction_isolation=" + iso +
+                              " and ?pooler=transaction: sqlguard cannot set its sessions to read committed behind a "
+                              "transaction pooler, and its autocommit statements fail at " + iso +
+                              " (releases with 40001); set the database's or role's default_transaction_isolation "
+                              "to 'read committed'");
+  } else {
+    ctx.ok("isolation", "default_transaction_isolation=" + iso +
+                            "; sqlguard's connections set their session default to read committed at connect (your "
+                            "own transactions on them ask for their isolation with begin())");
+  }
 }
 
 void timeouts(DoctorContext& ctx) {

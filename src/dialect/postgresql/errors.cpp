@@ -17,6 +17,7 @@ constexpr Row kTable[] = {
     {"55P03", ErrorCode::kLockBusy},         // lock_not_available (NOWAIT, lock_timeout)
     {"57014", ErrorCode::kTimeout},          // query_canceled (statement_timeout)
     {"40003", ErrorCode::kCommitInDoubt},    // statement_completion_unknown
+    {"53300", ErrorCode::kResourceExhausted},// too_many_connections (max_connections, a role's or database's CONNECTION LIMIT)
     {"57P01", ErrorCode::kConnectionLost},   // admin_shutdown (pg_terminate_backend)
     {"57P02", ErrorCode::kConnectionLost},   // crash_shutdown
     {"57P03", ErrorCode::kConnectionLost},   // cannot_connect_now

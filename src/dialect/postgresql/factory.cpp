@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <mutex>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "core/uri.h"
 #include "dialect/postgresql/connection.h"
@@ -39,6 +41,30 @@ std::string quoted(std::string_view v) {
   return out + "'";
 }
 
+// libpq connection parameters whose values are a fixed set: refused here
+// with the allowed values (libpq's own refusal comes from PQconnectStart
+// without a SQLSTATE, and read as an unreachable server).
+void check_enumerated_keyword(std::string_view key, const std::string& value, std::string_view uri) {
+  static const std::pair<const char*, std::vector<const char*>> kEnums[] = {
+      {"sslmode", {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}},
+      {"gssencmode", {"disable", "prefer", "require"}},
+      {"channel_binding", {"disable", "prefer", "require"}},
+      {"target_session_attrs", {"any", "read-write", "read-only", "primary", "standby", "prefer-standby"}},
+  };
+  for (const auto& [k, allowed] : kEnums) {
+    if (key != k) continue;
+    std::string list;
+    for (const char* a : allowed) {
+      if (value == a) return;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    throw Error(ErrorCode::kInvalidArgument,
+                "URI parameter " + std::string(key) + "=" + uri_fragment(uri, value) + " in '" + mask_uri(uri) +
+                    "' must be one of: " + list,
+                "postgresql");
+  }
+}
+
 std::string build_conninfo(const ParsedUri& u, std::string_view uri, const ConnectOptions& o) {
   std::string ci;
   auto add = [&](std::string_view k, std::string_view v) {
@@ -66,6 +92,7 @@ std::string build_conninfo(const ParsedUri& u, std::string_view uri, const Conne
                       uri_fragment(uri, k) + " (query parameters are libpq keywords, plus sqlguard's "
                       "connect_timeout, io_timeout, statement_cache_size and pooler)",
                   "postgresql");
+    check_enumerated_keyword(k, v, uri);
     add(k, v);
   }
   if (!u.query.count("application_name")) add("application_name", "sqlguard");
@@ -93,11 +120,12 @@ std::string build_conninfo(const ParsedUri& u, std::string_view uri, const Conne
 
 // `?pooler=transaction`: a transaction-pooling proxy (PgBouncer pool_mode =
 // transaction) is between sqlguard and the server, so the connection keeps no
-// session state (connection.cpp). `?pooler=none` or `session` (the default)
-// change nothing. Removed from the query: libpq does not know it.
-bool take_pooler_parameter(ParsedUri& u, std::string_view uri) {
+// session state (connection.cpp). `?pooler=session` accepts a session
+// pooler found at connect; without it (or with `none`) a pooler in the path
+// is refused at connect. Removed from the query: libpq does not know it.
+PgPooler take_pooler_parameter(ParsedUri& u, std::string_view uri) {
   auto it = u.query.find("pooler");
-  if (it == u.query.end()) return false;
+  if (it == u.query.end()) return PgPooler::kUndeclared;
   const std::string v = it->second;
   if (v != "transaction" && v != "session" && v != "none")
     throw Error(ErrorCode::kInvalidArgument,
@@ -105,16 +133,16 @@ bool take_pooler_parameter(ParsedUri& u, std::string_view uri) {
                     "' must be transaction, session or none",
                 "postgresql");
   u.query.erase(it);
-  return v == "transaction";
+  return v == "transaction" ? PgPooler::kTransaction : v == "session" ? PgPooler::kSession : PgPooler::kNone;
 }
 
 std::unique_ptr<Connection> open_postgresql(std::string_view uri, const ConnectOptions& options) {
   ParsedUri u = parse_uri(uri);
   ConnectOptions o = take_connect_parameters(u, uri, options);
-  const bool pooler = take_pooler_parameter(u, uri);
+  const PgPooler pooler = take_pooler_parameter(u, uri);
   // The unnamed statement only: named prepared statements live in a server
   // session, which a transaction pooler hands to other clients.
-  if (pooler) o.statement_cache_size = 0;
+  if (pooler == PgPooler::kTransaction) o.statement_cache_size = 0;
   std::string conninfo = build_conninfo(u, uri, o);
   return make_pg_connection(std::move(conninfo), std::move(u), mask_uri(uri), o, pooler);
 }

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,17 +89,14 @@ bool lease_held(const std::string& name) {
 LeaseInfo stop_after_renewal(pid_t run, const std::string& name, Connection& c) {
   auto first = lease_info(c, name);
   REQUIRE(first);
-  auto until = Clock::now() + 10s;
-  for (;;) {
-    auto now = lease_info(c, name);
-    REQUIRE(now);
-    if (now->renewed_at_ms != first->renewed_at_ms) {
-      REQUIRE(::kill(run, SIGSTOP) == 0);
-      return *now;
-    }
-    REQUIRE(Clock::now() < until);
-    std::this_thread::sleep_for(2ms);
+  std::optional<LeaseInfo> now;
+  for (auto until = Clock::now() + 10s; Clock::now() < until; std::this_thread::sleep_for(2ms)) {
+    now = lease_info(c, name);
+    if (now && now->renewed_at_ms != first->renewed_at_ms) break;
   }
+  REQUIRE((now && now->renewed_at_ms != first->renewed_at_ms));
+  REQUIRE(::kill(run, SIGSTOP) == 0);
+  return *now;
 }
 
 bool any_alive(const std::vector<pid_t>& pids) {
@@ -264,7 +262,7 @@ TEST_CASE("a stopped run's CMD is stopped when the trust window ends, before ano
   TempDir dir;
   auto name = ctx().unique("stopped");
   std::string f = dir.file("pids");
-  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "1500ms", "--kill-grace", "5s"}, pair_script(f)));
+  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "2s", "--kill-grace", "5s"}, pair_script(f)));
   auto pids = wait_for_pids(f, 2);
   REQUIRE(pids.size() == 2);
   auto c = ctx().connect();
@@ -273,10 +271,10 @@ TEST_CASE("a stopped run's CMD is stopped when the trust window ends, before ano
   INFO("lease ran " << at_stop.remaining_ms() << " ms more on the database clock at the stop");
 
   // Stopping `run` alone stops nothing: mid-window, CMD still runs.
-  std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(800ms);
   bool alive_mid_window = any_alive(pids);
   auto checked_after = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t_stop);
-  if (checked_after < 1100ms) CHECK(alive_mid_window);  // the window ends at ~1350 ms
+  if (checked_after < 1500ms) CHECK(alive_mid_window);  // ttl 2 s - margin 200 ms: the window ends at ~1800 ms
   else WARN("mid-window check came late (" << checked_after.count() << " ms after the stop); skipped");
 
   // Another owner takes the lease as soon as the database lets it.
@@ -309,14 +307,14 @@ TEST_CASE("a run stopped for less than its trust window keeps CMD running and th
   TempDir dir;
   auto name = ctx().unique("paused");
   std::string f = dir.file("pids");
-  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "1500ms", "--kill-grace", "5s"}, pair_script(f)));
+  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "2s", "--kill-grace", "5s"}, pair_script(f)));
   auto pids = wait_for_pids(f, 2);
   REQUIRE(pids.size() == 2);
   auto c = ctx().connect();
   auto at_stop = stop_after_renewal(run, name, *c);
-  std::this_thread::sleep_for(700ms);  // a renewal (every 500 ms) is missed; the window ends at ~1350 ms
+  std::this_thread::sleep_for(900ms);  // a renewal (every 667 ms) is missed; the window ends at ~1800 ms
   ::kill(run, SIGCONT);
-  // Longer than a whole ttl after the stop: only extended deadlines keep CMD alive now.
+  // Past a whole ttl after the stop: only extended deadlines keep CMD alive now.
   std::this_thread::sleep_for(1500ms);
   for (pid_t p : pids) CHECK(alive(p));
   auto info = lease_info(*c, name);

@@ -1,7 +1,8 @@
 // sqlguard run owns CMD's whole process tree (tools/sqlguard/run_supervisor.h):
 // every stop reaches grandchildren, a grandchild that ignores SIGTERM and one
 // that left the process group; kill -9 of `run` or of its supervisor leaves
-// nothing behind; signals while waiting for the lock exit at once. Real
+// nothing behind; signals while waiting for the lock exit at once; a stopped
+// `run` cannot keep CMD running past its trust window. Real
 // processes; CMD records the pids of its tree in a file and the tests check
 // them with kill(pid, 0) (and /proc, for zombies).
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +80,35 @@ bool lease_held(const std::string& name) {
   auto c = ctx().connect();
   auto info = lease_info(*c, name);
   return info && info->held();
+}
+
+// SIGSTOPs `run` just after its watchdog renewed lease `name` (renewed_at
+// moved): the watchdog is then idle, not inside a write that would keep
+// SQLite's write lock while stopped, and the trust window ends about
+// ttl - safety margin from now. Returns the lease as it was at the stop.
+LeaseInfo stop_after_renewal(pid_t run, const std::string& name, Connection& c) {
+  auto first = lease_info(c, name);
+  REQUIRE(first);
+  std::optional<LeaseInfo> now;
+  for (auto until = Clock::now() + 10s; Clock::now() < until; std::this_thread::sleep_for(2ms)) {
+    now = lease_info(c, name);
+    if (now && now->renewed_at_ms != first->renewed_at_ms) break;
+  }
+  REQUIRE((now && now->renewed_at_ms != first->renewed_at_ms));
+  REQUIRE(::kill(run, SIGSTOP) == 0);
+  return *now;
+}
+
+bool any_alive(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids)
+    if (alive(p)) return true;
+  return false;
+}
+
+// CMD of the stop tests: records its pid and a child's, then waits. Both
+// die of SIGTERM.
+std::string pair_script(const std::string& pids) {
+  return "echo $$ >> " + pids + "; sleep 100 & echo $! >> " + pids + "; wait";
 }
 
 }  // namespace
@@ -218,4 +249,83 @@ TEST_CASE("SIGTERM, SIGINT and SIGHUP while run waits for the lock exit at once 
     CHECK_FALSE(std::filesystem::exists(marker));
   }
   CHECK(lease_info(*c, name)->owner == "someone-else");
+}
+
+// Issue 23, item 5: a stopped `run` renews nothing and cannot act on its
+// lost lease. Its supervisor, which `run` keeps told of the trust window's
+// end, must stop CMD's group when that passes, before the lease expires on
+// the database clock and another owner can take it. Before the fix CMD
+// kept running until `run` was resumed: the last check below failed, with
+// CMD alive while the intruder held the lease.
+TEST_CASE("a stopped run's CMD is stopped when the trust window ends, before another owner can take the lease",
+          "[run]") {
+  TempDir dir;
+  auto name = ctx().unique("stopped");
+  std::string f = dir.file("pids");
+  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "2s", "--kill-grace", "5s"}, pair_script(f)));
+  auto pids = wait_for_pids(f, 2);
+  REQUIRE(pids.size() == 2);
+  auto c = ctx().connect();
+  auto at_stop = stop_after_renewal(run, name, *c);
+  auto t_stop = Clock::now();
+  INFO("lease ran " << at_stop.remaining_ms() << " ms more on the database clock at the stop");
+
+  // Stopping `run` alone stops nothing: mid-window, CMD still runs.
+  std::this_thread::sleep_for(800ms);
+  bool alive_mid_window = any_alive(pids);
+  auto checked_after = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t_stop);
+  if (checked_after < 1500ms) CHECK(alive_mid_window);  // ttl 2 s - margin 200 ms: the window ends at ~1800 ms
+  else WARN("mid-window check came late (" << checked_after.count() << " ms after the stop); skipped");
+
+  // Another owner takes the lease as soon as the database lets it.
+  bool acquired = false;
+  auto until = Clock::now() + 10s;
+  while (!acquired && Clock::now() < until) {
+    acquired = acquire_lease(*c, name, "intruder", 60s).acquired;
+    if (!acquired) std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(acquired);
+  bool alive_at_takeover = any_alive(pids);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t_stop);
+  INFO("the intruder acquired " << took.count() << " ms after run was stopped");
+  CHECK_FALSE(alive_at_takeover);  // no overlap: CMD was gone before anyone else could hold the lease
+
+  // Resumed, `run` finds the tree gone and its lease lost: exit 5.
+  ::kill(run, SIGCONT);
+  int st = wait_raw(run, 10s);
+  REQUIRE(st != -1);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 5);
+  CHECK_FALSE(any_alive(pids));
+  CHECK(lease_info(*c, name)->owner == "intruder");
+}
+
+// The other side: a `run` that is only late (stopped for longer than a
+// renewal period, resumed inside the trust window) renews and pushes its
+// supervisor's deadline on; CMD and the lease are untouched.
+TEST_CASE("a run stopped for less than its trust window keeps CMD running and the lease held", "[run]") {
+  TempDir dir;
+  auto name = ctx().unique("paused");
+  std::string f = dir.file("pids");
+  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "2s", "--kill-grace", "5s"}, pair_script(f)));
+  auto pids = wait_for_pids(f, 2);
+  REQUIRE(pids.size() == 2);
+  auto c = ctx().connect();
+  auto at_stop = stop_after_renewal(run, name, *c);
+  std::this_thread::sleep_for(900ms);  // a renewal (every 667 ms) is missed; the window ends at ~1800 ms
+  ::kill(run, SIGCONT);
+  // Past a whole ttl after the stop: only extended deadlines keep CMD alive now.
+  std::this_thread::sleep_for(1500ms);
+  for (pid_t p : pids) CHECK(alive(p));
+  auto info = lease_info(*c, name);
+  REQUIRE(info);
+  CHECK(info->held());
+  CHECK(info->owner == at_stop.owner);
+  CHECK(info->fence == at_stop.fence);
+  ::kill(run, SIGTERM);
+  int st = wait_raw(run, 10s);
+  REQUIRE(st != -1);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 128 + SIGTERM);
+  CHECK_FALSE(any_alive(pids));
 }

@@ -337,13 +337,19 @@ void add_run(CLI::App& app) {
       return;
     }
     // If `run` dies, its supervisor stops the tree well before the lease
-    // (renewed every ttl/3) can run out: see run_supervisor.h.
+    // (renewed every ttl/3) can run out; if `run` is stopped or hung, the
+    // supervisor stops it when the trust window ends: see run_supervisor.h.
     auto orphan_grace = std::min({grace, ttl / 4, milliseconds(500)});
+    // The trust window's end on steady_clock, handed to the supervisor as
+    // its deadline. now() is read before remaining(), and remaining() rounds
+    // down, so the deadline is never later than the window's true end.
+    auto now = steady_clock::now();
+    auto window_end = now + lock.remaining();
     SupervisedCommand child(o->cmd,
                             {{"SQLGUARD_FENCE", std::to_string(lock.fence())},
                              {"SQLGUARD_OWNER", lock.owner()},
                              {"SQLGUARD_LOCK", o->name}},
-                            grace, orphan_grace);
+                            grace, orphan_grace, window_end);
     bool stopped_for_loss = false;
     while (!child.poll()) {
       pollfd fds[2] = {{child.fd(), POLLIN, 0}, {g_run_wake[0], POLLIN, 0}};
@@ -353,14 +359,22 @@ void add_run(CLI::App& app) {
         stopped_for_loss = true;
         child.stop(SIGTERM);
       }
+      // After a renewal the window ends later: tell the supervisor. Not
+      // once it has ended: remaining() is 0 then, and "now" is no deadline.
+      if (!stopped_for_loss) {
+        now = steady_clock::now();
+        if (auto left = lock.remaining(); left > milliseconds(0)) child.extend(now + left);
+      }
     }
     if (!child.problem().empty()) std::cerr << "sqlguard run: " << child.problem() << "\n";
-    if (stopped_for_loss) {
+    if (stopped_for_loss || child.expired()) {
       std::string why;
       {
         std::lock_guard<std::mutex> lk(*loss_mu);
         why = loss->empty() ? "trust window ended without a confirmed renewal" : *loss;
       }
+      // The supervisor acted on its own: `run` was stopped, hung or late.
+      if (child.expired()) why += "; the supervisor stopped the tree when the trust window ended";
       std::cerr << "sqlguard run: lease '" << o->name << "' lost (" << why << "); CMD's process tree was stopped"
                 << std::endl;
       // Nothing is left to do with the database: the lease is gone and so is

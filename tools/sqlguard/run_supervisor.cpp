@@ -26,16 +26,27 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 // One packet each way. The supervisor reports kStarted (CMD's pid = its
-// process group), kExited (CMD's wait status) and kDone (no descendant left,
-// the supervisor exits next); `run` sends kStop (a signal number).
+// process group), kExited (CMD's wait status), kExpired (the deadline passed
+// unextended; the stop has begun) and kDone (no descendant left, the
+// supervisor exits next); `run` sends kStop (a signal number) and kDeadline
+// (the new end of the trust window, in steady_clock ms).
 struct Packet {
-  enum Kind : std::int32_t { kStarted = 1, kExited = 2, kDone = 3, kStop = 4 } kind;
-  std::int32_t value;
+  enum Kind : std::int32_t { kStarted = 1, kExited = 2, kDone = 3, kStop = 4, kDeadline = 5, kExpired = 6 } kind;
+  std::int64_t value;
 };
+
+// Deadlines cross the process boundary as steady_clock milliseconds.
+// libstdc++'s steady_clock is CLOCK_MONOTONIC, one clock for every process
+// of the machine (and of the time namespace `run` and its supervisor share),
+// so both read the same instant from the same number.
+std::int64_t to_wire(steady_clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
+}
+steady_clock::time_point from_wire(std::int64_t ms) { return steady_clock::time_point(milliseconds(ms)); }
 
 constexpr int kControlFd = 3;  // the supervisor's end of the socket
 
-void send_packet(int fd, Packet::Kind kind, std::int32_t value) {
+void send_packet(int fd, Packet::Kind kind, std::int64_t value) {
   if (fd < 0) return;
   Packet p{kind, value};
   // MSG_NOSIGNAL: a peer that is gone is noticed by its EOF, not by SIGPIPE.
@@ -63,6 +74,7 @@ int poll_ms(milliseconds d, milliseconds cap) {
 
 struct SupervisorArgs {
   long long kill_grace_ms = 10000, orphan_grace_ms = 500;
+  long long deadline_ms = 0;  // the trust window's end when CMD starts (steady_clock ms)
   std::vector<std::string> cmd;
 };
 
@@ -79,9 +91,10 @@ int supervise(const SupervisorArgs& a) {
   int sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sfd < 0) throw Error(ErrorCode::kInternal, std::string("signalfd failed: ") + std::strerror(errno));
 
-  // `run` may have died while we started: then CMD never starts.
+  // `run` may have died while we started: then CMD never starts. A peek:
+  // what `run` has sent already (a stop, a deadline) is handled in the loop.
   Packet p{};
-  if (recv_packet(ctl, &p) == 0) return 0;
+  if (::recv(ctl, &p, sizeof p, MSG_DONTWAIT | MSG_PEEK) == 0) return 0;
 
   proc::SpawnOptions so;
   so.search_path = true;
@@ -95,6 +108,13 @@ int supervise(const SupervisorArgs& a) {
   send_packet(ctl, Packet::kStarted, static_cast<std::int32_t>(cmd_pid));
 
   proc::TreeStop stop(getpid(), cmd_pid);
+  // The end of `run`'s trust window, pushed forward by `run` after each
+  // renewal. A `run` that is stopped (SIGSTOP, Ctrl-Z), hung or starved
+  // cannot push it, nor act on the lost lease itself: then we stop the tree
+  // at the instant `run` would have, before the lease expires on the
+  // database clock (the safety margin lies between the two).
+  constexpr auto kNone = steady_clock::time_point::max();
+  steady_clock::time_point deadline = a.deadline_ms > 0 ? from_wire(a.deadline_ms) : kNone;
   for (;;) {
     bool any = proc::reap_children([&](pid_t pid, const proc::ExitStatus& st) {
       if (pid != cmd_pid) return;
@@ -108,9 +128,14 @@ int supervise(const SupervisorArgs& a) {
     }
     stop.tick();
     pollfd fds[2] = {{sfd, POLLIN, 0}, {ctl, POLLIN, 0}};
+    milliseconds wake = stop.until_kill();
+    if (deadline != kNone) {
+      auto now = steady_clock::now();
+      wake = std::min(wake, deadline <= now ? milliseconds(0) : std::chrono::ceil<milliseconds>(deadline - now));
+    }
     // While stopping, re-scan the tree often: a process forked after the
     // last scan still gets its SIGKILL.
-    int timeout = poll_ms(stop.until_kill(), stop.started() ? milliseconds(20) : milliseconds(1000));
+    int timeout = poll_ms(wake, stop.started() ? milliseconds(20) : milliseconds(1000));
     ::poll(fds, ctl >= 0 ? 2 : 1, timeout);
     signalfd_siginfo si{};
     while (::read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
@@ -125,10 +150,19 @@ int supervise(const SupervisorArgs& a) {
         // `run` is gone (maybe SIGKILLed): nobody renews the lease any more.
         ::close(ctl);
         ctl = -1;
+        deadline = kNone;  // the orphan stop below comes sooner than any deadline
         stop.begin(SIGTERM, orphan_grace);
         break;
       }
-      if (p.kind == Packet::kStop && p.value > 0 && p.value < NSIG) stop.begin(p.value, kill_grace);
+      if (p.kind == Packet::kStop && p.value > 0 && p.value < NSIG) stop.begin(static_cast<int>(p.value), kill_grace);
+      // Only forward: a deadline never moves back, and once passed it stays passed.
+      if (p.kind == Packet::kDeadline && deadline != kNone) deadline = std::max(deadline, from_wire(p.value));
+    }
+    // Checked after the socket is drained: an extension already sent counts.
+    if (deadline != kNone && steady_clock::now() >= deadline) {
+      deadline = kNone;
+      send_packet(ctl, Packet::kExpired, 0);
+      stop.begin(SIGTERM, kill_grace);  // what `run` does when it sees its lease lost
     }
   }
 }
@@ -139,8 +173,9 @@ int supervise(const SupervisorArgs& a) {
 
 SupervisedCommand::SupervisedCommand(const std::vector<std::string>& cmd,
                                      const std::vector<std::pair<std::string, std::string>>& env,
-                                     milliseconds kill_grace, milliseconds orphan_grace)
-    : kill_grace_(kill_grace) {
+                                     milliseconds kill_grace, milliseconds orphan_grace,
+                                     steady_clock::time_point deadline)
+    : kill_grace_(kill_grace), deadline_sent_(deadline) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     throw Error(ErrorCode::kInternal, std::string("socketpair failed: ") + std::strerror(errno));
@@ -152,6 +187,8 @@ SupervisedCommand::SupervisedCommand(const std::vector<std::string>& cmd,
                                    std::to_string(kill_grace.count()),
                                    "--orphan-grace-ms",
                                    std::to_string(orphan_grace.count()),
+                                   "--deadline-ms",
+                                   std::to_string(to_wire(deadline)),
                                    "--"};
   argv.insert(argv.end(), cmd.begin(), cmd.end());
   proc::SpawnOptions so;
@@ -178,6 +215,15 @@ SupervisedCommand::~SupervisedCommand() {
   if (sup_.running()) sup_.wait(milliseconds(0));
 }
 
+void SupervisedCommand::extend(steady_clock::time_point deadline) {
+  // `deadline` comes from a millisecond count of the trust window, so it
+  // jitters by a millisecond between calls: only a real move (a renewal,
+  // ttl/3 at least) is sent.
+  if (finished_ || deadline <= deadline_sent_ + milliseconds(2)) return;
+  deadline_sent_ = deadline;
+  send_packet(sock_, Packet::kDeadline, to_wire(deadline));
+}
+
 void SupervisedCommand::stop(int sig) {
   if (finished_) return;
   if (!stop_deadline_) stop_deadline_ = steady_clock::now() + kill_grace_ + std::chrono::seconds(2);
@@ -196,7 +242,8 @@ bool SupervisedCommand::poll() {
       break;
     }
     if (p.kind == Packet::kStarted) cmd_pid_ = static_cast<pid_t>(p.value);
-    else if (p.kind == Packet::kExited) status_ = proc::ExitStatus{p.value};
+    else if (p.kind == Packet::kExited) status_ = proc::ExitStatus{static_cast<int>(p.value)};
+    else if (p.kind == Packet::kExpired) expired_ = true;
     else if (p.kind == Packet::kDone) done_ = true;
   }
   if (!gone && stop_deadline_ && steady_clock::now() >= *stop_deadline_) {
@@ -234,9 +281,10 @@ void add_run_supervisor(CLI::App& app) {
   cmd->group("");  // hidden
   cmd->add_option("--kill-grace-ms", a->kill_grace_ms)->required();
   cmd->add_option("--orphan-grace-ms", a->orphan_grace_ms)->required();
+  cmd->add_option("--deadline-ms", a->deadline_ms)->required();
   cmd->add_option("CMD", a->cmd)->required();
   cmd->callback([a] {
-    if (a->kill_grace_ms < 0 || a->orphan_grace_ms < 0)
+    if (a->kill_grace_ms < 0 || a->orphan_grace_ms < 0 || a->deadline_ms < 0)
       throw CLI::ValidationError("run-supervisor", "bad internal arguments");
     exit_code() = supervise(*a);
   });

@@ -315,7 +315,8 @@ TEST_CASE("the watchdog reports a taken-over lease with its cause before the tru
   CHECK_FALSE(a.owns());
 }
 
-TEST_CASE("the watchdog reports a deleted lease row as expired", "[lease][watchdog]") {
+TEST_CASE("the watchdog reports a lease row deleted before its expiry as taken over, not expired",
+          "[lease][watchdog]") {
   auto c = ctx().connect();
   auto op = ctx().connect();
   auto name = ctx().unique("lk");
@@ -330,7 +331,9 @@ TEST_CASE("the watchdog reports a deleted lease row as expired", "[lease][watchd
   auto f = lost.get_future();
   REQUIRE(f.wait_for(5s) == std::future_status::ready);
   auto l = f.get();
-  CHECK(l.cause == LossCause::kExpired);
+  INFO(l.detail);
+  CHECK(l.cause == LossCause::kTakenOver);
+  CHECK(l.detail.find("row was deleted") != std::string::npos);
   CHECK(l.window_left > 0ms);
 }
 
@@ -861,4 +864,95 @@ TEST_CASE("an exhausted fencing-token sequence is a resource_exhausted error, ne
   REQUIRE(info);
   CHECK(info->fence == last);  // nothing wrapped, nothing was stored
   CHECK(info->owner == "a");
+}
+
+TEST_CASE("release() of a hold that is not the last answers whether the lease was still held", "[lease][reentrant]") {
+  auto c = ctx().connect();
+  auto op = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock a(*c, name, ttl(10s));
+  REQUIRE(a.try_acquire());
+  REQUIRE(a.try_acquire());  // hold 2
+  REQUIRE(a.hold_count() == 2);
+  // Negative control: while held, dropping the first hold says true.
+  REQUIRE(a.try_acquire());  // hold 3
+  CHECK(a.release());
+  // An operator ends the lease; the handle learns it at its next renewal.
+  REQUIRE(force_release(*op, name));
+  CHECK_FALSE(a.renew());
+  CHECK(a.hold_count() == 2);
+  CHECK_FALSE(a.release());  // not the last hold, and the lease was lost
+  CHECK(a.hold_count() == 1);
+  CHECK_FALSE(a.release());  // the last one: lost too
+  CHECK(a.hold_count() == 0);
+}
+
+TEST_CASE("a lease ended by someone else before its expiry is reported taken over, not expired", "[lease]") {
+  auto c = ctx().connect();
+  auto op = ctx().connect();
+  SECTION("force release") {
+    auto name = ctx().unique("lk");
+    LeaseLock a(*c, name, ttl(30s));
+    REQUIRE(a.try_acquire());
+    REQUIRE(force_release(*op, name));
+    CHECK_FALSE(a.renew());
+    REQUIRE(a.last_loss());
+    INFO(a.last_loss()->detail);
+    CHECK(a.last_loss()->cause == LossCause::kTakenOver);
+    CHECK(a.last_loss()->detail.find("before its expiry") != std::string::npos);
+  }
+  SECTION("its row deleted") {
+    auto name = ctx().unique("lk");
+    LeaseLock a(*c, name, ttl(30s));
+    REQUIRE(a.try_acquire());
+    op->execute("DELETE FROM sqlguard_lock WHERE name = ?", {name});
+    CHECK_FALSE(a.renew());
+    REQUIRE(a.last_loss());
+    INFO(a.last_loss()->detail);
+    CHECK(a.last_loss()->cause == LossCause::kTakenOver);
+    CHECK(a.last_loss()->detail.find("row was deleted") != std::string::npos);
+  }
+  SECTION("negative control: a lease that ran out is expired") {
+    auto name = ctx().unique("lk");
+    LeaseLock a(*c, name, ttl(200ms));
+    REQUIRE(a.try_acquire());
+    std::this_thread::sleep_for(400ms);
+    CHECK_FALSE(a.renew());
+    REQUIRE(a.last_loss());
+    CHECK(a.last_loss()->cause == LossCause::kExpired);
+  }
+}
+
+TEST_CASE("a blocking acquire rides out a database restart while it waits", "[lease][restart]") {
+  const char* servers = std::getenv("SQLGUARD_DBSERVERS");
+  if (ctx().is_sqlite() || ctx().pooler || !servers) {
+    SUCCEED("needs a server of its own and SQLGUARD_DBSERVERS (tools/dbservers.sh)");
+    return;
+  }
+  auto holder_conn = ctx().connect();
+  auto waiter_conn = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseLock holder(*holder_conn, name, ttl(30s));
+  REQUIRE(holder.try_acquire());
+  LeaseLock waiter(*waiter_conn, name, ttl(30s));
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(40s); });
+  // The waiter is waiting (on MariaDB: blocked in the wake-up lock's GET_LOCK).
+  REQUIRE(got.wait_for(700ms) == std::future_status::timeout);
+  std::string which = ctx().is(DialectKind::kPostgres) ? "pg" : "mariadb";
+  REQUIRE(sgtest::run_process({"/bin/bash", servers, "restart", which}) == 0);
+  // Still waiting, not failed: the lease is still held (its row survived).
+  REQUIRE(got.wait_for(300ms) == std::future_status::timeout);
+  CHECK(holder.release());
+  REQUIRE(got.wait_for(30s) == std::future_status::ready);
+  bool acquired = false;
+  std::string what;
+  try {
+    acquired = got.get();
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  INFO(what);
+  CHECK(acquired);
+  CHECK(waiter.owns());
+  if (acquired) CHECK(waiter.release());
 }

@@ -53,7 +53,8 @@ using ConnectionFactory = std::function<std::unique_ptr<Connection>()>;
 // Why a lease was lost.
 enum class LossCause {
   kExpired,         // the lease ran out before it was renewed
-  kTakenOver,       // another owner holds the lock now (after our expiry, or a forced release)
+  kTakenOver,       // ended by someone else: another owner holds it now (after our expiry), or it was
+                    // force-released or its row deleted before its expiry
   kUnreachable,     // the database could not be reached within the trust window
   kOutcomeUnknown,  // a renewal was sent but its answer never came; the trust window ended
 };

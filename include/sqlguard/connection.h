@@ -160,6 +160,14 @@ struct ConnectOptions {
   // (PostgreSQL DEALLOCATE — after the open transaction, if any —, MariaDB
   // statement close, sqlite3_finalize), so memory and the server-wide
   // MariaDB max_prepared_stmt_count stay bounded whatever the caller sends.
+  // MySQL/MariaDB: that count is server-wide, so a process also keeps at most
+  // 8192 statements cached over all its connections (a connection past the
+  // budget evicts its own, or prepares for one execution); should the server
+  // still refuse (1461, other clients), the connection closes its cached
+  // statements and retries once. A statement whose values exceed the
+  // server's max_allowed_packet is refused before it is sent
+  // (kInvalidArgument naming the limit); one that failed with an error the
+  // dialect does not classify is closed, not reused.
   // 0 = cache nothing: every statement is prepared, run and deallocated
   // (PostgreSQL: the unnamed statement, which also works behind PgBouncer's
   // transaction pooling). Default: 256. Range 0 .. 10000. PostgreSQL and

@@ -77,8 +77,10 @@ SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
 SELECT @@wsrep_on;
 
 -- name: session_server_version
+-- At connect: the server's version, and the largest packet it accepts (a statement with its values
+-- larger than that is refused before it is sent, naming the limit).
 -- params: 
-SELECT VERSION();
+SELECT VERSION(), @@max_allowed_packet;
 
 -- name: session_id
 -- params: 

@@ -58,6 +58,30 @@ class StatementCache {
     return lru_.front().second;
   }
 
+  // Drops the entry for `sql`, handing it to `evict` first. False if none.
+  template <typename Evict>
+  bool erase(std::string_view sql, Evict&& evict) {
+    auto it = index_.find(sql);
+    if (it == index_.end()) return false;
+    auto node = it->second;
+    index_.erase(it);
+    evict(node->first, node->second);
+    lru_.erase(node);
+    return true;
+  }
+
+  // Drops the least recently used entry, handing it to `evict` first. False
+  // when empty.
+  template <typename Evict>
+  bool evict_oldest(Evict&& evict) {
+    if (lru_.empty()) return false;
+    auto& last = lru_.back();
+    index_.erase(std::string_view(last.first));
+    evict(last.first, last.second);
+    lru_.pop_back();
+    return true;
+  }
+
   // Visits every entry (most recent first), e.g. to finalize them.
   template <typename F>
   void for_each(F&& f) {

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -87,6 +88,11 @@ bool returns_rows(std::string_view sql) {
   return false;
 }
 
+// Prepared statements cached by all MySQL/MariaDB connections of this
+// process (connection.h: the process-wide count stays bounded).
+std::atomic<long> g_cached_statements{0};
+constexpr long kProcessStatementBudget = 8192;
+
 class MysqlConnection final : public Connection {
  public:
   MysqlConnection(detail::ParsedUri u, std::string description, const ConnectOptions& opt)
@@ -95,7 +101,7 @@ class MysqlConnection final : public Connection {
     connect();
   }
   ~MysqlConnection() override {
-    cache_.clear();
+    drop_cache();
     if (conn_) {
       try {
         conn_->close();
@@ -116,11 +122,18 @@ class MysqlConnection final : public Connection {
     if (!in_tx_ && broken_) reconnect();
     const bool autocommit = !in_tx_;
     if (autocommit) require_live_session(sql);
+    refuse_oversize(sql, params);
+    bool cached = false;
     try {
       // Uncached: closed on the server (COM_STMT_CLOSE) when `once` goes.
       std::unique_ptr<sql::PreparedStatement> once;
-      if (!cache || cache_.capacity() == 0) once.reset(conn_->prepareStatement(std::string(sql)));
-      sql::PreparedStatement* ps = once ? once.get() : prepare(sql);
+      sql::PreparedStatement* ps = nullptr;
+      if (cache && cache_.capacity() > 0) ps = prepare(sql);
+      cached = ps != nullptr;
+      if (!ps) {
+        once.reset(prepare_with_room(sql));
+        ps = once.get();
+      }
       std::vector<std::unique_ptr<std::istringstream>> blobs;
       for (std::size_t i = 0; i < params.size(); ++i) {
         const Value& v = params[i];
@@ -142,6 +155,10 @@ class MysqlConnection final : public Connection {
       }
       return out;
     } catch (...) {
+      // A statement whose execution failed is not reused: after a value the
+      // server refused (a packet over max_allowed_packet) its server-side
+      // state kept failing every later execution, even with a 4-byte value.
+      if (cached && !broken_ && may_be_poisoned(std::current_exception())) forget_statement(sql);
       rethrow(sql, false, autocommit);
     }
   }
@@ -199,7 +216,7 @@ class MysqlConnection final : public Connection {
   bool in_transaction() const noexcept override { return in_tx_; }
 
   void reconnect() override {
-    cache_.clear();
+    drop_cache();
     stmt_.reset();
     if (conn_) {
       try {
@@ -267,7 +284,7 @@ class MysqlConnection final : public Connection {
     if (::poll(&p, 1, 0) <= 0) return;
     broken_ = true;
     in_tx_ = false;
-    cache_.clear();
+    drop_cache();
     stmt_.reset();
     sock_fd_ = -1;
     throw Error(ErrorCode::kConnectionLost,
@@ -303,7 +320,10 @@ class MysqlConnection final : public Connection {
       run_plain(sql_text(Sql::session_isolation));
       {
         std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_server_version)));
-        if (rs->next()) caps_.server_version = std::string(rs->getString(1));
+        if (rs->next()) {
+          caps_.server_version = std::string(rs->getString(1));
+          max_packet_ = static_cast<std::int64_t>(rs->getInt64(2));
+        }
         while (rs->next()) {
         }
       }
@@ -348,18 +368,89 @@ class MysqlConnection final : public Connection {
     }
   }
 
+  // Destroying an evicted statement closes it on the server (COM_STMT_CLOSE).
+  static void close_statement(const std::string&, std::unique_ptr<sql::PreparedStatement>& old) noexcept {
+    g_cached_statements.fetch_sub(1);
+    try {
+      old.reset();
+    } catch (const std::exception& e) {
+      log(LogLevel::kDebug, std::string("closing an evicted prepared statement failed: ") + e.what());
+    }
+  }
+
+  void forget_statement(std::string_view sql) noexcept { cache_.erase(sql, &close_statement); }
+
+  // Errors after which a prepared statement is not trusted again: those
+  // the dialect table does not know (1105 ER_UNKNOWN_ERROR was the oversize
+  // value's), packet errors, and anything that is not a server error. The
+  // expected outcomes (a duplicate key, a deadlock, a lock wait timeout, a
+  // value a column refuses) keep it: they are frequent and leave it clean.
+  static bool may_be_poisoned(std::exception_ptr ep) noexcept {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const sql::SQLException& e) {
+      const int n = e.getErrorCode();
+      return n == 1153 || n == 2020 || mysql::classify(n) == ErrorCode::kInternal;
+    } catch (...) {
+      return true;
+    }
+  }
+
+  // Forgets every cached statement (a dead session's are gone with it).
+  void drop_cache() noexcept {
+    g_cached_statements.fetch_sub(static_cast<long>(cache_.size()));
+    cache_.clear();
+  }
+
+  // The cached statement for `sql`, prepared on first use; nullptr when the
+  // process-wide budget is spent and this connection has nothing of its own
+  // to evict (the caller then prepares it for this one execution).
   sql::PreparedStatement* prepare(std::string_view sql) {
     if (auto* cached = cache_.find(sql)) return cached->get();
-    std::unique_ptr<sql::PreparedStatement> ps(conn_->prepareStatement(std::string(sql)));
-    // Destroying an evicted statement closes it on the server, which keeps
-    // this session's share of max_prepared_stmt_count bounded.
-    return cache_.insert(sql, std::move(ps), [](const std::string&, std::unique_ptr<sql::PreparedStatement>& old) {
-      try {
-        old.reset();
-      } catch (const std::exception& e) {
-        log(LogLevel::kDebug, std::string("closing an evicted prepared statement failed: ") + e.what());
+    // The server's max_prepared_stmt_count is server-wide: every session's
+    // cache counts against it. The process keeps at most
+    // kProcessStatementBudget cached across its connections.
+    while (g_cached_statements.load() >= kProcessStatementBudget)
+      if (!cache_.evict_oldest(&close_statement)) return nullptr;
+    std::unique_ptr<sql::PreparedStatement> ps(prepare_with_room(sql));
+    g_cached_statements.fetch_add(1);
+    return cache_.insert(sql, std::move(ps), &close_statement).get();
+  }
+
+  // conn_->prepareStatement(), and on 1461 (the server's
+  // max_prepared_stmt_count reached by all its clients together) this
+  // connection's cached statements are closed to make room, then one retry.
+  sql::PreparedStatement* prepare_with_room(std::string_view sql) {
+    try {
+      return conn_->prepareStatement(std::string(sql));
+    } catch (const sql::SQLException& e) {
+      if (e.getErrorCode() != 1461 || cache_.size() == 0) throw;
+      log(LogLevel::kWarning, "the server's max_prepared_stmt_count is reached (all its clients together); closing "
+                              "this connection's " + std::to_string(cache_.size()) + " cached statements and retrying");
+      while (cache_.evict_oldest(&close_statement)) {
       }
-    }).get();
+      return conn_->prepareStatement(std::string(sql));
+    }
+  }
+
+  // A statement with its values larger than the server's max_allowed_packet
+  // would be refused by the server mid-way: refused here, before anything is
+  // sent, naming the limit (the connection and the statement stay usable).
+  void refuse_oversize(std::string_view sql, const Params& params) const {
+    if (max_packet_ <= 0) return;
+    std::int64_t total = static_cast<std::int64_t>(sql.size()), largest = 0;
+    for (const auto& v : params) {
+      const std::int64_t n = (v.is_null() || v.is_int() || v.is_double()) ? 8 : static_cast<std::int64_t>(v.as_string().size());
+      total += n + 9;  // a length prefix per value
+      largest = std::max(largest, n);
+    }
+    if (total + 1024 <= max_packet_) return;  // headers
+    throw Error(ErrorCode::kInvalidArgument,
+                "the statement's values are " + std::to_string(total) + " bytes (the largest " +
+                    std::to_string(largest) + "), more than the server accepts in one packet (max_allowed_packet = " +
+                    std::to_string(max_packet_) + " bytes, less 1 KiB of headers): nothing was sent; store less, or "
+                    "raise max_allowed_packet on the server",
+                "mysql", "1153", std::string(sql));
   }
 
   static void read_all(sql::ResultSet& rs, Result& out) {
@@ -415,7 +506,7 @@ class MysqlConnection final : public Connection {
       if (code == ErrorCode::kConnectionLost) {
         broken_ = true;
         in_tx_ = false;
-        cache_.clear();
+        drop_cache();
         stmt_.reset();
         sock_fd_ = -1;
         if (committing)
@@ -447,6 +538,7 @@ class MysqlConnection final : public Connection {
   bool broken_ = true;
   bool galera_ = false;  // a Galera node: the catalog variant mysql+galera
   int sock_fd_ = -1;     // this session's socket (find_socket()), or -1
+  std::int64_t max_packet_ = 0;  // the server's max_allowed_packet (0 = unknown)
 };
 
 }  // namespace

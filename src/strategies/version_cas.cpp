@@ -81,18 +81,6 @@ VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
   validate_identifier(spec.table, "VersionCasSpec::table");
   validate_identifier(spec.key_column, "VersionCasSpec::key_column");
   validate_identifier(spec.version_column, "VersionCasSpec::version_column");
-  if (spec.declare_versioned) {
-    declare_versioned_table(conn, spec.table, spec.version_column);
-  } else if (auto declared = versioned_table_column(conn, spec.table)) {
-    if (!detail::same_column(conn, *declared, spec.version_column))
-      throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec: table '" + spec.table + "' is declared versioned by '" +
-                                                   *declared + "', not '" + spec.version_column + "'");
-  } else {
-    log(LogLevel::kWarning, "VersionCas on table '" + spec.table +
-                                "' without declaring it versioned: GuardedUpdate, StateMachine and leased claims on it "
-                                "will not move '" + spec.version_column +
-                                "', so a stale compare_and_set() can overwrite their writes (see version_cas.h)");
-  }
   if (spec.columns.empty())
     throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec::columns must name at least one column to write");
   if (spec.key_column == spec.version_column)
@@ -117,6 +105,19 @@ VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
   select_sql_ = cat.render(Sql::cas_select, {{"table", t}, {"key", k}, {"columns", cols}});
   update_sql_ = cat.render(Sql::cas_update, {{"table", t}, {"key", k}, {"version", v}, {"assignments", sets}});
   version_sql_ = cat.render(Sql::cas_version, {{"table", t}, {"key", k}, {"version", v}});
+  // The spec is checked first: the database is touched only for a valid one.
+  if (spec.declare_versioned) {
+    declare_versioned_table(conn, spec.table, spec.version_column);
+  } else if (auto declared = versioned_table_column(conn, spec.table)) {
+    if (!detail::same_column(conn, *declared, spec.version_column))
+      throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec: table '" + spec.table + "' is declared versioned by '" +
+                                                   *declared + "', not '" + spec.version_column + "'");
+  } else {
+    log(LogLevel::kWarning, "VersionCas on table '" + spec.table +
+                                "' without declaring it versioned: GuardedUpdate, StateMachine and leased claims on it "
+                                "will not move '" + spec.version_column +
+                                "', so a stale compare_and_set() can overwrite their writes (see version_cas.h)");
+  }
 }
 
 std::optional<Versioned> VersionCas::read(const Value& key) {

@@ -392,6 +392,11 @@ TEST_CASE("a declaration an older build stored under a raw spelling is still hon
       "INSERT INTO sqlguard_versioned_table (table_name, version_column, declared_at) VALUES (?, 'version', 0)";
   c.execute(insert, {t});
   c.execute(insert, {ghost});
+  std::string t2;
+  if (ctx().is_sqlite()) {  // names ignore case there: any spelling is rewritten
+    t2 = make_table(c, "vr_legacy_case");
+    c.execute(insert, {"MAIN." + upper(t2)});
+  }
   // Migration 0006 rewrites what resolves to the canonical name.
   auto ms = embedded_migrations(c.kind());
   auto m6 = std::find_if(ms.begin(), ms.end(), [](const Migration& m) { return m.version == 6; });
@@ -399,6 +404,10 @@ TEST_CASE("a declaration an older build stored under a raw spelling is still hon
   c.execute_script(m6->sql);
   CHECK(c.execute("SELECT COUNT(*) FROM sqlguard_versioned_table WHERE table_name = ?", {q + "." + t}).rows.at(0)[0].as_int() == 1);
   CHECK(c.execute("SELECT COUNT(*) FROM sqlguard_versioned_table WHERE table_name = ?", {t}).rows.at(0)[0].as_int() == 0);
+  if (!t2.empty()) {
+    CHECK(c.execute("SELECT COUNT(*) FROM sqlguard_versioned_table WHERE table_name = ?", {"main." + t2}).rows.at(0)[0].as_int() == 1);
+    CHECK(versioned_table_column(c, t2) == std::optional<std::string>("version"));
+  }
   VersionCas cas(c, {.table = t, .columns = {"qty"}, .declare_versioned = false});
   check_writers_bump(c, t, q + "." + t, cas);
   // What did not resolve stays as written and still counts for that spelling.
@@ -409,4 +418,22 @@ TEST_CASE("a declaration an older build stored under a raw spelling is still hon
   CHECK(versioned_table_column(c, ghost) == std::optional<std::string>("version"));
   VersionCas gcas(c, {.table = ghost, .columns = {"qty"}, .declare_versioned = false});
   check_writers_bump(c, ghost, ghost, gcas);
+}
+
+TEST_CASE("SQLite: an unqualified name resolves to a temp table before the main one", "[versionrule][spelling]") {
+  if (!ctx().is_sqlite()) return;
+  auto conn = ctx().connect();
+  auto& c = *conn;
+  std::string t = make_table(c, "vr_temp");
+  declare_versioned_table(c, "main." + t, "version");
+  CHECK(versioned_table_column(c, t) == std::optional<std::string>("version"));
+  c.execute_script("CREATE TEMP TABLE " + t + " (id INTEGER PRIMARY KEY, qty INTEGER NOT NULL, version INTEGER NOT NULL)");
+  // `t` now names temp.<t>, which is not declared; main.<t> still is.
+  CHECK_FALSE(versioned_table_column(c, t));
+  CHECK(versioned_table_column(c, "MAIN." + upper(t)) == std::optional<std::string>("version"));
+  // A write through `t` writes the temp table: no version to move there.
+  c.execute("INSERT INTO temp." + t + " (id, qty, version) VALUES (1, 5, 1)");
+  GuardedUpdate g(c, {.table = t, .assignments = {{"qty", AssignOp::kSubtract}}});
+  REQUIRE(g.apply(1, {1}));
+  CHECK(c.execute("SELECT version FROM temp." + t + " WHERE id = 1").rows.at(0)[0].as_int() == 1);
 }

@@ -18,11 +18,11 @@ std::map<std::string, std::regex> patterns;  // "dialect/name" -> regex of the t
 
 // The template as a regex: literal text (white space folded), with each
 // {slot} / {list*sep} matching only what slots are filled with: quoted
-// identifiers, `?`, operators, commas and the words of the catalog's
+// identifiers (schema-qualified ones too), `?`, operators, commas and the words of the catalog's
 // fragments -- never a literal value or another keyword.
 std::regex pattern_of(const std::string& text) {
   const std::string slot =
-      "(?:\"[^\"]*\"|`[^`]*`|\\?|[,=<>+\\-\\s]|AND|FOR|UPDATE|SHARE|NOWAIT|SKIP|LOCKED|LOCK|IN|MODE)*";
+      "(?:\"[^\"]*\"(?:\\.\"[^\"]*\")?|`[^`]*`(?:\\.`[^`]*`)?|\\?|[,=<>+\\-\\s]|AND|FOR|UPDATE|SHARE|NOWAIT|SKIP|LOCKED|LOCK|IN|MODE)*";
   std::string re = "^";
   for (std::size_t i = 0; i < text.size(); ++i) {
     char c = text[i];

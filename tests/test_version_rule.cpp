@@ -4,10 +4,13 @@
 // writers, plus the negative control (undeclared: the lost update happens).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <functional>
 #include <mutex>
 #include <thread>
 
+#include "sqlguard/migrate.h"
 #include "sqlguard/row_lock.h"
 #include "sqlguard/transition.h"
 #include "sqlguard/version_cas.h"
@@ -180,4 +183,257 @@ TEST_CASE("a table has one version column: conflicting declarations and writers 
   CHECK(sgtest::code_of([&] {
           RowLocker r(c, {.table = t, .lease = ClaimLease{.complete_columns = {"version"}}});
         }) == ErrorCode::kInvalidArgument);
+}
+
+// ---- issue 23, item 3: the rule does not depend on how the table is spelled,
+// on when a writer was built, and a zero "bump" is not a bump.
+
+namespace {
+
+// The schema (PostgreSQL), database (MariaDB) or attached name (SQLite) an
+// unqualified name resolves to on `c`.
+std::string current_qualifier(Connection& c) {
+  if (ctx().is(DialectKind::kPostgres)) return c.execute("SELECT current_schema()").rows.at(0)[0].as_string();
+  if (ctx().is(DialectKind::kMysql)) return c.execute("SELECT DATABASE()").rows.at(0)[0].as_string();
+  return "main";
+}
+
+std::string upper(std::string s) {
+  for (auto& ch : s) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// The three writers that consult the declaration (VersionCas always bumps its
+// own column), on `spelling`, and a check that each one moves the version
+// of row 1 of `t` and makes a stale compare_and_set lose.
+void check_writers_bump(Connection& c, const std::string& t, const std::string& spelling, VersionCas& cas) {
+  GuardedUpdate gu(c, {.table = spelling, .assignments = {{"qty", AssignOp::kSubtract}}, .guards = {{"qty", Compare::kGe}}});
+  StateMachine sm(c, {.table = spelling,
+                      .states = {"open", "held"},
+                      .transitions = {{.event = "hold", .from = {"open"}, .to = "held"},
+                                      {.event = "reopen", .from = {"held"}, .to = "open"}}});
+  RowLocker rl(c, {.table = spelling, .lease = ClaimLease{}});
+  std::vector<std::pair<std::string, std::function<void()>>> ws{
+      {"GuardedUpdate", [&] { REQUIRE(gu.apply(1, {1, 1})); }},
+      {"StateMachine",
+       [&] {
+         auto st = sm.state_of(1);
+         REQUIRE(st);
+         REQUIRE(sm.fire(1, *st == "open" ? "hold" : "reopen"));
+       }},
+      {"RowLocker leased claim",
+       [&] {
+         REQUIRE(rl.claim_leased(1).size() == 1);
+         REQUIRE(rl.release_claim(1));
+       }},
+  };
+  for (auto& [name, write] : ws) {
+    INFO(name << " on '" << spelling << "'");
+    auto before = cas.read(1);
+    REQUIRE(before);
+    write();
+    CHECK(version_of(c, t) > before->version);
+    CHECK(cas.compare_and_set(1, before->version, {before->values.at(0)}).status == CasStatus::kConflict);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a writer on another spelling of a declared table moves the version", "[versionrule][spelling]") {
+  auto conn = ctx().connect();
+  auto& c = *conn;
+  const std::string q = current_qualifier(c);
+  using Spell = std::function<std::string(const std::string&)>;
+  struct Case {
+    std::string label;
+    Spell declared, written;
+  };
+  // The schema/database-qualified name and the plain one both ways; on
+  // SQLite (names ignore case) also other letter cases.
+  std::vector<Case> cases{
+      {"declared plain, written qualified", [](auto& t) { return t; }, [&](auto& t) { return q + "." + t; }},
+      {"declared qualified, written plain", [&](auto& t) { return q + "." + t; }, [](auto& t) { return t; }},
+  };
+  if (ctx().is_sqlite()) {
+    cases.push_back({"declared plain, written MAIN.UPPER", [](auto& t) { return t; },
+                     [](auto& t) { return "MAIN." + upper(t); }});
+    cases.push_back({"declared UPPER, written main.plain", [](auto& t) { return upper(t); },
+                     [](auto& t) { return "main." + t; }});
+  }
+  for (const auto& k : cases) {
+    DYNAMIC_SECTION(k.label) {
+      std::string t = make_table(c, "vr_spell");
+      const std::string declared = k.declared(t), written = k.written(t);
+      INFO("declared as '" << declared << "', written through '" << written << "'");
+      declare_versioned_table(c, declared, "version");
+      // The declaration is found through every spelling, and it is one declaration.
+      CHECK(versioned_table_column(c, written) == std::optional<std::string>("version"));
+      CHECK(sgtest::code_of([&] { declare_versioned_table(c, written, "qty"); }) == ErrorCode::kInvalidArgument);
+      VersionCas cas(c, {.table = t, .columns = {"qty"}, .declare_versioned = false});
+      check_writers_bump(c, t, written, cas);
+    }
+  }
+}
+
+TEST_CASE("PostgreSQL: a table declared through the search_path is the same table when written schema-qualified",
+          "[versionrule][spelling][postgres]") {
+  if (!ctx().is(DialectKind::kPostgres) || ctx().pooler) return;  // a session search_path needs a session
+  auto conn = ctx().connect();
+  auto& c = *conn;
+  const std::string schema = ctx().unique("p3");
+  c.execute_script("CREATE SCHEMA " + schema);
+  const std::string base = ctx().unique("vr_p3");
+  c.execute_script("CREATE TABLE " + schema + "." + base +
+                   " (id INTEGER NOT NULL PRIMARY KEY, qty INTEGER NOT NULL, status VARCHAR(16) NOT NULL, "
+                   "version INTEGER NOT NULL, claimed_by VARCHAR(255), claimed_until BIGINT)");
+  c.execute("INSERT INTO " + schema + "." + base + " (id, qty, status, version) VALUES (1, 1000, 'open', 1)");
+  // Another session resolves the plain name to p3.<table> and declares it so.
+  auto other = ctx().connect();
+  const std::string path = other->execute("SHOW search_path").rows.at(0)[0].as_string();
+  other->execute_script("SET search_path TO " + schema + ", " + path);
+  declare_versioned_table(*other, base, "version");
+  CHECK(versioned_table_column(c, schema + "." + base) == std::optional<std::string>("version"));
+  CHECK_FALSE(versioned_table_column(c, base));  // here the plain name names no table
+  VersionCas cas(c, {.table = schema + "." + base, .columns = {"qty"}, .declare_versioned = false});
+  check_writers_bump(c, schema + "." + base, schema + "." + base, cas);
+}
+
+TEST_CASE("a writer built before the table is declared bumps the version once it is", "[versionrule][order]") {
+  auto conn = ctx().connect();
+  auto& c = *conn;
+  std::string t = make_table(c, "vr_order");
+  GuardedUpdate gu(c, {.table = t, .assignments = {{"qty", AssignOp::kSubtract}}, .guards = {{"qty", Compare::kGe}}});
+  StateMachine sm(c, {.table = t,
+                      .states = {"open", "held"},
+                      .transitions = {{.event = "hold", .from = {"open"}, .to = "held"},
+                                      {.event = "reopen", .from = {"held"}, .to = "open"}}});
+  RowLocker rl(c, {.table = t, .lease = ClaimLease{}});
+  // Undeclared: the writers do not touch the version.
+  auto v0 = version_of(c, t);
+  REQUIRE(gu.apply(1, {1, 1}));
+  REQUIRE(sm.fire(1, "hold"));
+  REQUIRE(rl.claim_leased(1).size() == 1);
+  REQUIRE(rl.release_claim(1));
+  CHECK(version_of(c, t) == v0);
+  // The first VersionCas declares the table; the writers built before it follow the rule.
+  VersionCas cas(c, {.table = t, .columns = {"qty"}});
+  auto before = cas.read(1);
+  REQUIRE(gu.apply(1, {1, 1}));
+  CHECK(version_of(c, t) == before->version + 1);
+  CHECK(cas.compare_and_set(1, before->version, {before->values.at(0)}).status == CasStatus::kConflict);
+  before = cas.read(1);
+  REQUIRE(sm.fire(1, "reopen"));
+  CHECK(version_of(c, t) == before->version + 1);
+  CHECK(cas.compare_and_set(1, before->version, {before->values.at(0)}).status == CasStatus::kConflict);
+  before = cas.read(1);
+  REQUIRE(rl.claim_leased(1).size() == 1);
+  REQUIRE(rl.release_claim(1));
+  CHECK(version_of(c, t) == before->version + 2);
+  CHECK(cas.compare_and_set(1, before->version, {before->values.at(0)}).status == CasStatus::kConflict);
+  // A writer built before the declaration that writes the version column
+  // itself is refused at the write, not silently allowed to break the rule.
+  std::string t2 = make_table(c, "vr_order_set");
+  GuardedUpdate setter(c, {.table = t2, .assignments = {{"version", AssignOp::kSet}}});
+  REQUIRE(setter.apply(1, {5}));  // undeclared: an ordinary column
+  declare_versioned_table(c, t2, "version");
+  CHECK(sgtest::code_of([&] { setter.apply(1, {1}); }) == ErrorCode::kInvalidArgument);
+  CHECK(version_of(c, t2) == 5);
+}
+
+TEST_CASE("a zero or negative bump of the version column is refused, not counted as the bump", "[versionrule][zerobump]") {
+  auto conn = ctx().connect();
+  auto& c = *conn;
+  std::string t = make_table(c, "vr_zero");
+  declare_versioned_table(c, t, "version");
+  // A hand-made bump (code written before the rule) counts only when it moves the version forward.
+  std::vector<std::string> columns{"version"};
+  if (!ctx().is(DialectKind::kPostgres)) columns.push_back("VERSION");  // column names ignore case there
+  for (const auto& col : columns) {
+    INFO("assignment to '" << col << "'");
+    GuardedUpdate g(c, {.table = t, .assignments = {{"qty", AssignOp::kSubtract}, {col, AssignOp::kAdd}}});
+    auto v = version_of(c, t);
+    std::string what;
+    CHECK(sgtest::code_of([&] { g.apply(1, {1, 0}); }, &what) == ErrorCode::kInvalidArgument);
+    CHECK(what.find("version") != std::string::npos);
+    CHECK(sgtest::code_of([&] { g.apply(1, {1, -3}); }) == ErrorCode::kInvalidArgument);
+    CHECK(sgtest::code_of([&] { g.apply(1, {1, Value()}); }) == ErrorCode::kInvalidArgument);
+    CHECK(version_of(c, t) == v);
+    REQUIRE(g.apply(1, {1, 2}));
+    CHECK(version_of(c, t) == v + 2);
+  }
+  if (!ctx().is(DialectKind::kPostgres)) {
+    // Setting the version column spelled in other letters is setting it.
+    CHECK(sgtest::code_of([&] {
+            GuardedUpdate g(c, {.table = t, .assignments = {{"Version", AssignOp::kSet}}});
+          }) == ErrorCode::kInvalidArgument);
+  }
+}
+
+TEST_CASE("declaring a table that does not exist is refused naming the table", "[versionrule]") {
+  auto conn = ctx().connect();
+  auto& c = *conn;
+  const std::string missing = ctx().unique("vr_missing");
+  std::string what;
+  CHECK(sgtest::code_of([&] { declare_versioned_table(c, missing, "version"); }, &what) == ErrorCode::kNotFound);
+  CHECK(what.find(missing) != std::string::npos);
+  CHECK(sgtest::code_of([&] { VersionCas x(c, {.table = missing, .columns = {"qty"}}); }) == ErrorCode::kNotFound);
+  CHECK(c.execute("SELECT COUNT(*) FROM sqlguard_versioned_table WHERE table_name LIKE ?", {"%" + missing})
+            .rows.at(0)[0]
+            .as_int() == 0);
+}
+
+TEST_CASE("a declaration an older build stored under a raw spelling is still honoured", "[versionrule][legacy]") {
+  auto conn = ctx().connect();
+  auto& c = *conn;
+  const std::string q = current_qualifier(c);
+  std::string t = make_table(c, "vr_legacy");
+  std::string ghost = ctx().unique("vr_ghost");  // declared before it existed, as older builds allowed
+  const std::string insert =
+      "INSERT INTO sqlguard_versioned_table (table_name, version_column, declared_at) VALUES (?, 'version', 0)";
+  c.execute(insert, {t});
+  c.execute(insert, {ghost});
+  std::string t2;
+  if (ctx().is_sqlite()) {  // names ignore case there: any spelling is rewritten
+    t2 = make_table(c, "vr_legacy_case");
+    c.execute(insert, {"MAIN." + upper(t2)});
+  }
+  // Migration 0006 rewrites what resolves to the canonical name.
+  auto ms = embedded_migrations(c.kind());
+  auto m6 = std::find_if(ms.begin(), ms.end(), [](const Migration& m) { return m.version == 6; });
+  REQUIRE(m6 != ms.end());
+  c.execute_script(m6->sql);
+  CHECK(c.execute("SELECT COUNT(*) FROM sqlguard_versioned_table WHERE table_name = ?", {q + "." + t}).rows.at(0)[0].as_int() == 1);
+  CHECK(c.execute("SELECT COUNT(*) FROM sqlguard_versioned_table WHERE table_name = ?", {t}).rows.at(0)[0].as_int() == 0);
+  if (!t2.empty()) {
+    CHECK(c.execute("SELECT COUNT(*) FROM sqlguard_versioned_table WHERE table_name = ?", {"main." + t2}).rows.at(0)[0].as_int() == 1);
+    CHECK(versioned_table_column(c, t2) == std::optional<std::string>("version"));
+  }
+  VersionCas cas(c, {.table = t, .columns = {"qty"}, .declare_versioned = false});
+  check_writers_bump(c, t, q + "." + t, cas);
+  // What did not resolve stays as written and still counts for that spelling.
+  c.execute_script("CREATE TABLE " + ghost +
+                   " (id INTEGER NOT NULL PRIMARY KEY, qty INTEGER NOT NULL, status VARCHAR(16) NOT NULL, "
+                   "version INTEGER NOT NULL, claimed_by VARCHAR(255), claimed_until BIGINT)");
+  c.execute("INSERT INTO " + ghost + " (id, qty, status, version) VALUES (1, 1000, 'open', 1)");
+  CHECK(versioned_table_column(c, ghost) == std::optional<std::string>("version"));
+  VersionCas gcas(c, {.table = ghost, .columns = {"qty"}, .declare_versioned = false});
+  check_writers_bump(c, ghost, ghost, gcas);
+}
+
+TEST_CASE("SQLite: an unqualified name resolves to a temp table before the main one", "[versionrule][spelling]") {
+  if (!ctx().is_sqlite()) return;
+  auto conn = ctx().connect();
+  auto& c = *conn;
+  std::string t = make_table(c, "vr_temp");
+  declare_versioned_table(c, "main." + t, "version");
+  CHECK(versioned_table_column(c, t) == std::optional<std::string>("version"));
+  c.execute_script("CREATE TEMP TABLE " + t + " (id INTEGER PRIMARY KEY, qty INTEGER NOT NULL, version INTEGER NOT NULL)");
+  // `t` now names temp.<t>, which is not declared; main.<t> still is.
+  CHECK_FALSE(versioned_table_column(c, t));
+  CHECK(versioned_table_column(c, "MAIN." + upper(t)) == std::optional<std::string>("version"));
+  // A write through `t` writes the temp table: no version to move there.
+  c.execute("INSERT INTO temp." + t + " (id, qty, version) VALUES (1, 5, 1)");
+  GuardedUpdate g(c, {.table = t, .assignments = {{"qty", AssignOp::kSubtract}}});
+  REQUIRE(g.apply(1, {1}));
+  CHECK(c.execute("SELECT version FROM temp." + t + " WHERE id = 1").rows.at(0)[0].as_int() == 1);
 }

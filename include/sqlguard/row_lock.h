@@ -223,11 +223,20 @@ class RowLocker {
   std::vector<std::string> cols_, filter_;  // quoted columns; rendered filter fragments
   std::size_t filter_count_ = 0;
   std::vector<std::string> lock_names_, claim_names_;  // names of the values, for errors
-  // Leased claims: rendered once at construction.
+  // Leased claims: rendered once at construction; their versioned twins once
+  // the table is found declared (the one version rule, version_cas.h, looked
+  // up at every leased write until then).
   bool leased_ = false, versioned_ = false;
   std::size_t ncomplete_ = 0;
   std::string owner_, lease_select_sql_, lease_mark_sql_, lease_renew_sql_, lease_complete_sql_, lease_release_sql_;
+  std::string table_name_, key_name_, owner_col_, until_col_;  // as given
+  std::vector<std::string> complete_columns_, complete_sets_;  // as given; rendered fragments
+  std::optional<std::string> version_column_;                  // declared version column, once seen
+  std::string complete_error_;  // why complete_claim() may not run on the declared table
+  std::string lease_mark_v_sql_, lease_renew_v_sql_, lease_complete_v_sql_, lease_release_v_sql_;
   void require_lease(const char* what) const;
+  // True when the table is declared versioned (looks it up; renders once).
+  bool versioned_now();
 };
 
 }  // namespace sqlguard

@@ -38,6 +38,7 @@
 // construction (Error kInvalidArgument with the offending name).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -93,11 +94,19 @@ class GuardedUpdate {
   GuardedResult apply(const Value& key, const Params& values);
 
  private:
+  // The one version rule (version_cas.h), looked up at every write until the
+  // table is found declared; then the versioned UPDATE is rendered once.
+  void prepare_versioned(const std::string& version_column);
   Connection& conn_;
   std::size_t nvalues_ = 0, nassign_ = 0;
   std::string update_sql_, exists_sql_;
   std::vector<std::string> update_names_;  // names of the UPDATE's values, for errors
-  bool versioned_ = false;  // the table is declared versioned (version_cas.h)
+  std::string table_name_, table_, key_;   // as given; quoted
+  std::vector<Assignment> assignments_;
+  std::vector<std::string> assign_sql_, guard_sql_;  // rendered fragments
+  std::optional<std::string> version_column_;        // declared version column, once seen
+  std::string versioned_sql_;                        // rendered once it is
+  std::ptrdiff_t own_bump_ = -1;  // the assignment that adds to the version column, if any
 };
 
 // ---- StateMachine -----------------------------------------------------------
@@ -179,14 +188,21 @@ class StateMachine {
   struct Compiled {
     TransitionDef def;
     std::string update_sql;
+    std::string versioned_sql;   // rendered once the table is found declared
+    std::string version_error;   // ... or why this event may not run on it
     std::size_t nvalues = 0;
     std::vector<std::string> value_names;  // FireOptions::values, for errors
   };
+  // `update_sql`: the plain UPDATE; `versioned_sql`: where its versioned
+  // twin will be (filled by prepare_versioned()).
   TransitionResult run(const Value& key, const std::vector<const Compiled*>& candidates,
-                       const std::string& update_sql, const std::vector<std::string>& from, const std::string& to,
-                       const FireOptions& options);
+                       const std::string& update_sql, const std::string& versioned_sql,
+                       const std::vector<std::string>& from, const std::string& to, const FireOptions& options);
   std::string build_update(const std::vector<std::string>& from, const std::vector<Guard>& guards,
-                           const std::vector<Assignment>& assignments) const;
+                           const std::vector<Assignment>& assignments, bool versioned) const;
+  // The one version rule (version_cas.h): checks the spec against the
+  // declared version column and renders the versioned UPDATEs, once.
+  void prepare_versioned(const std::string& version_column);
 
   Connection& conn_;
   std::string table_name_;
@@ -197,8 +213,11 @@ class StateMachine {
   std::map<std::string, std::vector<std::string>> to_from_;  // ... and their from-states
   bool audit_ = false;
   std::string machine_, audit_sql_, state_sql_, state_locked_sql_;
-  std::string version_;  // quoted declared version column (version_cas.h), or empty
-  bool versioned_ = false;
+  std::string key_name_, status_name_;  // as given
+  std::optional<std::string> version_column_;  // declared version column, once seen (version_cas.h)
+  std::string version_;                        // ... quoted
+  bool versioned_ = false;                     // prepare_versioned() ran
+  std::map<std::string, std::string> to_state_versioned_sql_;
 };
 
 }  // namespace sqlguard

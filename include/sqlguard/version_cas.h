@@ -25,16 +25,37 @@
 // StateMachine::fire()/transition_to(), VersionCas, and the leased claims of
 // RowLocker (claim_leased/renew_claim/complete_claim/release_claim). So a
 // compare_and_set() from a version read before any of those writes returns
-// kConflict instead of silently overwriting them. Writers look the
-// declaration up at construction: declare before constructing them (a
-// deployment step, like `sqlguard migrate`). Statements you run yourself
-// (RowLockScope::execute(), your own SQL) must bump the version themselves.
-// A VersionCas built with declare_versioned = false on an undeclared table
-// logs a warning at construction (other writers would not bump); declaring
-// a table again with another version column is refused (kInvalidArgument),
-// and so is a GuardedUpdate/StateMachine assignment that sets or subtracts
-// the version column. A GuardedUpdate assignment that ADDS to it (a hand-made
-// bump written before the rule) is accepted as that writer's bump.
+// kConflict instead of silently overwriting them.
+//  - Spelling does not matter. A declaration is stored under the canonical
+//    name the DATABASE resolves the spelling to: PostgreSQL schema.table
+//    (to_regclass, so the search_path decides an unqualified name; quoted
+//    names keep their case), MariaDB database.table (an unqualified name is
+//    in DATABASE()), SQLite schema.table (temp, then main, then attached;
+//    case ignored). Writers resolve their own spelling the same way, so
+//    `acct`, `public.acct` and `MAIN.ACCT` (SQLite) name one declaration.
+//    Declaring a table that does not exist: Error(kNotFound) naming it.
+//  - Construction order does not matter. Writers look the declaration up at
+//    every write (in the write's transaction when it has one: fire(),
+//    claim_leased(), or the caller's) until they find it, then keep it (a
+//    declaration is never removed). An undeclared table's writes cost that
+//    one lookup each. Only a write racing the declaration itself can miss
+//    it: still declare at deployment time.
+//  - A zero bump is no bump. A GuardedUpdate assignment that ADDS to the
+//    version column (a hand-made bump written before the rule) is that
+//    write's bump, and apply() refuses an addend that is not an integer
+//    >= 1 (kInvalidArgument) before anything is sent. Setting or subtracting
+//    the version column (GuardedUpdate, StateMachine events, RowLocker
+//    complete_columns) is refused: at construction when the table is
+//    declared by then, else by the first write after the declaration.
+//    Column names compare without case on SQLite and MariaDB.
+// Statements you run yourself (RowLockScope::execute(), your own SQL) must
+// bump the version themselves. A VersionCas built with declare_versioned =
+// false on an undeclared table logs a warning at construction (other
+// writers would not bump); declaring a table again with another version
+// column is refused (kInvalidArgument). Declarations an older build stored
+// under a raw spelling are rewritten to canonical names by migration 0006
+// where the table resolves, and still count for their exact spelling where
+// it does not.
 //
 // Ownership and threads: borrows the Connection (which must outlive it);
 // one connection per thread. Identifiers are validated and quoted once, at
@@ -67,11 +88,14 @@ struct VersionCasSpec {
   bool declare_versioned = true;
 };
 
-// Declares `table` versioned by `version_column` (idempotent). Runs in the
-// caller's transaction if one is open. Error(kInvalidArgument) for a bad
-// identifier or when the table is already declared with another column.
+// Declares `table` versioned by `version_column` (idempotent), stored under
+// the table's canonical name (above). Runs in the caller's transaction if one
+// is open. Error(kInvalidArgument) for a bad identifier or when the table is
+// already declared with another column; Error(kNotFound) when no such table
+// exists (as this connection resolves the name).
 void declare_versioned_table(Connection& conn, std::string_view table, std::string_view version_column = "version");
-// The declared version column of `table`, or std::nullopt if undeclared.
+// The declared version column of the table `table` names (any spelling), or
+// std::nullopt if undeclared.
 std::optional<std::string> versioned_table_column(Connection& conn, std::string_view table);
 
 struct Versioned {

@@ -127,12 +127,31 @@ AND {col} >= ?;
 
 -- name: versioned_declare
 -- Declares a user table versioned (include/sqlguard/version_cas.h). An existing declaration is a 1062 error (plain INSERT).
+-- table_name is the canonical name (versioned_resolve).
 -- params: table_name, version_column
 INSERT INTO sqlguard_versioned_table (table_name, version_column, declared_at) VALUES (?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
+-- name: versioned_resolve
+-- The table a spelling names, as the server resolves it: an unqualified name is in the current
+-- database (DATABASE()). information_schema compares names without case; an exact match wins
+-- (lower_case_table_names = 0 allows `acct` and `ACCT` side by side). One row
+-- `canonical_name` = database.table, none if no such table.
+-- params: schema, table, schema, table
+SELECT CONCAT(table_schema, '.', table_name) AS canonical_name FROM information_schema.tables
+WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?
+ORDER BY (BINARY table_schema = BINARY COALESCE(?, DATABASE())) + (BINARY table_name = BINARY ?) DESC LIMIT 1;
+
 -- name: versioned_lookup
--- params: table_name
-SELECT version_column FROM sqlguard_versioned_table WHERE table_name = ?;
+-- The declared version column of the table a spelling names (versioned_resolve), looked up
+-- when a writer writes. A row an older build stored under the raw spelling, which migration
+-- 0006 could not resolve, still counts for that exact spelling (after the canonical one).
+-- params: schema, table, schema, table, spelling, spelling
+SELECT v.version_column FROM sqlguard_versioned_table v
+WHERE v.table_name = (SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables
+                      WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?
+                      ORDER BY (BINARY table_schema = BINARY COALESCE(?, DATABASE())) + (BINARY table_name = BINARY ?) DESC LIMIT 1)
+   OR v.table_name = ?
+ORDER BY v.table_name = ? LIMIT 1;
 
 -- name: guarded_update_versioned
 -- guarded_update on a table declared versioned: the version moves in the same statement.

@@ -124,13 +124,26 @@ AND {col} >= ?;
 
 -- name: versioned_declare
 -- Declares a user table versioned (include/sqlguard/version_cas.h). An existing declaration inserts nothing (0 rows).
+-- table_name is the canonical name (versioned_resolve).
 -- params: table_name, version_column
 INSERT INTO sqlguard_versioned_table (table_name, version_column, declared_at) VALUES (?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
 ON CONFLICT (table_name) DO NOTHING;
 
+-- name: versioned_resolve
+-- The table a spelling names, as the database resolves it (search_path, quoting): one row
+-- `canonical_name` = schema.table, none if no such table. Declarations are stored under it.
+-- params: quoted_name
+SELECT n.nspname || '.' || c.relname AS canonical_name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(?);
+
 -- name: versioned_lookup
--- params: table_name
-SELECT version_column FROM sqlguard_versioned_table WHERE table_name = ?;
+-- The declared version column of the table a spelling names (versioned_resolve), looked up
+-- when a writer writes. A row an older build stored under the raw spelling, which migration
+-- 0006 could not resolve, still counts for that exact spelling (after the canonical one).
+-- params: quoted_name, spelling, spelling
+SELECT v.version_column FROM sqlguard_versioned_table v
+WHERE v.table_name = (SELECT n.nspname || '.' || c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(?))
+   OR v.table_name = ?
+ORDER BY v.table_name = ? LIMIT 1;
 
 -- name: guarded_update_versioned
 -- guarded_update on a table declared versioned: the version moves in the same statement.

@@ -124,13 +124,31 @@ AND {col} >= ?;
 
 -- name: versioned_declare
 -- Declares a user table versioned (include/sqlguard/version_cas.h). An existing declaration inserts nothing (0 rows).
+-- table_name is the canonical name (versioned_resolve).
 -- params: table_name, version_column
 INSERT INTO sqlguard_versioned_table (table_name, version_column, declared_at) VALUES (?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
 ON CONFLICT (table_name) DO NOTHING;
 
+-- name: versioned_resolve
+-- The table a spelling names, as SQLite resolves it: names ignore case; an unqualified name is
+-- looked up in temp, then main, then the attached databases in attach order. One row
+-- `canonical_name` = schema.table (as stored), none if no such table.
+-- params: table, schema, schema
+SELECT t.schema || '.' || t.name AS canonical_name FROM pragma_table_list t LEFT JOIN pragma_database_list d ON d.name = t.schema
+WHERE t.name = ? COLLATE NOCASE AND (? IS NULL OR t.schema = ? COLLATE NOCASE)
+ORDER BY CASE t.schema WHEN 'temp' THEN -1 WHEN 'main' THEN 0 ELSE COALESCE(d.seq, 1000) END LIMIT 1;
+
 -- name: versioned_lookup
--- params: table_name
-SELECT version_column FROM sqlguard_versioned_table WHERE table_name = ?;
+-- The declared version column of the table a spelling names (versioned_resolve), looked up
+-- when a writer writes. A row an older build stored under the raw spelling, which migration
+-- 0006 could not resolve, still counts for that exact spelling (after the canonical one).
+-- params: table, schema, schema, spelling, spelling
+SELECT v.version_column FROM sqlguard_versioned_table v
+WHERE v.table_name = (SELECT t.schema || '.' || t.name FROM pragma_table_list t LEFT JOIN pragma_database_list d ON d.name = t.schema
+                      WHERE t.name = ? COLLATE NOCASE AND (? IS NULL OR t.schema = ? COLLATE NOCASE)
+                      ORDER BY CASE t.schema WHEN 'temp' THEN -1 WHEN 'main' THEN 0 ELSE COALESCE(d.seq, 1000) END LIMIT 1)
+   OR v.table_name = ?
+ORDER BY v.table_name = ? LIMIT 1;
 
 -- name: guarded_update_versioned
 -- guarded_update on a table declared versioned: the version moves in the same statement.

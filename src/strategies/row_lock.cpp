@@ -6,6 +6,7 @@
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/validate.h"
 #include "sqlguard/version_cas.h"
+#include "strategies/version_rule.h"
 
 namespace sqlguard {
 
@@ -93,34 +94,64 @@ RowLocker::RowLocker(Connection& conn, RowLockSpec spec) : conn_(conn) {
     throw Error(ErrorCode::kInvalidArgument, "RowLockSpec::lease: owner_column, until_column and key_column must differ");
   if (!l.owner.empty()) validate_name(l.owner, "RowLockSpec::lease.owner", 255);
   owner_ = l.owner.empty() ? make_owner_token() : l.owner;
-  std::string version;
-  if (auto vc = versioned_table_column(conn, spec.table)) {  // the one version rule (version_cas.h)
-    version = d.quote(*vc);
-    versioned_ = true;
-  }
-  std::vector<std::string> sets;
+  table_name_ = spec.table;
+  key_name_ = spec.key_column;
+  owner_col_ = l.owner_column;
+  until_col_ = l.until_column;
   for (const auto& c : l.complete_columns) {
     validate_identifier(c, "RowLockSpec::lease.complete_columns");
-    if (c == l.owner_column || c == l.until_column || c == spec.key_column || (versioned_ && d.quote(c) == version))
+    if (c == l.owner_column || c == l.until_column || c == spec.key_column)
       throw Error(ErrorCode::kInvalidArgument, "RowLockSpec::lease.complete_columns: '" + c +
                                                    "' is the key, claim or version column");
-    sets.push_back(cat.render(Sql::assign_set_tail, {{"col", d.quote(c)}}));
+    complete_sets_.push_back(cat.render(Sql::assign_set_tail, {{"col", d.quote(c)}}));
   }
+  complete_columns_ = l.complete_columns;
   ncomplete_ = l.complete_columns.size();
   const std::string owner = d.quote(l.owner_column), until = d.quote(l.until_column);
-  const Slots slots{{"table", table_}, {"key", key_},       {"columns", cols_}, {"filter", filter_},
-                    {"owner", owner},  {"until", until},   {"version", version}};
-  auto render = [&](Sql plain, Sql versioned, Slots extra = {}) {
-    Slots all = slots;
-    all.insert(all.end(), extra.begin(), extra.end());
-    return cat.render(versioned_ ? versioned : plain, all);
-  };
+  const Slots slots{{"table", table_}, {"key", key_}, {"columns", cols_}, {"filter", filter_},
+                    {"owner", owner},  {"until", until}};
   lease_select_sql_ = cat.render(filter_.empty() ? Sql::row_lease_claim : Sql::row_lease_claim_filtered, slots);
-  lease_mark_sql_ = render(Sql::row_lease_mark, Sql::row_lease_mark_versioned);
-  lease_renew_sql_ = render(Sql::row_lease_renew, Sql::row_lease_renew_versioned);
-  lease_complete_sql_ = render(Sql::row_lease_finish, Sql::row_lease_finish_versioned, {{"sets", sets}});
-  lease_release_sql_ = render(Sql::row_lease_finish, Sql::row_lease_finish_versioned, {{"sets", std::vector<std::string>{}}});
+  lease_mark_sql_ = cat.render(Sql::row_lease_mark, slots);
+  lease_renew_sql_ = cat.render(Sql::row_lease_renew, slots);
+  Slots complete = slots;
+  complete.emplace_back("sets", complete_sets_);
+  lease_complete_sql_ = cat.render(Sql::row_lease_finish, complete);
+  Slots release = slots;
+  release.emplace_back("sets", std::vector<std::string>{});
+  lease_release_sql_ = cat.render(Sql::row_lease_finish, release);
   leased_ = true;
+  // The one version rule (version_cas.h): on a table declared already,
+  // complete_columns may not name the version column.
+  if (versioned_now() && !complete_error_.empty()) throw Error(ErrorCode::kInvalidArgument, complete_error_);
+}
+
+bool RowLocker::versioned_now() {
+  const auto& vc = detail::version_column(conn_, table_name_, version_column_);
+  if (!vc || versioned_) return vc.has_value();
+  const Dialect& d = conn_.dialect();
+  const auto& cat = detail::catalog(conn_);
+  if (detail::same_column(conn_, *vc, owner_col_) || detail::same_column(conn_, *vc, until_col_) ||
+      detail::same_column(conn_, *vc, key_name_))
+    throw Error(ErrorCode::kInvalidArgument, "RowLockSpec::lease: '" + *vc + "', the declared version column of '" +
+                                                 table_name_ + "', is the key or a claim column");
+  complete_error_.clear();
+  for (const auto& c : complete_columns_)
+    if (detail::same_column(conn_, c, *vc))
+      complete_error_ = "RowLockSpec::lease.complete_columns: '" + c + "' is the key, claim or version column ('" + *vc +
+                        "' is the declared version column of '" + table_name_ + "')";
+  const Slots slots{{"table", table_},  {"key", key_},          {"columns", cols_},
+                    {"filter", filter_}, {"owner", d.quote(owner_col_)}, {"until", d.quote(until_col_)},
+                    {"version", d.quote(*vc)}};
+  lease_mark_v_sql_ = cat.render(Sql::row_lease_mark_versioned, slots);
+  lease_renew_v_sql_ = cat.render(Sql::row_lease_renew_versioned, slots);
+  Slots complete = slots;
+  complete.emplace_back("sets", complete_sets_);
+  lease_complete_v_sql_ = cat.render(Sql::row_lease_finish_versioned, complete);
+  Slots release = slots;
+  release.emplace_back("sets", std::vector<std::string>{});
+  lease_release_v_sql_ = cat.render(Sql::row_lease_finish_versioned, release);
+  versioned_ = true;
+  return true;
 }
 
 void LeaseClaimOptions::validate() const {
@@ -150,6 +181,7 @@ std::vector<Row> RowLocker::claim_leased(std::int64_t limit, const Params& filte
   const bool filtered = filter_count_ > 0;
   static const std::vector<std::string> kMarkNames{"claim owner", "claim lease (ms)", "claimed key"};
   Transaction tx(conn_);
+  const bool versioned = versioned_now();  // in the claim's transaction
   Result candidates = detail::run_rendered(conn_, filtered ? Sql::row_lease_claim_filtered : Sql::row_lease_claim,
                                            lease_select_sql_, params, &claim_names_);
   std::vector<Row> claimed;
@@ -157,8 +189,8 @@ std::vector<Row> RowLocker::claim_leased(std::int64_t limit, const Params& filte
     // The candidate is locked (SKIP LOCKED) or the database is (SQLite), and
     // the mark repeats the lease condition: 1 row = ours now.
     Params mark{owner_, static_cast<std::int64_t>(options.lease.count()), row[0]};
-    if (detail::run_rendered(conn_, versioned_ ? Sql::row_lease_mark_versioned : Sql::row_lease_mark, lease_mark_sql_,
-                             mark, &kMarkNames)
+    if (detail::run_rendered(conn_, versioned ? Sql::row_lease_mark_versioned : Sql::row_lease_mark,
+                             versioned ? lease_mark_v_sql_ : lease_mark_sql_, mark, &kMarkNames)
             .affected == 1)
       claimed.push_back(std::move(row));
   }
@@ -169,8 +201,10 @@ std::vector<Row> RowLocker::claim_leased(std::int64_t limit, const Params& filte
 bool RowLocker::renew_claim(const Value& key, std::chrono::milliseconds lease) {
   require_lease("renew_claim");
   check_duration(lease, "RowLocker::renew_claim() lease", std::chrono::milliseconds(10), std::chrono::hours(24));
-  return detail::run_rendered(conn_, versioned_ ? Sql::row_lease_renew_versioned : Sql::row_lease_renew,
-                              lease_renew_sql_, {static_cast<std::int64_t>(lease.count()), key, owner_})
+  const bool versioned = versioned_now();
+  return detail::run_rendered(conn_, versioned ? Sql::row_lease_renew_versioned : Sql::row_lease_renew,
+                              versioned ? lease_renew_v_sql_ : lease_renew_sql_,
+                              {static_cast<std::int64_t>(lease.count()), key, owner_})
              .affected == 1;
 }
 
@@ -179,18 +213,21 @@ bool RowLocker::complete_claim(const Value& key, const Params& values) {
   if (values.size() != ncomplete_)
     throw Error(ErrorCode::kInvalidArgument, "RowLocker::complete_claim(): " + std::to_string(values.size()) +
                                                  " values for " + std::to_string(ncomplete_) + " complete_columns");
+  const bool versioned = versioned_now();
+  if (versioned && !complete_error_.empty()) throw Error(ErrorCode::kInvalidArgument, complete_error_);
   Params p = values;
   p.push_back(key);
   p.emplace_back(owner_);
-  return detail::run_rendered(conn_, versioned_ ? Sql::row_lease_finish_versioned : Sql::row_lease_finish,
-                              lease_complete_sql_, p)
+  return detail::run_rendered(conn_, versioned ? Sql::row_lease_finish_versioned : Sql::row_lease_finish,
+                              versioned ? lease_complete_v_sql_ : lease_complete_sql_, p)
              .affected == 1;
 }
 
 bool RowLocker::release_claim(const Value& key) {
   require_lease("release_claim");
-  return detail::run_rendered(conn_, versioned_ ? Sql::row_lease_finish_versioned : Sql::row_lease_finish,
-                              lease_release_sql_, {key, owner_})
+  const bool versioned = versioned_now();
+  return detail::run_rendered(conn_, versioned ? Sql::row_lease_finish_versioned : Sql::row_lease_finish,
+                              versioned ? lease_release_v_sql_ : lease_release_sql_, {key, owner_})
              .affected == 1;
 }
 

@@ -7,6 +7,7 @@
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
 #include "sqlguard/version_cas.h"
+#include "strategies/version_rule.h"
 
 namespace sqlguard {
 
@@ -105,49 +106,74 @@ GuardedUpdate::GuardedUpdate(Connection& conn, GuardedUpdateSpec spec) : conn_(c
   if (spec.assignments.empty()) invalid("GuardedUpdateSpec::assignments must have at least one entry");
   for (const auto& a : spec.assignments)
     if (a.column == spec.key_column) invalid("GuardedUpdateSpec::assignments may not write the key column '" + a.column + "'");
-  std::string t = d.quote(spec.table), k = d.quote(spec.key_column);
+  table_name_ = spec.table;
+  table_ = d.quote(spec.table);
+  key_ = d.quote(spec.key_column);
+  assignments_ = spec.assignments;
   const auto& cat = detail::catalog(conn);
-  // The one version rule (version_cas.h): a declared table's version moves
-  // with every write.
-  std::string version;
-  if (auto vc = versioned_table_column(conn, spec.table)) {
-    // An assignment that adds to the version column is taken as the spec's
-    // own bump (code written before the rule); any other write of it would
-    // break the version's monotony.
-    bool own_bump = false;
-    for (const auto& a : spec.assignments)
-      if (a.column == *vc) {
-        if (a.op != AssignOp::kAdd)
-          invalid("GuardedUpdateSpec::assignments sets or subtracts '" + a.column +
-                  "', the declared version column of '" + spec.table + "' (sqlguard moves it itself)");
-        own_bump = true;
-      }
-    version = d.quote(*vc);
-    versioned_ = !own_bump;
-  }
-  update_sql_ = cat.render(versioned_ ? Sql::guarded_update_versioned : Sql::guarded_update,
-                           {{"table", t},
-                            {"version", version},
-                            {"key", k},
-                            {"assignments", assignments_sql(conn, spec.assignments, "GuardedUpdateSpec::assignments")},
-                            {"guards", guards_sql(conn, spec.guards, "GuardedUpdateSpec::guards")}});
-  exists_sql_ = cat.render(Sql::row_exists, {{"table", t}, {"key", k}});
+  assign_sql_ = assignments_sql(conn, spec.assignments, "GuardedUpdateSpec::assignments");
+  guard_sql_ = guards_sql(conn, spec.guards, "GuardedUpdateSpec::guards");
+  update_sql_ = cat.render(Sql::guarded_update,
+                           {{"table", table_}, {"version", std::string()}, {"key", key_}, {"assignments", assign_sql_},
+                            {"guards", guard_sql_}});
+  exists_sql_ = cat.render(Sql::row_exists, {{"table", table_}, {"key", key_}});
   nvalues_ = spec.assignments.size() + spec.guards.size();
   nassign_ = spec.assignments.size();
   for (const auto& a : spec.assignments) update_names_.push_back("GuardedUpdate::apply() value for '" + a.column + "'");
   update_names_.push_back("GuardedUpdate::apply() key");
   for (const auto& g : spec.guards) update_names_.push_back("GuardedUpdate::apply() guard value for '" + g.column + "'");
+  // The one version rule (version_cas.h): a table declared already refuses
+  // a spec that writes its version column here; apply() looks again.
+  if (const auto& vc = detail::version_column(conn, table_name_, version_column_)) prepare_versioned(*vc);
+}
+
+void GuardedUpdate::prepare_versioned(const std::string& vc) {
+  // An assignment that adds to the version column is taken as the spec's
+  // own bump (code written before the rule; apply() refuses an addend < 1);
+  // any other write of it would break the version's monotony. Column names
+  // ignore case on SQLite and MariaDB.
+  std::ptrdiff_t own = -1;
+  for (std::size_t i = 0; i < assignments_.size(); ++i)
+    if (detail::same_column(conn_, assignments_[i].column, vc)) {
+      if (assignments_[i].op != AssignOp::kAdd)
+        invalid("GuardedUpdateSpec::assignments sets or subtracts '" + assignments_[i].column +
+                "', the declared version column of '" + table_name_ + "' (sqlguard moves it itself)");
+      own = static_cast<std::ptrdiff_t>(i);
+    }
+  own_bump_ = own;
+  versioned_sql_ = own >= 0 ? update_sql_
+                            : detail::catalog(conn_).render(Sql::guarded_update_versioned,
+                                                            {{"table", table_},
+                                                             {"version", conn_.dialect().quote(vc)},
+                                                             {"key", key_},
+                                                             {"assignments", assign_sql_},
+                                                             {"guards", guard_sql_}});
 }
 
 GuardedResult GuardedUpdate::apply(const Value& key, const Params& values) {
   if (values.size() != nvalues_)
     invalid("GuardedUpdate::apply(): " + std::to_string(values.size()) + " values; expected " +
             std::to_string(nvalues_) + " (assignments, then guards)");
+  // Looked up at the write, in the caller's transaction if one is open: a
+  // declaration made after construction counts.
+  const auto& vc = detail::version_column(conn_, table_name_, version_column_);
+  if (vc && versioned_sql_.empty()) prepare_versioned(*vc);
+  if (vc && own_bump_ >= 0) {
+    // A hand-made bump counts only if it moves the version forward: adding
+    // 0 (or less) would let a stale compare_and_set() overwrite this write.
+    const Value& add = values[static_cast<std::size_t>(own_bump_)];
+    if (!add.is_int() || add.as_int() < 1)
+      invalid("GuardedUpdate::apply(): the value added to '" + assignments_[static_cast<std::size_t>(own_bump_)].column +
+              "', the declared version column of '" + table_name_ + "', must be a whole number >= 1 (got " +
+              (add.is_int() ? std::to_string(add.as_int()) : add.is_null() ? std::string("NULL") : std::string("a non-integer")) +
+              "): a write that does not move the version is not seen by compare_and_set()");
+  }
+  const bool versioned = vc && own_bump_ < 0;
   Params p(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(nassign_));
   p.push_back(key);
   p.insert(p.end(), values.begin() + static_cast<std::ptrdiff_t>(nassign_), values.end());
-  if (detail::run_rendered(conn_, versioned_ ? Sql::guarded_update_versioned : Sql::guarded_update, update_sql_, p,
-                           &update_names_)
+  if (detail::run_rendered(conn_, versioned ? Sql::guarded_update_versioned : Sql::guarded_update,
+                           vc ? versioned_sql_ : update_sql_, p, &update_names_)
           .affected >= 1) {
     detail::metric::guarded_applied().inc();
     return {GuardedStatus::kApplied};
@@ -160,12 +186,12 @@ GuardedResult GuardedUpdate::apply(const Value& key, const Params& values) {
 // ---- StateMachine -----------------------------------------------------------
 
 std::string StateMachine::build_update(const std::vector<std::string>& from, const std::vector<Guard>& guards,
-                                       const std::vector<Assignment>& assignments) const {
+                                       const std::vector<Assignment>& assignments, bool versioned) const {
   const auto& cat = detail::catalog(conn_);
   std::vector<std::string> sets{cat.render(Sql::assign_set, {{"col", status_}})};
   for (auto& a : assignments_sql(conn_, assignments, "TransitionDef::assignments")) sets.push_back(std::move(a));
   std::vector<std::string> params(from.size(), cat.render(Sql::param, {}));
-  return cat.render(versioned_ ? Sql::sm_update_versioned : Sql::sm_update, {{"table", table_},
+  return cat.render(versioned ? Sql::sm_update_versioned : Sql::sm_update, {{"table", table_},
                                      {"version", version_},
                                      {"key", key_},
                                      {"status", status_},
@@ -185,18 +211,8 @@ StateMachine::StateMachine(Connection& conn, StateMachineSpec spec) : conn_(conn
   table_ = d.quote(spec.table);
   key_ = d.quote(spec.key_column);
   status_ = d.quote(spec.status_column);
-  // The one version rule (version_cas.h).
-  if (auto vc = versioned_table_column(conn, spec.table)) {
-    if (*vc == spec.status_column || *vc == spec.key_column)
-      invalid("StateMachineSpec: '" + *vc + "' is the declared version column of '" + spec.table + "'");
-    for (const auto& t : spec.transitions)
-      for (const auto& a : t.assignments)
-        if (a.column == *vc)
-          invalid("event '" + t.event + "' assigns '" + a.column + "', the declared version column of '" + spec.table +
-                  "' (sqlguard moves it itself)");
-    version_ = d.quote(*vc);
-    versioned_ = true;
-  }
+  key_name_ = spec.key_column;
+  status_name_ = spec.status_column;
 
   if (spec.states.empty()) invalid("StateMachineSpec::states must declare at least one state");
   for (const auto& s : spec.states) {
@@ -226,7 +242,7 @@ StateMachine::StateMachine(Connection& conn, StateMachineSpec spec) : conn_(conn
     for (const auto& a : t.assignments)
       if (a.column == spec.status_column || a.column == spec.key_column)
         invalid("event '" + t.event + "' assigns '" + a.column + "', the key or status column");
-    Compiled c{t, build_update(t.from, t.guards, t.assignments), t.assignments.size() + t.guards.size(), {}};
+    Compiled c{t, build_update(t.from, t.guards, t.assignments, false), {}, {}, t.assignments.size() + t.guards.size(), {}};
     for (const auto& a : t.assignments) c.value_names.push_back("fire('" + t.event + "') value for '" + a.column + "'");
     for (const auto& g : t.guards) c.value_names.push_back("fire('" + t.event + "') guard value for '" + g.column + "'");
     events_.push_back(std::move(c));
@@ -241,7 +257,7 @@ StateMachine::StateMachine(Connection& conn, StateMachineSpec spec) : conn_(conn
       if (std::find(v.begin(), v.end(), f) == v.end()) v.push_back(f);
   }
   for (auto& [to, from] : from_by_target) {
-    to_state_sql_[to] = build_update(from, {}, {});
+    to_state_sql_[to] = build_update(from, {}, {}, false);
     to_from_[to] = from;
   }
 
@@ -255,6 +271,30 @@ StateMachine::StateMachine(Connection& conn, StateMachineSpec spec) : conn_(conn
     audit_ = true;
     audit_sql_ = cat.render(Sql::sm_audit_insert, {{"audit_table", d.quote(spec.audit->table)}});
   }
+  // The one version rule (version_cas.h): on a table declared already, a
+  // spec that writes the version column is refused here; every write looks
+  // the declaration up again until it is found.
+  if (const auto& vc = detail::version_column(conn, table_name_, version_column_)) {
+    prepare_versioned(*vc);
+    for (const auto& e : events_)
+      if (!e.version_error.empty()) invalid(e.version_error);
+  }
+}
+
+void StateMachine::prepare_versioned(const std::string& vc) {
+  if (detail::same_column(conn_, vc, status_name_) || detail::same_column(conn_, vc, key_name_))
+    invalid("StateMachineSpec: '" + vc + "' is the declared version column of '" + table_name_ + "'");
+  version_ = conn_.dialect().quote(vc);
+  versioned_ = true;  // build_update() below renders with version_
+  for (auto& e : events_) {
+    e.version_error.clear();
+    for (const auto& a : e.def.assignments)
+      if (detail::same_column(conn_, a.column, vc))
+        e.version_error = "event '" + e.def.event + "' assigns '" + a.column + "', the declared version column of '" +
+                          table_name_ + "' (sqlguard moves it itself)";
+    if (e.version_error.empty()) e.versioned_sql = build_update(e.def.from, e.def.guards, e.def.assignments, true);
+  }
+  for (const auto& [to, from] : to_from_) to_state_versioned_sql_[to] = build_update(from, {}, {}, true);
 }
 
 bool StateMachine::can_fire(std::string_view from_state, std::string_view event) const {
@@ -285,7 +325,7 @@ TransitionResult StateMachine::fire(const Value& key, std::string_view event, co
   if (options.values.size() != c->nvalues)
     invalid("fire('" + c->def.event + "'): " + std::to_string(options.values.size()) + " values; the event needs " +
             std::to_string(c->nvalues) + " (assignments, then guards)");
-  return run(key, {c}, c->update_sql, c->def.from, c->def.to, options);
+  return run(key, {c}, c->update_sql, c->versioned_sql, c->def.from, c->def.to, options);
 }
 
 TransitionResult StateMachine::transition_to(const Value& key, std::string_view to_state, const std::string& actor) {
@@ -301,12 +341,13 @@ TransitionResult StateMachine::transition_to(const Value& key, std::string_view 
     if (e.def.to == to && e.def.guards.empty() && e.def.assignments.empty()) candidates.push_back(&e);
   FireOptions o;
   o.actor = actor;
-  return run(key, candidates, it->second, to_from_.at(to), to, o);
+  return run(key, candidates, it->second, to_state_versioned_sql_[to], to_from_.at(to), to, o);
 }
 
 TransitionResult StateMachine::run(const Value& key, const std::vector<const Compiled*>& candidates,
-                                   const std::string& update_sql, const std::vector<std::string>& from,
-                                   const std::string& to, const FireOptions& options) {
+                                   const std::string& update_sql, const std::string& versioned_sql,
+                                   const std::vector<std::string>& from, const std::string& to,
+                                   const FireOptions& options) {
   if (key.is_null()) invalid("state machine key must not be NULL");
   if (!options.actor.empty()) validate_name(options.actor, "FireOptions::actor", 255);
   TransitionResult out;
@@ -315,6 +356,13 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
   std::size_t nassign = candidates.front()->def.assignments.size();
 
   MaybeTransaction tx(conn_);
+  // The one version rule, looked up in the write's transaction: a
+  // declaration made after construction counts.
+  if (const auto& vc = detail::version_column(conn_, table_name_, version_column_)) {
+    if (!versioned_) prepare_versioned(*vc);
+    for (const auto* c : candidates)
+      if (!c->version_error.empty()) invalid(c->version_error);
+  }
   if (from.size() == 1) {
     out.from = from.front();
   } else if (audit_) {
@@ -349,7 +397,9 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
   names.insert(names.end(), from.size(), "from state");
   names.insert(names.end(), value_names.begin() + static_cast<std::ptrdiff_t>(nassign), value_names.end());
 
-  if (detail::run_rendered(conn_, versioned_ ? Sql::sm_update_versioned : Sql::sm_update, update_sql, p, &names).affected >= 1) {
+  if (detail::run_rendered(conn_, versioned_ ? Sql::sm_update_versioned : Sql::sm_update,
+                           versioned_ ? versioned_sql : update_sql, p, &names)
+          .affected >= 1) {
     if (audit_)
       detail::run_rendered(conn_, Sql::sm_audit_insert, audit_sql_, {machine_, key.as_string(), out.event, *out.from, to,
                                  options.actor.empty() ? Value() : Value(options.actor)});

@@ -6,6 +6,7 @@
 #include "core/catalog.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
+#include "strategies/version_rule.h"
 
 namespace sqlguard {
 
@@ -21,22 +22,58 @@ std::string_view to_string(CasStatus s) noexcept {
   return "unknown";
 }
 
+namespace detail {
+
+Params resolve_params(const Connection& conn, std::string_view spelling) {
+  const auto dot = spelling.find('.');
+  Value schema = dot == std::string_view::npos ? Value() : Value(std::string(spelling.substr(0, dot)));
+  std::string table(dot == std::string_view::npos ? spelling : spelling.substr(dot + 1));
+  return {conn.dialect().quote(spelling), std::move(schema), std::move(table)};
+}
+
+bool same_column(const Connection& conn, std::string_view a, std::string_view b) {
+  if (conn.kind() == DialectKind::kPostgres) return a == b;
+  if (a.size() != b.size()) return false;
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (lower(a[i]) != lower(b[i])) return false;
+  return true;
+}
+
+const std::optional<std::string>& version_column(Connection& conn, std::string_view spelling,
+                                                 std::optional<std::string>& known) {
+  if (known) return known;
+  Params p = resolve_params(conn, spelling);
+  p.emplace_back(std::string(spelling));
+  Result r = run(conn, Sql::versioned_lookup, p);
+  if (!r.rows.empty()) known = r.rows[0][0].as_string();
+  return known;
+}
+
+}  // namespace detail
+
 std::optional<std::string> versioned_table_column(Connection& conn, std::string_view table) {
   validate_identifier(table, "versioned table");
-  Result r = detail::run(conn, Sql::versioned_lookup, {std::string(table)});
-  if (r.rows.empty()) return std::nullopt;
-  return r.rows[0][0].as_string();
+  std::optional<std::string> known;
+  return detail::version_column(conn, table, known);
 }
 
 void declare_versioned_table(Connection& conn, std::string_view table, std::string_view version_column) {
   validate_identifier(table, "versioned table");
   validate_identifier(version_column, "versioned table's version column");
-  if (detail::insert_if_absent(conn, Sql::versioned_declare, {std::string(table), std::string(version_column)})) return;
+  // Stored under the name the database resolves the spelling to, so every
+  // spelling of the table finds it (version_rule.h).
+  Result r = detail::run(conn, Sql::versioned_resolve, detail::resolve_params(conn, table));
+  if (r.rows.empty())
+    throw Error(ErrorCode::kNotFound, "cannot declare table '" + std::string(table) +
+                                          "' versioned: no such table (as this connection resolves the name)");
+  const std::string canonical = r.rows[0][0].as_string();
+  if (detail::insert_if_absent(conn, Sql::versioned_declare, {canonical, std::string(version_column)})) return;
   auto declared = versioned_table_column(conn, table);
-  if (declared && *declared != version_column)
-    throw Error(ErrorCode::kInvalidArgument, "table '" + std::string(table) + "' is already declared versioned by column '" +
-                                                 *declared + "', not '" + std::string(version_column) +
-                                                 "' (a table has one version column)");
+  if (declared && !detail::same_column(conn, *declared, version_column))
+    throw Error(ErrorCode::kInvalidArgument, "table '" + std::string(table) + "' (" + canonical +
+                                                 ") is already declared versioned by column '" + *declared + "', not '" +
+                                                 std::string(version_column) + "' (a table has one version column)");
 }
 
 VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
@@ -44,18 +81,6 @@ VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
   validate_identifier(spec.table, "VersionCasSpec::table");
   validate_identifier(spec.key_column, "VersionCasSpec::key_column");
   validate_identifier(spec.version_column, "VersionCasSpec::version_column");
-  if (spec.declare_versioned) {
-    declare_versioned_table(conn, spec.table, spec.version_column);
-  } else if (auto declared = versioned_table_column(conn, spec.table)) {
-    if (*declared != spec.version_column)
-      throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec: table '" + spec.table + "' is declared versioned by '" +
-                                                   *declared + "', not '" + spec.version_column + "'");
-  } else {
-    log(LogLevel::kWarning, "VersionCas on table '" + spec.table +
-                                "' without declaring it versioned: GuardedUpdate, StateMachine and leased claims on it "
-                                "will not move '" + spec.version_column +
-                                "', so a stale compare_and_set() can overwrite their writes (see version_cas.h)");
-  }
   if (spec.columns.empty())
     throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec::columns must name at least one column to write");
   if (spec.key_column == spec.version_column)
@@ -80,6 +105,19 @@ VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
   select_sql_ = cat.render(Sql::cas_select, {{"table", t}, {"key", k}, {"columns", cols}});
   update_sql_ = cat.render(Sql::cas_update, {{"table", t}, {"key", k}, {"version", v}, {"assignments", sets}});
   version_sql_ = cat.render(Sql::cas_version, {{"table", t}, {"key", k}, {"version", v}});
+  // The spec is checked first: the database is touched only for a valid one.
+  if (spec.declare_versioned) {
+    declare_versioned_table(conn, spec.table, spec.version_column);
+  } else if (auto declared = versioned_table_column(conn, spec.table)) {
+    if (!detail::same_column(conn, *declared, spec.version_column))
+      throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec: table '" + spec.table + "' is declared versioned by '" +
+                                                   *declared + "', not '" + spec.version_column + "'");
+  } else {
+    log(LogLevel::kWarning, "VersionCas on table '" + spec.table +
+                                "' without declaring it versioned: GuardedUpdate, StateMachine and leased claims on it "
+                                "will not move '" + spec.version_column +
+                                "', so a stale compare_and_set() can overwrite their writes (see version_cas.h)");
+  }
 }
 
 std::optional<Versioned> VersionCas::read(const Value& key) {

@@ -1,0 +1,34 @@
+// Internal: the one version rule (include/sqlguard/version_cas.h) as the
+// writers apply it. A declaration is stored under the table's canonical name
+// (versioned_resolve in sql/<dialect>/strategies.sql: the database resolves
+// the spelling), and a writer looks it up when it writes, not only when it
+// is built, so neither the spelling nor the order of construction and
+// declaration decide whether the version moves.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sqlguard/connection.h"
+
+namespace sqlguard::detail {
+
+// The canonical values of versioned_resolve / versioned_lookup for a
+// validated spelling: quoted_name, schema (NULL when unqualified), table.
+Params resolve_params(const Connection& conn, std::string_view spelling);
+
+// True when `a` and `b` name the same column of a table: exact on
+// PostgreSQL (sqlguard quotes identifiers), ignoring ASCII case on SQLite
+// and MariaDB, whose column names ignore case.
+bool same_column(const Connection& conn, std::string_view a, std::string_view b);
+
+// The declared version column of the table `spelling` (validated) names, as
+// declared. Asks the database (versioned_lookup, in the caller's transaction
+// if one is open) unless `known` already holds the answer; a found column is
+// kept in `known`: a declaration is never removed, and another column is
+// refused (declare_versioned_table()). Writers call it at every write.
+const std::optional<std::string>& version_column(Connection& conn, std::string_view spelling,
+                                                 std::optional<std::string>& known);
+
+}  // namespace sqlguard::detail

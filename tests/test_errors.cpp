@@ -436,3 +436,49 @@ TEST_CASE("too many connections is resource_exhausted (not retryable connection_
     CHECK_THAT(bad.what, Catch::Matchers::Contains("verify-full"));
   }
 }
+
+TEST_CASE("MariaDB's server-wide prepared statement limit: the process stays under it, and 1461 evicts and retries",
+          "[errors][mysql][statements]") {
+  if (!ctx().is(DialectKind::kMysql)) {
+    SUCCEED("max_prepared_stmt_count is MySQL/MariaDB's");
+    return;
+  }
+  // 70 sessions x 300 distinct statements: 256 cached per session would be
+  // 17,920 server-side statements, over the default limit of 16,382.
+  {
+    std::vector<std::unique_ptr<Connection>> cs;
+    for (int i = 0; i < 70; ++i) cs.push_back(ctx().connect());
+    Caught failed;
+    for (int i = 0; i < 70 && !failed.thrown; ++i)
+      for (int k = 0; k < 300 && !failed.thrown; ++k)
+        failed = catch_error([&] {
+          cs[i]->execute("SELECT ? + " + std::to_string(k) + " AS v", {std::int64_t{i}});
+        });
+    INFO(failed.what);
+    CHECK_FALSE(failed.thrown);
+  }
+  // The server's limit reached by others: this connection makes room.
+  auto admin = ctx().connect();
+  const std::int64_t old_limit = admin->execute("SELECT @@GLOBAL.max_prepared_stmt_count").rows.at(0)[0].as_int();
+  struct Restore {
+    Connection& c;
+    std::int64_t v;
+    ~Restore() {
+      try {
+        c.execute_script("SET GLOBAL max_prepared_stmt_count = " + std::to_string(v));
+      } catch (const std::exception& e) {
+        WARN(e.what());
+      }
+    }
+  } restore{*admin, old_limit};
+  auto c = ctx().connect();
+  const std::int64_t in_use =
+      admin->execute("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").rows.at(0)[1].as_int();
+  admin->execute_script("SET GLOBAL max_prepared_stmt_count = " + std::to_string(in_use + 40));
+  Caught failed;
+  for (int k = 0; k < 200 && !failed.thrown; ++k)
+    failed = catch_error([&] { c->execute("SELECT ? + " + std::to_string(1000 + k) + " AS v", {std::int64_t{k}}); });
+  INFO(failed.what);
+  CHECK_FALSE(failed.thrown);
+  CHECK(c->cached_statements() <= 40);
+}

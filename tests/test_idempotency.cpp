@@ -454,3 +454,49 @@ TEST_CASE("request fingerprints are SHA-256 and frame request parts unambiguousl
   CHECK(request_fingerprint({"POST", "/x", "{}"}) == request_fingerprint({"POST", "/x", "{}"}));
   CHECK(request_fingerprint({"POST", "/x", "{}"}).size() == 64);
 }
+
+TEST_CASE("MariaDB: a value over max_allowed_packet is refused before it is sent, and neither the connection nor "
+          "the key is left poisoned",
+          "[idempotency][mysql][oversize]") {
+  if (!ctx().is(DialectKind::kMysql)) {
+    SUCCEED("MariaDB's max_allowed_packet (PostgreSQL and SQLite take values up to 1 GB / their limits)");
+    return;
+  }
+  auto conn = ctx().connect();
+  const std::int64_t packet = conn->execute("SELECT @@max_allowed_packet").rows.at(0)[0].as_int();
+  const std::string t = ctx().unique("sg_oversize");
+  conn->execute_script("CREATE TABLE " + t + " (id INTEGER PRIMARY KEY, b LONGBLOB)");
+  const std::string insert = "INSERT INTO " + t + " (id, b) VALUES (?, ?)";
+  std::string what;
+  CHECK(sgtest::code_of([&] {
+          conn->execute(insert, {std::int64_t{1}, Value::blob(std::string(static_cast<std::size_t>(packet) + 100, 'x'))});
+        }, &what) == ErrorCode::kInvalidArgument);
+  INFO(what);
+  CHECK(what.find("max_allowed_packet") != std::string::npos);
+  // The same statement on the same connection works with a small value.
+  conn->execute(insert, {std::int64_t{2}, Value::blob("tiny")});
+  CHECK(conn->execute("SELECT COUNT(*) FROM " + t).rows.at(0)[0].as_int() == 1);
+  // Negative control: a value just under the limit goes through.
+  conn->execute(insert, {std::int64_t{3}, Value::blob(std::string(static_cast<std::size_t>(packet) / 2, 'y'))});
+  CHECK(conn->execute("SELECT COUNT(*) FROM " + t).rows.at(0)[0].as_int() == 2);
+  conn->execute_script("DROP TABLE " + t);
+
+  // A response body over the limit: a clear error, and the key is not left
+  // in progress until its lease ends.
+  std::string scope = ctx().unique("tenant");
+  IdempotencyKeys idem(*conn);
+  auto huge = [&](IdempotencyExecution&) {
+    return StoredResponse{200, std::string(static_cast<std::size_t>(packet) + 100, 'z')};
+  };
+  ErrorCode code = ErrorCode::kInternal;
+  try {
+    idem.execute(scope, "big", kFp, huge);
+  } catch (const Error& e) {
+    code = e.code();
+    INFO(e.what());
+  }
+  if (code != ErrorCode::kInternal) CHECK(code == ErrorCode::kInvalidArgument);
+  auto again = idem.execute(scope, "big", kFp, [](IdempotencyExecution&) { return StoredResponse{200, "small"}; });
+  INFO("second outcome: " << to_string(again.outcome));
+  CHECK(again.outcome != IdempotencyOutcome::kInProgress);
+}

@@ -34,7 +34,9 @@
 // database fails after the handler ran, the Error propagates and the
 // placeholder stays until its lease expires; a retry then runs the handler
 // again (the handler's own effects should therefore be idempotent or
-// transactional where that matters).
+// transactional where that matters). A response the database can never
+// store (kInvalidArgument: e.g. a body over MariaDB's max_allowed_packet,
+// refused before it is sent) releases the key at once instead.
 //
 // Recovery points (execute_phases(); brandur's "atomic phases"). A handler
 // that calls a foreign system (charges a card) cannot be made idempotent by

@@ -260,8 +260,26 @@ IdempotencyResult IdempotencyKeys::execute(std::string_view scope, std::string_v
   // Owner-checked completion: only the execution holding the placeholder
   // stores its response. A lease that expired without a take-over is still
   // ours (the owner token did not change), so the response is kept.
-  auto done = run(conn_, Sql::idem_complete,
-                  {status, out.response.status, Value::blob(out.response.body), opt_.retention.count(), s, k, owner});
+  Result done;
+  try {
+    done = run(conn_, Sql::idem_complete,
+               {status, out.response.status, Value::blob(out.response.body), opt_.retention.count(), s, k, owner});
+  } catch (const Error& e) {
+    // A response the database can never store (over its packet or value
+    // limit: refused before anything was sent) would leave the key in
+    // progress until its lease ends: release it now (owner-checked), so a
+    // retry does not wait for nothing. Other failures keep the placeholder
+    // (the completion may have been stored; the lease decides).
+    if (e.code() == ErrorCode::kInvalidArgument) {
+      try {
+        run(conn_, Sql::idem_remove, {s, k, owner});
+      } catch (const std::exception& re) {
+        log(LogLevel::kWarning, "idempotency key '" + k + "': releasing it after a response that cannot be stored "
+                                "failed: " + re.what());
+      }
+    }
+    throw;
+  }
   out.outcome = done.affected == 1 ? IdempotencyOutcome::kExecuted : IdempotencyOutcome::kLeaseLost;
   return metric.record(std::move(out));
 }

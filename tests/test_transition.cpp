@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -267,4 +268,45 @@ TEST_CASE("negative control: naive read-then-write from 8 processes oversells", 
   for (int s : sold) total += s;
   INFO("naive workers sold " << total << " units of a stock of 100");
   CHECK(total > 100);  // lost updates: the test above would catch this bug
+}
+
+TEST_CASE("a key column that compares loosely (MariaDB PAD SPACE / _ci) is named in a warning when a writer is built",
+          "[transition][collation]") {
+  if (!ctx().is(DialectKind::kMysql)) {
+    SUCCEED("MariaDB's PAD SPACE and _ci collations (PostgreSQL: nondeterministic collations, not created here; "
+            "SQLite: not read, see README)");
+    return;
+  }
+  auto c = ctx().connect();
+  std::vector<std::string> warnings;
+  std::mutex mu;
+  set_log_hook([&](LogLevel level, std::string_view m) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (level == LogLevel::kWarning) warnings.emplace_back(m);
+  });
+  struct ResetHook {
+    ~ResetHook() { set_log_hook(nullptr); }
+  } reset;
+  auto warned = [&](const std::string& table) {
+    std::lock_guard<std::mutex> lk(mu);
+    for (const auto& w : warnings)
+      if (w.find("'" + table + "'") != std::string::npos && w.find("loosely") != std::string::npos) return true;
+    return false;
+  };
+  const std::string loose = ctx().unique("tr_loose"), exact = ctx().unique("tr_exact");
+  c->execute_script("CREATE TABLE " + loose +
+                    " (id VARCHAR(20) COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, qty INTEGER NOT NULL)");
+  c->execute_script("CREATE TABLE " + exact +
+                    " (id VARCHAR(20) COLLATE utf8mb4_nopad_bin NOT NULL PRIMARY KEY, qty INTEGER NOT NULL)");
+  c->execute("INSERT INTO " + loose + " (id, qty) VALUES ('a', 5)");
+  c->execute("INSERT INTO " + exact + " (id, qty) VALUES ('a', 5)");
+  GuardedUpdate dec_loose(*c, {.table = loose, .assignments = {{"qty", AssignOp::kSubtract}}});
+  GuardedUpdate dec_exact(*c, {.table = exact, .assignments = {{"qty", AssignOp::kSubtract}}});
+  CHECK(warned(loose));
+  CHECK_FALSE(warned(exact));  // negative control: a _nopad_bin key column is exact
+  // What the warning is about: 'a ' and 'A' are the row 'a' under the loose collation only.
+  CHECK(dec_loose.apply(std::string("a "), {1}).status == GuardedStatus::kApplied);
+  CHECK(dec_loose.apply(std::string("A"), {1}).status == GuardedStatus::kApplied);
+  CHECK(dec_exact.apply(std::string("a "), {1}).status == GuardedStatus::kNotFound);
+  CHECK(sgtest::query_int("SELECT qty FROM " + loose + " WHERE id = 'a'") == 3);
 }

@@ -141,6 +141,14 @@ SELECT CONCAT(table_schema, '.', table_name) AS canonical_name FROM information_
 WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?
 ORDER BY (BINARY table_schema = BINARY COALESCE(?, DATABASE())) + (BINARY table_name = BINARY ?) DESC LIMIT 1;
 
+-- name: key_column_collation
+-- When a writer on a user table is built (RowLocker, GuardedUpdate, StateMachine, VersionCas): the key
+-- column's collation, and loose = 1 when it compares keys loosely: PAD SPACE (every MariaDB collation but
+-- the _nopad_ ones: 'a ' finds the row 'a') or case-insensitive (_ci: 'A' finds 'a'). sqlguard binds a
+-- key as given; a loose collation makes two different keys one row. A warning names it.
+-- params: schema, table, column
+SELECT COLLATION_NAME AS collation_name, CASE WHEN COLLATION_NAME NOT LIKE '%nopad%' OR COLLATION_NAME LIKE '%\_ci' THEN 1 ELSE 0 END AS loose FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = ? AND COLLATION_NAME IS NOT NULL;
+
 -- name: versioned_lookup
 -- The declared version column of the table a spelling names (versioned_resolve), looked up
 -- when a writer writes. A row an older build stored under the raw spelling, which migration

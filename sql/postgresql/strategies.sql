@@ -135,6 +135,13 @@ ON CONFLICT (table_name) DO NOTHING;
 -- params: quoted_name
 SELECT n.nspname || '.' || c.relname AS canonical_name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(?);
 
+-- name: key_column_collation
+-- When a writer on a user table is built: the key column's collation, and loose = 1 for a
+-- nondeterministic one (e.g. an ICU collation that ignores case or accents: two different keys
+-- compare equal). Deterministic collations compare bytes in the end: loose = 0.
+-- params: quoted_name, column
+SELECT co.collname AS collation_name, CASE WHEN co.collisdeterministic THEN 0 ELSE 1 END AS loose FROM pg_attribute a JOIN pg_collation co ON co.oid = a.attcollation WHERE a.attrelid = to_regclass(?) AND a.attname = ? AND NOT a.attisdropped;
+
 -- name: versioned_lookup
 -- The declared version column of the table a spelling names (versioned_resolve), looked up
 -- when a writer writes. A row an older build stored under the raw spelling, which migration

@@ -138,6 +138,9 @@ SELECT t.schema || '.' || t.name AS canonical_name FROM pragma_table_list t LEFT
 WHERE t.name = ? COLLATE NOCASE AND (? IS NULL OR t.schema = ? COLLATE NOCASE)
 ORDER BY CASE t.schema WHEN 'temp' THEN -1 WHEN 'main' THEN 0 ELSE COALESCE(d.seq, 1000) END LIMIT 1;
 
+-- name: key_column_collation
+-- not needed: SQLite compares keys with BINARY unless a column declares COLLATE NOCASE / RTRIM, which its catalog does not report through SQL; README "Key columns and collations" says so
+
 -- name: versioned_lookup
 -- The declared version column of the table a spelling names (versioned_resolve), looked up
 -- when a writer writes. A row an older build stored under the raw spelling, which migration

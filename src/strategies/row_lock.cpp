@@ -71,6 +71,7 @@ RowLocker::RowLocker(Connection& conn, RowLockSpec spec) : conn_(conn) {
   const auto& cat = detail::catalog(conn);
   table_ = d.quote(spec.table);
   key_ = d.quote(spec.key_column);
+  detail::warn_loose_key_collation(conn, spec.table, spec.key_column, "RowLocker");
   cols_.push_back(key_);
   for (const auto& c : spec.columns) {
     validate_identifier(c, "RowLockSpec::columns");

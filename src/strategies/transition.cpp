@@ -109,6 +109,7 @@ GuardedUpdate::GuardedUpdate(Connection& conn, GuardedUpdateSpec spec) : conn_(c
   table_name_ = spec.table;
   table_ = d.quote(spec.table);
   key_ = d.quote(spec.key_column);
+  detail::warn_loose_key_collation(conn, spec.table, spec.key_column, "GuardedUpdate");
   assignments_ = spec.assignments;
   const auto& cat = detail::catalog(conn);
   assign_sql_ = assignments_sql(conn, spec.assignments, "GuardedUpdateSpec::assignments");
@@ -210,6 +211,7 @@ StateMachine::StateMachine(Connection& conn, StateMachineSpec spec) : conn_(conn
   table_name_ = spec.table;
   table_ = d.quote(spec.table);
   key_ = d.quote(spec.key_column);
+  detail::warn_loose_key_collation(conn, spec.table, spec.key_column, "StateMachine");
   status_ = d.quote(spec.status_column);
   key_name_ = spec.key_column;
   status_name_ = spec.status_column;

@@ -31,6 +31,26 @@ Params resolve_params(const Connection& conn, std::string_view spelling) {
   return {conn.dialect().quote(spelling), std::move(schema), std::move(table)};
 }
 
+void warn_loose_key_collation(Connection& conn, std::string_view table, std::string_view column,
+                              std::string_view who) noexcept {
+  try {
+    if (!catalog(conn).has(Sql::key_column_collation)) return;  // SQLite: see its catalog entry
+    if (conn.in_transaction()) return;  // never a statement that could abort the caller's transaction
+    Params p = resolve_params(conn, table);
+    p.emplace_back(std::string(column));
+    Result r = run(conn, Sql::key_column_collation, p);
+    if (r.rows.empty() || r.rows[0][1].as_int() == 0) return;
+    log(LogLevel::kWarning,
+        std::string(who) + ": the key column '" + std::string(column) + "' of table '" + std::string(table) +
+            "' has collation " + r.rows[0][0].as_string() +
+            ", which compares keys loosely (trailing spaces or letter case ignored): a key 'a ' or 'A' finds the row "
+            "'a'. Use a _nopad_bin collation (MariaDB) or a deterministic one (PostgreSQL) for keys that must "
+            "differ; see README \"Key columns and collations\"");
+  } catch (const std::exception& e) {
+    log(LogLevel::kDebug, std::string(who) + ": checking the key column's collation failed: " + e.what());
+  }
+}
+
 bool same_column(const Connection& conn, std::string_view a, std::string_view b) {
   if (conn.kind() == DialectKind::kPostgres) return a == b;
   if (a.size() != b.size()) return false;
@@ -81,6 +101,7 @@ VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
   validate_identifier(spec.table, "VersionCasSpec::table");
   validate_identifier(spec.key_column, "VersionCasSpec::key_column");
   validate_identifier(spec.version_column, "VersionCasSpec::version_column");
+  detail::warn_loose_key_collation(conn, spec.table, spec.key_column, "VersionCas");
   if (spec.columns.empty())
     throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec::columns must name at least one column to write");
   if (spec.key_column == spec.version_column)

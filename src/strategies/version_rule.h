@@ -31,4 +31,11 @@ bool same_column(const Connection& conn, std::string_view a, std::string_view b)
 const std::optional<std::string>& version_column(Connection& conn, std::string_view spelling,
                                                  std::optional<std::string>& known);
 
+// Logs a warning when `column` of user table `table` compares keys loosely
+// (key_column_collation: MariaDB PAD SPACE or _ci, a nondeterministic
+// PostgreSQL collation), so that "a " or "A" would find the row "a". `who`
+// names the writer. Never throws: a failed check is logged at debug level.
+void warn_loose_key_collation(Connection& conn, std::string_view table, std::string_view column,
+                              std::string_view who) noexcept;
+
 }  // namespace sqlguard::detail

@@ -141,8 +141,17 @@ std::vector<int> run_parallel(const std::vector<std::vector<std::string>>& argvs
   return rcs;
 }
 
+// Shared by the tests; a server restart (restart, chaos and in-doubt
+// tests) ends its session, which its next statement reports as
+// ConnectionLost: a cheap check here spends that report, so the caller's
+// statement reconnects.
 sqlguard::Connection& probe() {
   static std::unique_ptr<sqlguard::Connection> c = ctx().connect();
+  try {
+    c->execute("SELECT 1");
+  } catch (const sqlguard::Error& e) {
+    if (e.code() != sqlguard::ErrorCode::kConnectionLost && e.code() != sqlguard::ErrorCode::kCommitInDoubt) throw;
+  }
   return *c;
 }
 

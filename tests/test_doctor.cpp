@@ -199,8 +199,22 @@ TEST_CASE("behind a transaction pooler declared as a session pooler, a statement
   std::vector<std::unique_ptr<sqlguard::Connection>> cs;
   for (int i = 0; i < kClients; ++i) cs.push_back(sqlguard::make_connection(uri));
   int right = 0, refused = 0;
+  auto refused_with_flag = [&](const sqlguard::Error& e) {
+    INFO(e.what());
+    CHECK(e.code() == sqlguard::ErrorCode::kInvalidArgument);
+    CHECK(e.message().find("?pooler=transaction") != std::string::npos);
+  };
   for (int round = 0; round < 20; ++round) {
     for (int i = 0; i < kClients; ++i) {
+      // Another client holds a transaction open meanwhile: it pins a server
+      // session, so the pooler hands client i another one than last time.
+      auto& pin = *cs[(i + 1 + round) % kClients];
+      pin.begin();
+      try {
+        pin.execute("SELECT 0 * ?::int AS pinned", {sqlguard::Value(std::int64_t{round})});
+      } catch (const sqlguard::Error& e) {
+        refused_with_flag(e);
+      }
       // A different statement per client, each the first (and so the same
       // counter) this client prepares with that text.
       const std::string sql = "SELECT " + std::to_string(i + 1) + " + 0 * ?::int AS v";
@@ -210,11 +224,10 @@ TEST_CASE("behind a transaction pooler declared as a session pooler, a statement
         CHECK(r.rows[0][0].as_int() == i + 1);
         ++right;
       } catch (const sqlguard::Error& e) {
-        INFO(e.what());
-        CHECK(e.code() == sqlguard::ErrorCode::kInvalidArgument);
-        CHECK(e.message().find("?pooler=transaction") != std::string::npos);
+        refused_with_flag(e);
         ++refused;
       }
+      pin.rollback();
     }
   }
   INFO("right " << right << ", refused " << refused);

@@ -11,6 +11,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -45,16 +47,73 @@ struct NoSuchSyncStandby {
     admin_.execute_script("ALTER SYSTEM SET synchronous_standby_names = 'sg_no_such_standby'");
     admin_.execute("SELECT pg_reload_conf()");
   }
+  // On a fresh connection, retried: the case may have restarted the server
+  // (the setting survives a restart in postgresql.auto.conf, and every
+  // commit after it would wait forever).
   ~NoSuchSyncStandby() {
-    try {
-      admin_.execute_script("ALTER SYSTEM RESET synchronous_standby_names");
-      admin_.execute("SELECT pg_reload_conf()");
-    } catch (const Error& e) {
-      WARN("could not reset synchronous_standby_names: " << e.what());
+    std::string last;
+    for (auto until = std::chrono::steady_clock::now() + 60s; std::chrono::steady_clock::now() < until;
+         std::this_thread::sleep_for(200ms)) {
+      try {
+        auto c = ctx().connect();
+        c->execute_script("ALTER SYSTEM RESET synchronous_standby_names");
+        c->execute("SELECT pg_reload_conf()");
+        return;
+      } catch (const Error& e) {
+        last = e.what();
+      }
     }
+    WARN("could not reset synchronous_standby_names: " << last);
   }
   Connection& admin_;
 };
+
+// The write commits, then its session ends before the answer leaves:
+// `end_session` ends it (the server terminates the session, or the server
+// is restarted). Returns what the caller was told.
+ErrorCode committed_then_lost(Connection& admin, Connection& victim, const std::string& t,
+                              const std::function<void(std::int64_t pid)>& end_session) {
+  const std::int64_t pid = victim.session_id();
+  std::future<ErrorCode> outcome;
+  if (ctx().is(DialectKind::kPostgres)) {
+    victim.execute_script("SET synchronous_commit = on");
+    NoSuchSyncStandby standby(admin);
+    // The reload reaches each backend by itself (a signal): the victim's
+    // session must see the setting before its INSERT.
+    REQUIRE(eventually(10s, [&] {
+      return victim.execute("SELECT current_setting('synchronous_standby_names')").rows.at(0)[0].as_string() ==
+             "sg_no_such_standby";
+    }));
+    // Commits wait for a standby once the checkpointer has also read the
+    // reload (it publishes "synchronous standbys defined" to the backends).
+    std::this_thread::sleep_for(1s);
+    outcome = std::async(std::launch::async, [&] {
+      return sgtest::code_of([&] { victim.execute("INSERT INTO " + t + " (id) VALUES (1)"); });
+    });
+    // Committed locally, waiting for the standby.
+    REQUIRE(eventually(10s, [&] {
+      return admin.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ? AND wait_event = 'SyncRep'", {pid})
+                 .rows.at(0)[0].as_int() == 1;
+    }));
+    end_session(pid);
+    REQUIRE(outcome.wait_for(60s) == std::future_status::ready);
+  } else {
+    const std::string proc = ctx().unique("sg_in_doubt_p");
+    admin.execute_script("CREATE PROCEDURE " + proc + "() BEGIN INSERT INTO " + t +
+                         " (id) VALUES (1); DO SLEEP(30); END");
+    outcome = std::async(std::launch::async, [&] {
+      return sgtest::code_of([&] { victim.execute("CALL " + proc + "()"); });
+    });
+    REQUIRE(eventually(10s, [&] {
+      return admin.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'DO SLEEP%'",
+                           {pid})
+                 .rows.at(0)[0].as_int() == 1;
+    }));
+    end_session(pid);
+    REQUIRE(outcome.wait_for(60s) == std::future_status::ready);
+  }
+  return outcome.get();
+}
 
 }  // namespace
 
@@ -68,44 +127,11 @@ TEST_CASE("an autocommit write that committed before its answer was lost is comm
   auto admin = ctx().connect();
   auto victim = ctx().connect();
   admin->execute_script("CREATE TABLE " + t + " (id INTEGER PRIMARY KEY)");
-  const std::int64_t pid = victim->session_id();
-  std::future<ErrorCode> outcome;
-  if (ctx().is(DialectKind::kPostgres)) {
-    victim->execute_script("SET synchronous_commit = on");
-    NoSuchSyncStandby standby(*admin);
-    // The reload reaches each backend by itself (a signal): the victim's
-    // session must see the setting before its INSERT.
-    REQUIRE(eventually(10s, [&] {
-      return victim->execute("SELECT current_setting('synchronous_standby_names')").rows.at(0)[0].as_string() ==
-             "sg_no_such_standby";
-    }));
-    outcome = std::async(std::launch::async, [&] {
-      return sgtest::code_of([&] { victim->execute("INSERT INTO " + t + " (id) VALUES (1)"); });
-    });
-    // Committed locally, waiting for the standby.
-    REQUIRE(eventually(10s, [&] {
-      return admin->execute("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ? AND wait_event = 'SyncRep'", {pid})
-                 .rows.at(0)[0].as_int() == 1;
-    }));
-    admin->execute("SELECT pg_terminate_backend(?)", {pid});
-    REQUIRE(outcome.wait_for(10s) == std::future_status::ready);
-  } else {
-    const std::string proc = ctx().unique("sg_in_doubt_p");
-    admin->execute_script("CREATE PROCEDURE " + proc + "() BEGIN INSERT INTO " + t +
-                          " (id) VALUES (1); DO SLEEP(30); END");
-    outcome = std::async(std::launch::async, [&] {
-      return sgtest::code_of([&] { victim->execute("CALL " + proc + "()"); });
-    });
-    REQUIRE(eventually(10s, [&] {
-      return admin->execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'DO SLEEP%'",
-                            {pid})
-                 .rows.at(0)[0].as_int() == 1;
-    }));
-    admin->execute_script("KILL CONNECTION " + std::to_string(pid));
-    REQUIRE(outcome.wait_for(10s) == std::future_status::ready);
-    admin->execute_script("DROP PROCEDURE " + proc);
-  }
-  const ErrorCode code = outcome.get();
+  auto terminate = [&](std::int64_t pid) {
+    if (ctx().is(DialectKind::kPostgres)) admin->execute("SELECT pg_terminate_backend(?)", {pid});
+    else admin->execute_script("KILL CONNECTION " + std::to_string(pid));
+  };
+  const ErrorCode code = committed_then_lost(*admin, *victim, t, terminate);
   INFO("reported " << to_string(code));
   // The write is there (the case is the one the rule is about) ...
   REQUIRE(count_rows(*admin, t) == 1);
@@ -116,9 +142,7 @@ TEST_CASE("an autocommit write that committed before its answer was lost is comm
   // Negative control: a session the server ended while the connection was
   // idle fails the next statement before it leaves: connection_lost, and
   // nothing of it is committed.
-  const std::int64_t pid2 = victim->session_id();
-  if (ctx().is(DialectKind::kPostgres)) admin->execute("SELECT pg_terminate_backend(?)", {pid2});
-  else admin->execute_script("KILL CONNECTION " + std::to_string(pid2));
+  terminate(victim->session_id());
   std::this_thread::sleep_for(200ms);
   std::string what;
   CHECK(sgtest::code_of([&] { victim->execute("INSERT INTO " + t + " (id) VALUES (2)"); }, &what) ==
@@ -129,4 +153,27 @@ TEST_CASE("an autocommit write that committed before its answer was lost is comm
   victim->execute("INSERT INTO " + t + " (id) VALUES (3)");
   CHECK(count_rows(*admin, t) == 2);
   admin->execute_script("DROP TABLE " + t);
+}
+
+TEST_CASE("a server stopped while an autocommit write that committed waits for its answer: commit_in_doubt",
+          "[faults][in_doubt][restart]") {
+  const char* servers = std::getenv("SQLGUARD_DBSERVERS");
+  if (ctx().is_sqlite() || ctx().pooler || !servers) {
+    SUCCEED("needs a server of its own and SQLGUARD_DBSERVERS (tools/dbservers.sh)");
+    return;
+  }
+  const std::string t = ctx().unique("sg_in_doubt_r");
+  auto admin = ctx().connect();
+  auto victim = ctx().connect();
+  admin->execute_script("CREATE TABLE " + t + " (id INTEGER PRIMARY KEY)");
+  const std::string which = ctx().is(DialectKind::kPostgres) ? "pg" : "mariadb";
+  auto restart = [&](std::int64_t) {
+    REQUIRE(sgtest::run_process({"/bin/bash", servers, "restart", which}) == 0);
+  };
+  const ErrorCode code = committed_then_lost(*admin, *victim, t, restart);
+  INFO("reported " << to_string(code));
+  auto after = ctx().connect();  // the old sessions died with the server
+  REQUIRE(count_rows(*after, t) == 1);
+  CHECK(code == ErrorCode::kCommitInDoubt);
+  after->execute_script("DROP TABLE " + t);
 }

@@ -14,8 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "process_helpers.h"
@@ -110,6 +112,25 @@ bool any_alive(const std::vector<pid_t>& pids) {
 std::string pair_script(const std::string& pids) {
   return "echo $$ >> " + pids + "; sleep 100 & echo $! >> " + pids + "; wait";
 }
+
+// `run --ttl 2s` of pair_script(), SIGSTOPped just after a renewal
+// (stop_after_renewal): the setting of both stopped-run tests.
+struct StoppedRun {
+  TempDir dir;
+  std::string name;
+  pid_t run = -1;
+  std::vector<pid_t> pids;
+  std::unique_ptr<Connection> c;
+  LeaseInfo at_stop;
+  explicit StoppedRun(const std::string& base) : name(ctx().unique(base)) {
+    const std::string f = dir.file("pids");
+    run = sgtest::spawn(run_argv(name, {"--ttl", "2s", "--kill-grace", "5s"}, pair_script(f)));
+    pids = wait_for_pids(f, 2);
+    REQUIRE(pids.size() == 2);
+    c = ctx().connect();
+    at_stop = stop_after_renewal(run, name, *c);
+  }
+};
 
 }  // namespace
 
@@ -259,14 +280,8 @@ TEST_CASE("SIGTERM, SIGINT and SIGHUP while run waits for the lock exit at once 
 // CMD alive while the intruder held the lease.
 TEST_CASE("a stopped run's CMD is stopped when the trust window ends, before another owner can take the lease",
           "[run]") {
-  TempDir dir;
-  auto name = ctx().unique("stopped");
-  std::string f = dir.file("pids");
-  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "2s", "--kill-grace", "5s"}, pair_script(f)));
-  auto pids = wait_for_pids(f, 2);
-  REQUIRE(pids.size() == 2);
-  auto c = ctx().connect();
-  auto at_stop = stop_after_renewal(run, name, *c);
+  StoppedRun r("stopped");
+  auto [name, run, pids, c, at_stop] = std::tie(r.name, r.run, r.pids, r.c, r.at_stop);
   auto t_stop = Clock::now();
   INFO("lease ran " << at_stop.remaining_ms() << " ms more on the database clock at the stop");
 
@@ -304,14 +319,8 @@ TEST_CASE("a stopped run's CMD is stopped when the trust window ends, before ano
 // renewal period, resumed inside the trust window) renews and pushes its
 // supervisor's deadline on; CMD and the lease are untouched.
 TEST_CASE("a run stopped for less than its trust window keeps CMD running and the lease held", "[run]") {
-  TempDir dir;
-  auto name = ctx().unique("paused");
-  std::string f = dir.file("pids");
-  pid_t run = sgtest::spawn(run_argv(name, {"--ttl", "2s", "--kill-grace", "5s"}, pair_script(f)));
-  auto pids = wait_for_pids(f, 2);
-  REQUIRE(pids.size() == 2);
-  auto c = ctx().connect();
-  auto at_stop = stop_after_renewal(run, name, *c);
+  StoppedRun r("paused");
+  auto [name, run, pids, c, at_stop] = std::tie(r.name, r.run, r.pids, r.c, r.at_stop);
   std::this_thread::sleep_for(900ms);  // a renewal (every 667 ms) is missed; the window ends at ~1800 ms
   ::kill(run, SIGCONT);
   // Past a whole ttl after the stop: only extended deadlines keep CMD alive now.

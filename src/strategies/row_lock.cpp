@@ -62,6 +62,23 @@ void RowLockScope::finish(bool commit) {
   else conn_->rollback();
 }
 
+namespace {
+// The mark, renew, complete and release statements of leased claims, plain
+// or moving the declared version column (`slots` then has "version").
+void render_lease_statements(const detail::Catalog& cat, const Slots& slots, bool versioned,
+                             const std::vector<std::string>& complete_sets, std::string& mark, std::string& renew,
+                             std::string& complete, std::string& release) {
+  Slots with_sets = slots, no_sets = slots;
+  with_sets.emplace_back("sets", complete_sets);
+  no_sets.emplace_back("sets", std::vector<std::string>{});
+  mark = cat.render(versioned ? Sql::row_lease_mark_versioned : Sql::row_lease_mark, slots);
+  renew = cat.render(versioned ? Sql::row_lease_renew_versioned : Sql::row_lease_renew, slots);
+  const Sql finish = versioned ? Sql::row_lease_finish_versioned : Sql::row_lease_finish;
+  complete = cat.render(finish, with_sets);
+  release = cat.render(finish, no_sets);
+}
+}  // namespace
+
 // ---- RowLocker --------------------------------------------------------------
 
 RowLocker::RowLocker(Connection& conn, RowLockSpec spec) : conn_(conn) {
@@ -112,14 +129,8 @@ RowLocker::RowLocker(Connection& conn, RowLockSpec spec) : conn_(conn) {
   const Slots slots{{"table", table_}, {"key", key_}, {"columns", cols_}, {"filter", filter_},
                     {"owner", owner},  {"until", until}};
   lease_select_sql_ = cat.render(filter_.empty() ? Sql::row_lease_claim : Sql::row_lease_claim_filtered, slots);
-  lease_mark_sql_ = cat.render(Sql::row_lease_mark, slots);
-  lease_renew_sql_ = cat.render(Sql::row_lease_renew, slots);
-  Slots complete = slots;
-  complete.emplace_back("sets", complete_sets_);
-  lease_complete_sql_ = cat.render(Sql::row_lease_finish, complete);
-  Slots release = slots;
-  release.emplace_back("sets", std::vector<std::string>{});
-  lease_release_sql_ = cat.render(Sql::row_lease_finish, release);
+  render_lease_statements(cat, slots, false, complete_sets_, lease_mark_sql_, lease_renew_sql_, lease_complete_sql_,
+                          lease_release_sql_);
   leased_ = true;
   // The one version rule (version_cas.h): on a table declared already,
   // complete_columns may not name the version column.
@@ -143,17 +154,12 @@ bool RowLocker::versioned_now() {
   const Slots slots{{"table", table_},  {"key", key_},          {"columns", cols_},
                     {"filter", filter_}, {"owner", d.quote(owner_col_)}, {"until", d.quote(until_col_)},
                     {"version", d.quote(*vc)}};
-  lease_mark_v_sql_ = cat.render(Sql::row_lease_mark_versioned, slots);
-  lease_renew_v_sql_ = cat.render(Sql::row_lease_renew_versioned, slots);
-  Slots complete = slots;
-  complete.emplace_back("sets", complete_sets_);
-  lease_complete_v_sql_ = cat.render(Sql::row_lease_finish_versioned, complete);
-  Slots release = slots;
-  release.emplace_back("sets", std::vector<std::string>{});
-  lease_release_v_sql_ = cat.render(Sql::row_lease_finish_versioned, release);
+  render_lease_statements(cat, slots, true, complete_sets_, lease_mark_v_sql_, lease_renew_v_sql_,
+                          lease_complete_v_sql_, lease_release_v_sql_);
   versioned_ = true;
   return true;
 }
+
 
 void LeaseClaimOptions::validate() const {
   check_duration(lease, "LeaseClaimOptions::lease", std::chrono::milliseconds(10), std::chrono::hours(24));

@@ -490,9 +490,11 @@ class MysqlConnection final : public Connection {
   }
 
   // `committing`: the failure is COMMIT's. `autocommit`: a statement outside
-  // a transaction, which commits itself: when the connection broke after it
-  // was sent and before any answer (CR_SERVER_LOST), its outcome is unknown.
-  // CR_SERVER_GONE_ERROR is the client failing to send it: nothing ran.
+  // a transaction, which commits itself: when the session ended after it was
+  // sent (CR_SERVER_LOST, a KILL or a shutdown mid-statement — a procedure's
+  // earlier statements may have committed), its outcome is unknown. Not so
+  // for CR_SERVER_GONE_ERROR (the client could not send it) and the refusals
+  // of a read-only or not-ready server (1290, 1836, 1047): nothing ran.
   [[noreturn]] void rethrow(std::string_view sql, bool committing, bool autocommit = false) {
     std::string st(sql);
     try {
@@ -513,7 +515,7 @@ class MysqlConnection final : public Connection {
           throw Error(ErrorCode::kCommitInDoubt,
                       "connection lost during COMMIT; the transaction may or may not have committed: " + msg, "mysql",
                       std::to_string(n), st);
-        if (autocommit && (n == 2013 || n == 2055))
+        if (autocommit && n != 2006 && n != 1290 && n != 1836 && n != 1047)
           throw Error(ErrorCode::kCommitInDoubt,
                       "connection lost after the statement was sent; it may or may not have committed: " + msg,
                       "mysql", std::to_string(n), st);

@@ -524,3 +524,8 @@ TEST_CASE("masking hides secrets and only secrets: quotes and identifiers around
   auto v = sqlguard::detail::parse_uri("postgresql://app:%21%40xyz@h/db");
   CHECK(sqlguard::detail::scrub_credentials("got !@xyz here and a!@xyzb", v) == "got *** here and a***b");
 }
+
+TEST_CASE("a whole URI with a raw quote in its password parameter is masked to the end of the value",
+          "[foundation][uri]") {
+  CHECK(mask_uri("postgresql://h/db?password=ab'cd&sslmode=require") == "postgresql://h/db?password=***&sslmode=require");
+}

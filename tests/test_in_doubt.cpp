@@ -177,3 +177,23 @@ TEST_CASE("a server stopped while an autocommit write that committed waits for i
   CHECK(code == ErrorCode::kCommitInDoubt);
   after->execute_script("DROP TABLE " + t);
 }
+
+TEST_CASE("a write a read-only session refuses (PostgreSQL 25006, a standby after a failover) is connection_lost, "
+          "not in doubt",
+          "[faults][in_doubt]") {
+  if (!ctx().is(DialectKind::kPostgres) || ctx().pooler) {
+    SUCCEED("PostgreSQL's 25006 on a direct connection");
+    return;
+  }
+  const std::string t = ctx().unique("sg_ro");
+  auto c = ctx().connect();
+  c->execute_script("CREATE TABLE " + t + " (id INTEGER PRIMARY KEY)");
+  auto ro = ctx().connect();
+  ro->execute_script("SET default_transaction_read_only = on");
+  std::string what;
+  CHECK(sgtest::code_of([&] { ro->execute("INSERT INTO " + t + " (id) VALUES (1)"); }, &what) ==
+        ErrorCode::kConnectionLost);  // answered by the server: nothing ran, retry elsewhere
+  INFO(what);
+  CHECK(count_rows(*c, t) == 0);
+  c->execute_script("DROP TABLE " + t);
+}

@@ -148,7 +148,8 @@ struct ConnectOptions {
   // the server or the network does (a frozen server, a silent partition):
   // PostgreSQL — TCP keepalives and tcp_user_timeout derived from it, plus a
   // deadline that drops the connection when a call is still waiting
-  // (Error kTimeout; kCommitInDoubt inside COMMIT); MySQL/MariaDB — the
+  // (Error kTimeout inside a transaction; kCommitInDoubt at COMMIT and for a
+  // statement outside a transaction, which commits itself); MySQL/MariaDB — the
   // driver's read/write timeouts (whole seconds); SQLite — no network: the
   // busy timeout bounds waits. The connection reconnects on next use.
   // Default: unset (none), except for the connections a LeaseLock opens from

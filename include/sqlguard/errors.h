@@ -6,8 +6,11 @@
 //   LockBusy        retry the same call later (lock held, NOWAIT, lock timeout)
 //   Conflict        redo the whole read-modify-write (CAS lost, serialization
 //                   failure, deadlock)
-//   CommitInDoubt   the commit may or may not have happened: NEVER retry blindly
-//   ConnectionLost  the connection broke before the outcome was decided
+//   CommitInDoubt   the commit may or may not have happened: NEVER retry blindly.
+//                   Also a statement outside a transaction (it commits itself)
+//                   whose answer was lost after it was sent — a read included.
+//   ConnectionLost  the connection broke before the statement left, or inside
+//                   a transaction (rolled back): nothing was committed
 //
 // Expected outcomes (lock not acquired, duplicate message, CAS conflict after
 // the last attempt) are return values, not exceptions.
@@ -32,7 +35,7 @@ enum class ErrorCode {
   kInvalidTransition,  // state machine refused an undeclared transition
   kNotSupported,       // feature not available on this dialect
   kConnectionLost,     // connection broke; nothing was committed by this call
-  kCommitInDoubt,      // connection broke during COMMIT: outcome unknown
+  kCommitInDoubt,      // connection broke during COMMIT, or after an autocommit statement was sent: outcome unknown
   kLeaseLost,          // a lease was lost (expired, taken over, unreachable)
   kTimeout,            // statement timeout / query cancelled / wait timed out
   kUnauthenticated,    // wrong user or password

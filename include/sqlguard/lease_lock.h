@@ -216,7 +216,9 @@ class LeaseLock {
   bool has_waiter_queue() const;  // PostgreSQL, not behind a transaction pooler
   // try_acquire(); with `queue`, the attempt also joins (or, as the head,
   // leaves) the PostgreSQL waiter queue.
-  bool try_acquire_queued(bool queue);
+  // `retry_budget`: how long a lost connection is retried (default ttl -
+  // safety margin; a waiting acquire passes what is left of its wait).
+  bool try_acquire_queued(bool queue, std::optional<std::chrono::milliseconds> retry_budget = std::nullopt);
   std::chrono::milliseconds holder_remaining_{0};  // of the lease that made the last attempt busy
 };
 

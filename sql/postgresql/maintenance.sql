@@ -67,9 +67,11 @@ SELECT set_config('statement_timeout', ?, false);
 -- pid libpq got at connect (client_pid), a pooler is in the path and a URI that declares none is refused
 -- (connection.cpp). The SET makes sqlguard's autocommit statements and plain BEGINs run at READ COMMITTED whatever
 -- the database's default_transaction_isolation says (under serializable a release failed with 40001 and left the
--- lock held); it is made only on the session libpq connected to, never on one a pooler hands to another client.
--- params: client_pid
-SELECT pg_backend_pid() AS backend_pid, CASE WHEN pg_backend_pid() = ? THEN set_config('default_transaction_isolation', 'read committed', false) END AS isolation;
+-- lock held); it is made only on the session libpq connected to, or behind a declared session pooler
+-- (session_pooler = 1: the server session is this client's until it disconnects), never on one a transaction
+-- pooler hands to another client.
+-- params: client_pid, session_pooler
+SELECT pg_backend_pid() AS backend_pid, CASE WHEN pg_backend_pid() = ? OR ?::int = 1 THEN set_config('default_transaction_isolation', 'read committed', false) END AS isolation;
 
 -- name: session_client_address
 -- not needed: libpq gives the socket (PQsocket)

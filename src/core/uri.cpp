@@ -34,9 +34,10 @@ bool secret_key(std::string_view key) {
 }
 
 // Masks the value of every `key=value` (URI query or libpq keyword form)
-// whose key is a secret. A value ends at '&', ';', a quote, whitespace or the end;
+// whose key is a secret. A value ends at '&', ';', whitespace or the end (in
+// free text, `quotes_end_values`, also at a quote);
 // a quoted libpq value ('...' with \' escapes) at its closing quote.
-void mask_secret_values(std::string& s) {
+void mask_secret_values(std::string& s, bool quotes_end_values) {
   std::size_t i = 0;
   while ((i = s.find('=', i)) != std::string::npos) {
     std::size_t kend = i;
@@ -57,10 +58,12 @@ void mask_secret_values(std::string& s) {
       while (vend < s.size() && s[vend] != '\'') vend += s[vend] == '\\' ? 2 : 1;
       vend = std::min(vend + 1, s.size());
     } else {
-      // A quote or backtick ends it too: a URI quoted in a message keeps its
-      // closing quote (URIs percent-encode quotes).
-      while (vend < s.size() && s[vend] != '&' && s[vend] != ';' && s[vend] != '\'' && s[vend] != '"' &&
-             s[vend] != '`' && !std::isspace(static_cast<unsigned char>(s[vend])))
+      // In free text a quote or backtick ends it too: a URI quoted in a
+      // message keeps its closing quote. Not in one whole URI, whose query
+      // may hold a raw quote inside a password.
+      auto quote = [&](char c) { return quotes_end_values && (c == '\'' || c == '"' || c == '`'); };
+      while (vend < s.size() && s[vend] != '&' && s[vend] != ';' && !quote(s[vend]) &&
+             !std::isspace(static_cast<unsigned char>(s[vend])))
         ++vend;
     }
     s.replace(v, vend - v, "***");
@@ -142,7 +145,7 @@ std::string mask_uri(std::string_view uri) {
       p = b + one.size() - std::min<std::size_t>(one.size(), 3);
     }
   }
-  mask_secret_values(s);
+  mask_secret_values(s, !single);
   return s;
 }
 

@@ -602,7 +602,7 @@ LeaseLock::~LeaseLock() {
 
 bool LeaseLock::try_acquire() { return try_acquire_queued(false); }
 
-bool LeaseLock::try_acquire_queued(bool queue) {
+bool LeaseLock::try_acquire_queued(bool queue, std::optional<milliseconds> retry_budget) {
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
     if (shared_->hold > 0) {
@@ -615,7 +615,8 @@ bool LeaseLock::try_acquire_queued(bool queue) {
   auto start = steady_clock::now();
   // A retry after an unanswered attempt first asks whether that attempt
   // took the lease (the owner token is ours alone).
-  auto r = with_reconnect(*conn_, options_.ttl - margin_, "acquiring lease '" + name_ + "'", [&](int attempt) {
+  const milliseconds budget = std::min<milliseconds>(options_.ttl - margin_, retry_budget.value_or(options_.ttl));
+  auto r = with_reconnect(*conn_, budget, "acquiring lease '" + name_ + "'", [&](int attempt) {
     if (attempt > 1) {
       auto mine = run(*conn_, Sql::lease_read_mine, {name_, owner, lease_wakeup_channel(name_)});
       if (!mine.rows.empty() && mine.rows[0][1].as_int() > conn_->db_now_ms()) {
@@ -755,7 +756,11 @@ bool LeaseLock::acquire(milliseconds wait) {
   for (;;) {
     bool got = false;
     try {
-      got = try_acquire_queued(queue);
+      // A lost connection is retried for what is left of this wait, not a
+      // whole ttl: acquire(wait) returns (or reports the outage) on time.
+      const auto left_now = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+      got = wait.count() == 0 ? try_acquire_queued(queue)
+                              : try_acquire_queued(queue, std::max(left_now, milliseconds(1)));
       outage.reset();
     } catch (const Error& e) {
       // The database went away while this waiter waits: keep waiting (and

@@ -339,6 +339,7 @@ class MysqlConnection final : public Connection {
     } catch (const sql::SQLException& e) {
       conn_.reset();
       broken_ = true;
+      sock_fd_ = -1;
       ErrorCode code = mysql::classify(e.getErrorCode());
       if (code == ErrorCode::kInternal) code = ErrorCode::kConnectionLost;
       throw Error(code, "cannot connect to " + description_ + ": " + detail::scrub_credentials(e.what(), uri_), "mysql",
@@ -438,15 +439,17 @@ class MysqlConnection final : public Connection {
   // sent, naming the limit (the connection and the statement stay usable).
   void refuse_oversize(std::string_view sql, const Params& params) const {
     if (max_packet_ <= 0) return;
+    // Blobs travel as long data (each its own packets, each checked against
+    // the limit by the server); the other values inline with the execute.
     std::int64_t total = static_cast<std::int64_t>(sql.size()), largest = 0;
     for (const auto& v : params) {
       const std::int64_t n = (v.is_null() || v.is_int() || v.is_double()) ? 8 : static_cast<std::int64_t>(v.as_string().size());
-      total += n + 9;  // a length prefix per value
+      if (!v.is_blob()) total += n + 9;  // a length prefix per value
       largest = std::max(largest, n);
     }
-    if (total + 1024 <= max_packet_) return;  // headers
+    if (total + 1024 <= max_packet_ && largest + 1024 <= max_packet_) return;  // headers
     throw Error(ErrorCode::kInvalidArgument,
-                "the statement's values are " + std::to_string(total) + " bytes (the largest " +
+                "the statement's values are up to " + std::to_string(std::max(total, largest)) + " bytes (the largest " +
                     std::to_string(largest) + "), more than the server accepts in one packet (max_allowed_packet = " +
                     std::to_string(max_packet_) + " bytes, less 1 KiB of headers): nothing was sent; store less, or "
                     "raise max_allowed_packet on the server",
@@ -493,8 +496,9 @@ class MysqlConnection final : public Connection {
   // a transaction, which commits itself: when the session ended after it was
   // sent (CR_SERVER_LOST, a KILL or a shutdown mid-statement — a procedure's
   // earlier statements may have committed), its outcome is unknown. Not so
-  // for CR_SERVER_GONE_ERROR (the client could not send it) and the refusals
-  // of a read-only or not-ready server (1290, 1836, 1047): nothing ran.
+  // for CR_SERVER_GONE_ERROR (the client could not send it), the refusals
+  // of a read-only or not-ready server (1290, 1836, 1047) and MySQL 8's
+  // idle-session timeout notice (4031): nothing ran.
   [[noreturn]] void rethrow(std::string_view sql, bool committing, bool autocommit = false) {
     std::string st(sql);
     try {
@@ -515,13 +519,21 @@ class MysqlConnection final : public Connection {
           throw Error(ErrorCode::kCommitInDoubt,
                       "connection lost during COMMIT; the transaction may or may not have committed: " + msg, "mysql",
                       std::to_string(n), st);
-        if (autocommit && n != 2006 && n != 1290 && n != 1836 && n != 1047)
+        if (autocommit && n != 2006 && n != 1290 && n != 1836 && n != 1047 && n != 4031)
           throw Error(ErrorCode::kCommitInDoubt,
                       "connection lost after the statement was sent; it may or may not have committed: " + msg,
                       "mysql", std::to_string(n), st);
       }
       // A deadlock rolls back the whole transaction on the server.
       if (n == 1213) in_tx_ = false;
+      // A packet too large: the driver closed the session's socket.
+      if (n == 1153 || n == 2020) {
+        broken_ = true;
+        in_tx_ = false;
+        drop_cache();
+        stmt_.reset();
+        sock_fd_ = -1;
+      }
       if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
       throw Error(code, msg, "mysql", std::to_string(n), st);
     } catch (const std::exception& e) {

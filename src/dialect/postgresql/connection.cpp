@@ -380,6 +380,14 @@ class PgConnection final : public Connection {
   void connect() {
     try {
       conn_ = std::make_unique<PqConnection>(connstr_);
+      // libpqxx would otherwise reconnect by itself inside a call (and send
+      // the statement again on the new session: a second write), on a session
+      // that skipped session_setup and the pre-send check. sqlguard
+      // reconnects itself (reconnect()). Deprecated in 6.4, still honoured.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+      conn_->inhibit_reactivation(true);
+#pragma GCC diagnostic pop
     } catch (const ConnectFailure& f) {
       conn_.reset();
       throw Error(f.code, "cannot connect to " + description_ + ": " + detail::scrub_credentials(f.what(), uri_),
@@ -401,7 +409,10 @@ class PgConnection final : public Connection {
     try {
       auto deadline = arm();
       pqxx::nontransaction nt(*conn_);
-      std::vector<PgParam> pp{to_param(Value(static_cast<std::int64_t>(conn_->backendpid())))};
+      // Behind a declared session pooler the pids differ but the server
+      // session is this client's until it disconnects: set it there too.
+      std::vector<PgParam> pp{to_param(Value(static_cast<std::int64_t>(conn_->backendpid()))),
+                              to_param(Value(std::int64_t{declared_ == detail::PgPooler::kSession ? 1 : 0}))};
       pqxx::result r = nt.exec_params(number_placeholders(sql), pqxx::prepare::make_dynamic_params(pp));
       backend = r.at(0).at(0).as<std::int64_t>();
     } catch (...) {
@@ -629,6 +640,9 @@ class PgConnection final : public Connection {
                         "; add ?pooler=transaction to the URI (PgBouncer pool_mode = transaction)",
                     "postgresql", state, stmt);
       ErrorCode code = pg::classify_state(state);
+      // A standby refusing a write (after a failover) answered: nothing ran,
+      // the session is open; retry on another connection, never in doubt.
+      if (state == "25006") throw Error(ErrorCode::kConnectionLost, clean(e.what()), "postgresql", state, stmt);
       if (code == ErrorCode::kConnectionLost) throw lost(clean(e.what()));
       std::string msg = clean(e.what());
       if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";

@@ -37,8 +37,11 @@
 //  - Construction order does not matter. Writers look the declaration up at
 //    every write (in the write's transaction when it has one: fire(),
 //    claim_leased(), or the caller's) until they find it, then keep it (a
-//    declaration is never removed). An undeclared table's writes cost that
-//    one lookup each. Only a write racing the declaration itself can miss
+//    declaration is never removed). A "not declared" answer is kept for 1 s
+//    per process, database and spelling, so an undeclared table's writes
+//    cost at most one lookup a second: a declaration made in this process
+//    reaches its writers at once, one made by another process within 1 s.
+//    Only writes in that second (or racing the declaration itself) can miss
 //    it: still declare at deployment time.
 //  - A zero bump is no bump. A GuardedUpdate assignment that ADDS to the
 //    version column (a hand-made bump written before the rule) is that

@@ -1,5 +1,8 @@
 #include "sqlguard/version_cas.h"
 
+#include <chrono>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "core/metric_hooks.h"
@@ -60,13 +63,38 @@ bool same_column(const Connection& conn, std::string_view a, std::string_view b)
   return true;
 }
 
+namespace {
+// "Not declared" answers: (database, spelling) -> until when they are kept.
+std::mutex g_undeclared_mu;
+std::map<std::string, std::chrono::steady_clock::time_point> g_undeclared;
+}  // namespace
+
+void forget_undeclared() noexcept {
+  std::lock_guard<std::mutex> lk(g_undeclared_mu);
+  g_undeclared.clear();
+}
+
 const std::optional<std::string>& version_column(Connection& conn, std::string_view spelling,
-                                                 std::optional<std::string>& known) {
+                                                 std::optional<std::string>& known, bool recheck_now) {
   if (known) return known;
+  const std::string key = conn.description() + '\n' + std::string(spelling);
+  const auto now = std::chrono::steady_clock::now();
+  if (!recheck_now) {
+    std::lock_guard<std::mutex> lk(g_undeclared_mu);
+    auto it = g_undeclared.find(key);
+    if (it != g_undeclared.end() && now < it->second) return known;
+  }
   Params p = resolve_params(conn, spelling);
   p.emplace_back(std::string(spelling));
   Result r = run(conn, Sql::versioned_lookup, p);
-  if (!r.rows.empty()) known = r.rows[0][0].as_string();
+  std::lock_guard<std::mutex> lk(g_undeclared_mu);
+  if (!r.rows.empty()) {
+    known = r.rows[0][0].as_string();
+    g_undeclared.erase(key);
+  } else {
+    if (g_undeclared.size() > 10000) g_undeclared.clear();  // bounded whatever the spellings
+    g_undeclared[key] = now + kUndeclaredRecheck;
+  }
   return known;
 }
 
@@ -75,7 +103,7 @@ const std::optional<std::string>& version_column(Connection& conn, std::string_v
 std::optional<std::string> versioned_table_column(Connection& conn, std::string_view table) {
   validate_identifier(table, "versioned table");
   std::optional<std::string> known;
-  return detail::version_column(conn, table, known);
+  return detail::version_column(conn, table, known, /*recheck_now=*/true);
 }
 
 void declare_versioned_table(Connection& conn, std::string_view table, std::string_view version_column) {
@@ -88,7 +116,9 @@ void declare_versioned_table(Connection& conn, std::string_view table, std::stri
     throw Error(ErrorCode::kNotFound, "cannot declare table '" + std::string(table) +
                                           "' versioned: no such table (as this connection resolves the name)");
   const std::string canonical = r.rows[0][0].as_string();
-  if (detail::insert_if_absent(conn, Sql::versioned_declare, {canonical, std::string(version_column)})) return;
+  const bool inserted = detail::insert_if_absent(conn, Sql::versioned_declare, {canonical, std::string(version_column)});
+  detail::forget_undeclared();  // writers in this process see it at their next write
+  if (inserted) return;
   auto declared = versioned_table_column(conn, table);
   if (declared && !detail::same_column(conn, *declared, version_column))
     throw Error(ErrorCode::kInvalidArgument, "table '" + std::string(table) + "' (" + canonical +

@@ -6,6 +6,7 @@
 // declaration decide whether the version moves.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,9 +28,18 @@ bool same_column(const Connection& conn, std::string_view a, std::string_view b)
 // declared. Asks the database (versioned_lookup, in the caller's transaction
 // if one is open) unless `known` already holds the answer; a found column is
 // kept in `known`: a declaration is never removed, and another column is
-// refused (declare_versioned_table()). Writers call it at every write.
+// refused (declare_versioned_table()). Writers call it at every write; a
+// "not declared" answer is kept process-wide for kUndeclaredRecheck per
+// database and spelling, so writes on a table nobody declares cost no extra
+// round trip each: a declaration in this process clears it at once, one
+// made by another process reaches running writers within that time.
+// `recheck_now`: ask the database whatever was kept (versioned_table_column()).
+inline constexpr std::chrono::milliseconds kUndeclaredRecheck{1000};
 const std::optional<std::string>& version_column(Connection& conn, std::string_view spelling,
-                                                 std::optional<std::string>& known);
+                                                 std::optional<std::string>& known, bool recheck_now = false);
+
+// Forgets every kept "not declared" answer (a declaration was just made).
+void forget_undeclared() noexcept;
 
 // Logs a warning when `column` of user table `table` compares keys loosely
 // (key_column_collation: MariaDB PAD SPACE or _ci, a nondeterministic

@@ -68,6 +68,13 @@ using detail::run;
 // InDoubt::kThrow: an unknown COMMIT outcome is not retried (a guarded
 // transaction's work may have committed).
 enum class InDoubt { kRetry, kThrow };
+
+// The database could not be reached or did not answer: worth retrying on a
+// fresh connection (a lost answer too, where the statement is idempotent).
+bool is_outage(const Error& e) {
+  return e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
+         e.code() == ErrorCode::kCommitInDoubt;
+}
 template <typename F>
 auto with_reconnect(Connection& conn, milliseconds budget, const std::string& what, F&& f,
                     InDoubt in_doubt = InDoubt::kRetry) {
@@ -76,8 +83,7 @@ auto with_reconnect(Connection& conn, milliseconds budget, const std::string& wh
     try {
       return f(attempt);
     } catch (const Error& e) {
-      const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
-                             (e.code() == ErrorCode::kCommitInDoubt && in_doubt == InDoubt::kRetry);
+      const bool transient = is_outage(e) && (e.code() != ErrorCode::kCommitInDoubt || in_doubt == InDoubt::kRetry);
       auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
       if (!transient || conn.in_transaction() || left.count() <= 0) throw;
       log(LogLevel::kInfo, what + " failed, reconnecting and retrying: " + e.what());
@@ -682,8 +688,7 @@ bool LeaseLock::wait_for_release_riding_outages(milliseconds nap) {
   try {
     return wait_for_release(nap);
   } catch (const Error& e) {
-    const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
-                           e.code() == ErrorCode::kCommitInDoubt;
+    const bool transient = is_outage(e);
     if (!transient || conn_->in_transaction()) throw;
     log(LogLevel::kInfo, "waiting for lease '" + name_ + "' to be released: " + e.what() + "; retrying");
     wake_head_ = queue_head_ = listening_ = false;
@@ -746,8 +751,7 @@ bool LeaseLock::acquire(milliseconds wait) {
       conn_->wait_for_notify(wakeup_channel_, milliseconds(0));
       listening_ = true;
     } catch (const Error& e) {
-      const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
-                             e.code() == ErrorCode::kCommitInDoubt;
+      const bool transient = is_outage(e);
       if (!transient) throw;
       out = e;
       listening_ = false;
@@ -766,8 +770,7 @@ bool LeaseLock::acquire(milliseconds wait) {
       // The database went away while this waiter waits: keep waiting (and
       // retrying) until the wait's own deadline, and report the outage, not
       // "busy", if it lasts that long.
-      const bool transient = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
-                             e.code() == ErrorCode::kCommitInDoubt;
+      const bool transient = is_outage(e);
       if (!transient || conn_->in_transaction() || wait.count() == 0 || steady_clock::now() >= deadline) throw;
       outage = e;
       wake_head_ = queue_head_ = listening_ = false;

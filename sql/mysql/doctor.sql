@@ -3,6 +3,7 @@
 
 -- name: doctor_settings
 -- (name, value) rows: version, default isolation and the lock/statement timeouts.
+-- returns: :many name, value
 -- params: 
 SELECT 'version', VERSION()
 UNION ALL SELECT 'isolation', CAST(@@GLOBAL.tx_isolation AS CHAR)

@@ -9,22 +9,35 @@
 -- write sets only (FOR UPDATE locks are node-local).
 
 -- name: lease_acquire
--- Takes over an EXPIRED row: one statement decides, on the database clock, and draws one
--- fence. A row that is held does not match the WHERE, so a busy attempt is a read:
--- lease_precheck reads first, so a loser
--- never gets here.
+-- not needed: read first (lease_precheck): InnoDB's UPDATE by primary key waits for the row
+-- lock even when the row will not match, so a one-statement take-over would not stay a read
+
+-- name: lease_take_expired
+-- not needed: MariaDB has no UPDATE ... RETURNING: lease_take (read first, then upsert
+-- returning), or on Galera lease_update_expired then lease_read_mine
+
+-- name: lease_update_expired
+-- Takes over an EXPIRED row (Galera's plan: read first, then update): one statement decides,
+-- on the database clock, and draws one fence. lease_precheck reads first, so a loser never
+-- gets here.
 -- 1 row affected = acquired; lease_read_mine then reads the fence.
 -- GREATEST(..., fence + 1): take-overs of one name are ordered by the row itself (on
 -- Galera two take-overs of the row from different nodes conflict at certification, and
 -- the winner's successor has applied it first), whatever the sequence says on this node.
+-- returns: :execrows
 -- params: owner, ttl_ms, min_hold_ms, name
 UPDATE sqlguard_lock SET owner = ?, fence = GREATEST(NEXTVAL(sqlguard_fence_seq), fence + 1), expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
   renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?
 WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: lease_insert
--- Creates a name never seen before (only after lease_info found no row); a concurrent
--- creator makes it fail with 1062 = already there.
+-- not needed: lease_take creates a name never seen (and Galera's plan uses lease_create)
+
+-- name: lease_create
+-- Creates a name never seen before (Galera's plan, only after lease_precheck found no row); a
+-- concurrent creator makes it fail with 1062 = already there. No RETURNING (see lease_take):
+-- lease_read_mine reads the fence.
+-- returns: :execrows
 -- params: name, owner, ttl_ms, min_hold_ms
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
 VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
@@ -43,7 +56,10 @@ VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS
 -- call took the lease (GET_LOCK(channel, 0): session-scoped, never waits), unless this
 -- session holds it already (a waiter woken by lease_wakeup_wait keeps it; GET_LOCK twice
 -- would need two RELEASE_LOCKs).
--- Returns: owner, fence, expire_at, acquired_at, db_now_ms, wake-up lock (1 = held).
+-- Not on Galera (its plan is lease_update_expired / lease_create, then lease_read_mine): an
+-- autocommit INSERT ... RETURNING that certification aborts can leave the client waiting for
+-- a result that never comes (seen on MariaDB 10.11 under cross-node take-overs).
+-- returns: :one owner, fence, expire_at, acquired_at, db_now_ms, wake_lock
 -- params: name, owner, ttl_ms, min_hold_ms, owner, channel, channel
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
 VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?)
@@ -62,6 +78,7 @@ RETURNING owner, fence, expire_at, acquired_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 10
 -- A consistent read (no lock, never waits) that decides first: a held lease is busy
 -- without touching the row. Needed because InnoDB's UPDATE by primary key waits for a
 -- row lock even when the row will not match (no semi-consistent read on a unique lookup).
+-- returns: :one owner, expire_at, held, db_now_ms
 -- params: name
 SET STATEMENT wsrep_sync_wait = 1 FOR SELECT owner, expire_at, expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM sqlguard_lock WHERE name = ?;
 
@@ -70,11 +87,13 @@ SET STATEMENT wsrep_sync_wait = 1 FOR SELECT owner, expire_at, expire_at > CAST(
 -- wake-up lock (GET_LOCK(channel, 0), session-scoped, no wait) in the same round trip:
 -- waiters block in lease_wakeup_wait until lease_wakeup_signal or the end of this session.
 -- Not taken twice by one session (a woken waiter keeps it; two GET_LOCKs need two releases).
+-- returns: :one fence, expire_at, wake_lock
 -- params: channel, channel, name, owner
-SELECT fence, expire_at, IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)) FROM sqlguard_lock WHERE name = ? AND owner = ?;
+SELECT fence, expire_at, IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)) AS wake_lock FROM sqlguard_lock WHERE name = ? AND owner = ?;
 
 -- name: lease_info
 -- Causal on Galera: it decides why a lease was lost (diagnose) and who holds it.
+-- returns: :one name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: name
 SET STATEMENT wsrep_sync_wait = 1 FOR SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 FROM sqlguard_lock WHERE name = ?;
@@ -85,6 +104,7 @@ FROM sqlguard_lock WHERE name = ?;
 -- than what is left of the minimum hold does not let another owner in early.
 -- Causal on Galera (wsrep_sync_wait = 2): a take-over from another node is seen, not
 -- renewed over and then refused at commit.
+-- returns: :execrows
 -- params: ttl_ms, name, owner, fence
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, min_release_at), renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
@@ -95,6 +115,7 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 -- min_release_at when a minimum hold was asked for.
 -- Causal on Galera (wsrep_sync_wait = 2): a take-over from another node means 0 rows, not a
 -- certification failure.
+-- returns: :execrows
 -- params: name, owner, fence
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
@@ -105,15 +126,18 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
 -- Causal on Galera (wsrep_sync_wait = 2): ends a lease just taken on another node too.
+-- returns: :execrows
 -- params: name
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: lease_list_held
+-- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 FROM sqlguard_lock WHERE expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) ORDER BY name;
 
 -- name: lease_list_all
+-- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 FROM sqlguard_lock ORDER BY name;
@@ -124,6 +148,7 @@ FROM sqlguard_lock ORDER BY name;
 -- between; on Galera a take-over committed on another node makes this transaction fail
 -- certification (1213 = Conflict at COMMIT or earlier), never commit. A read with
 -- FOR UPDATE would be node-local and certify nothing. guard_writes: 0004_galera.
+-- returns: :execrows
 -- params: name, owner, fence
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET guard_writes = guard_writes + 1
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
@@ -131,6 +156,7 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 -- name: fenced_ensure
 -- Creates the resource's fence row if it is missing (not INSERT IGNORE: that also turns data
 -- errors into truncating warnings).
+-- returns: :execrows
 -- params: resource
 INSERT INTO sqlguard_fenced_resource (resource, fence, updated_at) VALUES (?, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 ON DUPLICATE KEY UPDATE resource = resource;
@@ -139,18 +165,21 @@ ON DUPLICATE KEY UPDATE resource = resource;
 -- 1 row affected = the write carries a fence at least as new as any seen before.
 -- `writes + 1` always changes the row, so on Galera two fenced writes from different
 -- nodes conflict at certification even with equal fences (0004_galera).
+-- returns: :execrows
 -- params: fence, resource, fence
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_fenced_resource SET fence = ?, writes = writes + 1, updated_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 WHERE resource = ? AND fence <= ?;
 
 -- name: lock_purge
 -- cleanup(): one bounded batch of long-expired rows (MariaDB refuses LIMIT inside IN (subquery)).
+-- returns: :execrows
 -- params: grace_ms, batch
 DELETE FROM sqlguard_lock WHERE expire_at < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ? LIMIT ?;
 
 -- name: lease_wakeup_signal
 -- After a release: frees the wake-up lock, so every waiter blocked in lease_wakeup_wait
 -- returns at once (a crashed holder's session frees it too).
+-- returns: :one released
 -- params: channel
 SELECT RELEASE_LOCK(?);
 
@@ -160,6 +189,7 @@ SELECT RELEASE_LOCK(?);
 -- tries (the queue head: the other waiters stay blocked behind it, one wake-up per
 -- release, in the server's queue order); it becomes the holder's wake-up lock when the
 -- take-over succeeds, and is freed with lease_wakeup_signal when the waiter gives up.
+-- returns: :one granted
 -- params: channel, timeout_s
 SELECT GET_LOCK(?, ?);
 

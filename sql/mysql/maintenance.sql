@@ -4,10 +4,12 @@
 
 -- name: db_now
 -- The database clock in ms since the Unix epoch, read fresh (per statement).
+-- returns: :one db_now_ms
 -- params: 
 SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: migrate_version_table
+-- returns: :exec
 -- params: 
 CREATE TABLE IF NOT EXISTS sqlguard_schema_version (
   version INTEGER NOT NULL PRIMARY KEY,
@@ -16,20 +18,24 @@ CREATE TABLE IF NOT EXISTS sqlguard_schema_version (
   applied_at BIGINT NOT NULL);
 
 -- name: migrate_read_applied
+-- returns: :many version, name, checksum, applied_at
 -- params: 
 SELECT version, name, checksum, applied_at FROM sqlguard_schema_version;
 
 -- name: migrate_record
+-- returns: :execrows
 -- params: version, name, checksum
 INSERT INTO sqlguard_schema_version (version, name, checksum, applied_at) VALUES (?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
 -- name: migrate_count
+-- returns: :one applied
 -- params: max_version
 SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
 
 -- name: migrate_lock_table
 -- The migration mutex is a row, not GET_LOCK: GET_LOCK is node-local on Galera, a row
 -- is certified cluster-wide (concurrent inserts from two nodes: one wins).
+-- returns: :exec
 -- params: 
 CREATE TABLE IF NOT EXISTS sqlguard_migrate_lock (
   id        TINYINT      NOT NULL PRIMARY KEY,
@@ -38,18 +44,24 @@ CREATE TABLE IF NOT EXISTS sqlguard_migrate_lock (
 
 -- name: migrate_lock_clear
 -- Frees the mutex of a migrator that died holding it, once it expired (database clock).
+-- returns: :execrows
 -- params: 
 SET STATEMENT wsrep_sync_wait = 2 FOR DELETE FROM sqlguard_migrate_lock WHERE id = 1 AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
--- name: migrate_lock
+-- name: migrate_lock_xact
+-- not needed: migrations hold a lock row (migrate_lock_row); GET_LOCK is node-local on Galera
+
+-- name: migrate_lock_row
 -- Takes the mutex: inserted = taken, duplicate key = another migrator holds it (the caller
 -- retries for up to 300 s). Owner = this session on this server; it expires after 120 s
 -- (sqlguard's migrations take seconds), so a crashed migrator cannot block for ever.
+-- returns: :execrows
 -- params: 
 SET STATEMENT wsrep_sync_wait = 4 FOR INSERT INTO sqlguard_migrate_lock (id, owner, expire_at)
 VALUES (1, CONCAT(@@hostname, ':', @@port, '#', CONNECTION_ID()), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + 120000);
 
--- name: migrate_unlock
+-- name: migrate_unlock_row
+-- returns: :execrows
 -- params: 
 DELETE FROM sqlguard_migrate_lock WHERE id = 1 AND owner = CONCAT(@@hostname, ':', @@port, '#', CONNECTION_ID());
 
@@ -58,31 +70,37 @@ DELETE FROM sqlguard_migrate_lock WHERE id = 1 AND owner = CONCAT(@@hostname, ':
 
 -- name: session_time_zone
 -- Run on every (re)connect: no DST or session zone can shift a timestamp.
+-- returns: :exec
 -- params: 
 SET time_zone = '+00:00';
 
 -- name: session_sql_mode
 -- Strict: an oversize value is an error, never silently truncated.
+-- returns: :exec
 -- params: 
 SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';
 
 -- name: session_isolation
 -- Fewer gap locks, hence fewer deadlocks on hot keys.
+-- returns: :exec
 -- params: 
 SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
 
 -- name: session_galera
 -- At connect, on MariaDB: 1 = a Galera node (the catalog variant mysql+galera is used).
+-- returns: :one wsrep_on
 -- params: 
 SELECT @@wsrep_on;
 
 -- name: session_server_version
 -- At connect: the server's version, and the largest packet it accepts (a statement with its values
 -- larger than that is refused before it is sent, naming the limit).
+-- returns: :one version, max_allowed_packet
 -- params: 
 SELECT VERSION(), @@max_allowed_packet;
 
 -- name: session_id
+-- returns: :one session_id
 -- params: 
 SELECT CONNECTION_ID();
 
@@ -93,6 +111,7 @@ SELECT CONNECTION_ID();
 -- At connect: this session's client address as the server sees it ("127.0.0.1:54321"). Its port finds
 -- the connection's socket, which is checked for a server-side end (KILL, a restart) before each
 -- autocommit statement leaves: seen there, nothing was sent (connection_lost, not commit_in_doubt).
+-- returns: :one host
 -- params: 
 SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID();
 
@@ -106,64 +125,78 @@ SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID();
 -- not needed: SQLite file settings only
 
 -- name: tx_begin
+-- returns: :exec
 -- params: 
 START TRANSACTION;
 
 -- name: tx_commit
+-- returns: :exec
 -- params: 
 COMMIT;
 
 -- name: tx_rollback
+-- returns: :exec
 -- params: 
 ROLLBACK;
 
 -- name: tx_isolation_read_committed
 -- Before tx_begin: applies to the next transaction only.
+-- returns: :exec
 -- params: 
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
 
 -- name: tx_isolation_repeatable_read
+-- returns: :exec
 -- params: 
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 
 -- name: tx_isolation_serializable
+-- returns: :exec
 -- params: 
 SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;
 
 -- name: admin_list_sessions
 -- Other sessions of this user on this database (sqlguard chaos: session-kill fault).
+-- returns: :many session_id
 -- params:
 SELECT id FROM information_schema.processlist
 WHERE db = DATABASE() AND id <> CONNECTION_ID() AND user = SUBSTRING_INDEX(CURRENT_USER(), '@', 1);
 
 -- name: admin_terminate_session
 -- KILL takes no placeholder: {#id} is an integer read from admin_list_sessions.
+-- returns: :exec
 KILL {#id};
 
 -- name: admin_delete_lease
 -- Operator: forget a lock name entirely (the fence history is the sequence).
+-- returns: :execrows
 -- params: name
 DELETE FROM sqlguard_lock WHERE name = ?;
 
 -- name: admin_delete_fenced_resource
+-- returns: :execrows
 -- params: resource
 DELETE FROM sqlguard_fenced_resource WHERE resource = ?;
 
 -- name: admin_delete_inbox_consumer
+-- returns: :execrows
 -- params: consumer
 DELETE FROM sqlguard_inbox WHERE consumer = ?;
 
 -- name: admin_delete_prefix_leases
 -- Test and bench clean-up: every lock row whose name starts with a prefix (prefix_len
 -- characters long).
+-- returns: :execrows
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_lock WHERE substr(name, 1, ?) = ?;
 
 -- name: admin_delete_prefix_idempotency
+-- returns: :execrows
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_idempotency WHERE substr(idem_key, 1, ?) = ?;
 
 -- name: admin_delete_prefix_inbox
+-- returns: :execrows
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_inbox WHERE substr(message_id, 1, ?) = ?;
 
@@ -171,17 +204,20 @@ DELETE FROM sqlguard_inbox WHERE substr(message_id, 1, ?) = ?;
 -- Galera checks (src/dialect/mysql/galera_checks.cpp, for `sqlguard doctor`): the settings.
 -- Columns: wsrep_on, session wsrep_sync_wait, global wsrep_sync_wait, binlog_format,
 -- innodb_autoinc_lock_mode.
+-- returns: :one wsrep_on, session_sync_wait, global_sync_wait, binlog_format, autoinc_lock_mode
 -- params: 
 SELECT @@wsrep_on, @@session.wsrep_sync_wait, @@global.wsrep_sync_wait, @@binlog_format, @@innodb_autoinc_lock_mode;
 
 -- name: galera_status
 -- The node's view of the cluster: wsrep_cluster_size, wsrep_cluster_status (Primary),
 -- wsrep_ready, wsrep_local_state_comment (Synced), as (name, value) rows.
+-- returns: :many name, value
 -- params: 
 SELECT LOWER(VARIABLE_NAME), VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
 WHERE VARIABLE_NAME IN ('WSREP_CLUSTER_SIZE', 'WSREP_CLUSTER_STATUS', 'WSREP_READY', 'WSREP_LOCAL_STATE_COMMENT');
 
 -- name: galera_fence_sequence
 -- The fence sequence's settings: cache_size must be 0 (NOCACHE) on Galera.
+-- returns: :one cache_size, increment
 -- params: 
 SELECT cache_size, increment FROM sqlguard_fence_seq;

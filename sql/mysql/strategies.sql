@@ -7,18 +7,21 @@
 -- RowLocker::lock(): columns = key column first, then RowLockSpec::columns. The lock wait
 -- bound rides in the statement (SET STATEMENT ... FOR: whole seconds, at least 1), so the
 -- session's innodb_lock_wait_timeout is never read, changed or restored.
+-- returns: :one columns...
 -- params: key
 SET STATEMENT innodb_lock_wait_timeout = {#timeout_s} FOR
 SELECT {columns*, } FROM {table} WHERE {key} = ? {lock};
 
 -- name: row_claim
 -- RowLocker::claim() without a filter.
+-- returns: :many columns...
 -- params: limit
 SET STATEMENT innodb_lock_wait_timeout = {#timeout_s} FOR
 SELECT {columns*, } FROM {table} ORDER BY {key} LIMIT ? {lock};
 
 -- name: row_claim_filtered
 -- RowLocker::claim(): filter = param_eq fragments, one per claim_filter column.
+-- returns: :many columns...
 -- params: filter values..., limit
 SET STATEMENT innodb_lock_wait_timeout = {#timeout_s} FOR
 SELECT {columns*, } FROM {table} WHERE {filter* AND } ORDER BY {key} LIMIT ? {lock};
@@ -52,40 +55,49 @@ LOCK IN SHARE MODE SKIP LOCKED;
 
 -- name: cas_select
 -- VersionCas::read(): columns = version column first, then VersionCasSpec::columns.
+-- returns: :one columns...
 -- params: key
 SELECT {columns*, } FROM {table} WHERE {key} = ?;
 
 -- name: cas_update
+-- returns: :execrows
 -- params: values..., key, expected_version
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? AND {version} = ?;
 
 -- name: cas_version
+-- returns: :one version
 -- params: key
 SELECT {version} FROM {table} WHERE {key} = ?;
 
 -- name: guarded_update
+-- returns: :execrows
 -- params: assignment values..., key, guard values...
 UPDATE {table} SET {assignments*, } WHERE {key} = ? {guards* };
 
 -- name: row_exists
+-- returns: :one present
 -- params: key
 SELECT 1 FROM {table} WHERE {key} = ?;
 
 -- name: sm_state
+-- returns: :one status
 -- params: key
 SELECT {status} FROM {table} WHERE {key} = ?;
 
 -- name: sm_state_locked
 -- The audit row needs the exact from-state: read it row-locked.
+-- returns: :one status
 -- params: key
 SELECT {status} FROM {table} WHERE {key} = ? FOR UPDATE;
 
 -- name: sm_update
 -- assignments = assign_set(status column) first, then TransitionDef::assignments.
+-- returns: :execrows
 -- params: to_state, assignment values..., key, from states..., guard values...
 UPDATE {table} SET {assignments*, } WHERE {key} = ? AND {status} IN ({from*, }) {guards* };
 
 -- name: sm_audit_insert
+-- returns: :execrows
 -- params: machine, entity_key, event, from_state, to_state, actor
 INSERT INTO {audit_table} (machine, entity_key, event, from_state, to_state, actor, at_ms)
 VALUES (?, ?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
@@ -128,6 +140,7 @@ AND {col} >= ?;
 -- name: versioned_declare
 -- Declares a user table versioned (include/sqlguard/version_cas.h). An existing declaration is a 1062 error (plain INSERT).
 -- table_name is the canonical name (versioned_resolve).
+-- returns: :execrows
 -- params: table_name, version_column
 INSERT INTO sqlguard_versioned_table (table_name, version_column, declared_at) VALUES (?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
@@ -136,6 +149,7 @@ INSERT INTO sqlguard_versioned_table (table_name, version_column, declared_at) V
 -- database (DATABASE()). information_schema compares names without case; an exact match wins
 -- (lower_case_table_names = 0 allows `acct` and `ACCT` side by side). One row
 -- `canonical_name` = database.table, none if no such table.
+-- returns: :one canonical_name
 -- params: schema, table, schema, table
 SELECT CONCAT(table_schema, '.', table_name) AS canonical_name FROM information_schema.tables
 WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?
@@ -146,6 +160,7 @@ ORDER BY (BINARY table_schema = BINARY COALESCE(?, DATABASE())) + (BINARY table_
 -- column's collation, and loose = 1 when it compares keys loosely: PAD SPACE (every MariaDB collation but
 -- the _nopad_ ones: 'a ' finds the row 'a') or case-insensitive (_ci: 'A' finds 'a'). sqlguard binds a
 -- key as given; a loose collation makes two different keys one row. A warning names it.
+-- returns: :one collation_name, loose
 -- params: schema, table, column
 SELECT COLLATION_NAME AS collation_name, CASE WHEN COLLATION_NAME NOT LIKE '%nopad%' OR COLLATION_NAME LIKE '%\_ci' THEN 1 ELSE 0 END AS loose FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = ? AND COLLATION_NAME IS NOT NULL;
 
@@ -153,6 +168,7 @@ SELECT COLLATION_NAME AS collation_name, CASE WHEN COLLATION_NAME NOT LIKE '%nop
 -- The declared version column of the table a spelling names (versioned_resolve), looked up
 -- when a writer writes. A row an older build stored under the raw spelling, which migration
 -- 0006 could not resolve, still counts for that exact spelling (after the canonical one).
+-- returns: :one version_column
 -- params: schema, table, schema, table, spelling, spelling
 SELECT v.version_column FROM sqlguard_versioned_table v
 WHERE v.table_name = (SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables
@@ -163,50 +179,60 @@ ORDER BY v.table_name = ? LIMIT 1;
 
 -- name: guarded_update_versioned
 -- guarded_update on a table declared versioned: the version moves in the same statement.
+-- returns: :execrows
 -- params: assignment values..., key, guard values...
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? {guards* };
 
 -- name: sm_update_versioned
 -- sm_update on a table declared versioned: the version moves in the same statement.
+-- returns: :execrows
 -- params: to_state, assignment values..., key, from states..., guard values...
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? AND {status} IN ({from*, }) {guards* };
 
 -- name: row_lease_claim
 -- RowLocker::claim_leased(): rows nobody holds or whose claim lease ended (DB clock).
 -- Rows another claimer is marking right now are skipped (SKIP LOCKED).
+-- returns: :many columns...
 -- params: limit
 SELECT {columns*, } FROM {table} WHERE ({until} IS NULL OR {until} <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) ORDER BY {key} LIMIT ? FOR UPDATE SKIP LOCKED;
 
 -- name: row_lease_claim_filtered
+-- returns: :many columns...
 -- params: filter values..., limit
 SELECT {columns*, } FROM {table} WHERE {filter* AND } AND ({until} IS NULL OR {until} <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) ORDER BY {key} LIMIT ? FOR UPDATE SKIP LOCKED;
 
 -- name: row_lease_mark
 -- Marks one selected row claimed, in the claim's transaction (the row is locked or, on
 -- SQLite, the database is). The lease condition is repeated so nothing live is stolen.
+-- returns: :execrows
 -- params: owner, lease_ms, key
 UPDATE {table} SET {owner} = ?, {until} = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? WHERE {key} = ? AND ({until} IS NULL OR {until} <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
 -- name: row_lease_mark_versioned
+-- returns: :execrows
 -- params: owner, lease_ms, key
 UPDATE {table} SET {owner} = ?, {until} = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, {version} = {version} + 1 WHERE {key} = ? AND ({until} IS NULL OR {until} <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
 -- name: row_lease_renew
 -- Owner-checked: a claim another claimer rescued is not renewed (0 rows).
+-- returns: :execrows
 -- params: lease_ms, key, owner
 UPDATE {table} SET {until} = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? WHERE {key} = ? AND {owner} = ?;
 
 -- name: row_lease_renew_versioned
+-- returns: :execrows
 -- params: lease_ms, key, owner
 UPDATE {table} SET {until} = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, {version} = {version} + 1 WHERE {key} = ? AND {owner} = ?;
 
 -- name: row_lease_finish
 -- complete() / release(): owner-checked, clears the claim and writes complete_columns
 -- (sets = assign_set_tail fragments, none for release()).
+-- returns: :execrows
 -- params: values..., key, owner
 UPDATE {table} SET {owner} = NULL, {until} = NULL{sets*} WHERE {key} = ? AND {owner} = ?;
 
 -- name: row_lease_finish_versioned
+-- returns: :execrows
 -- params: values..., key, owner
 UPDATE {table} SET {owner} = NULL, {until} = NULL, {version} = {version} + 1{sets*} WHERE {key} = ? AND {owner} = ?;
 

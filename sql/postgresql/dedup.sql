@@ -5,18 +5,21 @@
 -- name: idem_insert
 -- The placeholder: the primary key decides who executes. An existing key inserts
 -- nothing (0 rows).
+-- returns: :execrows
 -- params: scope, key, fingerprint, owner, lease_ms, expiry_ms
 INSERT INTO sqlguard_idempotency (scope, idem_key, status, fingerprint, owner, locked_until, created_at, expire_at)
 VALUES (?, ?, 'in_progress', ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
 ON CONFLICT (scope, idem_key) DO NOTHING;
 
 -- name: idem_select
+-- returns: :one status, fingerprint, response_code, response_body, lock_expired, expired
 -- params: scope, key
 SELECT status, fingerprint, response_code, response_body,
   CASE WHEN locked_until <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END, CASE WHEN expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END
 FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ?;
 
 -- name: idem_renew
+-- returns: :execrows
 -- params: lease_ms, expiry_ms, scope, key, owner
 UPDATE sqlguard_idempotency SET locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, expire_at = GREATEST(expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
 WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
@@ -24,6 +27,7 @@ WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
 -- name: idem_takeover
 -- Matches only a crashed placeholder (lease expired, same request) or a finished row past
 -- its retention; concurrent retries serialize on the row and the first one wins.
+-- returns: :execrows
 -- params: fingerprint, owner, lease_ms, expiry_ms, scope, key, fingerprint
 UPDATE sqlguard_idempotency SET status = 'in_progress', fingerprint = ?, owner = ?, locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?,
   response_code = NULL, response_body = NULL, created_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, completed_at = NULL, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
@@ -31,10 +35,12 @@ WHERE scope = ? AND idem_key = ?
   AND ((status = 'in_progress' AND locked_until <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AND fingerprint = ?) OR (status <> 'in_progress' AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT));
 
 -- name: idem_remove
+-- returns: :execrows
 -- params: scope, key, owner
 DELETE FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
 
 -- name: idem_complete
+-- returns: :execrows
 -- params: status, response_code, response_body, retention_ms, scope, key, owner
 UPDATE sqlguard_idempotency SET status = ?, response_code = ?, response_body = ?, completed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
   locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
@@ -42,6 +48,7 @@ WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
 
 -- name: idem_purge
 -- One bounded batch of expired keys; a live in-progress placeholder is never deleted.
+-- returns: :execrows
 -- params: batch
 DELETE FROM sqlguard_idempotency WHERE (scope, idem_key) IN (
   SELECT scope, idem_key FROM sqlguard_idempotency WHERE expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AND (status <> 'in_progress' OR locked_until <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) LIMIT ?);
@@ -49,11 +56,13 @@ DELETE FROM sqlguard_idempotency WHERE (scope, idem_key) IN (
 -- name: inbox_insert
 -- Runs first in the handler's transaction: a concurrent delivery of the same message
 -- waits here for our commit. An existing id inserts nothing.
+-- returns: :execrows
 -- params: consumer, message_id, retention_ms
 INSERT INTO sqlguard_inbox (consumer, message_id, processed_at, expire_at) VALUES (?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
 ON CONFLICT (consumer, message_id) DO NOTHING;
 
 -- name: inbox_purge
+-- returns: :execrows
 -- params: batch
 DELETE FROM sqlguard_inbox WHERE (consumer, message_id) IN (
   SELECT consumer, message_id FROM sqlguard_inbox WHERE expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT LIMIT ?);
@@ -64,6 +73,7 @@ DELETE FROM sqlguard_inbox WHERE (consumer, message_id) IN (
 -- idem_takeover for phased handlers: a crashed execution's row keeps its recovery point and
 -- phase state and counts one more attempt; a finished row past its retention starts over.
 -- The CASEs come first: MariaDB evaluates SET left to right and would see the new status.
+-- returns: :execrows
 -- params: fingerprint, owner, lease_ms, expiry_ms, scope, key, fingerprint
 UPDATE sqlguard_idempotency SET
   attempt = CASE WHEN status = 'in_progress' THEN attempt + 1 ELSE 1 END,
@@ -76,17 +86,20 @@ WHERE scope = ? AND idem_key = ?
 
 -- name: idem_phase_state
 -- The recovery point, phase state and attempt number of the execution holding the key.
+-- returns: :one recovery_point, phase_state, attempt
 -- params: scope, key, owner
 SELECT recovery_point, phase_state, attempt FROM sqlguard_idempotency WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
 
 -- name: idem_phase_commit
 -- Stores a recovery point in the phase's own transaction (owner-checked: 0 rows = the key
 -- was taken over, and the phase rolls back) and extends the lease.
+-- returns: :execrows
 -- params: recovery_point, phase_state, lease_ms, expiry_ms, scope, key, owner
 UPDATE sqlguard_idempotency SET recovery_point = ?, phase_state = ?, locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, expire_at = GREATEST(expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
 WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';
 
 -- name: idem_unlock
 -- Ends the lease now (serialization failure, failed phase): a retry resumes at once.
+-- returns: :execrows
 -- params: scope, key, owner
 UPDATE sqlguard_idempotency SET locked_until = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE scope = ? AND idem_key = ? AND owner = ? AND status = 'in_progress';

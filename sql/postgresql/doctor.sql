@@ -7,6 +7,7 @@
 -- backend pid (differs from the one libpq got at connect behind a pooler). The isolation is the
 -- session's default before sqlguard's own session_setup changed it (reset_val: server, database
 -- and role settings).
+-- returns: :many name, value
 -- params: 
 SELECT name, CASE WHEN name = 'default_transaction_isolation' THEN reset_val ELSE setting END FROM pg_settings
 WHERE name IN ('server_version', 'server_version_num', 'default_transaction_isolation', 'lock_timeout',
@@ -19,11 +20,13 @@ UNION ALL SELECT 'backend_pid', pg_backend_pid()::text;
 -- name: doctor_standbys
 -- The standbys streaming from this server and whether each is synchronous (sync_state is NULL
 -- without pg_monitor / superuser).
+-- returns: :many application_name, state, sync_state
 -- params: 
 SELECT coalesce(application_name, ''), coalesce(state, ''), coalesce(sync_state, '')
 FROM pg_stat_replication ORDER BY application_name;
 
 -- name: doctor_backend_pid
 -- Run in consecutive transactions: a different pid each time means a transaction pooler.
+-- returns: :one backend_pid
 -- params: 
 SELECT pg_backend_pid();

@@ -24,6 +24,7 @@
 -- Two more columns: whether a take-over left the head's place, whether a busy 'join'
 -- attempt became the head (only when the row exists: a missing name goes on to lease_insert,
 -- and a session lock taken by an attempt that then fails would outlive it).
+-- returns: :one fence, expire_at, holder_expire_at, db_now_ms, left_queue, joined_queue
 -- params: name, owner, ttl_ms, min_hold_ms, name, queue_role, channel, queue_role, channel
 WITH seen AS (SELECT expire_at FROM sqlguard_lock WHERE name = ?),
 took AS (
@@ -42,6 +43,7 @@ FROM (SELECT 1) AS one LEFT JOIN took ON true LEFT JOIN seen ON true;
 -- name: lease_insert
 -- Creates a name never seen before (only after no row was found); a concurrent creator
 -- wins the primary key and this inserts nothing (no row back).
+-- returns: :one fence, expire_at
 -- params: name, owner, ttl_ms, min_hold_ms
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
 VALUES (?, ?, nextval('sqlguard_fence_seq'), (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
@@ -49,16 +51,28 @@ ON CONFLICT (name) DO NOTHING
 RETURNING fence, expire_at;
 
 -- name: lease_take
--- not needed: lease_acquire returns the fence itself (UPDATE ... RETURNING)
+-- not needed: the one-statement take-over (lease_acquire) returns the fence itself
+
+-- name: lease_take_expired
+-- not needed: the one-statement take-over (lease_acquire)
+
+-- name: lease_update_expired
+-- not needed: the one-statement take-over (lease_acquire)
+
+-- name: lease_create
+-- not needed: lease_insert returns the fence itself (INSERT ... RETURNING)
 
 -- name: lease_precheck
 -- not needed: lease_acquire takes no lock and writes nothing when the lease is held
 
 -- name: lease_read_mine
+-- wake_lock: NULL, a release's NOTIFY needs no wake-up lock.
+-- returns: :one fence, expire_at, wake_lock
 -- params: name, owner
-SELECT fence, expire_at FROM sqlguard_lock WHERE name = ? AND owner = ?;
+SELECT fence, expire_at, NULL::int AS wake_lock FROM sqlguard_lock WHERE name = ? AND owner = ?;
 
 -- name: lease_info
+-- returns: :one name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: name
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
 FROM sqlguard_lock WHERE name = ?;
@@ -67,6 +81,7 @@ FROM sqlguard_lock WHERE name = ?;
 -- Owner- and fence-checked (a reused owner string cannot extend a newer lease); 1 row
 -- affected = still held and extended. Never ends before min_release_at: a ttl shorter
 -- than what is left of the minimum hold does not let another owner in early.
+-- returns: :execrows
 -- params: ttl_ms, name, owner, fence
 UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
@@ -85,6 +100,7 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM c
 -- (and its wait for the synchronous standby) covers this release too. One flush per lock
 -- cycle instead of two.
 -- 1 row = released.
+-- returns: :execrows
 -- params: name, owner, fence
 WITH released AS (
   UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
@@ -97,6 +113,7 @@ FROM released;
 -- name: lease_release_in_tx
 -- lease_release inside the caller's transaction: the same, but it leaves the transaction's
 -- synchronous_commit alone (the caller's own writes commit with it).
+-- returns: :execrows
 -- params: name, owner, fence
 WITH released AS (
   UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
@@ -107,6 +124,7 @@ SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'h
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold);
 -- wakes waiters like lease_release. 1 row = ended.
+-- returns: :execrows
 -- params: name
 WITH ended AS (
   UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
@@ -114,11 +132,13 @@ WITH ended AS (
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM ended;
 
 -- name: lease_list_held
+-- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
 FROM sqlguard_lock WHERE expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ORDER BY name;
 
 -- name: lease_list_all
+-- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
 FROM sqlguard_lock ORDER BY name;
@@ -126,23 +146,27 @@ FROM sqlguard_lock ORDER BY name;
 -- name: lease_guard_check
 -- Re-verifies the lease inside a guarded transaction and row-locks it until commit, so
 -- no take-over can commit in between.
+-- returns: :execrows
 -- params: name, owner, fence
 SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT FOR UPDATE;
 
 -- name: fenced_ensure
 -- Creates the resource's fence row if it is missing.
+-- returns: :execrows
 -- params: resource
 INSERT INTO sqlguard_fenced_resource (resource, fence, updated_at) VALUES (?, 0, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
 ON CONFLICT DO NOTHING;
 
 -- name: fenced_update
 -- 1 row affected = the write carries a fence at least as new as any seen before.
+-- returns: :execrows
 -- params: fence, resource, fence
 UPDATE sqlguard_fenced_resource SET fence = ?, updated_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
 WHERE resource = ? AND fence <= ?;
 
 -- name: lock_purge
 -- cleanup(): one bounded batch of long-expired rows.
+-- returns: :execrows
 -- params: grace_ms, batch
 DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE expire_at < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ? LIMIT ?);
 
@@ -161,5 +185,6 @@ DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE ex
 -- EVERY listening backend of the database on each NOTIFY, whatever its channel, so each
 -- extra listener costs every lock cycle. A head that dies leaves with its session.
 -- This statement: the head gave up waiting; another waiter may become the head.
+-- returns: :one left_queue
 -- params: channel
 SELECT pg_advisory_unlock(1397836871, hashtext(?));

@@ -5,10 +5,12 @@
 -- name: db_now
 -- The database clock in ms since the Unix epoch, read fresh (clock_timestamp(), never now():
 -- now() is frozen at transaction start).
+-- returns: :one db_now_ms
 -- params: 
 SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
 
 -- name: migrate_version_table
+-- returns: :exec
 -- params: 
 CREATE TABLE IF NOT EXISTS sqlguard_schema_version (
   version INTEGER NOT NULL PRIMARY KEY,
@@ -17,30 +19,38 @@ CREATE TABLE IF NOT EXISTS sqlguard_schema_version (
   applied_at BIGINT NOT NULL);
 
 -- name: migrate_read_applied
+-- returns: :many version, name, checksum, applied_at
 -- params: 
 SELECT version, name, checksum, applied_at FROM sqlguard_schema_version;
 
 -- name: migrate_record
+-- returns: :execrows
 -- params: version, name, checksum
 INSERT INTO sqlguard_schema_version (version, name, checksum, applied_at) VALUES (?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT);
 
 -- name: migrate_count
+-- returns: :one applied
 -- params: max_version
 SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
 
--- name: migrate_lock
+-- name: migrate_lock_xact
 -- Database-wide mutex for migrations: a TRANSACTION-scoped advisory lock, taken first inside the
 -- one transaction the whole migration run is (PostgreSQL DDL is transactional), released by its
 -- COMMIT or ROLLBACK. Never a session advisory lock: behind a transaction pooler the session
 -- that took it is not the one that would release it, and a lost connection cannot strand it.
+-- returns: :one locked
 -- params: 
-SELECT 1 FROM (SELECT pg_advisory_xact_lock(7310575312359104513)) AS l;
+SELECT 1 AS locked FROM (SELECT pg_advisory_xact_lock(7310575312359104513)) AS l;
 
--- name: migrate_unlock
--- not needed: migrate_lock is transaction-scoped; the migration transaction's end releases it
+-- name: migrate_lock_row
+-- not needed: migrations hold a transaction-scoped lock (migrate_lock_xact)
+
+-- name: migrate_unlock_row
+-- not needed: migrate_lock_xact is transaction-scoped; the migration transaction's end releases it
 
 -- name: session_statement_timeout
 -- Bounds every statement of a watchdog connection by the renew period.
+-- returns: :exec
 -- params: timeout_ms
 SELECT set_config('statement_timeout', ?, false);
 
@@ -70,6 +80,7 @@ SELECT set_config('statement_timeout', ?, false);
 -- lock held); it is made only on the session libpq connected to, or behind a declared session pooler
 -- (session_pooler = 1: the server session is this client's until it disconnects), never on one a transaction
 -- pooler hands to another client.
+-- returns: :one backend_pid, isolation
 -- params: client_pid, session_pooler
 SELECT pg_backend_pid() AS backend_pid, CASE WHEN pg_backend_pid() = ? OR ?::int = 1 THEN set_config('default_transaction_isolation', 'read committed', false) END AS isolation;
 
@@ -105,43 +116,51 @@ SELECT pg_backend_pid() AS backend_pid, CASE WHEN pg_backend_pid() = ? OR ?::int
 
 -- name: admin_list_sessions
 -- Other sessions sqlguard opened on this database (sqlguard chaos: session-kill fault).
+-- returns: :many session_id
 -- params:
 SELECT pid FROM pg_stat_activity
 WHERE application_name = 'sqlguard' AND pid <> pg_backend_pid() AND datname = current_database();
 
 -- name: admin_terminate_session
+-- returns: :exec
 -- params: session_id
 SELECT pg_terminate_backend(?);
 
 -- name: admin_delete_lease
 -- Operator: forget a lock name entirely (the fence history is the sequence).
+-- returns: :execrows
 -- params: name
 DELETE FROM sqlguard_lock WHERE name = ?;
 
 -- name: admin_delete_fenced_resource
+-- returns: :execrows
 -- params: resource
 DELETE FROM sqlguard_fenced_resource WHERE resource = ?;
 
 -- name: admin_delete_inbox_consumer
+-- returns: :execrows
 -- params: consumer
 DELETE FROM sqlguard_inbox WHERE consumer = ?;
 
 -- name: admin_delete_prefix_leases
 -- Test and bench clean-up: every lock row whose name starts with a prefix (prefix_len
 -- characters long).
+-- returns: :execrows
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_lock WHERE substr(name, 1, ?) = ?;
 
 -- name: admin_delete_prefix_idempotency
+-- returns: :execrows
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_idempotency WHERE substr(idem_key, 1, ?) = ?;
 
 -- name: admin_delete_prefix_inbox
+-- returns: :execrows
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_inbox WHERE substr(message_id, 1, ?) = ?;
 
 -- name: migrate_lock_table
--- not needed: migrate_lock is an advisory lock (it ends with its session)
+-- not needed: migrations hold a transaction-scoped advisory lock (migrate_lock_xact)
 
 -- name: migrate_lock_clear
 -- not needed: see migrate_lock_table

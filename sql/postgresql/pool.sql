@@ -2,5 +2,6 @@
 
 -- name: pool_ping
 -- Health check on borrow: one round trip, touches no table.
+-- returns: :one one
 -- params:
 SELECT 1;

@@ -5,16 +5,19 @@
 
 -- name: row_lock_select
 -- RowLocker::lock(): columns = key column first, then RowLockSpec::columns.
+-- returns: :one columns...
 -- params: key
 SELECT {columns*, } FROM {table} WHERE {key} = ? {lock};
 
 -- name: row_claim
 -- RowLocker::claim() without a filter.
+-- returns: :many columns...
 -- params: limit
 SELECT {columns*, } FROM {table} ORDER BY {key} LIMIT ? {lock};
 
 -- name: row_claim_filtered
 -- RowLocker::claim(): filter = param_eq fragments, one per claim_filter column.
+-- returns: :many columns...
 -- params: filter values..., limit
 SELECT {columns*, } FROM {table} WHERE {filter* AND } ORDER BY {key} LIMIT ? {lock};
 
@@ -38,6 +41,7 @@ FOR SHARE SKIP LOCKED;
 
 -- name: lock_timeout_local
 -- SET LOCAL lock_timeout with a bound value ('5000ms'), right after BEGIN.
+-- returns: :exec
 -- params: timeout
 SELECT set_config('lock_timeout', ?, true);
 
@@ -49,40 +53,49 @@ SELECT set_config('lock_timeout', ?, true);
 
 -- name: cas_select
 -- VersionCas::read(): columns = version column first, then VersionCasSpec::columns.
+-- returns: :one columns...
 -- params: key
 SELECT {columns*, } FROM {table} WHERE {key} = ?;
 
 -- name: cas_update
+-- returns: :execrows
 -- params: values..., key, expected_version
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? AND {version} = ?;
 
 -- name: cas_version
+-- returns: :one version
 -- params: key
 SELECT {version} FROM {table} WHERE {key} = ?;
 
 -- name: guarded_update
+-- returns: :execrows
 -- params: assignment values..., key, guard values...
 UPDATE {table} SET {assignments*, } WHERE {key} = ? {guards* };
 
 -- name: row_exists
+-- returns: :one present
 -- params: key
 SELECT 1 FROM {table} WHERE {key} = ?;
 
 -- name: sm_state
+-- returns: :one status
 -- params: key
 SELECT {status} FROM {table} WHERE {key} = ?;
 
 -- name: sm_state_locked
 -- The audit row needs the exact from-state: read it row-locked.
+-- returns: :one status
 -- params: key
 SELECT {status} FROM {table} WHERE {key} = ? FOR UPDATE;
 
 -- name: sm_update
 -- assignments = assign_set(status column) first, then TransitionDef::assignments.
+-- returns: :execrows
 -- params: to_state, assignment values..., key, from states..., guard values...
 UPDATE {table} SET {assignments*, } WHERE {key} = ? AND {status} IN ({from*, }) {guards* };
 
 -- name: sm_audit_insert
+-- returns: :execrows
 -- params: machine, entity_key, event, from_state, to_state, actor
 INSERT INTO {audit_table} (machine, entity_key, event, from_state, to_state, actor, at_ms)
 VALUES (?, ?, ?, ?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT);
@@ -125,6 +138,7 @@ AND {col} >= ?;
 -- name: versioned_declare
 -- Declares a user table versioned (include/sqlguard/version_cas.h). An existing declaration inserts nothing (0 rows).
 -- table_name is the canonical name (versioned_resolve).
+-- returns: :execrows
 -- params: table_name, version_column
 INSERT INTO sqlguard_versioned_table (table_name, version_column, declared_at) VALUES (?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
 ON CONFLICT (table_name) DO NOTHING;
@@ -132,6 +146,7 @@ ON CONFLICT (table_name) DO NOTHING;
 -- name: versioned_resolve
 -- The table a spelling names, as the database resolves it (search_path, quoting): one row
 -- `canonical_name` = schema.table, none if no such table. Declarations are stored under it.
+-- returns: :one canonical_name
 -- params: quoted_name
 SELECT n.nspname || '.' || c.relname AS canonical_name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(?);
 
@@ -139,6 +154,7 @@ SELECT n.nspname || '.' || c.relname AS canonical_name FROM pg_catalog.pg_class 
 -- When a writer on a user table is built: the key column's collation, and loose = 1 for a
 -- nondeterministic one (e.g. an ICU collation that ignores case or accents: two different keys
 -- compare equal). Deterministic collations compare bytes in the end: loose = 0.
+-- returns: :one collation_name, loose
 -- params: quoted_name, column
 SELECT co.collname AS collation_name, CASE WHEN co.collisdeterministic THEN 0 ELSE 1 END AS loose FROM pg_attribute a JOIN pg_collation co ON co.oid = a.attcollation WHERE a.attrelid = to_regclass(?) AND a.attname = ? AND NOT a.attisdropped;
 
@@ -146,6 +162,7 @@ SELECT co.collname AS collation_name, CASE WHEN co.collisdeterministic THEN 0 EL
 -- The declared version column of the table a spelling names (versioned_resolve), looked up
 -- when a writer writes. A row an older build stored under the raw spelling, which migration
 -- 0006 could not resolve, still counts for that exact spelling (after the canonical one).
+-- returns: :one version_column
 -- params: quoted_name, spelling, spelling
 SELECT v.version_column FROM sqlguard_versioned_table v
 WHERE v.table_name = (SELECT n.nspname || '.' || c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(?))
@@ -154,50 +171,60 @@ ORDER BY v.table_name = ? LIMIT 1;
 
 -- name: guarded_update_versioned
 -- guarded_update on a table declared versioned: the version moves in the same statement.
+-- returns: :execrows
 -- params: assignment values..., key, guard values...
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? {guards* };
 
 -- name: sm_update_versioned
 -- sm_update on a table declared versioned: the version moves in the same statement.
+-- returns: :execrows
 -- params: to_state, assignment values..., key, from states..., guard values...
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? AND {status} IN ({from*, }) {guards* };
 
 -- name: row_lease_claim
 -- RowLocker::claim_leased(): rows nobody holds or whose claim lease ended (DB clock).
 -- Rows another claimer is marking right now are skipped (SKIP LOCKED).
+-- returns: :many columns...
 -- params: limit
 SELECT {columns*, } FROM {table} WHERE ({until} IS NULL OR {until} <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) ORDER BY {key} LIMIT ? FOR UPDATE SKIP LOCKED;
 
 -- name: row_lease_claim_filtered
+-- returns: :many columns...
 -- params: filter values..., limit
 SELECT {columns*, } FROM {table} WHERE {filter* AND } AND ({until} IS NULL OR {until} <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) ORDER BY {key} LIMIT ? FOR UPDATE SKIP LOCKED;
 
 -- name: row_lease_mark
 -- Marks one selected row claimed, in the claim's transaction (the row is locked or, on
 -- SQLite, the database is). The lease condition is repeated so nothing live is stolen.
+-- returns: :execrows
 -- params: owner, lease_ms, key
 UPDATE {table} SET {owner} = ?, {until} = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? WHERE {key} = ? AND ({until} IS NULL OR {until} <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT);
 
 -- name: row_lease_mark_versioned
+-- returns: :execrows
 -- params: owner, lease_ms, key
 UPDATE {table} SET {owner} = ?, {until} = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, {version} = {version} + 1 WHERE {key} = ? AND ({until} IS NULL OR {until} <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT);
 
 -- name: row_lease_renew
 -- Owner-checked: a claim another claimer rescued is not renewed (0 rows).
+-- returns: :execrows
 -- params: lease_ms, key, owner
 UPDATE {table} SET {until} = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? WHERE {key} = ? AND {owner} = ?;
 
 -- name: row_lease_renew_versioned
+-- returns: :execrows
 -- params: lease_ms, key, owner
 UPDATE {table} SET {until} = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, {version} = {version} + 1 WHERE {key} = ? AND {owner} = ?;
 
 -- name: row_lease_finish
 -- complete() / release(): owner-checked, clears the claim and writes complete_columns
 -- (sets = assign_set_tail fragments, none for release()).
+-- returns: :execrows
 -- params: values..., key, owner
 UPDATE {table} SET {owner} = NULL, {until} = NULL{sets*} WHERE {key} = ? AND {owner} = ?;
 
 -- name: row_lease_finish_versioned
+-- returns: :execrows
 -- params: values..., key, owner
 UPDATE {table} SET {owner} = NULL, {until} = NULL, {version} = {version} + 1{sets*} WHERE {key} = ? AND {owner} = ?;
 

@@ -4,6 +4,7 @@
 -- name: doctor_settings
 -- (name, value) rows: journal mode, synchronous level (0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA) and the
 -- main database's file ('' for an in-memory database).
+-- returns: :many name, value
 -- params: 
 SELECT 'journal_mode', journal_mode FROM pragma_journal_mode
 UNION ALL SELECT 'synchronous', CAST(synchronous AS TEXT) FROM pragma_synchronous

@@ -4,11 +4,16 @@
 -- the sqlguard_fence_seq counter row (kept by triggers), so they never go back.
 
 -- name: lease_acquire
+-- not needed: read first, then update (lease_precheck, lease_take_expired): SQLite takes the
+-- database write lock for any UPDATE, so a one-statement take-over would not stay a read
+
+-- name: lease_take_expired
 -- Takes over an EXPIRED row: one statement decides, on the database clock, and draws one
 -- fence. A row that is held does not match the WHERE, so a busy attempt is a read:
 -- but SQLite takes the database write lock for any UPDATE, so lease_precheck
 -- decides first and a loser never gets here.
 -- A row comes back only when this call acquired the lease.
+-- returns: :execrows
 -- params: owner, ttl_ms, min_hold_ms, name
 UPDATE sqlguard_lock SET owner = ?, fence = (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, acquired_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER),
   renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?
@@ -18,6 +23,7 @@ RETURNING fence, expire_at;
 -- name: lease_insert
 -- Creates a name never seen before (only after no row was found); a concurrent creator
 -- wins the primary key and this inserts nothing (no row back).
+-- returns: :one fence, expire_at
 -- params: name, owner, ttl_ms, min_hold_ms
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
 VALUES (?, ?, (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?)
@@ -25,19 +31,29 @@ ON CONFLICT (name) DO NOTHING
 RETURNING fence, expire_at;
 
 -- name: lease_take
--- not needed: lease_acquire returns the fence itself (UPDATE ... RETURNING)
+-- not needed: lease_take_expired returns the fence itself (UPDATE ... RETURNING)
+
+-- name: lease_update_expired
+-- not needed: lease_take_expired returns the fence itself (UPDATE ... RETURNING)
+
+-- name: lease_create
+-- not needed: lease_insert returns the fence itself (INSERT ... RETURNING)
 
 -- name: lease_precheck
 -- A plain read (WAL: no lock, never blocks behind the writer) that decides first: a held
 -- lease is busy without taking the database write lock.
+-- returns: :one owner, expire_at, held, db_now_ms
 -- params: name
 SELECT owner, expire_at, expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_read_mine
+-- wake_lock: NULL, a release wakes a waiter itself (sqlguard_wake).
+-- returns: :one fence, expire_at, wake_lock
 -- params: name, owner
-SELECT fence, expire_at FROM sqlguard_lock WHERE name = ? AND owner = ?;
+SELECT fence, expire_at, NULL AS wake_lock FROM sqlguard_lock WHERE name = ? AND owner = ?;
 
 -- name: lease_info
+-- returns: :one name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: name
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 FROM sqlguard_lock WHERE name = ?;
@@ -46,6 +62,7 @@ FROM sqlguard_lock WHERE name = ?;
 -- Owner- and fence-checked (a reused owner string cannot extend a newer lease); 1 row
 -- affected = still held and extended. Never ends before min_release_at: a ttl shorter
 -- than what is left of the minimum hold does not let another owner in early.
+-- returns: :execrows
 -- params: ttl_ms, name, owner, fence
 UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, min_release_at), renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
@@ -57,6 +74,7 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday
 -- each sqlguard connection registers) wakes ONE waiter of this lease, on this host, once
 -- the release has committed (a futex word in <database>-sqlguard-wake; see
 -- src/dialect/sqlite/connection.cpp); it runs only if the row was released. 1 row = released.
+-- returns: :execrows
 -- params: name, owner, fence, channel
 UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at)
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
@@ -68,16 +86,19 @@ RETURNING sqlguard_wake(?);
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
 -- Wakes a waiter like lease_release. 1 row = ended.
+-- returns: :execrows
 -- params: name, channel
 UPDATE sqlguard_lock SET expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 RETURNING sqlguard_wake(?);
 
 -- name: lease_list_held
+-- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 FROM sqlguard_lock WHERE expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ORDER BY name;
 
 -- name: lease_list_all
+-- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 FROM sqlguard_lock ORDER BY name;
@@ -85,23 +106,27 @@ FROM sqlguard_lock ORDER BY name;
 -- name: lease_guard_check
 -- Re-verifies the lease inside a guarded transaction; BEGIN IMMEDIATE already holds the
 -- database write lock, so no take-over can commit in between.
+-- returns: :execrows
 -- params: name, owner, fence
 SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
 
 -- name: fenced_ensure
 -- Creates the resource's fence row if it is missing.
+-- returns: :execrows
 -- params: resource
 INSERT INTO sqlguard_fenced_resource (resource, fence, updated_at) VALUES (?, 0, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
 ON CONFLICT DO NOTHING;
 
 -- name: fenced_update
 -- 1 row affected = the write carries a fence at least as new as any seen before.
+-- returns: :execrows
 -- params: fence, resource, fence
 UPDATE sqlguard_fenced_resource SET fence = ?, updated_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 WHERE resource = ? AND fence <= ?;
 
 -- name: lock_purge
 -- cleanup(): one bounded batch of long-expired rows.
+-- returns: :execrows
 -- params: grace_ms, batch
 DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE expire_at < CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) - ? LIMIT ?);
 

@@ -4,10 +4,12 @@
 
 -- name: db_now
 -- The database clock in ms since the Unix epoch, read fresh (per statement).
+-- returns: :one db_now_ms
 -- params: 
 SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
 
 -- name: migrate_version_table
+-- returns: :exec
 -- params: 
 CREATE TABLE IF NOT EXISTS sqlguard_schema_version (
   version INTEGER NOT NULL PRIMARY KEY,
@@ -16,22 +18,28 @@ CREATE TABLE IF NOT EXISTS sqlguard_schema_version (
   applied_at BIGINT NOT NULL);
 
 -- name: migrate_read_applied
+-- returns: :many version, name, checksum, applied_at
 -- params: 
 SELECT version, name, checksum, applied_at FROM sqlguard_schema_version;
 
 -- name: migrate_record
+-- returns: :execrows
 -- params: version, name, checksum
 INSERT INTO sqlguard_schema_version (version, name, checksum, applied_at) VALUES (?, ?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER));
 
 -- name: migrate_count
+-- returns: :one applied
 -- params: max_version
 SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
 
--- name: migrate_lock
+-- name: migrate_lock_xact
 -- not needed: the whole run is one BEGIN IMMEDIATE transaction, which excludes other writers
 
--- name: migrate_unlock
--- not needed: see migrate_lock
+-- name: migrate_lock_row
+-- not needed: see migrate_lock_xact
+
+-- name: migrate_unlock_row
+-- not needed: see migrate_lock_xact
 
 -- name: session_statement_timeout
 -- not needed: the busy timeout bounds every wait; there is no server to hang
@@ -61,30 +69,36 @@ SELECT COUNT(*) FROM sqlguard_schema_version WHERE version <= ?;
 -- not needed: embedded: no socket
 
 -- name: session_journal_mode
+-- returns: :one journal_mode
 -- params: 
 PRAGMA journal_mode;
 
 -- name: session_journal_wal
 -- Only the first opener of a new file switches it (WAL is stored in the file).
+-- returns: :one journal_mode
 -- params: 
 PRAGMA journal_mode=WAL;
 
 -- name: session_synchronous
 -- Durable against process crashes (kill -9), not power loss.
+-- returns: :exec
 -- params: 
 PRAGMA synchronous=NORMAL;
 
 -- name: tx_begin
 -- Takes the write lock up front: a deferred transaction upgrading to a writer can fail
 -- with SQLITE_BUSY that no busy timeout resolves.
+-- returns: :exec
 -- params: 
 BEGIN IMMEDIATE;
 
 -- name: tx_commit
+-- returns: :exec
 -- params: 
 COMMIT;
 
 -- name: tx_rollback
+-- returns: :exec
 -- params: 
 ROLLBACK;
 
@@ -105,33 +119,39 @@ ROLLBACK;
 
 -- name: admin_delete_lease
 -- Operator: forget a lock name entirely (the fence history is the sequence).
+-- returns: :execrows
 -- params: name
 DELETE FROM sqlguard_lock WHERE name = ?;
 
 -- name: admin_delete_fenced_resource
+-- returns: :execrows
 -- params: resource
 DELETE FROM sqlguard_fenced_resource WHERE resource = ?;
 
 -- name: admin_delete_inbox_consumer
+-- returns: :execrows
 -- params: consumer
 DELETE FROM sqlguard_inbox WHERE consumer = ?;
 
 -- name: admin_delete_prefix_leases
 -- Test and bench clean-up: every lock row whose name starts with a prefix (prefix_len
 -- characters long).
+-- returns: :execrows
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_lock WHERE substr(name, 1, ?) = ?;
 
 -- name: admin_delete_prefix_idempotency
+-- returns: :execrows
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_idempotency WHERE substr(idem_key, 1, ?) = ?;
 
 -- name: admin_delete_prefix_inbox
+-- returns: :execrows
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_inbox WHERE substr(message_id, 1, ?) = ?;
 
 -- name: migrate_lock_table
--- not needed: migrate_lock is not needed either (one BEGIN IMMEDIATE run)
+-- not needed: migrations run in one BEGIN IMMEDIATE transaction
 
 -- name: migrate_lock_clear
 -- not needed: see migrate_lock_table

@@ -5,16 +5,19 @@
 
 -- name: row_lock_select
 -- RowLocker::lock(): columns = key column first, then RowLockSpec::columns.
+-- returns: :one columns...
 -- params: key
 SELECT {columns*, } FROM {table} WHERE {key} = ? {lock};
 
 -- name: row_claim
 -- RowLocker::claim() without a filter.
+-- returns: :many columns...
 -- params: limit
 SELECT {columns*, } FROM {table} ORDER BY {key} LIMIT ? {lock};
 
 -- name: row_claim_filtered
 -- RowLocker::claim(): filter = param_eq fragments, one per claim_filter column.
+-- returns: :many columns...
 -- params: filter values..., limit
 SELECT {columns*, } FROM {table} WHERE {filter* AND } ORDER BY {key} LIMIT ? {lock};
 
@@ -41,6 +44,7 @@ SELECT {columns*, } FROM {table} WHERE {filter* AND } ORDER BY {key} LIMIT ? {lo
 
 -- name: lock_timeout_get
 -- The new value is set with sqlite3_busy_timeout() (PRAGMA takes no parameters).
+-- returns: :one timeout
 -- params: 
 PRAGMA busy_timeout;
 
@@ -49,40 +53,49 @@ PRAGMA busy_timeout;
 
 -- name: cas_select
 -- VersionCas::read(): columns = version column first, then VersionCasSpec::columns.
+-- returns: :one columns...
 -- params: key
 SELECT {columns*, } FROM {table} WHERE {key} = ?;
 
 -- name: cas_update
+-- returns: :execrows
 -- params: values..., key, expected_version
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? AND {version} = ?;
 
 -- name: cas_version
+-- returns: :one version
 -- params: key
 SELECT {version} FROM {table} WHERE {key} = ?;
 
 -- name: guarded_update
+-- returns: :execrows
 -- params: assignment values..., key, guard values...
 UPDATE {table} SET {assignments*, } WHERE {key} = ? {guards* };
 
 -- name: row_exists
+-- returns: :one present
 -- params: key
 SELECT 1 FROM {table} WHERE {key} = ?;
 
 -- name: sm_state
+-- returns: :one status
 -- params: key
 SELECT {status} FROM {table} WHERE {key} = ?;
 
 -- name: sm_state_locked
 -- The audit row needs the exact from-state: read it under BEGIN IMMEDIATE's write lock.
+-- returns: :one status
 -- params: key
 SELECT {status} FROM {table} WHERE {key} = ?;
 
 -- name: sm_update
 -- assignments = assign_set(status column) first, then TransitionDef::assignments.
+-- returns: :execrows
 -- params: to_state, assignment values..., key, from states..., guard values...
 UPDATE {table} SET {assignments*, } WHERE {key} = ? AND {status} IN ({from*, }) {guards* };
 
 -- name: sm_audit_insert
+-- returns: :execrows
 -- params: machine, entity_key, event, from_state, to_state, actor
 INSERT INTO {audit_table} (machine, entity_key, event, from_state, to_state, actor, at_ms)
 VALUES (?, ?, ?, ?, ?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER));
@@ -125,6 +138,7 @@ AND {col} >= ?;
 -- name: versioned_declare
 -- Declares a user table versioned (include/sqlguard/version_cas.h). An existing declaration inserts nothing (0 rows).
 -- table_name is the canonical name (versioned_resolve).
+-- returns: :execrows
 -- params: table_name, version_column
 INSERT INTO sqlguard_versioned_table (table_name, version_column, declared_at) VALUES (?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
 ON CONFLICT (table_name) DO NOTHING;
@@ -133,6 +147,7 @@ ON CONFLICT (table_name) DO NOTHING;
 -- The table a spelling names, as SQLite resolves it: names ignore case; an unqualified name is
 -- looked up in temp, then main, then the attached databases in attach order. One row
 -- `canonical_name` = schema.table (as stored), none if no such table.
+-- returns: :one canonical_name
 -- params: table, schema, schema
 SELECT t.schema || '.' || t.name AS canonical_name FROM pragma_table_list t LEFT JOIN pragma_database_list d ON d.name = t.schema
 WHERE t.name = ? COLLATE NOCASE AND (? IS NULL OR t.schema = ? COLLATE NOCASE)
@@ -145,6 +160,7 @@ ORDER BY CASE t.schema WHEN 'temp' THEN -1 WHEN 'main' THEN 0 ELSE COALESCE(d.se
 -- The declared version column of the table a spelling names (versioned_resolve), looked up
 -- when a writer writes. A row an older build stored under the raw spelling, which migration
 -- 0006 could not resolve, still counts for that exact spelling (after the canonical one).
+-- returns: :one version_column
 -- params: table, schema, schema, spelling, spelling
 SELECT v.version_column FROM sqlguard_versioned_table v
 WHERE v.table_name = (SELECT t.schema || '.' || t.name FROM pragma_table_list t LEFT JOIN pragma_database_list d ON d.name = t.schema
@@ -155,50 +171,60 @@ ORDER BY v.table_name = ? LIMIT 1;
 
 -- name: guarded_update_versioned
 -- guarded_update on a table declared versioned: the version moves in the same statement.
+-- returns: :execrows
 -- params: assignment values..., key, guard values...
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? {guards* };
 
 -- name: sm_update_versioned
 -- sm_update on a table declared versioned: the version moves in the same statement.
+-- returns: :execrows
 -- params: to_state, assignment values..., key, from states..., guard values...
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? AND {status} IN ({from*, }) {guards* };
 
 -- name: row_lease_claim
 -- RowLocker::claim_leased(): rows nobody holds or whose claim lease ended (DB clock).
 -- BEGIN IMMEDIATE already holds the database write lock: no SKIP LOCKED needed.
+-- returns: :many columns...
 -- params: limit
 SELECT {columns*, } FROM {table} WHERE ({until} IS NULL OR {until} <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)) ORDER BY {key} LIMIT ?;
 
 -- name: row_lease_claim_filtered
+-- returns: :many columns...
 -- params: filter values..., limit
 SELECT {columns*, } FROM {table} WHERE {filter* AND } AND ({until} IS NULL OR {until} <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)) ORDER BY {key} LIMIT ?;
 
 -- name: row_lease_mark
 -- Marks one selected row claimed, in the claim's transaction (the row is locked or, on
 -- SQLite, the database is). The lease condition is repeated so nothing live is stolen.
+-- returns: :execrows
 -- params: owner, lease_ms, key
 UPDATE {table} SET {owner} = ?, {until} = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? WHERE {key} = ? AND ({until} IS NULL OR {until} <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER));
 
 -- name: row_lease_mark_versioned
+-- returns: :execrows
 -- params: owner, lease_ms, key
 UPDATE {table} SET {owner} = ?, {until} = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, {version} = {version} + 1 WHERE {key} = ? AND ({until} IS NULL OR {until} <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER));
 
 -- name: row_lease_renew
 -- Owner-checked: a claim another claimer rescued is not renewed (0 rows).
+-- returns: :execrows
 -- params: lease_ms, key, owner
 UPDATE {table} SET {until} = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? WHERE {key} = ? AND {owner} = ?;
 
 -- name: row_lease_renew_versioned
+-- returns: :execrows
 -- params: lease_ms, key, owner
 UPDATE {table} SET {until} = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, {version} = {version} + 1 WHERE {key} = ? AND {owner} = ?;
 
 -- name: row_lease_finish
 -- complete() / release(): owner-checked, clears the claim and writes complete_columns
 -- (sets = assign_set_tail fragments, none for release()).
+-- returns: :execrows
 -- params: values..., key, owner
 UPDATE {table} SET {owner} = NULL, {until} = NULL{sets*} WHERE {key} = ? AND {owner} = ?;
 
 -- name: row_lease_finish_versioned
+-- returns: :execrows
 -- params: values..., key, owner
 UPDATE {table} SET {owner} = NULL, {until} = NULL, {version} = {version} + 1{sets*} WHERE {key} = ? AND {owner} = ?;
 

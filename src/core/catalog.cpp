@@ -17,20 +17,6 @@ namespace sqlguard {
 namespace detail {
 namespace {
 
-struct Declared {
-  std::string_view name;
-  std::string_view args;  // canonical argument names, ", "-separated
-  bool fragment;
-};
-constexpr Declared kDeclared[] = {
-#define SQLGUARD_SQL(id, args) {#id, args, false},
-#define SQLGUARD_FRAGMENT(id) {#id, "", true},
-#include "core/statements.def"
-#undef SQLGUARD_SQL
-#undef SQLGUARD_FRAGMENT
-};
-static_assert(std::size(kDeclared) == static_cast<std::size_t>(Sql::kCount));
-
 [[noreturn]] void bad_file(const std::string& file, const std::string& what) {
   throw Error(ErrorCode::kInternal, "SQL catalog " + file + ": " + what);
 }
@@ -75,11 +61,24 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b + 1));
 }
 
+// `-- returns: :one fence, expire_at`: the kind, then the columns.
+void returns_line(const std::string& file, CatalogEntry& e, const std::string& spec) {
+  auto space = spec.find(' ');
+  std::string kind = spec.substr(0, space);
+  static constexpr ResultKind kinds[] = {ResultKind::k_one, ResultKind::k_many, ResultKind::k_exec, ResultKind::k_execrows};
+  auto k = std::find_if(std::begin(kinds), std::end(kinds), [&](ResultKind r) { return to_string(r) == kind; });
+  if (k == std::end(kinds))
+    bad_file(file, "entry '" + e.name + "': `-- returns:` starts with '" + kind + "', not :one, :many, :exec or :execrows");
+  e.returns = *k;
+  e.columns = split_names(space == std::string::npos ? std::string_view() : std::string_view(spec).substr(space + 1));
+}
+
 // Parses one file into entries (file order).
 void parse_file(const std::string& file, std::string_view text, std::vector<CatalogEntry>& out) {
   CatalogEntry* cur = nullptr;
   bool in_text = false;
   bool has_params = false;
+  bool has_returns = false;
   auto finish = [&] {
     if (!cur) return;
     while (!cur->text.empty() && (cur->text.back() == '\n' || cur->text.back() == ' ')) cur->text.pop_back();
@@ -88,9 +87,12 @@ void parse_file(const std::string& file, std::string_view text, std::vector<Cata
       bad_file(file, "entry '" + cur->name + "' has no statement (write `-- empty: why` for an empty fragment)");
     if (cur->available && !cur->fragment && !has_params && count_placeholders(cur->text) > 0)
       bad_file(file, "entry '" + cur->name + "' has ? placeholders but no `-- params:` line");
+    if (cur->available && !cur->fragment && !has_returns)
+      bad_file(file, "entry '" + cur->name + "' has no `-- returns:` line (:one, :many, :exec or :execrows, then the columns)");
     cur = nullptr;
     in_text = false;
     has_params = false;
+    has_returns = false;
   };
   std::istringstream lines{std::string(text)};
   for (std::string line; std::getline(lines, line);) {
@@ -109,7 +111,10 @@ void parse_file(const std::string& file, std::string_view text, std::vector<Cata
     if (!in_text && starts_with(t, "--")) {
       std::string_view body = std::string_view(t).substr(2);
       if (!body.empty() && body[0] == ' ') body.remove_prefix(1);
-      if (starts_with(body, "params:")) {
+      if (starts_with(body, "returns:")) {
+        returns_line(file, *cur, trim(body.substr(8)));
+        has_returns = true;
+      } else if (starts_with(body, "params:")) {
         cur->params = split_names(trim(body.substr(7)));
         has_params = true;
       } else if (starts_with(body, "not needed:") || starts_with(body, "not supported:") || starts_with(body, "empty:")) {
@@ -137,6 +142,8 @@ void parse_file(const std::string& file, std::string_view text, std::vector<Cata
 }  // namespace
 
 std::string_view sql_name(Sql id) noexcept { return kDeclared[static_cast<std::size_t>(id)].name; }
+
+bool returns_rows(ResultKind k) noexcept { return k == ResultKind::k_one || k == ResultKind::k_many; }
 
 // A file sql/<dialect>/variant_<v>.sql is an overlay, not part of the base
 // catalog: Catalog::of("<dialect>+<v>") is the base with that file's entries
@@ -178,6 +185,20 @@ Catalog::Catalog(std::string_view name) : dialect_(name.substr(0, name.find('+')
     if (it->fragment != e.fragment)
       bad_file(e.file, "entry '" + e.name + "' must be a " + (it->fragment ? "fragment" : "name") + " entry");
     seen[i] = true;
+    e.canonical_params = split_names(it->args);
+    if (!e.fragment && e.available) {
+      // The entry says what statements.def declares: kind and columns.
+      if (e.returns != it->kind || e.columns != split_names(it->columns)) {
+        std::string declared = std::string(to_string(it->kind)) + (it->columns.empty() ? "" : " ") + std::string(it->columns);
+        std::string says = std::string(to_string(e.returns));
+        for (std::size_t c = 0; c < e.columns.size(); ++c) says += (c ? ", " : " ") + e.columns[c];
+        bad_file(e.file, "entry '" + e.name + "' says `-- returns: " + says + "` but src/core/statements.def declares `" +
+                             declared + "`");
+      }
+    } else {
+      e.returns = it->kind;
+      e.columns = split_names(it->columns);
+    }
     bool positional = it->args.find("...") != std::string_view::npos;
     if (e.available && !e.fragment && !positional) {
       auto canonical = split_names(it->args);
@@ -194,7 +215,10 @@ Catalog::Catalog(std::string_view name) : dialect_(name.substr(0, name.find('+')
         order.push_back(static_cast<int>(c - canonical.begin()));
         identity = identity && order.back() == static_cast<int>(p);
       }
-      if (!identity) order_[i] = std::move(order);
+      if (!identity) {
+        e.bind_order = order;
+        order_[i] = std::move(order);
+      }
     }
     entries_[i] = std::move(e);
   }
@@ -267,6 +291,38 @@ const Catalog& catalog(const Connection& conn) { return conn.dialect().catalog()
 
 // Every value a catalog statement binds passes the text rule here, once,
 // named by the entry's `-- params:` line (or the caller's names).
+// The answer in the declared shape (statements.def): the same on every
+// dialect, or Error(kInternal) naming what the dialect's statement sent.
+Result declared_shape(const Catalog& c, Sql id, Result r) {
+  const Declared& d = kDeclared[static_cast<std::size_t>(id)];
+  switch (d.kind) {
+    case ResultKind::k_exec:
+      r.rows.clear();
+      return r;
+    case ResultKind::k_execrows:
+      // One row per changed row (PostgreSQL: a SELECT over an UPDATE ...
+      // RETURNING that also sends a NOTIFY; a locking read): count them.
+      if (!r.rows.empty()) {
+        r.affected = static_cast<std::int64_t>(r.rows.size());
+        r.rows.clear();
+      }
+      return r;
+    case ResultKind::k_one:
+    case ResultKind::k_many: break;
+  }
+  const auto& columns = c.entry(id).columns;
+  const bool callers = columns.size() == 1 && columns[0] == "columns...";
+  if (d.kind == ResultKind::k_one && r.rows.size() > 1)
+    throw Error(ErrorCode::kInternal, "catalog statement '" + std::string(d.name) + "' on " + std::string(c.dialect()) +
+                                          " answered " + std::to_string(r.rows.size()) + " rows; it is declared :one");
+  for (const auto& row : r.rows)
+    if (!callers && row.size() != columns.size())
+      throw Error(ErrorCode::kInternal, "catalog statement '" + std::string(d.name) + "' on " + std::string(c.dialect()) +
+                                            " answered " + std::to_string(row.size()) + " columns; it declares " +
+                                            std::to_string(columns.size()) + " (src/core/statements.def)");
+  return r;
+}
+
 Result run(Connection& conn, Sql id, const Params& params) {
   const Catalog& c = catalog(conn);
   const std::string& text = c.text(id);
@@ -275,13 +331,13 @@ Result run(Connection& conn, Sql id, const Params& params) {
   const auto* names = declared.size() == params.size() ? &declared : nullptr;
   if (order.empty()) {
     check_text_params(params, sql_name(id), names);
-    return ConnectionAccess::execute_named(conn, sql_name(id), text, params);
+    return declared_shape(c, id, ConnectionAccess::execute_named(conn, sql_name(id), text, params));
   }
   Params p;
   p.reserve(order.size());
   for (int i : order) p.push_back(params.at(static_cast<std::size_t>(i)));
   check_text_params(p, sql_name(id), names);
-  return ConnectionAccess::execute_named(conn, sql_name(id), text, p);
+  return declared_shape(c, id, ConnectionAccess::execute_named(conn, sql_name(id), text, p));
 }
 
 Result run_rendered(Connection& conn, Sql id, const std::string& text, const Params& params,
@@ -291,13 +347,14 @@ Result run_rendered(Connection& conn, Sql id, const std::string& text, const Par
     if (declared.size() == params.size()) names = &declared;
   }
   check_text_params(params, sql_name(id), names);
-  return ConnectionAccess::execute_named(conn, sql_name(id), text, params);
+  return declared_shape(catalog(conn), id, ConnectionAccess::execute_named(conn, sql_name(id), text, params));
 }
 
 std::optional<Result> try_insert(Connection& conn, Sql id, const Params& params) {
   try {
     Result r = run(conn, id, params);
-    if (r.affected == 1 || !r.rows.empty()) return r;
+    const bool inserted = returns_rows(kDeclared[static_cast<std::size_t>(id)].kind) ? !r.rows.empty() : r.affected == 1;
+    if (inserted) return r;
     return std::nullopt;  // ON CONFLICT DO NOTHING: the key was there
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kAlreadyExists) return std::nullopt;  // MySQL: duplicate key (1062)
@@ -308,6 +365,16 @@ std::optional<Result> try_insert(Connection& conn, Sql id, const Params& params)
 bool insert_if_absent(Connection& conn, Sql id, const Params& params) { return try_insert(conn, id, params).has_value(); }
 
 }  // namespace detail
+
+std::string_view to_string(ResultKind kind) noexcept {
+  switch (kind) {
+    case ResultKind::k_one: return ":one";
+    case ResultKind::k_many: return ":many";
+    case ResultKind::k_exec: return ":exec";
+    case ResultKind::k_execrows: return ":execrows";
+  }
+  return "?";
+}
 
 std::vector<std::string> dialect_names() {
   std::vector<std::string> out;

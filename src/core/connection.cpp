@@ -109,6 +109,14 @@ const detail::Catalog& Dialect::catalog() const {
   return *catalog_;
 }
 
+bool Dialect::same_identifier(std::string_view a, std::string_view b) const {
+  if (a.size() != b.size()) return false;
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (lower(a[i]) != lower(b[i])) return false;
+  return true;
+}
+
 void Dialect::not_supported(std::string_view feature) const {
   throw Error(ErrorCode::kNotSupported,
               std::string(feature) + " is not supported on " + std::string(name()) +

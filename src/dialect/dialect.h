@@ -1,6 +1,9 @@
 // Internal: what really differs between dialects besides their SQL (which is
-// in sql/<dialect>/, see core/catalog.h): identifier quoting, and the lock
-// wait bound of a row-lock scope where it is a session setting.
+// in sql/<dialect>/, see core/catalog.h): identifier quoting, the named
+// protocol plans (how an acquire is decided, how a waiter is woken, how
+// migrations are serialized), and virtuals with defaults for the rest (SOCI
+// style): the lock wait bound of a row-lock scope, a server-side statement
+// bound for watchdog sessions, how identifiers compare.
 #pragma once
 
 #include <chrono>
@@ -15,14 +18,25 @@
 namespace sqlguard {
 namespace detail {
 class Catalog;
-}
+class AcquirePlan;
+class WaitPlan;
+class MigrationLockPlan;
+
+// The plans a dialect (or variant) uses: src/strategies/lease/plans.h,
+// src/core/migration_lock.h. Chosen once, shared by every connection.
+struct DialectPlans {
+  const AcquirePlan* acquire;
+  const WaitPlan* wait;
+  const MigrationLockPlan* migrations;
+};
+}  // namespace detail
 
 class Dialect {
  public:
-  // `catalog`: the SQL catalog to use when it is a variant of the dialect's
-  // own ("postgresql+pooler", see core/catalog.h); empty = `name`.
-  Dialect(DialectKind kind, std::string_view name, char quote, std::string_view catalog = {})
-      : kind_(kind), name_(name), quote_(quote), catalog_name_(catalog.empty() ? name : catalog) {}
+  // `catalog`: the name of the SQL catalog (sql/<catalog>/); empty = `name`.
+  Dialect(DialectKind kind, std::string_view name, char quote, detail::DialectPlans plans,
+          std::string_view catalog = {})
+      : kind_(kind), name_(name), quote_(quote), plans_(plans), catalog_name_(catalog.empty() ? name : catalog) {}
   virtual ~Dialect() = default;
   DialectKind kind() const noexcept { return kind_; }
   std::string_view name() const noexcept { return name_; }
@@ -32,6 +46,14 @@ class Dialect {
   std::string quote(std::string_view validated) const;
   // The SQL catalog of this dialect (parsed on first use).
   const detail::Catalog& catalog() const;
+  const detail::DialectPlans& plans() const noexcept { return plans_; }
+
+  // Bounds every statement of a watchdog's session on the server too (its
+  // client-side I/O deadline always applies). Default: nothing more.
+  virtual void bound_session_statements(Connection&, std::chrono::milliseconds) const {}
+  // Whether two spellings name the same column (validated identifiers).
+  // Default: ASCII case-insensitive (unquoted identifiers fold).
+  virtual bool same_identifier(std::string_view a, std::string_view b) const;
 
   // Lock wait bound of a row-lock scope. A session-scoped setting (MySQL
   // innodb_lock_wait_timeout, SQLite busy timeout) is set BEFORE begin() and
@@ -51,6 +73,7 @@ class Dialect {
   DialectKind kind_;
   std::string_view name_;
   char quote_;
+  detail::DialectPlans plans_;
   std::string_view catalog_name_;
   mutable std::once_flag catalog_once_;
   mutable const detail::Catalog* catalog_ = nullptr;

@@ -55,12 +55,7 @@ void warn_loose_key_collation(Connection& conn, std::string_view table, std::str
 }
 
 bool same_column(const Connection& conn, std::string_view a, std::string_view b) {
-  if (conn.kind() == DialectKind::kPostgres) return a == b;
-  if (a.size() != b.size()) return false;
-  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (lower(a[i]) != lower(b[i])) return false;
-  return true;
+  return conn.dialect().same_identifier(a, b);
 }
 
 namespace {

@@ -32,7 +32,9 @@
 #include "core/sql_cache.h"
 #include "dialect/dialect.h"
 #include "core/catalog.h"
+#include "core/migration_lock.h"
 #include "dialect/mysql/connection.h"
+#include "strategies/lease/plans.h"
 #include "dialect/mysql/errors.h"
 #include "sqlguard/mysql.h"
 
@@ -41,14 +43,16 @@ namespace {
 
 class MysqlDialect final : public Dialect {
  public:
-  // `catalog`: "mysql", or "mysql+galera" on a Galera node
-  // (sql/mysql/variant_galera.sql).
-  explicit MysqlDialect(std::string_view catalog = {}) : Dialect(DialectKind::kMysql, "mysql", '`', catalog) {}
+  // The same catalog on a Galera node; only how an acquire is decided differs
+  // (no INSERT ... RETURNING: certification can leave its answer unsent).
+  explicit MysqlDialect(const detail::AcquirePlan& acquire)
+      : Dialect(DialectKind::kMysql, "mysql", '`',
+                {&acquire, &detail::wakeup_lock(), &detail::lock_row_migrations()}) {}
   // Row-lock scopes bound their wait inside the statement (SET STATEMENT
   // innodb_lock_wait_timeout = N FOR SELECT ..., sql/mysql/strategies.sql).
 };
-const MysqlDialect kDialect;
-const MysqlDialect kGaleraDialect("mysql+galera");
+const MysqlDialect kDialect(detail::read_then_upsert_returning());
+const MysqlDialect kGaleraDialect(detail::read_then_update(/*returning=*/false));
 
 bool returns_rows(std::string_view sql) {
   // SET STATEMENT var = value FOR <statement>: look at the statement.
@@ -550,7 +554,7 @@ class MysqlConnection final : public Connection {
   detail::StatementCache<std::unique_ptr<sql::PreparedStatement>> cache_;
   bool in_tx_ = false;
   bool broken_ = true;
-  bool galera_ = false;  // a Galera node: the catalog variant mysql+galera
+  bool galera_ = false;  // a Galera node: kGaleraDialect's plans
   int sock_fd_ = -1;     // this session's socket (find_socket()), or -1
   std::int64_t max_packet_ = 0;  // the server's max_allowed_packet (0 = unknown)
 };

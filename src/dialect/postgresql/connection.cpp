@@ -27,7 +27,9 @@
 #include "core/sql_cache.h"
 #include "dialect/dialect.h"
 #include "core/catalog.h"
+#include "core/migration_lock.h"
 #include "dialect/postgresql/connection.h"
+#include "strategies/lease/plans.h"
 #include "dialect/postgresql/errors.h"
 #include "sqlguard/postgres.h"
 
@@ -57,17 +59,30 @@ namespace {
 
 class PgDialect final : public Dialect {
  public:
-  // `catalog`: "postgresql", or "postgresql+pooler" behind a transaction
-  // pooler (sql/postgresql/variant_pooler.sql).
-  explicit PgDialect(std::string_view catalog = {}) : Dialect(DialectKind::kPostgres, "postgresql", '"', catalog) {}
+  // Behind a transaction pooler (`pooler`) nothing may stay in a server
+  // session: no LISTEN, no session advisory lock (waiters poll), no session
+  // SET (watchdog statements are bounded client-side only).
+  explicit PgDialect(bool pooler)
+      : Dialect(DialectKind::kPostgres, "postgresql", '"',
+                {&detail::one_statement_takeover(), pooler ? &detail::polling() : &detail::notify_queue_head(),
+                 &detail::transaction_lock_migrations()}),
+        pooler_(pooler) {}
+  void bound_session_statements(Connection& c, std::chrono::milliseconds bound) const override {
+    if (!pooler_) detail::run(c, detail::Sql::session_statement_timeout, {std::to_string(bound.count())});
+  }
+  // Quoted identifiers are case-sensitive, and sqlguard quotes every one.
+  bool same_identifier(std::string_view a, std::string_view b) const override { return a == b; }
   // SET cannot take parameters; set_config(..., true) is SET LOCAL with a
   // bound value. 0 would mean "wait forever", so callers pass >= 1 ms.
   void set_local_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
     detail::run(c, detail::Sql::lock_timeout_local, {std::to_string(t.count()) + "ms"});
   }
+
+ private:
+  bool pooler_;
 };
-const PgDialect kDialect;
-const PgDialect kPoolerDialect("postgresql+pooler");
+const PgDialect kDialect(false);
+const PgDialect kPoolerDialect(true);
 
 using detail::number_placeholders;
 

@@ -23,7 +23,9 @@
 #include "sqlguard/errors.h"
 #include "dialect/dialect.h"
 #include "core/catalog.h"
+#include "core/migration_lock.h"
 #include "dialect/registry.h"
+#include "strategies/lease/plans.h"
 #include "dialect/sqlite/connection.h"
 #include "dialect/sqlite/errors.h"
 #include "sqlguard/sqlite.h"
@@ -34,7 +36,10 @@ namespace {
 
 class SqliteDialect final : public Dialect {
  public:
-  SqliteDialect() : Dialect(DialectKind::kSqlite, "sqlite", '"') {}
+  SqliteDialect()
+      : Dialect(DialectKind::kSqlite, "sqlite", '"',
+                {&detail::read_then_update(/*returning=*/true), &detail::connection_wakeups(),
+                 &detail::exclusive_transaction_migrations()}) {}
   // No row locks: BEGIN IMMEDIATE takes the database write lock, and the
   // busy timeout bounds the wait for it (0 = NOWAIT). PRAGMA takes no
   // parameters, so the new value is set through the C API.

@@ -1,0 +1,89 @@
+// Internal: the named protocols of the lease lock. A dialect (and each of its
+// variants: PostgreSQL behind a transaction pooler, a Galera node) names in
+// its registry entry the plan it uses for each real difference between
+// databases (dialect/dialect.h, DialectPlans); the lease code runs the plan
+// and never asks which database it talks to. One plan object per dialect,
+// stateless and shared by every lease of every connection; what a waiting
+// handle keeps between calls lives in the Waiter the wait plan makes for it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sqlguard/connection.h"
+#include "sqlguard/lease_lock.h"
+
+namespace sqlguard::detail {
+
+// One acquire attempt's arguments (validated by the caller).
+struct LeaseRequest {
+  const std::string& name;
+  const std::string& owner;
+  std::chrono::milliseconds ttl;
+  std::chrono::milliseconds min_hold;
+};
+
+// A waiter's place in a queue that rides the acquire statement (the
+// notify-queue-head wait plan), for one attempt.
+struct QueueSeat {
+  const std::string* channel;
+  bool head;            // the caller is the head (the one listener)
+  bool left = false;    // out: the take-over left the head's place
+  bool joined = false;  // out: the busy attempt made the caller the head
+};
+
+// How an acquire attempt is decided. Every plan keeps the same contract: a
+// busy attempt is a read (no row lock, no write lock, no WAL); one statement
+// decides a take-over on the database clock and draws one fence.
+class AcquirePlan {
+ public:
+  virtual ~AcquirePlan() = default;
+  virtual std::string_view name() const noexcept = 0;
+  // One attempt, no retries. `seat`: only when the wait plan queues waiters in
+  // the acquire statement (WaitPlan::queues_in_acquire()).
+  virtual AcquireResult attempt(Connection& conn, const LeaseRequest& req, QueueSeat* seat) const = 0;
+};
+
+// One statement takes over an expired row or reports the holder's expiry
+// (lease_acquire), then lease_insert for a name never seen. PostgreSQL.
+const AcquirePlan& one_statement_takeover();
+// A plain read decides first (lease_precheck); only an expired or missing
+// lease is then written: lease_take_expired / lease_insert, which return the
+// fence (`returning`, SQLite), or lease_update_expired / lease_create and
+// lease_read_mine (Galera: no INSERT ... RETURNING under certification).
+const AcquirePlan& read_then_update(bool returning);
+// A plain read decides first (lease_precheck); then one upsert creates or
+// takes over and returns the row as it left it (lease_take). MariaDB.
+const AcquirePlan& read_then_upsert_returning();
+
+class Waiter;
+
+// How a waiting acquire learns of a release.
+class WaitPlan {
+ public:
+  virtual ~WaitPlan() = default;
+  virtual std::string_view name() const noexcept = 0;
+  // The state one lease handle keeps while it waits (and between calls).
+  // `wait_cap`: no single wait statement blocks longer than this (a bound
+  // inside the connection's I/O deadline); unset = no cap.
+  virtual std::unique_ptr<Waiter> make_waiter(std::string channel,
+                                              std::optional<std::chrono::milliseconds> wait_cap) const = 0;
+};
+
+// The head of the waiters (a session advisory lock taken by the acquire
+// statement) LISTENs and a release's NOTIFY wakes it; the others poll. PostgreSQL.
+const WaitPlan& notify_queue_head();
+// Waiters block on the holder's wake-up lock (GET_LOCK), freed at release;
+// the woken one keeps it while it tries. MariaDB and Galera.
+const WaitPlan& wakeup_lock();
+// The connection's own wake-ups (Connection::wait_for_notify): SQLite's futex
+// word, woken by the release statement after commit.
+const WaitPlan& connection_wakeups();
+// Backoff with full jitter only (PostgreSQL behind a transaction pooler:
+// nothing may stay in a server session).
+const WaitPlan& polling();
+
+}  // namespace sqlguard::detail

@@ -234,7 +234,10 @@ class MysqlConnection final : public Connection {
     in_tx_ = false;
     connect();
   }
-  std::int64_t session_id() override { return detail::run(*this, Sql::session_id).rows.at(0)[0].as_int(); }
+  std::int64_t session_id() override {
+    static constexpr auto kSessionId = detail::column(Sql::session_id, "session_id");
+    return detail::cell(detail::run(*this, Sql::session_id).rows.at(0), kSessionId).as_int();
+  }
 
   sql::Connection* handle() {
     if (!in_tx_ && broken_) reconnect();
@@ -249,7 +252,8 @@ class MysqlConnection final : public Connection {
     std::string host;
     {
       std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_client_address)));
-      if (rs->next()) host = std::string(rs->getString(1));
+      static constexpr auto kHost = detail::column(Sql::session_client_address, "host");
+      if (rs->next()) host = std::string(rs->getString(driver_column(kHost)));
       while (rs->next()) {
       }
     }
@@ -324,9 +328,11 @@ class MysqlConnection final : public Connection {
       run_plain(sql_text(Sql::session_isolation));
       {
         std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_server_version)));
+        static constexpr auto kVersion = detail::column(Sql::session_server_version, "version");
+        static constexpr auto kMaxPacket = detail::column(Sql::session_server_version, "max_allowed_packet");
         if (rs->next()) {
-          caps_.server_version = std::string(rs->getString(1));
-          max_packet_ = static_cast<std::int64_t>(rs->getInt64(2));
+          caps_.server_version = std::string(rs->getString(driver_column(kVersion)));
+          max_packet_ = static_cast<std::int64_t>(rs->getInt64(driver_column(kMaxPacket)));
         }
         while (rs->next()) {
         }
@@ -336,7 +342,8 @@ class MysqlConnection final : public Connection {
       caps_.sequences = caps_.server_version.find("MariaDB") != std::string::npos;
       if (caps_.sequences) {
         std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_galera)));
-        galera_ = rs->next() && rs->getInt(1) == 1;
+        static constexpr auto kWsrepOn = detail::column(Sql::session_galera, "wsrep_on");
+        galera_ = rs->next() && rs->getInt(driver_column(kWsrepOn)) == 1;
         while (rs->next()) {
         }
       }
@@ -353,6 +360,8 @@ class MysqlConnection final : public Connection {
 
   using Sql = detail::Sql;
   static const std::string& sql_text(Sql id) { return kDialect.catalog().text(id); }
+  // The driver's 1-based index of a declared result column.
+  static constexpr unsigned int driver_column(detail::Column c) { return static_cast<unsigned int>(c.index + 1); }
 
   sql::Statement* stmt() {
     if (!stmt_) stmt_.reset(conn_->createStatement());

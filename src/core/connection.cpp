@@ -79,7 +79,10 @@ void Connection::rollback() {
   do_rollback();
 }
 
-std::int64_t Connection::db_now_ms() { return detail::run(*this, detail::Sql::db_now).rows.at(0)[0].as_int(); }
+std::int64_t Connection::db_now_ms() {
+  static constexpr auto kNow = detail::column(detail::Sql::db_now, "db_now_ms");
+  return detail::cell(detail::run(*this, detail::Sql::db_now).rows.at(0), kNow).as_int();
+}
 
 bool Connection::wait_for_notify(const std::string&, std::chrono::milliseconds) {
   dialect().not_supported("LISTEN/NOTIFY");

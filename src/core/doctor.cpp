@@ -26,8 +26,10 @@ namespace detail {
 
 const std::map<std::string, std::string>& DoctorContext::settings() {
   if (!have_settings_) {
+    static constexpr Column kName = column(Sql::doctor_settings, "name");
+    static constexpr Column kValue = column(Sql::doctor_settings, "value");
     for (const auto& row : run(conn, Sql::doctor_settings).rows)
-      settings_[row[0].as_string()] = row[1].is_null() ? std::string() : row[1].as_string();
+      settings_[cell(row, kName).as_string()] = cell(row, kValue).is_null() ? std::string() : cell(row, kValue).as_string();
     have_settings_ = true;
   }
   return settings_;

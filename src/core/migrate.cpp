@@ -1,15 +1,15 @@
 #include "sqlguard/migrate.h"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
+#include <memory>
 #include <string_view>
-#include <thread>
 
 #include "core/crypto.h"
 #include "core/embedded_migrations.h"
 #include "core/catalog.h"
-#include "sqlguard/backoff.h"
+#include "core/migration_lock.h"
+#include "dialect/dialect.h"
 
 namespace sqlguard {
 namespace {
@@ -24,10 +24,16 @@ struct Applied {
 };
 
 std::map<int, Applied> read_applied(Connection& conn) {
+  using detail::cell;
+  static constexpr auto kVersion = detail::column(Sql::migrate_read_applied, "version");
+  static constexpr auto kName = detail::column(Sql::migrate_read_applied, "name");
+  static constexpr auto kChecksum = detail::column(Sql::migrate_read_applied, "checksum");
+  static constexpr auto kAppliedAt = detail::column(Sql::migrate_read_applied, "applied_at");
   std::map<int, Applied> out;
   auto r = run(conn, Sql::migrate_read_applied);
   for (const auto& row : r.rows)
-    out[static_cast<int>(row[0].as_int())] = {row[1].as_string(), row[2].as_string(), row[3].as_int()};
+    out[static_cast<int>(cell(row, kVersion).as_int())] = {cell(row, kName).as_string(), cell(row, kChecksum).as_string(),
+                                                           cell(row, kAppliedAt).as_int()};
   return out;
 }
 
@@ -94,76 +100,6 @@ void check_mismatch(const std::vector<MigrationState>& states, DialectKind kind)
   }
 }
 
-// How a dialect serializes migration runs, read from its catalog:
-// - migrate_lock and migrate_unlock: a session-scoped mutex around the run,
-//   one transaction per migration where DDL is transactional;
-// - migrate_lock only: a transaction-scoped lock, taken first inside the ONE
-//   transaction of the whole run and released by its end (PostgreSQL: safe
-//   behind a transaction pooler, never stranded by a lost session);
-// - neither: the whole run is one transaction that excludes other writers
-//   (SQLite BEGIN IMMEDIATE).
-bool lock_is_transaction_scoped(const Connection& conn) {
-  return detail::catalog(conn).has(Sql::migrate_lock) && !detail::catalog(conn).has(Sql::migrate_unlock);
-}
-
-// Holds the dialect's migration mutex for its lifetime (a transaction-scoped
-// one until the enclosing transaction ends). The session-scoped kind is a
-// blocking lock statement that returns 1, or a lock ROW (MySQL: the catalog
-// has migrate_lock_table; GET_LOCK would be node-local on Galera): create the
-// table, clear an expired holder, insert the row; a duplicate (or a
-// certification conflict) means another migrator holds it, retried with
-// backoff for up to 300 s.
-class MigrationMutex {
- public:
-  explicit MigrationMutex(Connection& conn) : conn_(conn) {
-    const auto& cat = detail::catalog(conn);
-    if (!cat.has(Sql::migrate_lock)) return;  // one BEGIN IMMEDIATE run instead
-    if (cat.has(Sql::migrate_lock_table)) {
-      take_row();
-      return;
-    }
-    auto r = run(conn, Sql::migrate_lock);
-    if (r.rows.empty() || r.rows[0][0].is_null() || r.rows[0][0].as_int() != 1)
-      throw Error(ErrorCode::kLockBusy, "could not take the migration lock within 300 s",
-                  std::string(to_string(conn.kind())));
-    held_ = !lock_is_transaction_scoped(conn);
-  }
-  ~MigrationMutex() {
-    if (!held_) return;
-    try {
-      run(conn_, Sql::migrate_unlock);
-    } catch (const std::exception& e) {
-      // The lock is session-scoped: it goes away with the connection.
-      log(LogLevel::kWarning, std::string("releasing the migration lock failed: ") + e.what());
-    }
-  }
-
- private:
-  void take_row() {
-    run(conn_, Sql::migrate_lock_table);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-    for (int attempt = 1;; ++attempt) {
-      try {
-        run(conn_, Sql::migrate_lock_clear);
-        if (detail::insert_if_absent(conn_, Sql::migrate_lock, {})) {
-          held_ = true;
-          return;
-        }
-      } catch (const Error& e) {
-        // Two nodes inserting at once: the loser fails certification. Retry.
-        if (e.code() != ErrorCode::kConflict) throw;
-      }
-      if (std::chrono::steady_clock::now() >= deadline)
-        throw Error(ErrorCode::kLockBusy, "could not take the migration lock (row sqlguard_migrate_lock) within 300 s",
-                    std::string(to_string(conn_.kind())));
-      std::this_thread::sleep_for(Backoff{std::chrono::milliseconds(50), std::chrono::seconds(2)}.delay(attempt));
-    }
-  }
-
-  Connection& conn_;
-  bool held_ = false;
-};
-
 }  // namespace
 
 std::vector<Migration> embedded_migrations(DialectKind kind) {
@@ -184,16 +120,17 @@ MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations
   require_no_transaction(conn, "migrate()");
   if (!conn.capabilities().sequences)
     throw Error(ErrorCode::kNotSupported,
-                "MySQL server " + conn.capabilities().server_version +
-                    " is not supported: sqlguard's fencing tokens need SEQUENCE (MariaDB >= 10.3); "
-                    "see the support matrix in README.md",
-                "mysql");
+                std::string(conn.dialect().name()) + " server " + conn.capabilities().server_version +
+                    " is not supported: sqlguard's fencing tokens need SEQUENCE; see the support matrix in README.md",
+                std::string(conn.dialect().name()));
   MigrateReport report;
-  const bool whole_run_tx = !detail::catalog(conn).has(Sql::migrate_lock) || lock_is_transaction_scoped(conn);
+  // How runs are serialized is the dialect's named plan (core/migration_lock.h).
+  const detail::MigrationLockPlan& plan = *conn.dialect().plans().migrations;
+  const bool whole_run_tx = plan.whole_run_in_one_transaction();
   const bool per_migration_tx = !whole_run_tx && conn.capabilities().transactional_ddl;
   std::unique_ptr<Transaction> run_tx;
   if (whole_run_tx) run_tx = std::make_unique<Transaction>(conn);
-  MigrationMutex mutex(conn);  // inside the run's transaction when it has one
+  const auto lock = plan.lock(conn);  // inside the run's transaction when it has one
   run(conn, Sql::migrate_version_table);
   auto states = compare(migrations, read_applied(conn));
   check_mismatch(states, conn.kind());
@@ -238,8 +175,9 @@ void require_migrated(Connection& conn) {
   int max_version = want.empty() ? 0 : want.back().version;
   std::int64_t have = 0;
   try {
+    static constexpr auto kApplied = detail::column(Sql::migrate_count, "applied");
     auto r = run(conn, Sql::migrate_count, {max_version});
-    have = r.rows.at(0)[0].as_int();
+    have = detail::cell(r.rows.at(0), kApplied).as_int();
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kSchemaMismatch) throw;
   }

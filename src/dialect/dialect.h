@@ -58,6 +58,10 @@ class Dialect {
   // Whether two spellings name the same column (validated identifiers).
   // Default: ASCII case-insensitive (unquoted identifiers fold).
   virtual bool same_identifier(std::string_view a, std::string_view b) const;
+  // Whether key_column_collation can tell a key column's collation, so the
+  // writers on user tables can warn about one that compares keys loosely.
+  // Default: true. SQLite: false (its catalog does not report COLLATE).
+  virtual bool reports_key_collation() const { return true; }
 
   // Lock wait bound of a row-lock scope. A session-scoped setting (MySQL
   // innodb_lock_wait_timeout, SQLite busy timeout) is set BEFORE begin() and

@@ -13,7 +13,8 @@ using detail::run;
 int terminate_sessions(Connection& conn, const std::vector<std::int64_t>& spare) {
   const auto& cat = detail::catalog(conn);
   std::vector<std::int64_t> ids;
-  for (const auto& row : run(conn, Sql::admin_list_sessions).rows) ids.push_back(row[0].as_int());
+  static constexpr auto kSessionId = detail::column(Sql::admin_list_sessions, "session_id");
+  for (const auto& row : run(conn, Sql::admin_list_sessions).rows) ids.push_back(detail::cell(row, kSessionId).as_int());
   int ended = 0;
   for (auto id : ids) {
     if (std::find(spare.begin(), spare.end(), id) != spare.end()) continue;

@@ -30,6 +30,18 @@ std::string owner_token() { return make_owner_token(); }
 
 using detail::Sql;
 using detail::run;
+using detail::cell;
+
+// Result columns read by name (src/core/statements.def).
+constexpr auto kSelStatus = detail::column(Sql::idem_select, "status");
+constexpr auto kSelFingerprint = detail::column(Sql::idem_select, "fingerprint");
+constexpr auto kSelResponseCode = detail::column(Sql::idem_select, "response_code");
+constexpr auto kSelResponseBody = detail::column(Sql::idem_select, "response_body");
+constexpr auto kSelLockExpired = detail::column(Sql::idem_select, "lock_expired");
+constexpr auto kSelExpired = detail::column(Sql::idem_select, "expired");
+constexpr auto kPhaseRecoveryPoint = detail::column(Sql::idem_phase_state, "recovery_point");
+constexpr auto kPhaseState = detail::column(Sql::idem_phase_state, "phase_state");
+constexpr auto kPhaseAttempt = detail::column(Sql::idem_phase_state, "attempt");
 
 void check_fingerprint(std::string_view fp) {
   bool ok = fp.size() == 64 && std::all_of(fp.begin(), fp.end(), [](char c) {
@@ -152,12 +164,12 @@ std::optional<IdempotencyResult> IdempotencyKeys::acquire(const std::string& s, 
     Result row = run(conn_, Sql::idem_select, {s, k});
     if (row.empty()) continue;  // removed (handler failed / purged) since the INSERT: try again
     const Row& r = row.rows[0];
-    const std::string status = r[0].as_string();
-    const bool lease_expired = r[4].as_int() == 1;
-    const bool row_expired = r[5].as_int() == 1;
+    const std::string status = cell(r, kSelStatus).as_string();
+    const bool lease_expired = cell(r, kSelLockExpired).as_int() == 1;
+    const bool row_expired = cell(r, kSelExpired).as_int() == 1;
 
     bool stale = status == "in_progress" ? lease_expired : row_expired;
-    if (r[1].as_string() != fp && !(status != "in_progress" && row_expired)) {
+    if (cell(r, kSelFingerprint).as_string() != fp && !(status != "in_progress" && row_expired)) {
       IdempotencyResult out;
       out.outcome = IdempotencyOutcome::kMismatch;
       return out;
@@ -166,8 +178,8 @@ std::optional<IdempotencyResult> IdempotencyKeys::acquire(const std::string& s, 
       IdempotencyResult out;
       out.outcome = IdempotencyOutcome::kReplayed;
       out.failed = status == "failed";
-      out.response.status = static_cast<int>(r[2].as_opt_int().value_or(0));
-      out.response.body = r[3].as_opt_string().value_or("");
+      out.response.status = static_cast<int>(cell(r, kSelResponseCode).as_opt_int().value_or(0));
+      out.response.body = cell(r, kSelResponseBody).as_opt_string().value_or("");
       return out;
     }
     if (stale) {
@@ -313,9 +325,9 @@ IdempotencyResult IdempotencyKeys::execute_phases(std::string_view scope, std::s
     out.outcome = IdempotencyOutcome::kLeaseLost;
     return metric.record(std::move(out));
   }
-  const auto recovery_point = st.rows[0][0].as_opt_string();
-  PhaseExecution exec(conn_, s, k, owner, static_cast<int>(st.rows[0][2].as_int()));
-  exec.state_ = st.rows[0][1].as_opt_string();
+  const auto recovery_point = cell(st.rows[0], kPhaseRecoveryPoint).as_opt_string();
+  PhaseExecution exec(conn_, s, k, owner, static_cast<int>(cell(st.rows[0], kPhaseAttempt).as_int()));
+  exec.state_ = cell(st.rows[0], kPhaseState).as_opt_string();
   out.attempt = exec.attempt_;
   out.resumed_after = recovery_point;
 

@@ -195,6 +195,7 @@ std::vector<Row> RowLocker::claim_leased(std::int64_t limit, const Params& filte
   for (auto& row : candidates.rows) {
     // The candidate is locked (SKIP LOCKED) or the database is (SQLite), and
     // the mark repeats the lease condition: 1 row = ours now.
+    // The claim returns cols_: the key first (row_lock.h).
     Params mark{owner_, static_cast<std::int64_t>(options.lease.count()), row[0]};
     if (detail::run_rendered(conn_, versioned ? Sql::row_lease_mark_versioned : Sql::row_lease_mark,
                              versioned ? lease_mark_v_sql_ : lease_mark_sql_, mark, &kMarkNames)

@@ -34,6 +34,10 @@ using detail::Sql;
 
 namespace {
 
+// Result columns read by name (src/core/statements.def).
+constexpr auto kStatus = detail::column(Sql::sm_state, "status");
+constexpr auto kLockedStatus = detail::column(Sql::sm_state_locked, "status");
+
 [[noreturn]] void invalid(const std::string& msg) { throw Error(ErrorCode::kInvalidArgument, msg); }
 
 Sql guard_fragment(Compare op) {
@@ -310,7 +314,7 @@ bool StateMachine::is_terminal(std::string_view state) const { return terminal_.
 std::optional<std::string> StateMachine::state_of(const Value& key) {
   Result r = detail::run_rendered(conn_, Sql::sm_state, state_sql_, {key});
   if (r.rows.empty()) return std::nullopt;
-  return r.rows[0][0].as_string();
+  return detail::cell(r.rows[0], kStatus).as_string();
 }
 
 TransitionResult StateMachine::fire(const Value& key, std::string_view event, const FireOptions& options) {
@@ -375,7 +379,7 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
       out.status = TransitionStatus::kNotFound;
       return out;
     }
-    out.from = r.rows[0][0].as_string();
+    out.from = detail::cell(r.rows[0], kLockedStatus).as_string();
   }
   if (out.from && candidates.size() > 1)
     for (const auto* c : candidates)
@@ -419,7 +423,7 @@ TransitionResult StateMachine::run(const Value& key, const std::vector<const Com
     detail::metric::transition_rejected("not_found");
     return out;
   }
-  out.current_state = r.rows[0][0].as_string();
+  out.current_state = detail::cell(r.rows[0], kStatus).as_string();
   if (std::find(from.begin(), from.end(), *out.current_state) != from.end()) {
     out.status = TransitionStatus::kRejected;
     out.guard_failed = true;

@@ -37,15 +37,17 @@ Params resolve_params(const Connection& conn, std::string_view spelling) {
 void warn_loose_key_collation(Connection& conn, std::string_view table, std::string_view column,
                               std::string_view who) noexcept {
   try {
-    if (!catalog(conn).has(Sql::key_column_collation)) return;  // SQLite: see its catalog entry
+    if (!conn.dialect().reports_key_collation()) return;  // SQLite: see its catalog entry
     if (conn.in_transaction()) return;  // never a statement that could abort the caller's transaction
     Params p = resolve_params(conn, table);
     p.emplace_back(std::string(column));
+    static constexpr Column kCollation = detail::column(Sql::key_column_collation, "collation_name");
+    static constexpr Column kLoose = detail::column(Sql::key_column_collation, "loose");
     Result r = run(conn, Sql::key_column_collation, p);
-    if (r.rows.empty() || r.rows[0][1].as_int() == 0) return;
+    if (r.rows.empty() || cell(r.rows[0], kLoose).as_int() == 0) return;
     log(LogLevel::kWarning,
         std::string(who) + ": the key column '" + std::string(column) + "' of table '" + std::string(table) +
-            "' has collation " + r.rows[0][0].as_string() +
+            "' has collation " + cell(r.rows[0], kCollation).as_string() +
             ", which compares keys loosely (trailing spaces or letter case ignored): a key 'a ' or 'A' finds the row "
             "'a'. Use a _nopad_bin collation (MariaDB) or a deterministic one (PostgreSQL) for keys that must "
             "differ; see README \"Key columns and collations\"");
@@ -84,7 +86,8 @@ const std::optional<std::string>& version_column(Connection& conn, std::string_v
   Result r = run(conn, Sql::versioned_lookup, p);
   std::lock_guard<std::mutex> lk(g_undeclared_mu);
   if (!r.rows.empty()) {
-    known = r.rows[0][0].as_string();
+    static constexpr Column kVersionColumn = column(Sql::versioned_lookup, "version_column");
+    known = cell(r.rows[0], kVersionColumn).as_string();
     g_undeclared.erase(key);
   } else {
     if (g_undeclared.size() > 10000) g_undeclared.clear();  // bounded whatever the spellings
@@ -110,7 +113,8 @@ void declare_versioned_table(Connection& conn, std::string_view table, std::stri
   if (r.rows.empty())
     throw Error(ErrorCode::kNotFound, "cannot declare table '" + std::string(table) +
                                           "' versioned: no such table (as this connection resolves the name)");
-  const std::string canonical = r.rows[0][0].as_string();
+  static constexpr auto kCanonical = detail::column(Sql::versioned_resolve, "canonical_name");
+  const std::string canonical = detail::cell(r.rows[0], kCanonical).as_string();
   const bool inserted = detail::insert_if_absent(conn, Sql::versioned_declare, {canonical, std::string(version_column)});
   detail::forget_undeclared();  // writers in this process see it at their next write
   if (inserted) return;
@@ -171,6 +175,7 @@ std::optional<Versioned> VersionCas::read(const Value& key) {
   Result r = detail::run_rendered(conn_, Sql::cas_select, select_sql_, {key}, &kKey);
   if (r.rows.empty()) return std::nullopt;
   Versioned out;
+  // cas_select returns the columns this object listed: the version, then spec.columns.
   out.version = r.rows[0][0].as_int();
   out.values.assign(r.rows[0].cells.begin() + 1, r.rows[0].cells.end());
   return out;
@@ -191,7 +196,8 @@ CasResult VersionCas::compare_and_set(const Value& key, std::int64_t expected_ve
   Result r = detail::run_rendered(conn_, Sql::cas_version, version_sql_, {key});
   if (r.rows.empty()) return {CasStatus::kNotFound, 0};
   detail::metric::cas_conflicts().inc();
-  return {CasStatus::kConflict, r.rows[0][0].as_int()};
+  static constexpr auto kVersion = detail::column(Sql::cas_version, "version");
+  return {CasStatus::kConflict, detail::cell(r.rows[0], kVersion).as_int()};
 }
 
 CasUpdateResult VersionCas::update(const Value& key, const Modify& modify, const RetryPolicy& policy) {

@@ -54,44 +54,6 @@ class MysqlDialect final : public Dialect {
 const MysqlDialect kDialect(detail::read_then_upsert_returning());
 const MysqlDialect kGaleraDialect(detail::read_then_update(/*returning=*/false));
 
-bool returns_rows(std::string_view sql) {
-  // SET STATEMENT var = value FOR <statement>: look at the statement.
-  if (sql.substr(0, 14) == "SET STATEMENT ") {
-    auto f = sql.find(" FOR");
-    if (f != std::string_view::npos) sql = sql.substr(f + 4);
-  }
-  std::size_t i = 0;
-  while (i < sql.size() && (sql[i] == ' ' || sql[i] == '\n' || sql[i] == '(' || sql[i] == '\t')) ++i;
-  std::string head;
-  for (; i < sql.size() && head.size() < 6 && std::isalpha(static_cast<unsigned char>(sql[i])); ++i)
-    head += static_cast<char>(std::toupper(static_cast<unsigned char>(sql[i])));
-  if (head == "SELECT" || head == "WITH" || head == "SHOW") return true;
-  if (head != "INSERT" && head != "REPLAC" && head != "DELETE") return false;
-  // INSERT / REPLACE / DELETE ... RETURNING (MariaDB 10.5+): a RETURNING word
-  // outside quoted text.
-  char quote = 0;
-  for (std::size_t k = i; k < sql.size(); ++k) {
-    char c = sql[k];
-    if (quote) {
-      if (c == '\\') ++k;
-      else if (c == quote) quote = 0;
-      continue;
-    }
-    if (c == '\'' || c == '"' || c == '`') {
-      quote = c;
-      continue;
-    }
-    if ((c == 'R' || c == 'r') && k > 0 && !std::isalnum(static_cast<unsigned char>(sql[k - 1])) && sql[k - 1] != '_' &&
-        k + 9 <= sql.size()) {
-      std::string w;
-      for (std::size_t m = k; m < k + 9; ++m) w += static_cast<char>(std::toupper(static_cast<unsigned char>(sql[m])));
-      if (w == "RETURNING" && (k + 9 == sql.size() || !std::isalnum(static_cast<unsigned char>(sql[k + 9]))))
-        return true;
-    }
-  }
-  return false;
-}
-
 // Prepared statements cached by all MySQL/MariaDB connections of this
 // process (connection.h: the process-wide count stays bounded).
 std::atomic<long> g_cached_statements{0};
@@ -150,12 +112,19 @@ class MysqlConnection final : public Connection {
           ps->setBlob(idx, blobs.back().get());
         } else ps->setString(idx, v.as_string());
       }
+      // The server says whether rows came, not the statement's text:
+      // executeUpdate() answers mysql_stmt_affected_rows(), which is -1 while
+      // a result set is pending (a SELECT, a ... RETURNING; the C API
+      // documents it), and then the rows are read. Connector/C++ 1.1 has no
+      // getUpdateCount() for prepared statements, so execute()'s bool would
+      // lose the count. Affected = matched rows (CLIENT_FOUND_ROWS).
       Result out;
-      if (returns_rows(sql)) {
-        std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
+      const int affected = ps->executeUpdate();
+      if (affected == -1) {
+        std::unique_ptr<sql::ResultSet> rs(ps->getResultSet());
         read_all(*rs, out);
       } else {
-        out.affected = ps->executeUpdate();
+        out.affected = affected;
       }
       return out;
     } catch (...) {
@@ -234,7 +203,10 @@ class MysqlConnection final : public Connection {
     in_tx_ = false;
     connect();
   }
-  std::int64_t session_id() override { return detail::run(*this, Sql::session_id).rows.at(0)[0].as_int(); }
+  std::int64_t session_id() override {
+    static constexpr auto kSessionId = detail::column(Sql::session_id, "session_id");
+    return detail::cell(detail::run(*this, Sql::session_id).rows.at(0), kSessionId).as_int();
+  }
 
   sql::Connection* handle() {
     if (!in_tx_ && broken_) reconnect();
@@ -249,7 +221,8 @@ class MysqlConnection final : public Connection {
     std::string host;
     {
       std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_client_address)));
-      if (rs->next()) host = std::string(rs->getString(1));
+      static constexpr auto kHost = detail::column(Sql::session_client_address, "host");
+      if (rs->next()) host = std::string(rs->getString(driver_column(kHost)));
       while (rs->next()) {
       }
     }
@@ -324,9 +297,11 @@ class MysqlConnection final : public Connection {
       run_plain(sql_text(Sql::session_isolation));
       {
         std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_server_version)));
+        static constexpr auto kVersion = detail::column(Sql::session_server_version, "version");
+        static constexpr auto kMaxPacket = detail::column(Sql::session_server_version, "max_allowed_packet");
         if (rs->next()) {
-          caps_.server_version = std::string(rs->getString(1));
-          max_packet_ = static_cast<std::int64_t>(rs->getInt64(2));
+          caps_.server_version = std::string(rs->getString(driver_column(kVersion)));
+          max_packet_ = static_cast<std::int64_t>(rs->getInt64(driver_column(kMaxPacket)));
         }
         while (rs->next()) {
         }
@@ -336,7 +311,8 @@ class MysqlConnection final : public Connection {
       caps_.sequences = caps_.server_version.find("MariaDB") != std::string::npos;
       if (caps_.sequences) {
         std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_galera)));
-        galera_ = rs->next() && rs->getInt(1) == 1;
+        static constexpr auto kWsrepOn = detail::column(Sql::session_galera, "wsrep_on");
+        galera_ = rs->next() && rs->getInt(driver_column(kWsrepOn)) == 1;
         while (rs->next()) {
         }
       }
@@ -353,6 +329,8 @@ class MysqlConnection final : public Connection {
 
   using Sql = detail::Sql;
   static const std::string& sql_text(Sql id) { return kDialect.catalog().text(id); }
+  // The driver's 1-based index of a declared result column.
+  static constexpr unsigned int driver_column(detail::Column c) { return static_cast<unsigned int>(c.index + 1); }
 
   sql::Statement* stmt() {
     if (!stmt_) stmt_.reset(conn_->createStatement());
@@ -361,12 +339,12 @@ class MysqlConnection final : public Connection {
 
   void run_plain(const std::string& sql) {
     try {
-      if (returns_rows(sql)) {
-        std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql));
-        Result ignored;
-        read_all(*rs, ignored);
-      } else {
-        stmt()->execute(sql);
+      // true: a result set came; it is read to the end so the session can
+      // take the next statement.
+      if (stmt()->execute(sql)) {
+        std::unique_ptr<sql::ResultSet> rs(stmt()->getResultSet());
+        while (rs->next()) {
+        }
       }
     } catch (...) {
       rethrow(sql.substr(0, 200), false);

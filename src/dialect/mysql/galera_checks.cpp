@@ -10,6 +10,19 @@ namespace sqlguard::mysql {
 namespace {
 
 using detail::Sql;
+using detail::cell;
+using detail::column;
+
+// Result columns read by name (src/core/statements.def).
+constexpr auto kWsrepOn = column(Sql::galera_variables, "wsrep_on");
+constexpr auto kSessionSyncWait = column(Sql::galera_variables, "session_sync_wait");
+constexpr auto kGlobalSyncWait = column(Sql::galera_variables, "global_sync_wait");
+constexpr auto kBinlogFormat = column(Sql::galera_variables, "binlog_format");
+constexpr auto kAutoincLockMode = column(Sql::galera_variables, "autoinc_lock_mode");
+constexpr auto kStatusName = column(Sql::galera_status, "name");
+constexpr auto kStatusValue = column(Sql::galera_status, "value");
+constexpr auto kCacheSize = column(Sql::galera_fence_sequence, "cache_size");
+constexpr auto kIncrement = column(Sql::galera_fence_sequence, "increment");
 
 void add(std::vector<CheckResult>& out, std::string check, CheckStatus st, std::string detail) {
   out.push_back({std::move(check), st, std::move(detail)});
@@ -27,7 +40,7 @@ void add_galera_checks(Connection& conn, std::vector<CheckResult>& out) {
     return;
   }
   const auto& v = vars.rows.at(0);
-  if (v[0].is_null() || v[0].as_int() == 0) {
+  if (cell(v, kWsrepOn).is_null() || cell(v, kWsrepOn).as_int() == 0) {
     add(out, "galera_wsrep", CheckStatus::kOk, "wsrep_on=OFF: not a Galera node (no Galera checks)");
     return;
   }
@@ -36,7 +49,7 @@ void add_galera_checks(Connection& conn, std::vector<CheckResult>& out) {
   // The cluster as this node sees it.
   try {
     std::map<std::string, std::string> st;
-    for (const auto& row : detail::run(conn, Sql::galera_status).rows) st[row[0].as_string()] = row[1].as_string();
+    for (const auto& row : detail::run(conn, Sql::galera_status).rows) st[cell(row, kStatusName).as_string()] = cell(row, kStatusValue).as_string();
     const std::string status = st["wsrep_cluster_status"], ready = st["wsrep_ready"],
                       state = st["wsrep_local_state_comment"], size_text = st["wsrep_cluster_size"];
     const long size = size_text.empty() ? 0 : std::stol(size_text);
@@ -58,7 +71,8 @@ void add_galera_checks(Connection& conn, std::vector<CheckResult>& out) {
 
   // Causal reads: sqlguard sets wsrep_sync_wait per deciding statement, so
   // any session/global value works; a global one makes every read wait.
-  const std::int64_t sess = v[1].is_null() ? 0 : v[1].as_int(), glob = v[2].is_null() ? 0 : v[2].as_int();
+  const Value &sess_v = cell(v, kSessionSyncWait), &glob_v = cell(v, kGlobalSyncWait);
+  const std::int64_t sess = sess_v.is_null() ? 0 : sess_v.as_int(), glob = glob_v.is_null() ? 0 : glob_v.as_int();
   add(out, "galera_sync_wait", CheckStatus::kOk,
       "wsrep_sync_wait=" + std::to_string(sess) + " (global " + std::to_string(glob) +
           "); sqlguard sets it per statement where a read decides ownership (renew, guard, replay, inbox, acquire)" +
@@ -67,7 +81,7 @@ void add_galera_checks(Connection& conn, std::vector<CheckResult>& out) {
   // The fence sequence: a cache is per node on Galera and refused at creation.
   try {
     auto r = detail::run(conn, Sql::galera_fence_sequence);
-    const std::int64_t cache = r.rows.at(0)[0].as_int(), incr = r.rows.at(0)[1].as_int();
+    const std::int64_t cache = cell(r.rows.at(0), kCacheSize).as_int(), incr = cell(r.rows.at(0), kIncrement).as_int();
     if (cache == 0)
       add(out, "galera_fence_sequence", CheckStatus::kOk, "sqlguard_fence_seq is NOCACHE, increment " + std::to_string(incr));
     else
@@ -79,14 +93,14 @@ void add_galera_checks(Connection& conn, std::vector<CheckResult>& out) {
         std::string("could not read sqlguard_fence_seq: ") + e.message());
   }
 
-  const std::string binlog = v[3].is_null() ? "" : v[3].as_string();
+  const std::string binlog = cell(v, kBinlogFormat).is_null() ? "" : cell(v, kBinlogFormat).as_string();
   if (binlog == "ROW")
     add(out, "galera_binlog_format", CheckStatus::kOk, "binlog_format=ROW");
   else
     add(out, "galera_binlog_format", CheckStatus::kFail,
         "binlog_format=" + binlog + ": Galera replicates row events only; set binlog_format=ROW");
 
-  const std::int64_t autoinc = v[4].is_null() ? -1 : v[4].as_int();
+  const std::int64_t autoinc = cell(v, kAutoincLockMode).is_null() ? -1 : cell(v, kAutoincLockMode).as_int();
   add(out, "galera_autoinc_lock_mode", autoinc == 2 ? CheckStatus::kOk : CheckStatus::kWarn,
       "innodb_autoinc_lock_mode=" + std::to_string(autoinc) + (autoinc == 2 ? "" : " (Galera wants 2, interleaved)"));
 }

@@ -430,7 +430,8 @@ class PgConnection final : public Connection {
       std::vector<PgParam> pp{to_param(Value(static_cast<std::int64_t>(conn_->backendpid()))),
                               to_param(Value(std::int64_t{declared_ == detail::PgPooler::kSession ? 1 : 0}))};
       pqxx::result r = nt.exec_params(number_placeholders(sql), pqxx::prepare::make_dynamic_params(pp));
-      backend = r.at(0).at(0).as<std::int64_t>();
+      static constexpr auto kBackendPid = detail::column(detail::Sql::session_setup, "backend_pid");
+      backend = r.at(0).at(static_cast<pqxx::row::size_type>(kBackendPid.index)).as<std::int64_t>();
     } catch (...) {
       try {
         rethrow(sql, false);

@@ -42,9 +42,12 @@ void replication(DoctorContext& ctx) {
   const std::string sc = ctx.setting("synchronous_commit");
   auto rows = run(ctx.conn, Sql::doctor_standbys).rows;
   std::string sync, async, unknown;
+  static constexpr auto kName = detail::column(Sql::doctor_standbys, "application_name");
+  static constexpr auto kSyncState = detail::column(Sql::doctor_standbys, "sync_state");
   for (const auto& r : rows) {
-    std::string name = r[0].as_string().empty() ? "(unnamed)" : r[0].as_string();
-    std::string state = r[2].as_string();
+    const std::string app = detail::cell(r, kName).as_string();
+    std::string name = app.empty() ? "(unnamed)" : app;
+    std::string state = detail::cell(r, kSyncState).as_string();
     std::string& bucket = (state == "sync" || state == "quorum") ? sync : state.empty() ? unknown : async;
     bucket += (bucket.empty() ? "" : ", ") + name + (state.empty() ? "" : " (" + state + ")");
   }
@@ -104,7 +107,8 @@ void pooler(DoctorContext& ctx) {
   std::set<std::int64_t> pids{backend_pid};
   for (int i = 0; i < 3; ++i) {
     Transaction tx(c);
-    pids.insert(run(c, Sql::doctor_backend_pid).rows.at(0)[0].as_int());
+    static constexpr auto kBackendPid = detail::column(Sql::doctor_backend_pid, "backend_pid");
+    pids.insert(detail::cell(run(c, Sql::doctor_backend_pid).rows.at(0), kBackendPid).as_int());
     tx.commit();
   }
   const bool moves = pids.size() > 1;

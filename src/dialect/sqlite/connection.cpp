@@ -40,11 +40,15 @@ class SqliteDialect final : public Dialect {
       : Dialect(DialectKind::kSqlite, "sqlite", '"',
                 {&detail::read_then_update(/*returning=*/true), &detail::connection_wakeups(),
                  &detail::exclusive_transaction_migrations()}) {}
+  // SQLite compares keys with BINARY unless a column declares COLLATE, which
+  // no SQL query reports (sql/sqlite/strategies.sql, key_column_collation).
+  bool reports_key_collation() const override { return false; }
   // No row locks: BEGIN IMMEDIATE takes the database write lock, and the
   // busy timeout bounds the wait for it (0 = NOWAIT). PRAGMA takes no
   // parameters, so the new value is set through the C API.
   std::optional<std::int64_t> push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
-    auto prev = detail::run(c, detail::Sql::lock_timeout_get).rows.at(0)[0].as_int();
+    static constexpr auto kTimeout = detail::column(detail::Sql::lock_timeout_get, "timeout");
+    auto prev = detail::cell(detail::run(c, detail::Sql::lock_timeout_get).rows.at(0), kTimeout).as_int();
     sqlite3_busy_timeout(sqlite::native_handle(c), static_cast<int>(t.count()));
     return prev;
   }
@@ -94,8 +98,10 @@ class SqliteConnection final : public Connection {
       auto deadline = std::chrono::steady_clock::now() + opt.busy_timeout;
       for (int attempt = 0;; ++attempt) {
         try {
+          static constexpr auto kMode = detail::column(detail::Sql::session_journal_mode, "journal_mode");
           auto mode = detail::run(*this, detail::Sql::session_journal_mode);
-          if (mode.rows.empty() || mode.rows[0][0].as_string() != "wal") detail::run(*this, detail::Sql::session_journal_wal);
+          if (mode.rows.empty() || detail::cell(mode.rows[0], kMode).as_string() != "wal")
+            detail::run(*this, detail::Sql::session_journal_wal);
           break;
         } catch (const Error& e) {
           if (e.code() != ErrorCode::kLockBusy || std::chrono::steady_clock::now() >= deadline) throw;

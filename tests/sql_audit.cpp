@@ -53,9 +53,15 @@ bool matches_catalog(const std::string& dialect, const std::string& name, const 
   return std::regex_match(sql, it->second);
 }
 
+namespace {
+thread_local int t_exempt = 0;
+}
+SqlAuditExempt::SqlAuditExempt() { ++t_exempt; }
+SqlAuditExempt::~SqlAuditExempt() { --t_exempt; }
+
 void install_sql_audit() {
   sqlguard::set_global_statement_observer([](const sqlguard::StatementEvent& ev) {
-    if (ev.kind != sqlguard::StatementKind::kStatement || ev.catalog_name.empty()) return;
+    if (ev.kind != sqlguard::StatementKind::kStatement || ev.catalog_name.empty() || t_exempt > 0) return;
     std::string d(ev.dialect), n(ev.catalog_name), sql(ev.sql);
     bool ok = false;
     try {

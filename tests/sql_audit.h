@@ -11,6 +11,14 @@
 
 namespace sgtest {
 void install_sql_audit();
+// While one lives, this thread's statements are not audited: a negative
+// control that sends a text other than its entry's on purpose.
+struct SqlAuditExempt {
+  SqlAuditExempt();
+  ~SqlAuditExempt();
+  SqlAuditExempt(const SqlAuditExempt&) = delete;
+  SqlAuditExempt& operator=(const SqlAuditExempt&) = delete;
+};
 // Mismatches seen so far ("name: sent text"), and how many statements and
 // distinct catalog entries were checked.
 std::vector<std::string> sql_audit_failures();

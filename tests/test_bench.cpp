@@ -94,8 +94,12 @@ TEST_CASE("bench --emit-sql prints the statements of each op", "[bench][cli]") {
   CHECK(out.find("sqlguard_lock") != std::string::npos);
   CHECK(out.find("-- op: guarded-decrement") != std::string::npos);
   // Every statement is named by its catalog entry and file.
-  // The take-over: lease_acquire, or MariaDB's lease_take (take-over + fence in one statement).
-  const std::string take = ctx().is(sqlguard::DialectKind::kMysql) ? "lease_take" : "lease_acquire";
+  // The take-over, by the dialect's acquire plan: lease_acquire (one statement),
+  // MariaDB's lease_take (read first, then upsert returning), SQLite's
+  // lease_take_expired (read first, then update returning).
+  const std::string take = ctx().is(sqlguard::DialectKind::kMysql)      ? "lease_take"
+                           : ctx().is(sqlguard::DialectKind::kPostgres) ? "lease_acquire"
+                                                                         : "lease_take_expired";
   CHECK(out.find("-- " + take + " (sql/" + ctx().name + "/lease.sql)") != std::string::npos);
   // guarded_update, or its _versioned variant once a VersionCas declared the bench's stock
   // table versioned (the one version rule, version_cas.h).

@@ -63,13 +63,16 @@ TEST_CASE("an entry a dialect does not support throws not_supported naming diale
 }
 
 TEST_CASE("a dialect's ? order may differ: values are reordered to the order its params line names", "[catalog]") {
-  // lease_acquire is an UPDATE whose first ? is the owner; statements.def
-  // declares name, owner, ttl_ms, min_hold_ms, queue_role, channel (a
-  // dialect without a waiter queue names only the first four).
-  for (const auto& d : dialect_names()) {
-    if (d == "postgresql") continue;  // below: its lease_acquire also reads the holder's expiry first
-    CHECK(sql_statement(d, "lease_acquire").params == std::vector<std::string>{"owner", "ttl_ms", "min_hold_ms", "name"});
-    CHECK(detail::Catalog::of(d).order(detail::Sql::lease_acquire) == std::vector<int>{1, 2, 3, 0});
+  // SQLite's lease_take_expired and MariaDB's lease_update_expired are
+  // UPDATEs whose first ? is the owner; statements.def declares name, owner,
+  // ttl_ms, min_hold_ms. The public entry says so too (bind_order).
+  for (const auto& [d, id] : {std::pair<std::string, detail::Sql>{"sqlite", detail::Sql::lease_take_expired},
+                              {"mysql", detail::Sql::lease_update_expired}}) {
+    const auto& e = sql_statement(d, std::string(detail::sql_name(id)));
+    CHECK(e.params == std::vector<std::string>{"owner", "ttl_ms", "min_hold_ms", "name"});
+    CHECK(e.canonical_params == std::vector<std::string>{"name", "owner", "ttl_ms", "min_hold_ms"});
+    CHECK(detail::Catalog::of(d).order(id) == std::vector<int>{1, 2, 3, 0});
+    CHECK(e.bind_order == std::vector<int>{1, 2, 3, 0});
   }
   CHECK(sql_statement("postgresql", "lease_acquire").params ==
         std::vector<std::string>{"name", "owner", "ttl_ms", "min_hold_ms", "name", "queue_role", "channel", "queue_role",
@@ -194,4 +197,64 @@ TEST_CASE("no SQL text is written in src/strategies or src/core: it lives in sql
     }
   }
   CHECK(files > 10);
+}
+
+TEST_CASE("every statement answers in its declared shape on every dialect, and a different shape is refused",
+          "[catalog]") {
+  // Each entry's `-- returns:` line is the one statements.def declares (the
+  // parse refuses another), so an id has one shape everywhere.
+  for (std::size_t i = 0; i < static_cast<std::size_t>(detail::Sql::kCount); ++i) {
+    const std::string name(detail::kDeclared[i].name);
+    std::optional<CatalogEntry> seen;
+    for (const auto& d : dialect_names()) {
+      const auto& e = sql_statement(d, name);
+      if (!e.available || e.fragment) continue;
+      INFO(d << " " << name);
+      CHECK(e.returns == detail::kDeclared[i].kind);
+      if (seen) CHECK((e.returns == seen->returns && e.columns == seen->columns));
+      else seen = e;
+    }
+  }
+  CHECK(to_string(sql_statement("postgresql", "lease_info").returns) == ":one");
+  CHECK(sql_statement("mysql", "lease_info").columns ==
+        std::vector<std::string>{"name", "owner", "fence", "expire_at", "acquired_at", "renewed_at", "db_now_ms"});
+  // Negative controls: a file whose entry says another shape than statements.def
+  // is refused when parsed, naming both; so is an entry with no `-- returns:`.
+  const std::string good = "-- name: db_now\n-- returns: :one db_now_ms\nSELECT 1;\n";
+  CHECK_NOTHROW(detail::parse_catalog_text("test/good.sql", good));
+  for (const std::string bad : {"-- name: db_now\n-- returns: :one now_ms\nSELECT 1;\n",
+                                "-- name: db_now\n-- returns: :many db_now_ms\nSELECT 1;\n",
+                                "-- name: db_now\nSELECT 1;\n"}) {
+    INFO(bad);
+    try {
+      detail::parse_catalog_text("test/bad.sql", bad);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kInternal);
+      CHECK(std::string(e.what()).find("db_now") != std::string::npos);
+    }
+  }
+  // At run time: an answer with other columns than declared is refused, naming
+  // the statement and dialect (here db_now, declared :one db_now_ms).
+  auto c = ctx().connect();
+  {
+    sgtest::SqlAuditExempt exempt;  // these texts are not db_now's on purpose
+    CHECK(detail::run_rendered(*c, detail::Sql::db_now, "SELECT 1", {}).rows.at(0).size() == 1);
+    try {
+      detail::run_rendered(*c, detail::Sql::db_now, "SELECT 1, 2", {});
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kInternal);
+      CHECK(std::string(e.what()).find("db_now") != std::string::npos);
+      CHECK(std::string(e.what()).find(ctx().name) != std::string::npos);
+    }
+  }
+  // :execrows answers only in `affected`, whether the dialect's statement
+  // changed rows or returned one per changed row (PostgreSQL's release).
+  const auto name = ctx().unique("shape");
+  auto r = acquire_lease(*c, name, "o1", std::chrono::seconds(5));
+  REQUIRE(r.acquired);
+  auto rel = detail::run(*c, detail::Sql::lease_release, {name, "o1", r.fence, lease_wakeup_channel(name)});
+  CHECK(rel.affected == 1);
+  CHECK(rel.rows.empty());
 }

@@ -139,32 +139,16 @@ void parse_file(const std::string& file, std::string_view text, std::vector<Cata
   finish();
 }
 
-}  // namespace
-
-std::string_view sql_name(Sql id) noexcept { return kDeclared[static_cast<std::size_t>(id)].name; }
-
-bool returns_rows(ResultKind k) noexcept { return k == ResultKind::k_one || k == ResultKind::k_many; }
-
-Catalog::Catalog(std::string_view name) : dialect_(name) {
-  std::vector<CatalogEntry> parsed;
-  for (std::size_t i = 0; i < kEmbeddedSqlFileCount; ++i) {
-    const auto& f = kEmbeddedSqlFiles[i];
-    if (dialect_ == f.dialect) parse_file(f.path, f.text, parsed);
-  }
-  if (parsed.empty())
-    throw Error(ErrorCode::kInternal, "no SQL catalog is embedded for dialect '" + dialect_ + "' (sql/" + dialect_ + "/)");
-  entries_.resize(std::size(kDeclared));
-  order_.resize(std::size(kDeclared));
-  std::vector<bool> seen(std::size(kDeclared), false);
-  for (auto& e : parsed) {
+// Checks one parsed entry against statements.def (name, fragment or not,
+// result kind and columns, parameter names) and fills what the declaration
+// adds (canonical parameters, bind order). Returns its index.
+std::size_t check_declared(CatalogEntry& e) {
     auto it = std::find_if(std::begin(kDeclared), std::end(kDeclared), [&](const Declared& d) { return d.name == e.name; });
     if (it == std::end(kDeclared))
       bad_file(e.file, "entry '" + e.name + "' is not declared in src/core/statements.def");
     auto i = static_cast<std::size_t>(it - std::begin(kDeclared));
-    if (seen[i]) bad_file(e.file, "entry '" + e.name + "' is defined twice");
     if (it->fragment != e.fragment)
       bad_file(e.file, "entry '" + e.name + "' must be a " + (it->fragment ? "fragment" : "name") + " entry");
-    seen[i] = true;
     e.canonical_params = split_names(it->args);
     if (!e.fragment && e.available) {
       // The entry says what statements.def declares: kind and columns.
@@ -195,11 +179,40 @@ Catalog::Catalog(std::string_view name) : dialect_(name) {
         order.push_back(static_cast<int>(c - canonical.begin()));
         identity = identity && order.back() == static_cast<int>(p);
       }
-      if (!identity) {
-        e.bind_order = order;
-        order_[i] = std::move(order);
-      }
+      if (!identity) e.bind_order = std::move(order);
     }
+    return i;
+}
+
+}  // namespace
+
+std::vector<CatalogEntry> parse_catalog_text(const std::string& file, std::string_view text) {
+  std::vector<CatalogEntry> out;
+  parse_file(file, text, out);
+  for (auto& e : out) check_declared(e);
+  return out;
+}
+
+std::string_view sql_name(Sql id) noexcept { return kDeclared[static_cast<std::size_t>(id)].name; }
+
+bool returns_rows(ResultKind k) noexcept { return k == ResultKind::k_one || k == ResultKind::k_many; }
+
+Catalog::Catalog(std::string_view name) : dialect_(name) {
+  std::vector<CatalogEntry> parsed;
+  for (std::size_t i = 0; i < kEmbeddedSqlFileCount; ++i) {
+    const auto& f = kEmbeddedSqlFiles[i];
+    if (dialect_ == f.dialect) parse_file(f.path, f.text, parsed);
+  }
+  if (parsed.empty())
+    throw Error(ErrorCode::kInternal, "no SQL catalog is embedded for dialect '" + dialect_ + "' (sql/" + dialect_ + "/)");
+  entries_.resize(std::size(kDeclared));
+  order_.resize(std::size(kDeclared));
+  std::vector<bool> seen(std::size(kDeclared), false);
+  for (auto& e : parsed) {
+    const std::size_t i = check_declared(e);
+    if (seen[i]) bad_file(e.file, "entry '" + e.name + "' is defined twice");
+    seen[i] = true;
+    order_[i] = e.bind_order;
     entries_[i] = std::move(e);
   }
   for (std::size_t i = 0; i < seen.size(); ++i)

@@ -109,6 +109,11 @@ class Catalog {
 
 const Catalog& catalog(const Connection& conn);
 
+// Parses one catalog file's text and checks every entry against
+// statements.def as the catalog does (tests: a wrong `-- returns:` line is
+// refused with Error(kInternal) naming the entry and both shapes).
+std::vector<CatalogEntry> parse_catalog_text(const std::string& file, std::string_view text);
+
 // Runs catalog statement `id` with values in canonical order and checks the
 // answer against the declared result (statements.def): Error(kInternal) naming
 // the statement and dialect when a row has other columns than declared or a

@@ -33,20 +33,25 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "sqlguard/connection.h"
 
 namespace sqlguard {
+namespace detail {
+struct LeaseState;
+class Waiter;
+class LeaseWatchdog;
+}  // namespace detail
 
 using ConnectionFactory = std::function<std::unique_ptr<Connection>()>;
 
@@ -177,13 +182,10 @@ class LeaseLock {
   void unlock() noexcept;  // release(); errors go to the log hook
 
  private:
-  struct Shared;
-  void init();
-  void start_watchdog();
-  void stop_watchdog() noexcept;
-  void mark_lost(LossCause cause, std::string detail);
+  void init(std::optional<std::chrono::milliseconds> wait_cap);
+  bool attempt(std::optional<std::chrono::milliseconds> retry_budget);
   bool guarded_once(const std::string& owner, std::int64_t fence, const std::function<void(Transaction&)>& work);
-  LossCause diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail);
+  LossCause diagnose(const std::string& owner, std::int64_t fence, std::string* detail);
 
   std::unique_ptr<Connection> own_conn_;
   Connection* conn_;
@@ -191,35 +193,10 @@ class LeaseLock {
   LeaseOptions options_;
   std::chrono::milliseconds margin_;
   std::chrono::milliseconds period_;
-  std::shared_ptr<Shared> shared_;
-  // Blocks up to `nap` for a release of this lease; true if woken.
-  bool wait_for_release(std::chrono::milliseconds nap);
-  bool wait_for_release_riding_outages(std::chrono::milliseconds nap);
-
-  std::thread watchdog_;
-  enum class Wakeup { kNone, kConnection, kStatements } wakeup_ = Wakeup::kNone;
-  std::string wakeup_channel_;
-  std::optional<std::chrono::milliseconds> nap_cap_;  // see wait_for_release()
-  // Wake-ups set up on conn_. PostgreSQL: LISTEN while the head of the
-  // waiters and while holding what it waited for; UNLISTEN after release(),
-  // when acquire() gives up, while napping, and when it is not the head.
-  bool listening_ = false;
-  void stop_listening() noexcept;
-  // kStatements: this waiter holds the wake-up lock (woken first, the other
-  // waiters queue behind it) while it is not the holder.
-  bool wake_head_ = false;
-  void leave_wake_queue() noexcept;
-  // PostgreSQL: this waiter is the head of the waiters (the only one
-  // listening); the others poll with backoff.
-  bool queue_head_ = false;
-  void leave_waiter_queue() noexcept;
-  bool has_waiter_queue() const;  // PostgreSQL, not behind a transaction pooler
-  // try_acquire(); with `queue`, the attempt also joins (or, as the head,
-  // leaves) the PostgreSQL waiter queue.
-  // `retry_budget`: how long a lost connection is retried (default ttl -
-  // safety margin; a waiting acquire passes what is left of its wait).
-  bool try_acquire_queued(bool queue, std::optional<std::chrono::milliseconds> retry_budget = std::nullopt);
-  std::chrono::milliseconds holder_remaining_{0};  // of the lease that made the last attempt busy
+  std::shared_ptr<detail::LeaseState> state_;       // shared with the watchdog
+  std::unique_ptr<detail::Waiter> waiter_;          // the dialect's wait plan, for this handle
+  std::unique_ptr<detail::LeaseWatchdog> watchdog_;  // when options.watchdog_connection is set
+  std::chrono::milliseconds holder_remaining_{0};    // of the lease that made the last attempt busy
 };
 
 // RAII: acquires in the constructor (waiting up to `wait`), releases in the

@@ -13,7 +13,7 @@
 -- but SQLite takes the database write lock for any UPDATE, so lease_precheck
 -- decides first and a loser never gets here.
 -- A row comes back only when this call acquired the lease.
--- returns: :execrows
+-- returns: :one fence, expire_at
 -- params: owner, ttl_ms, min_hold_ms, name
 UPDATE sqlguard_lock SET owner = ?, fence = (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, acquired_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER),
   renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?

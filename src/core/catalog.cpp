@@ -145,31 +145,11 @@ std::string_view sql_name(Sql id) noexcept { return kDeclared[static_cast<std::s
 
 bool returns_rows(ResultKind k) noexcept { return k == ResultKind::k_one || k == ResultKind::k_many; }
 
-// A file sql/<dialect>/variant_<v>.sql is an overlay, not part of the base
-// catalog: Catalog::of("<dialect>+<v>") is the base with that file's entries
-// replacing the base ones (PostgreSQL behind a transaction pooler:
-// "postgresql+pooler"). An overlay entry must exist in the base.
-static bool is_variant_file(std::string_view path) { return path.find("/variant_") != std::string_view::npos; }
-
-Catalog::Catalog(std::string_view name) : dialect_(name.substr(0, name.find('+'))) {
-  const std::string variant =
-      name.find('+') == std::string_view::npos ? std::string() : std::string(name.substr(name.find('+') + 1));
-  std::vector<CatalogEntry> parsed, overlay;
+Catalog::Catalog(std::string_view name) : dialect_(name) {
+  std::vector<CatalogEntry> parsed;
   for (std::size_t i = 0; i < kEmbeddedSqlFileCount; ++i) {
     const auto& f = kEmbeddedSqlFiles[i];
-    if (dialect_ != f.dialect) continue;
-    if (!is_variant_file(f.path)) parse_file(f.path, f.text, parsed);
-    else if (!variant.empty() && std::string_view(f.path) == dialect_ + "/variant_" + variant + ".sql")
-      parse_file(f.path, f.text, overlay);
-  }
-  if (!variant.empty()) {
-    if (overlay.empty())
-      throw Error(ErrorCode::kInternal, "no SQL catalog variant sql/" + dialect_ + "/variant_" + variant + ".sql is embedded");
-    for (auto& o : overlay) {
-      auto it = std::find_if(parsed.begin(), parsed.end(), [&](const CatalogEntry& e) { return e.name == o.name; });
-      if (it == parsed.end()) bad_file(o.file, "variant entry '" + o.name + "' replaces no entry of sql/" + dialect_ + "/");
-      *it = std::move(o);
-    }
+    if (dialect_ == f.dialect) parse_file(f.path, f.text, parsed);
   }
   if (parsed.empty())
     throw Error(ErrorCode::kInternal, "no SQL catalog is embedded for dialect '" + dialect_ + "' (sql/" + dialect_ + "/)");

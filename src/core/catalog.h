@@ -80,8 +80,6 @@ using Slots = std::vector<std::pair<std::string_view, SlotValue>>;
 class Catalog {
  public:
   // The parsed catalog of one dialect (thread-safe, parsed once).
-  // "<dialect>+<variant>": the dialect's catalog with the entries of
-  // sql/<dialect>/variant_<variant>.sql replacing the base ones.
   static const Catalog& of(std::string_view dialect);
 
   std::string_view dialect() const noexcept { return dialect_; }

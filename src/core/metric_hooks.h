@@ -3,7 +3,9 @@
 // and cached; recording is one relaxed atomic add.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <string_view>
 
 #include "sqlguard/metrics.h"
@@ -42,7 +44,34 @@ SQLGUARD_METRIC_COUNTER(cas_retries, "sqlguard_cas_retries_total",
                         "Read-modify-write retries after a compare-and-set conflict")
 SQLGUARD_METRIC_COUNTER(rowlock_busy, "sqlguard_rowlock_busy_total",
                         "Row-lock scopes refused (NOWAIT / SKIP LOCKED / lock wait timeout)")
+// Lease lock (lease_metrics() reads the same series).
+SQLGUARD_METRIC_COUNTER(lock_attempts, "sqlguard_lock_attempts_total", "Lease acquire attempts sent to the database")
+SQLGUARD_METRIC_COUNTER(lock_acquired, "sqlguard_lock_acquired_total", "Lease acquire attempts that took the lock")
+SQLGUARD_METRIC_COUNTER(lock_busy, "sqlguard_lock_busy_total", "Lease acquire attempts that found the lock held")
+SQLGUARD_METRIC_COUNTER(lock_contention_retries, "sqlguard_lock_contention_retries_total",
+                        "Deadlock victims / lock wait timeouts retried inside an acquire attempt")
+SQLGUARD_METRIC_COUNTER(lock_renewals, "sqlguard_lock_renewals_total", "Successful lease renewals")
+SQLGUARD_METRIC_COUNTER(lock_renew_errors, "sqlguard_lock_renew_errors_total",
+                        "Transient renewal failures retried by the watchdog")
+SQLGUARD_METRIC_COUNTER(lock_releases, "sqlguard_lock_releases_total", "Releases of a held lease")
+SQLGUARD_METRIC_COUNTER(lock_releases_not_held, "sqlguard_lock_releases_not_held_total",
+                        "Releases of a lease that was no longer held")
 #undef SQLGUARD_METRIC_COUNTER
+
+// cause: expired | taken_over | unreachable | outcome_unknown
+inline metrics::Counter& lock_lost(const char* cause) {
+  return metrics::counter("sqlguard_lock_lost_total", "Leases lost, by cause", {{"cause", cause}});
+}
+inline metrics::Histogram& lock_wait_seconds() {
+  static metrics::Histogram& h = metrics::histogram("sqlguard_lock_wait_seconds", "Time blocked in a waiting lease acquire");
+  return h;
+}
+// Not exported (the histogram above is, in seconds: promtool refuses "ms" in a
+// name); kept for lease_metrics().
+inline std::atomic<std::uint64_t>& lock_wait_ms_total() {
+  static std::atomic<std::uint64_t> ms{0};
+  return ms;
+}
 
 inline metrics::Histogram& idem_seconds() {
   static metrics::Histogram& h =

@@ -189,73 +189,18 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
   if (op == "lease-distinct" || op == "lease-hot") {
     auto name = std::make_shared<std::string>(cell.prefix + (op == "lease-hot" ? ":hot" : ":raw" + std::to_string(client)));
     auto owner = std::make_shared<std::string>(owner_for(cell, client, "raw"));
-    auto channel = std::make_shared<std::string>(lease_wakeup_channel(*name));
-    // The same protocol as attempt_once() in src/strategies/lease_lock.cpp,
-    // with the catalog's statements (lease_acquire binds owner, ttl, min
-    // hold, name; on PostgreSQL name first and the waiter-queue role too).
-    int pre = s.precheck.empty() ? -1 : raw->prepare(s.precheck);
-    int acq = raw->prepare(s.acquire), ins = raw->prepare(s.insert), info = raw->prepare(s.info);
-    int mine = raw->prepare(s.read_mine), rel = raw->prepare(s.release);
-    int sig = s.wakeup_signal.empty() ? -1 : raw->prepare(s.wakeup_signal);
-    int take = s.take.empty() ? -1 : raw->prepare(s.take);
-    const bool hot = op == "lease-hot", lite = kind == DialectKind::kSqlite;
-    return [conn, raw, name, owner, channel, pre, acq, ins, info, mine, rel, sig, take, my, pg, lite, hot] {
-      // The raw contender backs off 1-5 ms after a busy attempt (no wake-ups).
-      auto busy = [hot] {
+    // The library's own protocol (the dialect's acquire plan, the catalog's
+    // statements and parameter order) on statements the native driver runs.
+    std::shared_ptr<Connection> session = make_raw_session(*conn, raw);
+    const bool hot = op == "lease-hot";
+    return [conn, raw, session, name, owner, hot] {
+      auto r = acquire_lease(*session, *name, *owner, milliseconds(kTtlMs));
+      if (!r.acquired) {
+        // The raw contender backs off 1-5 ms after a busy attempt (no wake-ups).
         if (hot) std::this_thread::sleep_for(jittered(milliseconds(5), milliseconds(1)));
         return false;
-      };
-      std::int64_t fence = 0;
-      auto read_mine = [&] {
-        auto m = my ? raw->exec(mine, {*channel, *name, *owner}) : raw->exec(mine, {*name, *owner});
-        if (m.nrows > 0) fence = to_i(m.first[0]);
-        return m.nrows > 0;
-      };
-      try {
-        bool missing = false, got = false;
-        if (pre >= 0) {
-          auto p = raw->exec(pre, {*name});
-          if (p.nrows > 0 && to_i(p.first[2]) == 1) return busy();  // held: no write lock
-          missing = p.nrows == 0;
-        }
-        if (take >= 0) {
-          // MariaDB: take-over or create, fence and wake-up lock in one statement.
-          auto r = raw->exec(take, {*name, *owner, kTtlMs, 0, *owner, *channel, *channel});
-          if (r.nrows == 0 || r.first[0] != *owner || r.first[3] != r.first[4]) return busy();
-          fence = to_i(r.first[1]);
-          got = true;
-        } else if (!missing) {
-          // PostgreSQL: no waiter queue (queue_role '', channel '' twice).
-          auto r = pg ? raw->exec(acq, {*name, *owner, kTtlMs, 0, *name, "", "", "", ""})
-                      : raw->exec(acq, {*owner, kTtlMs, 0, *name});
-          if (r.nrows > 0 && !r.first[0].empty()) got = true, fence = to_i(r.first[0]);
-          else if (pg) {
-            if (!r.first[2].empty()) return busy();  // held: the holder's expiry came back
-            missing = true;
-          }
-          else if (r.affected == 1) got = read_mine();
-          else if (pre >= 0) return busy();  // taken by another contender just now
-          else if (raw->exec(info, {*name}).nrows > 0) return busy();
-          else missing = true;
-        }
-        if (missing && take < 0) {
-          try {
-            auto r = raw->exec(ins, {*name, *owner, kTtlMs, 0});
-            if (r.nrows > 0) fence = to_i(r.first[0]);
-            got = r.nrows > 0 || (r.affected == 1 && read_mine());
-          } catch (const RawError& e) {
-            if (e.kind == RawErr::kDuplicate) return busy();
-            throw;
-          }
-        }
-        if (!got) return busy();
-      } catch (const RawError& e) {
-        if (e.kind == RawErr::kConflict || e.kind == RawErr::kBusy) return busy();  // contention = not acquired
-        throw;
       }
-      auto r = lite ? raw->exec(rel, {*name, *owner, fence, *channel}) : raw->exec(rel, {*name, *owner, fence});
-      if (r.affected != 1 && r.nrows != 1) throw std::runtime_error("raw release: not held");
-      if (sig >= 0) raw->exec(sig, {*channel});
+      if (!release_lease(*session, *name, *owner, r.fence)) throw std::runtime_error("raw release: not held");
       return true;
     };
   }
@@ -330,27 +275,34 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
     auto owner = std::make_shared<std::string>(owner_for(cell, client, "raw"));
     auto base = std::make_shared<std::string>(cell.prefix + ":raw" + std::to_string(client));
     auto body = std::make_shared<std::string>("{\"order\":1}");
-    auto first = [raw, ins, done, fp, owner, body](const std::string& k) {
+    const CatalogEntry *e_ins = s.e_idem_insert, *e_done = s.e_idem_complete, *e_sel = s.e_idem_select;
+    auto first = [raw, ins, done, fp, owner, body, e_ins, e_done](const std::string& k) {
       std::int64_t aff = 0;
       try {
-        aff = raw->exec(ins, {"bench", k, *fp, *owner, kIdemLeaseMs, kIdemLeaseMs + kIdemRetentionMs}).affected;
+        aff = raw->exec(ins, in_bind_order(*e_ins,
+                                           {"bench", k, *fp, *owner, kIdemLeaseMs, kIdemLeaseMs + kIdemRetentionMs}))
+                  .affected;
       } catch (const RawError& e) {
         if (e.kind != RawErr::kDuplicate) throw;
       }
       if (aff != 1) return false;
-      return raw->exec(done, {"completed", 201, P::blob(*body), kIdemRetentionMs, "bench", k, *owner}).affected == 1;
+      return raw->exec(done, in_bind_order(*e_done,
+                                           {"completed", 201, P::blob(*body), kIdemRetentionMs, "bench", k, *owner}))
+                 .affected == 1;
     };
     if (op == "idem-replay") {
       first(*base);
-      return [conn, raw, ins, sel, fp, owner, base] {
+      return [conn, raw, ins, sel, fp, owner, base, e_ins, e_sel] {
         std::int64_t aff = 0;
         try {
-          aff = raw->exec(ins, {"bench", *base, *fp, *owner, kIdemLeaseMs, kIdemLeaseMs + kIdemRetentionMs}).affected;
+          aff = raw->exec(ins, in_bind_order(*e_ins, {"bench", *base, *fp, *owner, kIdemLeaseMs,
+                                                                 kIdemLeaseMs + kIdemRetentionMs}))
+                    .affected;
         } catch (const RawError& e) {
           if (e.kind != RawErr::kDuplicate) throw;
         }
         if (aff == 1) return false;
-        auto r = raw->exec(sel, {"bench", *base});
+        auto r = raw->exec(sel, in_bind_order(*e_sel, {"bench", *base}));
         return r.nrows == 1 && r.first[0] == "completed" && r.first[1] == *fp;
       };
     }
@@ -361,13 +313,14 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
     int ins = raw->prepare(s.inbox_insert), eff = raw->prepare(kInboxEffect);
     auto base = std::make_shared<std::string>(cell.prefix + ":raw" + std::to_string(client));
     auto n = std::make_shared<std::uint64_t>(0);
-    return [conn, raw, ins, eff, base, n, key] {
+    const CatalogEntry* e_inbox = s.e_inbox_insert;
+    return [conn, raw, ins, eff, base, n, key, e_inbox] {
       std::string id = *base + ":" + std::to_string((*n)++);
       raw->begin();
       try {
         std::int64_t aff = 0;
         try {
-          aff = raw->exec(ins, {"bench", id, kInboxRetentionMs}).affected;
+          aff = raw->exec(ins, in_bind_order(*e_inbox, {"bench", id, kInboxRetentionMs})).affected;
         } catch (const RawError& e) {
           if (e.kind != RawErr::kDuplicate) throw;
         }

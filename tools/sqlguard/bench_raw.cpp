@@ -1,6 +1,8 @@
 // Native-driver baseline for sqlguard bench (see bench_raw.h).
 #include "bench_raw.h"
 
+#include <cstdio>
+#include <map>
 #include <sstream>
 
 #ifdef SQLGUARD_BENCH_SQLITE
@@ -34,6 +36,14 @@ std::string number_placeholders(std::string_view sql) {
 
 namespace {
 
+// nrows and first (NULL = "") from rows.
+void finish(RawResult& r) {
+  r.nrows = r.rows.size();
+  if (r.rows.empty()) return;
+  r.first.reserve(r.rows[0].size());
+  for (const auto& c : r.rows[0]) r.first.push_back(c.value_or(std::string()));
+}
+
 #ifdef SQLGUARD_BENCH_SQLITE
 class SqliteRaw final : public RawConn {
  public:
@@ -53,11 +63,13 @@ class SqliteRaw final : public RawConn {
     stmts_.push_back(st);
     return static_cast<int>(stmts_.size() - 1);
   }
-  RawResult exec(int h, std::initializer_list<P> params) override {
+  using RawConn::exec;
+  RawResult exec(int h, const std::vector<P>& params) override {
     sqlite3_stmt* st = stmts_[static_cast<std::size_t>(h)];
     int i = 1;
     for (const auto& p : params) {
       if (p.type == P::kInt) sqlite3_bind_int64(st, i, p.i);
+      else if (p.type == P::kDouble) sqlite3_bind_double(st, i, p.d);
       else if (p.type == P::kBlob) sqlite3_bind_blob64(st, i, p.s.data(), p.s.size(), SQLITE_STATIC);
       else sqlite3_bind_text64(st, i, p.s.data(), p.s.size(), SQLITE_STATIC, SQLITE_UTF8);
       ++i;
@@ -76,15 +88,16 @@ class SqliteRaw final : public RawConn {
         else if ((ext & 0xff) == SQLITE_BUSY || (ext & 0xff) == SQLITE_LOCKED) k = RawErr::kBusy;
         throw RawError(k, msg);
       }
-      if (r.nrows++ == 0) {
-        int n = sqlite3_column_count(st);
-        r.first.reserve(static_cast<std::size_t>(n));
-        for (int c = 0; c < n; ++c) {
-          const unsigned char* t = sqlite3_column_text(st, c);
-          r.first.emplace_back(t ? reinterpret_cast<const char*>(t) : "", static_cast<std::size_t>(sqlite3_column_bytes(st, c)));
-        }
+      int n = sqlite3_column_count(st);
+      auto& row = r.rows.emplace_back();
+      row.reserve(static_cast<std::size_t>(n));
+      for (int c = 0; c < n; ++c) {
+        const unsigned char* t = sqlite3_column_text(st, c);
+        if (sqlite3_column_type(st, c) == SQLITE_NULL) row.emplace_back();
+        else row.emplace_back(std::string(reinterpret_cast<const char*>(t), static_cast<std::size_t>(sqlite3_column_bytes(st, c))));
       }
     }
+    finish(r);
     if (!sqlite3_stmt_readonly(st)) r.affected = sqlite3_changes64(db_);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
@@ -126,11 +139,17 @@ class PgRaw final : public RawConn {
     names_.push_back(name);
     return static_cast<int>(names_.size() - 1);
   }
-  RawResult exec(int h, std::initializer_list<P> params) override {
+  using RawConn::exec;
+  RawResult exec(int h, const std::vector<P>& params) override {
     std::vector<std::string> pp;
     pp.reserve(params.size());
     for (const auto& p : params) {
       if (p.type == P::kInt) pp.push_back(std::to_string(p.i));
+      else if (p.type == P::kDouble) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.17g", p.d);
+        pp.emplace_back(buf);
+      }
       else if (p.type == P::kText) pp.emplace_back(p.s);
       else {
         static const char* hex = "0123456789abcdef";
@@ -154,9 +173,14 @@ class PgRaw final : public RawConn {
       }
       RawResult r;
       r.affected = static_cast<std::int64_t>(res.affected_rows());
-      r.nrows = res.size();
-      if (!res.empty())
-        for (const auto& f : res[0]) r.first.emplace_back(f.c_str(), f.size());
+      for (const auto& row : res) {
+        auto& out = r.rows.emplace_back();
+        for (const auto& f : row) {
+          if (f.is_null()) out.emplace_back();
+          else out.emplace_back(std::string(f.c_str(), f.size()));
+        }
+      }
+      finish(r);
       return r;
     } catch (const pqxx::unique_violation& e) {
       throw RawError(RawErr::kDuplicate, e.what());
@@ -197,45 +221,44 @@ class MysqlRaw final : public RawConn {
  public:
   explicit MysqlRaw(sql::Connection* c) : c_(c), stmt_(c->createStatement()) {}
   int prepare(const std::string& sql) override {
-    std::size_t i = 0;
-    // SET STATEMENT var = value FOR <statement> (Galera causal reads): look at the statement.
-    if (sql.rfind("SET STATEMENT ", 0) == 0) {
-      auto f = sql.find(" FOR");  // FOR, then a space or a line break
-      if (f != std::string::npos) i = f + 4;
-    }
-    while (i < sql.size() && (sql[i] == ' ' || sql[i] == '\n' || sql[i] == '\t' || sql[i] == '(')) ++i;
-    std::string head = sql.substr(i, 6);
-    for (auto& ch : head) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    // INSERT ... RETURNING (the catalog's lease_take) returns rows too.
-    const bool rows = head == "SELECT" || (head == "INSERT" && (sql.find("\nRETURNING ") != std::string::npos ||
-                                                                sql.find(" RETURNING ") != std::string::npos));
-    stmts_.push_back({std::unique_ptr<sql::PreparedStatement>(c_->prepareStatement(sql)), rows});
+    stmts_.emplace_back(c_->prepareStatement(sql));
     return static_cast<int>(stmts_.size() - 1);
   }
-  RawResult exec(int h, std::initializer_list<P> params) override {
-    auto& s = stmts_[static_cast<std::size_t>(h)];
+  using RawConn::exec;
+  RawResult exec(int h, const std::vector<P>& params) override {
+    auto& ps = stmts_[static_cast<std::size_t>(h)];
     try {
       unsigned idx = 1;
       std::vector<std::unique_ptr<std::istringstream>> blobs;
       for (const auto& p : params) {
-        if (p.type == P::kInt) s.ps->setInt64(idx, p.i);
-        else if (p.type == P::kText) s.ps->setString(idx, sql::SQLString(p.s.data(), p.s.size()));
+        if (p.type == P::kInt) ps->setInt64(idx, p.i);
+        else if (p.type == P::kDouble) ps->setDouble(idx, p.d);
+        else if (p.type == P::kText) ps->setString(idx, sql::SQLString(p.s.data(), p.s.size()));
         else {
           blobs.push_back(std::make_unique<std::istringstream>(std::string(p.s)));
-          s.ps->setBlob(idx, blobs.back().get());
+          ps->setBlob(idx, blobs.back().get());
         }
         ++idx;
       }
       RawResult r;
-      if (s.query) {
-        std::unique_ptr<sql::ResultSet> rs(s.ps->executeQuery());
+      // The server says whether a result set came (no guess from the text):
+      // executeUpdate() answers -1 while one is pending (as the library's
+      // driver reads it; Connector/C++ 1.1 has no getUpdateCount() for
+      // prepared statements).
+      const int affected = ps->executeUpdate();
+      if (affected == -1) {
+        std::unique_ptr<sql::ResultSet> rs(ps->getResultSet());
         unsigned n = rs->getMetaData()->getColumnCount();
         while (rs->next()) {
-          if (r.nrows++ == 0)
-            for (unsigned c = 1; c <= n; ++c) r.first.emplace_back(rs->getString(c).asStdString());
+          auto& row = r.rows.emplace_back();
+          for (unsigned c = 1; c <= n; ++c) {
+            if (rs->isNull(c)) row.emplace_back();
+            else row.emplace_back(rs->getString(c).asStdString());
+          }
         }
+        finish(r);
       } else {
-        r.affected = s.ps->executeUpdate();
+        r.affected = affected;
       }
       return r;
     } catch (const sql::SQLException& e) {
@@ -268,13 +291,9 @@ class MysqlRaw final : public RawConn {
       throw classify(e);
     }
   }
-  struct Stmt {
-    std::unique_ptr<sql::PreparedStatement> ps;
-    bool query;
-  };
   sql::Connection* c_;
   std::unique_ptr<sql::Statement> stmt_;
-  std::vector<Stmt> stmts_;
+  std::vector<std::unique_ptr<sql::PreparedStatement>> stmts_;
 };
 #endif
 
@@ -294,6 +313,96 @@ std::unique_ptr<RawConn> make_raw(Connection& conn) {
     default: break;
   }
   throw Error(ErrorCode::kNotSupported, "bench: no raw driver baseline for " + std::string(to_string(conn.kind())));
+}
+
+namespace {
+
+class RawSession final : public Connection {
+ public:
+  RawSession(Connection& base, std::shared_ptr<RawConn> raw) : base_(base), raw_(std::move(raw)) {}
+  DialectKind kind() const noexcept override { return base_.kind(); }
+  const Capabilities& capabilities() const noexcept override { return base_.capabilities(); }
+  const Dialect& dialect() const noexcept override { return base_.dialect(); }
+  const std::string& description() const noexcept override { return base_.description(); }
+  std::size_t cached_statements() const noexcept override { return handles_.size(); }
+  std::size_t statement_cache_capacity() const noexcept override { return SIZE_MAX; }
+  void execute_script(std::string_view) override {
+    throw Error(ErrorCode::kNotSupported, "bench raw session: no scripts");
+  }
+  bool in_transaction() const noexcept override { return in_tx_; }
+  void reconnect() override { throw Error(ErrorCode::kConnectionLost, "bench raw session: no reconnect"); }
+  std::int64_t session_id() override { return base_.session_id(); }
+
+ protected:
+  Result do_execute(std::string_view sql, const Params& params, bool) override {
+    auto it = handles_.find(sql);
+    if (it == handles_.end()) it = handles_.emplace(std::string(sql), raw_->prepare(std::string(sql))).first;
+    std::vector<P> ps;
+    std::vector<std::string> bytes;  // blobs' bytes, alive for the call (reserved: no reallocation)
+    ps.reserve(params.size());
+    bytes.reserve(params.size());
+    for (const auto& v : params) {
+      if (v.is_int()) ps.emplace_back(v.as_int());
+      else if (v.is_double()) ps.emplace_back(v.as_double());
+      else if (const std::string* t = v.text_if()) ps.emplace_back(std::string_view(*t));
+      else if (v.is_null()) throw Error(ErrorCode::kInternal, "bench raw session: NULL parameters are not bound");
+      else ps.push_back(P::blob(bytes.emplace_back(v.as_string())));
+    }
+    RawResult r;
+    try {
+      r = raw_->exec(it->second, ps);
+    } catch (const RawError& e) {
+      // The codes the library's drivers give the same errors.
+      switch (e.kind) {
+        case RawErr::kDuplicate: throw Error(ErrorCode::kAlreadyExists, e.what());
+        case RawErr::kConflict: throw Error(ErrorCode::kConflict, e.what());
+        case RawErr::kBusy: throw Error(ErrorCode::kLockBusy, e.what());
+        case RawErr::kOther: throw Error(ErrorCode::kInternal, e.what());
+      }
+      throw;
+    }
+    Result out;
+    out.affected = r.affected;
+    out.rows.reserve(r.rows.size());
+    for (auto& row : r.rows) {
+      Row& o = out.rows.emplace_back();
+      o.cells.reserve(row.size());
+      for (auto& c : row) o.cells.push_back(c ? Value(std::move(*c)) : Value());
+    }
+    return out;
+  }
+  void do_begin(Isolation) override {
+    raw_->begin();
+    in_tx_ = true;
+  }
+  void do_commit() override {
+    in_tx_ = false;
+    raw_->commit();
+  }
+  void do_rollback() override {
+    in_tx_ = false;
+    raw_->rollback();
+  }
+
+ private:
+  Connection& base_;
+  std::shared_ptr<RawConn> raw_;
+  std::map<std::string, int, std::less<>> handles_;
+  bool in_tx_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Connection> make_raw_session(Connection& base, std::shared_ptr<RawConn> raw) {
+  return std::make_unique<RawSession>(base, std::move(raw));
+}
+
+std::vector<P> in_bind_order(const CatalogEntry& entry, std::vector<P> values) {
+  if (entry.bind_order.empty()) return values;
+  std::vector<P> out;
+  out.reserve(entry.bind_order.size());
+  for (int i : entry.bind_order) out.push_back(values.at(static_cast<std::size_t>(i)));
+  return out;
 }
 
 }  // namespace sqlguard::bench

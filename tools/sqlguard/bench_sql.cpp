@@ -16,14 +16,6 @@ Sql::Sql(Connection& c) {
     const auto& e = sql_statement(d, name);
     return e.available ? e.text : std::string();
   };
-  acquire = text("lease_acquire");
-  insert = text("lease_insert");
-  take = text("lease_take");
-  read_mine = text("lease_read_mine");
-  info = text("lease_info");
-  release = text("lease_release");
-  precheck = text("lease_precheck");
-  wakeup_signal = text("lease_wakeup_signal");
   lock_timeout_get = text("lock_timeout_get");
   lock_timeout_set = text("lock_timeout_set");
   lock_timeout_local = text("lock_timeout_local");
@@ -31,6 +23,10 @@ Sql::Sql(Connection& c) {
   idem_select = text("idem_select");
   idem_complete = text("idem_complete");
   inbox_insert = text("inbox_insert");
+  e_idem_insert = &sql_statement(d, "idem_insert");
+  e_idem_select = &sql_statement(d, "idem_select");
+  e_idem_complete = &sql_statement(d, "idem_complete");
+  e_inbox_insert = &sql_statement(d, "inbox_insert");
 
   // The strategies render these once from catalog templates with the bench
   // table's identifiers: record what they send on a key that has no row.
@@ -115,8 +111,8 @@ void emit_sql(const std::string& dialect, bool numbered, const std::vector<std::
     const auto& r = recorded.at(op);
     std::cout << "\n-- op: " << op << " (" << r.round_trips << " round trips)\n";
     if (op == "handoff")
-      std::cout << "-- waiters: between attempts they wait for the holder's wake-up (lease_wakeup_wait where the\n"
-                   "-- catalog has it, else LISTEN on PostgreSQL / a WAL-file watch on SQLite), with a backoff cap\n";
+      std::cout << "-- waiters: between attempts they wait for a release by the dialect's wait plan (a wake-up lock,\n"
+                   "-- NOTIFY to the head of the waiters, a futex word, or polling), with a backoff cap\n";
     for (const auto& line : r.lines) std::cout << line << ";\n";
   }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "sqlguard/catalog.h"
 #include "sqlguard/connection.h"
 
 namespace sqlguard::bench {
@@ -24,12 +25,14 @@ inline constexpr const char* kInboxEffect = "UPDATE sqlguard_bench_stock SET qty
 // identifiers) recorded from the strategies. An entry the dialect does not
 // have is "". `c` must have the bench table (create_stock).
 struct Sql {
-  std::string acquire, insert, take, precheck, read_mine, info, release, wakeup_signal;
   std::string g_update, g_exists;
   std::string rl_select, lock_timeout_get, lock_timeout_set, lock_timeout_local;
   std::string cas_select, cas_update, cas_version;
   std::string idem_insert, idem_select, idem_complete;
   std::string inbox_insert;
+  // Their catalog entries: the raw path binds values in the canonical order
+  // through each entry's bind_order (in_bind_order, bench_raw.h).
+  const CatalogEntry *e_idem_insert, *e_idem_select, *e_idem_complete, *e_inbox_insert;
   explicit Sql(Connection& c);
 };
 

@@ -70,6 +70,7 @@ class PgDialect final : public Dialect {
   void bound_session_statements(Connection& c, std::chrono::milliseconds bound) const override {
     if (!pooler_) detail::run(c, detail::Sql::session_statement_timeout, {std::to_string(bound.count())});
   }
+  bool release_skips_commit_flush() const noexcept override { return true; }
   // Quoted identifiers are case-sensitive, and sqlguard quotes every one.
   bool same_identifier(std::string_view a, std::string_view b) const override { return a == b; }
   // SET cannot take parameters; set_config(..., true) is SET LOCAL with a

@@ -71,6 +71,9 @@ class WaitPlan {
   // inside the connection's I/O deadline); unset = no cap.
   virtual std::unique_ptr<Waiter> make_waiter(std::string channel,
                                               std::optional<std::chrono::milliseconds> wait_cap) const = 0;
+  // After a release statement freed lease `name`: wake its waiters where the
+  // release statement does not do it itself. Never throws (waiters then poll).
+  virtual void wake_waiters(Connection&, const std::string& /*name*/) const noexcept {}
 };
 
 // The head of the waiters (a session advisory lock taken by the acquire

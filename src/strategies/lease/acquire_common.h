@@ -1,0 +1,46 @@
+// Internal: what the acquire plans share: the busy answer, the acquired
+// answer, and reading back the fence where a statement cannot return it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "core/catalog.h"
+#include "sqlguard/lease_lock.h"
+#include "strategies/lease/plans.h"
+
+namespace sqlguard::detail {
+
+inline AcquireResult busy(const std::string& owner, std::int64_t holder_remaining_ms) {
+  AcquireResult out;
+  out.owner = owner;
+  out.holder_remaining_ms = std::max<std::int64_t>(0, holder_remaining_ms);
+  return out;
+}
+
+inline AcquireResult acquired(const std::string& owner, std::int64_t fence, std::int64_t expire_at_ms) {
+  AcquireResult out;
+  out.owner = owner;
+  out.acquired = true;
+  out.fence = fence;
+  out.expire_at_ms = expire_at_ms;
+  return out;
+}
+
+// A row of a statement that returns (fence, expire_at) of the lease it took.
+template <Sql Id>
+AcquireResult acquired_row(const std::string& owner, const Row& row) {
+  return acquired(owner, cell(row, column(Id, "fence")).as_int(), cell(row, column(Id, "expire_at")).as_int());
+}
+
+// The fence of a lease the caller just took with a statement that cannot
+// return it (lease_read_mine; on MariaDB it also takes the wake-up lock).
+// Not acquired when another contender took it over already (a tiny ttl).
+AcquireResult read_back(Connection& conn, const LeaseRequest& req);
+
+// A plain read that decides first (lease_precheck): the busy answer when the
+// lease is held (no write, no lock), else nothing; `missing`: no such name.
+std::optional<AcquireResult> precheck(Connection& conn, const LeaseRequest& req, bool& missing);
+
+}  // namespace sqlguard::detail

@@ -1,0 +1,50 @@
+// Acquire plan "one-statement take-over" (PostgreSQL): lease_acquire takes
+// over an expired row, or answers with the holder's expiry and the database
+// clock, in one round trip; a held row does not match its WHERE, so a busy
+// attempt is a read. The waiter queue of notify_queue_head() rides in the
+// same statement (queue_role). A name never seen: lease_insert.
+#include "strategies/lease/acquire_common.h"
+
+namespace sqlguard::detail {
+namespace {
+
+class OneStatementTakeover final : public AcquirePlan {
+ public:
+  std::string_view name() const noexcept override { return "one-statement take-over"; }
+
+  AcquireResult attempt(Connection& conn, const LeaseRequest& req, QueueSeat* seat) const override {
+    static constexpr auto kFence = column(Sql::lease_acquire, "fence");
+    static constexpr auto kHolderExpireAt = column(Sql::lease_acquire, "holder_expire_at");
+    static constexpr auto kNow = column(Sql::lease_acquire, "db_now_ms");
+    static constexpr auto kLeft = column(Sql::lease_acquire, "left_queue");
+    static constexpr auto kJoined = column(Sql::lease_acquire, "joined_queue");
+    const char* role = !seat ? "" : seat->head ? "head" : "join";
+    auto r = run(conn, Sql::lease_acquire,
+                 {req.name, req.owner, req.ttl.count(), req.min_hold.count(), role, seat ? *seat->channel : std::string()});
+    // Always one row: fence NULL when busy, holder_expire_at NULL when the
+    // name does not exist yet.
+    if (r.rows.size() != 1)
+      throw Error(ErrorCode::kInternal, "lease_acquire answered " + std::to_string(r.rows.size()) + " rows, not one");
+    const Row& row = r.rows[0];
+    const bool took = !cell(row, kFence).is_null();
+    if (seat) {
+      const Value& yes = cell(row, took ? kLeft : kJoined);
+      (took ? seat->left : seat->joined) = !yes.is_null() && yes.as_int() == 1;
+    }
+    if (took) return acquired_row<Sql::lease_acquire>(req.owner, row);
+    if (!cell(row, kHolderExpireAt).is_null())
+      return busy(req.owner, cell(row, kHolderExpireAt).as_int() - cell(row, kNow).as_int());
+    auto ins = try_insert(conn, Sql::lease_insert, {req.name, req.owner, req.ttl.count(), req.min_hold.count()});
+    if (!ins) return busy(req.owner, 0);  // someone created it first
+    return acquired_row<Sql::lease_insert>(req.owner, ins->rows[0]);
+  }
+};
+
+}  // namespace
+
+const AcquirePlan& one_statement_takeover() {
+  static const OneStatementTakeover plan;
+  return plan;
+}
+
+}  // namespace sqlguard::detail

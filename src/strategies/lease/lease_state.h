@@ -1,0 +1,49 @@
+// Internal: what a LeaseLock handle and its watchdog share (one mutex), and
+// the lease functions both call.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "sqlguard/lease_lock.h"
+
+namespace sqlguard::detail {
+
+struct LeaseState {
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  int hold = 0;
+  std::string owner;
+  std::int64_t fence = 0;
+  std::int64_t expire_at = 0;  // DB clock, of the acquisition
+  std::chrono::steady_clock::time_point valid_until{};
+  bool lost = false;
+  std::optional<LeaseLoss> loss;
+  bool stop = false;  // the watchdog stops
+  std::function<void(const LeaseLoss&)> on_lost;
+
+  bool valid_locked() const { return hold > 0 && !lost && std::chrono::steady_clock::now() < valid_until; }
+  // Records the loss of the held lease once, counts it, logs it and calls
+  // on_lost (outside the mutex). Nothing when not held or already lost.
+  void mark_lost(LossCause cause, std::string detail);
+};
+
+// Why `owner` no longer holds lease `name`. `known_expire_at`: a DB-clock
+// time the lease was known to last until (its acquire's expiry; renewals only
+// move it later): a lease gone before it was ended by someone else (a forced
+// release, its row deleted), kTakenOver, not expired.
+LossCause diagnose_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
+                         std::int64_t known_expire_at, std::string* detail);
+
+// acquire_lease() with the caller's waiter queue seat (plans.h), counted in
+// the metrics; contention is retried briefly, then reported as not acquired.
+struct QueueSeat;
+AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
+                                   std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat);
+
+}  // namespace sqlguard::detail

@@ -1,0 +1,61 @@
+// Internal: small helpers the lease code shares (acquire loop, plans,
+// watchdog): outage test, jitter, and the reconnect-and-retry wrapper.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "sqlguard/backoff.h"
+#include "sqlguard/connection.h"
+#include "sqlguard/errors.h"
+
+namespace sqlguard::detail {
+
+// The database could not be reached or did not answer: worth retrying on a
+// fresh connection (a lost answer too, where the statement is idempotent).
+inline bool is_outage(const Error& e) {
+  return e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout ||
+         e.code() == ErrorCode::kCommitInDoubt;
+}
+
+// Deadlock victims, lock wait timeouts: "not acquired", not an error.
+inline bool is_contention(const Error& e) {
+  return e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kLockBusy || e.code() == ErrorCode::kTimeout;
+}
+
+// Full jitter, at least 1 ms.
+inline std::chrono::milliseconds jitter(std::chrono::milliseconds upto) {
+  return jittered(std::max(upto, std::chrono::milliseconds(1)), std::chrono::milliseconds(1));
+}
+
+// Lease statements are idempotent by owner token, so a connection lost, a
+// timeout or an unknown outcome is retried on a fresh connection, with
+// full-jitter backoff, until `budget` has passed; other errors propagate.
+// InDoubt::kThrow: an unknown COMMIT outcome is not retried (a guarded
+// transaction's work may have committed).
+enum class InDoubt { kRetry, kThrow };
+template <typename F>
+auto with_reconnect(Connection& conn, std::chrono::milliseconds budget, const std::string& what, F&& f,
+                    InDoubt in_doubt = InDoubt::kRetry) {
+  using std::chrono::milliseconds;
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return f(attempt);
+    } catch (const Error& e) {
+      const bool transient = is_outage(e) && (e.code() != ErrorCode::kCommitInDoubt || in_doubt == InDoubt::kRetry);
+      auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (!transient || conn.in_transaction() || left.count() <= 0) throw;
+      log(LogLevel::kInfo, what + " failed, reconnecting and retrying: " + e.what());
+      std::this_thread::sleep_for(std::min(Backoff{milliseconds(10), milliseconds(500)}.delay(attempt), left));
+      try {
+        conn.reconnect();
+      } catch (const Error& re) {
+        log(LogLevel::kInfo, what + ": reconnect failed (the next attempt reports it): " + re.what());
+      }
+    }
+  }
+}
+
+}  // namespace sqlguard::detail

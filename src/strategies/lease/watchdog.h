@@ -1,0 +1,44 @@
+// Internal: the watchdog of one held lease: renews it every period on its own
+// connection and reports its loss (LeaseState::mark_lost) before the local
+// trust window ends, even when a renewal hangs (BoundedCaller).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "sqlguard/lease_lock.h"
+#include "strategies/lease/bounded_call.h"
+#include "strategies/lease/lease_state.h"
+
+namespace sqlguard::detail {
+
+class LeaseWatchdog {
+ public:
+  LeaseWatchdog(std::shared_ptr<LeaseState> state, ConnectionFactory factory, std::string name,
+                std::chrono::milliseconds ttl, std::chrono::milliseconds margin, std::chrono::milliseconds period)
+      : state_(std::move(state)), factory_(std::move(factory)), name_(std::move(name)), ttl_(ttl), margin_(margin),
+        period_(period) {}
+  ~LeaseWatchdog() { stop(); }
+  LeaseWatchdog(const LeaseWatchdog&) = delete;
+  LeaseWatchdog& operator=(const LeaseWatchdog&) = delete;
+
+  // Starts renewing the lease the state holds now (stops a running watchdog first).
+  void start();
+  // Never waits for a renewal that hangs. From on_lost (the watchdog's own
+  // thread) it lets the thread finish by itself.
+  void stop() noexcept;
+
+ private:
+  void loop();
+  std::shared_ptr<LeaseState> state_;
+  ConnectionFactory factory_;
+  std::string name_;
+  std::chrono::milliseconds ttl_, margin_, period_;
+  std::thread thread_;
+  std::shared_ptr<Connection> conn_;  // kept between renewals; dropped after a connection problem
+  BoundedCaller caller_;
+};
+
+}  // namespace sqlguard::detail

@@ -376,8 +376,11 @@ std::vector<std::string> dialect_names() {
 }
 
 const std::vector<CatalogEntry>& sql_catalog(std::string_view dialect) {
-  if (!detail::find_dialect_by_name(dialect))
-    throw Error(ErrorCode::kInvalidArgument, "unknown dialect '" + std::string(dialect) + "' (known: sqlite, postgresql, mysql)");
+  if (!detail::find_dialect_by_name(dialect)) {
+    std::string known;
+    for (const auto& name : dialect_names()) known += (known.empty() ? "" : ", ") + name;
+    throw Error(ErrorCode::kInvalidArgument, "unknown dialect '" + std::string(dialect) + "' (known: " + known + ")");
+  }
   return detail::Catalog::of(dialect).entries();
 }
 

@@ -86,7 +86,7 @@ void mask_one(std::string& s, bool whole) {
   const std::string scheme = colon == std::string::npos ? "" : lower(s.substr(0, colon));
   const auto* dialect = is_scheme_token(scheme) ? detail::find_dialect_by_scheme(scheme) : nullptr;
   std::size_t start = colon == std::string::npos ? 0 : colon + 1;
-  if (dialect && dialect->kind == DialectKind::kSqlite) {
+  if (dialect && dialect->uri_is_path) {
     // A path, not an authority: only a relative path whose first segment
     // holds an '@' can be (mistaken) credentials.
     if (s.compare(start, 2, "//") == 0) start += 2;

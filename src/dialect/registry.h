@@ -22,6 +22,9 @@ struct DialectEntry {
   // The dialect's checks for check_environment() (src/dialect/<name>/doctor.cpp);
   // nullptr = only the common ones.
   void (*doctor)(DoctorContext& ctx) = nullptr;
+  // The URI names a file path, not user:password@host (SQLite): masking
+  // (mask_uri) looks for credentials only where a path can hold them.
+  bool uri_is_path = false;
 };
 
 const std::vector<const DialectEntry*>& registered_dialects();

@@ -32,7 +32,8 @@ std::unique_ptr<Connection> open_sqlite(std::string_view uri, const ConnectOptio
 }  // namespace
 
 void sqlite_doctor(DoctorContext& ctx);  // doctor.cpp
-const DialectEntry kSqliteDialect{DialectKind::kSqlite, "sqlite", {"sqlite", "sqlite3"}, true, &open_sqlite, &sqlite_doctor};
+const DialectEntry kSqliteDialect{DialectKind::kSqlite, "sqlite", {"sqlite", "sqlite3"}, true, &open_sqlite, &sqlite_doctor,
+                                  /*uri_is_path=*/true};
 }  // namespace detail
 
 

@@ -69,14 +69,16 @@ int main(int argc, char** argv) {
   std::string tmpdir;
   std::string dbname = "sgtest_" + c.run_id;
 
-  if (c.name == "sqlite") {
+  // SQLGUARD_TEST_FILE_DIALECT=1: another dialect on SQLite's engine whose
+  // URI is <name>://<file> (tests/fourth_dialect/run.sh).
+  if (c.name == "sqlite" || env("SQLGUARD_TEST_FILE_DIALECT") == "1") {
     c.kind = sqlguard::DialectKind::kSqlite;
     char tmpl[] = "/tmp/sqlguard-test-XXXXXX";
     if (!mkdtemp(tmpl)) return unavailable(c.name, "mkdtemp failed");
     tmpdir = tmpl;
-    c.base_uri = c.uri = "sqlite://" + tmpdir + "/test.db";
+    c.base_uri = c.uri = c.name + "://" + tmpdir + "/test.db";
   } else if (c.name == "postgresql" || c.name == "mysql") {
-    c.kind = c.name == "mysql" ? sqlguard::DialectKind::kMysql : sqlguard::DialectKind::kPostgres;
+    c.kind = c.name == "mysql" ? sqlguard::DialectKind::kMysql : sqlguard::DialectKind::kPostgresql;
     c.base_uri = env(c.name == "mysql" ? "SQLGUARD_TEST_MYSQL_URI" : "SQLGUARD_TEST_PG_URI");
     if (c.base_uri.empty())
       return unavailable(c.name, std::string(c.name == "mysql" ? "SQLGUARD_TEST_MYSQL_URI" : "SQLGUARD_TEST_PG_URI") +
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
         auto admin = sqlguard::make_connection(c.base_uri);
         for (const auto& db : fresh)
           admin->execute_script(std::string("DROP DATABASE IF EXISTS ") + db +
-                                (c.kind == sqlguard::DialectKind::kPostgres ? " WITH (FORCE)" : ""));
+                                (c.kind == sqlguard::DialectKind::kPostgresql ? " WITH (FORCE)" : ""));
       } catch (const std::exception& e) {
         std::cerr << "warning: dropping test databases failed: " << e.what() << "\n";
       }

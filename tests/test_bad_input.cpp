@@ -207,7 +207,7 @@ TEST_CASE("a connection killed inside a transaction or at commit is classified a
   std::string t = ctx().unique("killed");
   c->execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY)");
   auto kill = [&](std::int64_t id) {
-    if (ctx().is(DialectKind::kPostgres)) killer->execute("SELECT pg_terminate_backend(?)", {id});
+    if (ctx().is(DialectKind::kPostgresql)) killer->execute("SELECT pg_terminate_backend(?)", {id});
     else killer->execute_script("KILL " + std::to_string(id));
     std::this_thread::sleep_for(100ms);
   };
@@ -318,7 +318,7 @@ TEST_CASE("every public entry point takes hostile strings by one rule on every d
   const std::string sentinel = ctx().unique("sentinel");
   const std::string biz = ctx().unique("biz");
   const std::string text_type = mysql ? "LONGTEXT CHARACTER SET utf8mb4" : "TEXT";
-  const std::string blob_type = ctx().is(DialectKind::kPostgres) ? "BYTEA" : mysql ? "LONGBLOB" : "BLOB";
+  const std::string blob_type = ctx().is(DialectKind::kPostgresql) ? "BYTEA" : mysql ? "LONGBLOB" : "BLOB";
   const std::string key_type = mysql ? "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin" : "VARCHAR(255)";
   c->execute_script("CREATE TABLE " + sentinel + " (id INTEGER NOT NULL PRIMARY KEY, txt " + text_type + ", bin " +
                     blob_type + ")");

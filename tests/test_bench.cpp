@@ -98,7 +98,7 @@ TEST_CASE("bench --emit-sql prints the statements of each op", "[bench][cli]") {
   // MariaDB's lease_take (read first, then upsert returning), SQLite's
   // lease_take_expired (read first, then update returning).
   const std::string take = ctx().is(sqlguard::DialectKind::kMysql)      ? "lease_take"
-                           : ctx().is(sqlguard::DialectKind::kPostgres) ? "lease_acquire"
+                           : ctx().is(sqlguard::DialectKind::kPostgresql) ? "lease_acquire"
                                                                          : "lease_take_expired";
   CHECK(out.find("-- " + take + " (sql/" + ctx().name + "/lease.sql)") != std::string::npos);
   // guarded_update, or its _versioned variant once a VersionCas declared the bench's stock

@@ -32,7 +32,7 @@ std::int64_t pg_next_xid(Connection& c) {
 }  // namespace
 
 TEST_CASE("on PostgreSQL 1000 busy acquire attempts write no WAL and take no transaction id, unlike an upsert", "[lease][contention]") {
-  if (!ctx().is(DialectKind::kPostgres)) {
+  if (!ctx().is(DialectKind::kPostgresql)) {
     SUCCEED("pg_stat_wal is PostgreSQL's; the other dialects have their own test below");
     return;
   }
@@ -83,7 +83,7 @@ TEST_CASE("a busy acquire attempt takes no lock: it answers at once while the lo
   }
   // Waits would now last the lock wait / busy timeout (set to 3 s).
   if (ctx().is(DialectKind::kMysql)) loser_conn->execute("SET SESSION innodb_lock_wait_timeout = 3");
-  if (ctx().is(DialectKind::kPostgres)) loser_conn->execute("SET lock_timeout = '3s'");
+  if (ctx().is(DialectKind::kPostgresql)) loser_conn->execute("SET lock_timeout = '3s'");
   auto t0 = std::chrono::steady_clock::now();
   bool got = true;
   REQUIRE_NOTHROW(got = loser.try_acquire());
@@ -94,7 +94,7 @@ TEST_CASE("a busy acquire attempt takes no lock: it answers at once while the lo
   // Negative control: a write to that row (or database) really does wait.
   auto other = ctx().connect(sqlguard::ConnectOptions{10s, 1s, std::nullopt});
   if (ctx().is(DialectKind::kMysql)) other->execute("SET SESSION innodb_lock_wait_timeout = 1");
-  if (ctx().is(DialectKind::kPostgres)) other->execute("SET lock_timeout = '1s'");
+  if (ctx().is(DialectKind::kPostgresql)) other->execute("SET lock_timeout = '1s'");
   auto c = sgtest::code_of([&] { force_release(*other, name); });
   CHECK((c == ErrorCode::kLockBusy || c == ErrorCode::kTimeout));
   blocker->rollback();
@@ -116,7 +116,7 @@ std::int64_t pg_wal_writes_after_close(std::unique_ptr<Connection> conn, Connect
 }  // namespace
 
 TEST_CASE("on PostgreSQL a release on its own does not wait for a WAL flush; an acquire does", "[lease][contention]") {
-  if (!ctx().is(DialectKind::kPostgres)) {
+  if (!ctx().is(DialectKind::kPostgresql)) {
     SUCCEED("synchronous_commit is PostgreSQL's (MariaDB's flush is server-wide, SQLite runs synchronous=NORMAL)");
     return;
   }
@@ -189,7 +189,7 @@ TEST_CASE("a lock cycle costs the fewest round trips: take-over and fence in one
   std::string list;
   for (const auto& s : sent) list += s + " ";
   INFO("sent: " << list);
-  if (ctx().is(DialectKind::kPostgres)) {
+  if (ctx().is(DialectKind::kPostgresql)) {
     // UPDATE ... RETURNING fence; release with the NOTIFY inside.
     CHECK(sent == std::vector<std::string>{"lease_acquire", "lease_release"});
   } else if (ctx().is(DialectKind::kMysql)) {
@@ -221,7 +221,7 @@ TEST_CASE("releases hand the lock down a queue of waiters, each woken at once", 
       // A missed wake-up = a nap of up to 2 minutes. PostgreSQL wakes only
       // the head of the waiters (one listener: every NOTIFY signals every
       // listening backend); the others poll with their backoff, here 1 s.
-      o.backoff_initial = o.backoff_max = ctx().is(DialectKind::kPostgres) ? std::chrono::milliseconds(1000)
+      o.backoff_initial = o.backoff_max = ctx().is(DialectKind::kPostgresql) ? std::chrono::milliseconds(1000)
                                                                            : std::chrono::milliseconds(120000);
       LeaseLock w(*wc, name, o);
       ++started;
@@ -245,7 +245,7 @@ TEST_CASE("releases hand the lock down a queue of waiters, each woken at once", 
 
 TEST_CASE("on PostgreSQL waiters take their place in the queue inside their acquire attempts: one head, no extra statement",
           "[lease][contention][notify]") {
-  if (!ctx().is(DialectKind::kPostgres) || ctx().pooler) {
+  if (!ctx().is(DialectKind::kPostgresql) || ctx().pooler) {
     SUCCEED("the waiter queue is PostgreSQL's (behind a transaction pooler waiters poll)");
     return;
   }

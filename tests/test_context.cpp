@@ -31,10 +31,10 @@ std::string Context::unique(std::string_view base) const {
 std::string Context::fresh_database() const {
   std::string db = unique("sgfresh");
   if (is_sqlite()) {
-    std::string path = uri.substr(std::strlen("sqlite://"));
+    std::string path = uri.substr(name.size() + std::strlen("://"));
     auto slash = path.rfind('/');
     std::string file = path.substr(0, slash + 1) + db + ".db";
-    return "sqlite://" + file;
+    return name + "://" + file;
   }
   auto admin = sqlguard::make_connection(base_uri);
   admin->execute_script("CREATE DATABASE " + db);

@@ -69,7 +69,7 @@ TEST_CASE("doctor passes on the migrated test database and names every check onc
     CHECK(m.count("isolation") == 1);
     CHECK(m.count("timeouts") == 1);
   }
-  if (ctx().is(sqlguard::DialectKind::kPostgres)) {
+  if (ctx().is(sqlguard::DialectKind::kPostgresql)) {
     CHECK(m["primary"].status == CheckStatus::kOk);
     CHECK(m["pooler"].status == CheckStatus::kOk);
     CHECK(m.count("replication") == 1);
@@ -83,7 +83,7 @@ TEST_CASE("doctor reports missing sqlguard tables as a warning and an unreachabl
   CHECK(m["migrations"].status == CheckStatus::kWarn);
   CHECK(m["migrations"].detail.find("sqlguard migrate") != std::string::npos);
   if (!ctx().is_sqlite()) {
-    std::string bad = ctx().is(sqlguard::DialectKind::kPostgres)
+    std::string bad = ctx().is(sqlguard::DialectKind::kPostgresql)
                           ? "postgresql://sg:s3cret-pw@127.0.0.1:1/nope?connect_timeout=2"
                           : "mysql://sg:s3cret-pw@127.0.0.1:1/nope?connect_timeout=2";
     auto rs = sqlguard::check_environment(bad);
@@ -112,7 +112,7 @@ TEST_CASE("sqlguard doctor prints one JSON object per check and exits 0 without 
   // A failing check (no server there) exits 1.
   if (!ctx().is_sqlite()) {
     rc = sgtest::run_process({sgtest::cli_path(), "doctor", "--db",
-                              ctx().is(sqlguard::DialectKind::kPostgres) ? "postgresql://u:pw@127.0.0.1:1/x"
+                              ctx().is(sqlguard::DialectKind::kPostgresql) ? "postgresql://u:pw@127.0.0.1:1/x"
                                                                           : "mysql://u:pw@127.0.0.1:1/x",
                               "--connect-timeout", "2s"},
                              &out);
@@ -237,7 +237,7 @@ TEST_CASE("behind a transaction pooler declared as a session pooler, a statement
 
 TEST_CASE("on a database whose default isolation is serializable, sqlguard's statements run at read committed",
           "[doctor][postgres]") {
-  if (!ctx().is(sqlguard::DialectKind::kPostgres) || ctx().pooler) {
+  if (!ctx().is(sqlguard::DialectKind::kPostgresql) || ctx().pooler) {
     SUCCEED("PostgreSQL direct connections (behind a transaction pooler the doctor fails this setting)");
     return;
   }

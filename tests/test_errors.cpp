@@ -77,7 +77,7 @@ TEST_CASE("a duplicate key is classified AlreadyExists", "[errors]") {
   auto uq = catch_error([&] { c->execute("INSERT INTO " + t + " (id, u, v) VALUES (9, 1, 0)"); });
   CHECK(uq.code == ErrorCode::kAlreadyExists);
   switch (ctx().kind) {
-    case DialectKind::kPostgres: CHECK(pk.native == "23505"); break;
+    case DialectKind::kPostgresql: CHECK(pk.native == "23505"); break;
     case DialectKind::kMysql: CHECK(pk.native == "1062"); break;
     case DialectKind::kSqlite:
       CHECK(pk.native == std::to_string(SQLITE_CONSTRAINT_PRIMARYKEY));
@@ -96,11 +96,11 @@ TEST_CASE("a deadlock is classified Conflict", "[errors]") {
   auto got = provoke_deadlock(t);
   REQUIRE(got.thrown);
   CHECK(got.code == ErrorCode::kConflict);
-  CHECK(got.native == (ctx().is(DialectKind::kPostgres) ? "40P01" : "1213"));
+  CHECK(got.native == (ctx().is(DialectKind::kPostgresql) ? "40P01" : "1213"));
 }
 
 TEST_CASE("a serialization failure is classified Conflict", "[errors]") {
-  if (!ctx().is(DialectKind::kPostgres)) {
+  if (!ctx().is(DialectKind::kPostgresql)) {
     SUCCEED("40001 serialization failures are PostgreSQL's; MySQL reports them as 1213 deadlocks (above)");
     return;
   }
@@ -132,7 +132,7 @@ TEST_CASE("NOWAIT on a locked row is classified LockBusy", "[errors]") {
   b->rollback();
   holder->rollback();
   CHECK(got.code == ErrorCode::kLockBusy);
-  if (ctx().is(DialectKind::kPostgres)) CHECK(got.native == "55P03");
+  if (ctx().is(DialectKind::kPostgresql)) CHECK(got.native == "55P03");
   // MariaDB reports NOWAIT as 1205; MySQL 8 as 3572. Both map to LockBusy.
   else CHECK((got.native == "1205" || got.native == "3572"));
 }
@@ -148,12 +148,12 @@ TEST_CASE("a lock wait timeout is classified LockBusy", "[errors]") {
   holder->begin();
   holder->execute("UPDATE " + t + " SET v = 1 WHERE id = 1");
   auto b = ctx().connect();
-  if (ctx().is(DialectKind::kPostgres)) b->execute_script("SET lock_timeout = '200ms'");
+  if (ctx().is(DialectKind::kPostgresql)) b->execute_script("SET lock_timeout = '200ms'");
   else b->execute_script("SET SESSION innodb_lock_wait_timeout = 1");
   auto got = catch_error([&] { b->execute("UPDATE " + t + " SET v = 2 WHERE id = 1"); });
   holder->rollback();
   CHECK(got.code == ErrorCode::kLockBusy);
-  CHECK(got.native == (ctx().is(DialectKind::kPostgres) ? "55P03" : "1205"));
+  CHECK(got.native == (ctx().is(DialectKind::kPostgresql) ? "55P03" : "1205"));
 }
 
 TEST_CASE("a statement timeout is classified Timeout", "[errors]") {
@@ -163,7 +163,7 @@ TEST_CASE("a statement timeout is classified Timeout", "[errors]") {
   }
   auto c = ctx().connect();
   Caught got;
-  if (ctx().is(DialectKind::kPostgres)) {
+  if (ctx().is(DialectKind::kPostgresql)) {
     c->execute_script("SET statement_timeout = 100");
     got = catch_error([&] { c->execute("SELECT pg_sleep(2)"); });
     CHECK(got.native == "57014");
@@ -246,7 +246,7 @@ TEST_CASE("permission denied is classified PermissionDenied and names the object
   auto t = make_table(*c);
   std::string what;
   switch (ctx().kind) {
-    case DialectKind::kPostgres: {
+    case DialectKind::kPostgresql: {
       // A role with no rights, in this session only.
       std::string role = ctx().unique("sgnp");
       c->execute_script("CREATE ROLE " + role + " NOLOGIN");
@@ -329,7 +329,7 @@ TEST_CASE("permission denied is classified PermissionDenied and names the object
 }
 
 TEST_CASE("a PostgreSQL connect error is classified by the SQLSTATE the server sent, not by words", "[errors][connect]") {
-  if (!ctx().is(DialectKind::kPostgres)) {
+  if (!ctx().is(DialectKind::kPostgresql)) {
     SUCCEED("PostgreSQL only (MariaDB connect errors carry their error number already)");
     return;
   }
@@ -370,7 +370,7 @@ TEST_CASE("a PostgreSQL connect error is classified by the SQLSTATE the server s
 TEST_CASE("values a column type refuses are InvalidArgument on every dialect", "[errors]") {
   auto c = ctx().connect();
   auto t = make_table(*c);
-  if (ctx().is(DialectKind::kPostgres)) {
+  if (ctx().is(DialectKind::kPostgresql)) {
     auto got = catch_error([&] { c->execute("SELECT v FROM " + t + " WHERE id = ?", {"not-a-number"}); });
     CHECK(got.code == ErrorCode::kInvalidArgument);
     CHECK(got.native == "22P02");
@@ -403,7 +403,7 @@ TEST_CASE("too many connections is resource_exhausted (not retryable connection_
   const std::string limited = base + role + ":lim-Pw-3" + rest;
   Caught refused;
   std::unique_ptr<Connection> first;
-  if (ctx().is(DialectKind::kPostgres)) {
+  if (ctx().is(DialectKind::kPostgresql)) {
     // A role's CONNECTION LIMIT: the server refuses the login with 53300.
     c->execute_script("CREATE ROLE " + role + " LOGIN PASSWORD 'lim-Pw-3' CONNECTION LIMIT 1");
     first = make_connection(limited);  // negative control: the first one is allowed
@@ -427,7 +427,7 @@ TEST_CASE("too many connections is resource_exhausted (not retryable connection_
   CHECK_FALSE(is_retryable(refused.code));
   CHECK_THAT(refused.what, !Catch::Matchers::Contains("lim-Pw-3"));
 
-  if (ctx().is(DialectKind::kPostgres)) {
+  if (ctx().is(DialectKind::kPostgresql)) {
     auto bad = catch_error([&] { make_connection(ctx().uri + (ctx().uri.find('?') == std::string::npos ? "?" : "&") +
                                                  "sslmode=bogus"); });
     INFO(bad.what);

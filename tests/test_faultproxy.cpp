@@ -264,7 +264,7 @@ TEST_CASE("run_guarded survives a killed session: the transaction runs again on 
   LeaseLock lock(*conn, name);
   REQUIRE(lock.acquire());
   const auto id = conn->session_id();
-  if (ctx().is(DialectKind::kPostgres)) sgtest::exec("SELECT pg_terminate_backend(?)", {id});
+  if (ctx().is(DialectKind::kPostgresql)) sgtest::exec("SELECT pg_terminate_backend(?)", {id});
   else sgtest::probe().execute_script("KILL " + std::to_string(id));
   std::this_thread::sleep_for(100ms);
   int calls = 0;

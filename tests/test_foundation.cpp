@@ -21,7 +21,7 @@
 #endif
 #ifdef SQLGUARD_TEST_POSTGRES
 #include <pqxx/pqxx>
-#include "sqlguard/postgres.h"
+#include "sqlguard/postgresql.h"
 #endif
 #ifdef SQLGUARD_TEST_MYSQL
 #include <cppconn/connection.h>
@@ -72,7 +72,7 @@ TEST_CASE("values round-trip through bound parameters, including NULL, blobs and
   auto c = ctx().connect();
   std::string t = ctx().unique("vals");
   c->execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, i BIGINT, s VARCHAR(200), b " +
-                    std::string(ctx().is(DialectKind::kPostgres) ? "BYTEA" : ctx().is(DialectKind::kMysql) ? "LONGBLOB" : "BLOB") + ")");
+                    std::string(ctx().is(DialectKind::kPostgresql) ? "BYTEA" : ctx().is(DialectKind::kMysql) ? "LONGBLOB" : "BLOB") + ")");
   std::string evil = "x'); DROP TABLE " + t + "; --";
   std::string bytes("\0\x01\xff'\"\\", 6);
   auto ins = c->execute("INSERT INTO " + t + " (id, i, s, b) VALUES (?, ?, ?, ?)", {1, std::int64_t(1) << 53, evil, Value::blob(bytes)});
@@ -297,7 +297,7 @@ TEST_CASE("a URI connect_timeout can shorten the connect timeout but never lengt
     return;
   }
   SilentListener listener;
-  std::string scheme = ctx().is(DialectKind::kPostgres) ? "postgresql" : "mysql";
+  std::string scheme = ctx().is(DialectKind::kPostgresql) ? "postgresql" : "mysql";
   std::string silent = scheme + "://u:p@127.0.0.1:" + std::to_string(listener.port) + "/db?connect_timeout=3600";
   ConnectOptions o;
   o.connect_timeout = std::chrono::seconds(1);
@@ -321,7 +321,7 @@ TEST_CASE("20,000 distinct statements keep the statement cache and the server's 
   // Prepared statements this session holds on the server.
   auto server_side = [&]() -> std::int64_t {
     switch (ctx().kind) {
-      case DialectKind::kPostgres: return c->execute("SELECT COUNT(*) FROM pg_prepared_statements").rows[0][0].as_int();
+      case DialectKind::kPostgresql: return c->execute("SELECT COUNT(*) FROM pg_prepared_statements").rows[0][0].as_int();
       case DialectKind::kMysql: return c->execute("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").rows[0][1].as_int();
       case DialectKind::kSqlite: {
 #ifdef SQLGUARD_TEST_SQLITE
@@ -448,9 +448,9 @@ TEST_CASE("the native escape hatch runs user statements inside the sqlguard tran
         REQUIRE(sqlite3_exec(sqlite::native_handle(*c), ins.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
 #endif
         break;
-      case DialectKind::kPostgres:
+      case DialectKind::kPostgresql:
 #ifdef SQLGUARD_TEST_POSTGRES
-        postgres::native_transaction(*c).exec0(ins);
+        postgresql::native_transaction(*c).exec0(ins);
 #endif
         break;
       case DialectKind::kMysql:
@@ -498,7 +498,7 @@ TEST_CASE("a connection killed on the server reports ConnectionLost and reconnec
     return;
   }
   auto id = victim->session_id();
-  if (ctx().is(DialectKind::kPostgres)) killer->execute("SELECT pg_terminate_backend(?)", {id});
+  if (ctx().is(DialectKind::kPostgresql)) killer->execute("SELECT pg_terminate_backend(?)", {id});
   else killer->execute_script("KILL " + std::to_string(id));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   CHECK(code_of([&] { victim->execute("SELECT 1"); }) == ErrorCode::kConnectionLost);

@@ -140,7 +140,7 @@ TEST_CASE("a serialization failure in a phase unlocks the key (409) and the imme
   CHECK(fx(px, "reserve") == 1);
   CHECK(fx(px, "finish-try") == 1);
 
-  if (ctx().is(DialectKind::kPostgres)) {
+  if (ctx().is(DialectKind::kPostgresql)) {
     // A real one: under REPEATABLE READ the phase updates a row another
     // session changed after the phase's snapshot -> 40001 from the server.
     probe().execute_script("CREATE TABLE " + px + "_acct (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)");

@@ -75,7 +75,7 @@ ErrorCode committed_then_lost(Connection& admin, Connection& victim, const std::
                               const std::function<void(std::int64_t pid)>& end_session) {
   const std::int64_t pid = victim.session_id();
   std::future<ErrorCode> outcome;
-  if (ctx().is(DialectKind::kPostgres)) {
+  if (ctx().is(DialectKind::kPostgresql)) {
     victim.execute_script("SET synchronous_commit = on");
     NoSuchSyncStandby standby(admin);
     // The reload reaches each backend by itself (a signal): the victim's
@@ -128,7 +128,7 @@ TEST_CASE("an autocommit write that committed before its answer was lost is comm
   auto victim = ctx().connect();
   admin->execute_script("CREATE TABLE " + t + " (id INTEGER PRIMARY KEY)");
   auto terminate = [&](std::int64_t pid) {
-    if (ctx().is(DialectKind::kPostgres)) admin->execute("SELECT pg_terminate_backend(?)", {pid});
+    if (ctx().is(DialectKind::kPostgresql)) admin->execute("SELECT pg_terminate_backend(?)", {pid});
     else admin->execute_script("KILL CONNECTION " + std::to_string(pid));
   };
   const ErrorCode code = committed_then_lost(*admin, *victim, t, terminate);
@@ -166,7 +166,7 @@ TEST_CASE("a server stopped while an autocommit write that committed waits for i
   auto admin = ctx().connect();
   auto victim = ctx().connect();
   admin->execute_script("CREATE TABLE " + t + " (id INTEGER PRIMARY KEY)");
-  const std::string which = ctx().is(DialectKind::kPostgres) ? "pg" : "mariadb";
+  const std::string which = ctx().is(DialectKind::kPostgresql) ? "pg" : "mariadb";
   auto restart = [&](std::int64_t) {
     REQUIRE(sgtest::run_process({"/bin/bash", servers, "restart", which}) == 0);
   };
@@ -181,7 +181,7 @@ TEST_CASE("a server stopped while an autocommit write that committed waits for i
 TEST_CASE("a write a read-only session refuses (PostgreSQL 25006, a standby after a failover) is connection_lost, "
           "not in doubt",
           "[faults][in_doubt]") {
-  if (!ctx().is(DialectKind::kPostgres) || ctx().pooler) {
+  if (!ctx().is(DialectKind::kPostgresql) || ctx().pooler) {
     SUCCEED("PostgreSQL's 25006 on a direct connection");
     return;
   }

@@ -19,7 +19,7 @@
 #endif
 #ifdef SQLGUARD_TEST_POSTGRES
 #include <pqxx/pqxx>
-#include "sqlguard/postgres.h"
+#include "sqlguard/postgresql.h"
 #endif
 #ifdef SQLGUARD_TEST_MYSQL
 #include <cppconn/connection.h>
@@ -148,9 +148,9 @@ TEST_CASE("business writes through the native handle commit and roll back with t
                 SQLITE_OK);
 #endif
         break;
-      case DialectKind::kPostgres:
+      case DialectKind::kPostgresql:
 #ifdef SQLGUARD_TEST_POSTGRES
-        postgres::native_transaction(tx.connection()).exec(sql);
+        postgresql::native_transaction(tx.connection()).exec(sql);
 #endif
         break;
       case DialectKind::kMysql:

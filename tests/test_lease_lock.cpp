@@ -259,7 +259,7 @@ TEST_CASE("the fence keeps increasing across a database server restart", "[lease
     before = a.fence();
     REQUIRE(a.release());
   }
-  std::string which = ctx().is(DialectKind::kPostgres) ? "pg" : "mariadb";
+  std::string which = ctx().is(DialectKind::kPostgresql) ? "pg" : "mariadb";
   REQUIRE(sgtest::run_process({"/bin/bash", servers, "restart", which}) == 0);
   auto c = ctx().connect();
   LeaseLock b(*c, name);
@@ -378,7 +378,7 @@ TEST_CASE("the watchdog reports an unreachable database before the trust window 
   REQUIRE(session != 0);
   if (ctx().pooler) {
     // nothing to kill: the watchdog never reached the database (see above)
-  } else if (ctx().is(DialectKind::kPostgres)) killer->execute("SELECT pg_terminate_backend(?)", {session.load()});
+  } else if (ctx().is(DialectKind::kPostgresql)) killer->execute("SELECT pg_terminate_backend(?)", {session.load()});
   else killer->execute_script("KILL " + std::to_string(session.load()));
   auto f = lost.get_future();
   REQUIRE(f.wait_for(5s) == std::future_status::ready);
@@ -845,7 +845,7 @@ TEST_CASE("an exhausted fencing-token sequence is a resource_exhausted error, ne
   std::int64_t last = std::numeric_limits<std::int64_t>::max();
   switch (ctx().kind) {
     case DialectKind::kSqlite: c->execute("UPDATE sqlguard_fence_seq SET value = ? WHERE id = 1", {last - 1}); break;
-    case DialectKind::kPostgres: c->execute("SELECT setval('sqlguard_fence_seq', ?)", {last - 1}); break;
+    case DialectKind::kPostgresql: c->execute("SELECT setval('sqlguard_fence_seq', ?)", {last - 1}); break;
     case DialectKind::kMysql:
       last -= 1;  // a MariaDB sequence's default maximum is 2^63 - 2
       c->execute_script("SELECT SETVAL(sqlguard_fence_seq, " + std::to_string(last - 1) + ")");
@@ -938,7 +938,7 @@ TEST_CASE("a blocking acquire rides out a database restart while it waits", "[le
   auto got = std::async(std::launch::async, [&] { return waiter.acquire(40s); });
   // The waiter is waiting (on MariaDB: blocked in the wake-up lock's GET_LOCK).
   REQUIRE(got.wait_for(700ms) == std::future_status::timeout);
-  std::string which = ctx().is(DialectKind::kPostgres) ? "pg" : "mariadb";
+  std::string which = ctx().is(DialectKind::kPostgresql) ? "pg" : "mariadb";
   REQUIRE(sgtest::run_process({"/bin/bash", servers, "restart", which}) == 0);
   // Still waiting, not failed: the lease is still held (its row survived).
   REQUIRE(got.wait_for(300ms) == std::future_status::timeout);

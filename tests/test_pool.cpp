@@ -161,7 +161,7 @@ TEST_CASE("a pooled connection whose session was killed fails its health check a
     sid = conn->session_id();
   }
   // Kill exactly the pooled connection's session from outside.
-  if (ctx().is(DialectKind::kPostgres))
+  if (ctx().is(DialectKind::kPostgresql))
     sgtest::exec("SELECT pg_terminate_backend(" + std::to_string(sid) + ")");
   else
     sgtest::probe().execute_once("KILL " + std::to_string(sid));
@@ -242,7 +242,7 @@ TEST_CASE("32 threads on a pool keep working across a database server restart", 
     });
   if (servers) {
     while (done < kThreads * 5 && fatal == 0) std::this_thread::sleep_for(5ms);
-    std::string which = ctx().is(DialectKind::kPostgres) ? "pg" : "mariadb";
+    std::string which = ctx().is(DialectKind::kPostgresql) ? "pg" : "mariadb";
     CHECK(sgtest::run_process({"/bin/bash", servers, "restart", which}) == 0);
     restarted = true;
   }

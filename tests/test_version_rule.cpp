@@ -193,7 +193,7 @@ namespace {
 // The schema (PostgreSQL), database (MariaDB) or attached name (SQLite) an
 // unqualified name resolves to on `c`.
 std::string current_qualifier(Connection& c) {
-  if (ctx().is(DialectKind::kPostgres)) return c.execute("SELECT current_schema()").rows.at(0)[0].as_string();
+  if (ctx().is(DialectKind::kPostgresql)) return c.execute("SELECT current_schema()").rows.at(0)[0].as_string();
   if (ctx().is(DialectKind::kMysql)) return c.execute("SELECT DATABASE()").rows.at(0)[0].as_string();
   return "main";
 }
@@ -277,7 +277,7 @@ TEST_CASE("a writer on another spelling of a declared table moves the version", 
 
 TEST_CASE("PostgreSQL: a table declared through the search_path is the same table when written schema-qualified",
           "[versionrule][spelling][postgres]") {
-  if (!ctx().is(DialectKind::kPostgres) || ctx().pooler) return;  // a session search_path needs a session
+  if (!ctx().is(DialectKind::kPostgresql) || ctx().pooler) return;  // a session search_path needs a session
   auto conn = ctx().connect();
   auto& c = *conn;
   const std::string schema = ctx().unique("p3");
@@ -347,7 +347,7 @@ TEST_CASE("a zero or negative bump of the version column is refused, not counted
   declare_versioned_table(c, t, "version");
   // A hand-made bump (code written before the rule) counts only when it moves the version forward.
   std::vector<std::string> columns{"version"};
-  if (!ctx().is(DialectKind::kPostgres)) columns.push_back("VERSION");  // column names ignore case there
+  if (!ctx().is(DialectKind::kPostgresql)) columns.push_back("VERSION");  // column names ignore case there
   for (const auto& col : columns) {
     INFO("assignment to '" << col << "'");
     GuardedUpdate g(c, {.table = t, .assignments = {{"qty", AssignOp::kSubtract}, {col, AssignOp::kAdd}}});
@@ -361,7 +361,7 @@ TEST_CASE("a zero or negative bump of the version column is refused, not counted
     REQUIRE(g.apply(1, {1, 2}));
     CHECK(version_of(c, t) == v + 2);
   }
-  if (!ctx().is(DialectKind::kPostgres)) {
+  if (!ctx().is(DialectKind::kPostgresql)) {
     // Setting the version column spelled in other letters is setting it.
     CHECK(sgtest::code_of([&] {
             GuardedUpdate g(c, {.table = t, .assignments = {{"Version", AssignOp::kSet}}});

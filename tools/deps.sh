@@ -32,7 +32,7 @@ for arg in "$@"; do
 done
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ccache
   libpqxx-dev libpq-dev
   libsqlite3-dev sqlite3
   libmysqlcppconn-dev

@@ -45,7 +45,14 @@ step 1/7 "dependencies (tools/deps.sh)"
 "$ROOT/tools/deps.sh"
 
 step 2/7 "configure: cmake -S . -B $BUILD_DIR -DCMAKE_BUILD_TYPE=RelWithDebInfo"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# ccache (tools/deps.sh installs it): the fourth-dialect test builds a copy of
+# this tree, which then costs only the files that differ.
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT} CCACHE_NOHASHDIR=1
+fi
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
 
 step 3/7 "build: cmake --build $BUILD_DIR -j$(nproc)"
 cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -34,7 +34,12 @@
 
 namespace sqlguard {
 
-enum class DialectKind { kSqlite, kPostgres, kMysql };
+enum class DialectKind {
+  kSqlite,
+  kPostgresql,
+  kMysql,
+  kPostgres [[deprecated("spelled kPostgresql, like the dialect's name")]] = kPostgresql,
+};
 // "sqlite", "postgresql", "mysql".
 std::string_view to_string(DialectKind kind) noexcept;
 

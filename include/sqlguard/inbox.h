@@ -19,7 +19,7 @@
 //     (PostgreSQL/MariaDB row lock, SQLite write lock) and then sees the
 //     duplicate.
 // The handler writes through the Transaction (tx.execute) or the native
-// escape hatch on tx.connection() (sqlguard/sqlite.h, postgres.h, mysql.h).
+// escape hatch on tx.connection() (sqlguard/sqlite.h, postgresql.h, mysql.h).
 // It must not commit or roll back itself.
 //
 // Retries: a deadlock or serialization failure (Conflict — MariaDB 1213

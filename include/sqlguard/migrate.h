@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sqlguard/connection.h"
@@ -42,6 +43,8 @@ struct MigrateReport {
 
 // The migrations compiled in for a dialect, ordered by version.
 std::vector<Migration> embedded_migrations(DialectKind kind);
+// The same by dialect name ("sqlite", ...: the folder migrations/<name>/).
+std::vector<Migration> embedded_migrations(std::string_view dialect);
 
 // Applies pending migrations. Throws Error(kSchemaMismatch) naming the
 // migration when an applied one no longer matches its file.

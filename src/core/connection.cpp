@@ -144,16 +144,19 @@ std::unique_ptr<Connection> make_connection(std::string_view uri, const ConnectO
     // Text that is not one of our URIs is never echoed: it may be a
     // password passed in the wrong place. A scheme is named only when it
     // clearly is one (followed by "//", or no '@' anywhere).
-    std::string known;
-    for (const auto* e : detail::registered_dialects()) known += (known.empty() ? "" : ", ") + std::string(e->name);
+    std::string known, examples;
+    for (const auto* e : detail::registered_dialects()) {
+      known += (known.empty() ? "" : ", ") + std::string(e->name);
+      examples += (examples.empty() ? "" : ", ") + std::string(e->uri_example);
+    }
     bool token = !scheme.empty() && scheme.size() <= 32 && std::isalpha(static_cast<unsigned char>(scheme[0])) &&
                  std::all_of(scheme.begin(), scheme.end(), [](unsigned char c) { return std::isalnum(c) || c == '+' || c == '-' || c == '.'; });
     bool clearly_scheme = token && (uri.substr(colon, 3) == "://" || uri.find('@') == std::string_view::npos);
     std::string what = clearly_scheme ? "unknown URI scheme '" + scheme + "'" : "a database URI needs a scheme";
     throw Error(ErrorCode::kInvalidArgument,
                 what + " (got " + std::to_string(uri.size()) +
-                    " bytes): use sqlite:///path.db, sqlite::memory:, postgresql://host:port/db or "
-                    "mysql://host:port/db, with user:password@ before the host (" + known + ")");
+                    " bytes): use " + examples + " (server URIs take user:password@ before the host; dialects: " +
+                    known + ")");
   }
   if (!d->available)
     throw Error(ErrorCode::kNotSupported,

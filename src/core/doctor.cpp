@@ -8,6 +8,7 @@
 
 #include "core/catalog.h"
 #include "core/uri.h"
+#include "dialect/dialect.h"
 #include "dialect/registry.h"
 #include "sqlguard/migrate.h"
 
@@ -122,8 +123,8 @@ bool uri_uses_named_statements(const std::string& uri, const ConnectOptions& opt
 
 std::vector<CheckResult> run_checks(Connection& conn, const std::string& uri, bool named_statements) {
   DoctorContext ctx(conn, uri, named_statements);
-  const DialectEntry& d = find_dialect(conn.kind());
-  if (d.doctor) d.doctor(ctx);
+  const DialectEntry* d = find_dialect_by_name(conn.dialect().name());
+  if (d && d->doctor) d->doctor(ctx);
   common_checks(ctx);
   return std::move(ctx.results);
 }
@@ -145,7 +146,7 @@ std::vector<CheckResult> check_environment(const std::string& uri, const Connect
     return {{"connect", CheckStatus::kFail, e.message()}};
   }
   std::vector<CheckResult> out{{"connect", CheckStatus::kOk,
-                                std::string(to_string(conn->kind())) + " at " + conn->description()}};
+                                std::string(conn->dialect().name()) + " at " + conn->description()}};
   auto rest = detail::run_checks(*conn, uri, detail::uri_uses_named_statements(uri, options));
   out.insert(out.end(), rest.begin(), rest.end());
   return out;

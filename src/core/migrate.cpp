@@ -89,22 +89,24 @@ std::string label(int version, const std::string& name) {
   return buf + name;
 }
 
-void check_mismatch(const std::vector<MigrationState>& states, DialectKind kind) {
+void check_mismatch(const std::vector<MigrationState>& states, std::string_view dialect) {
   for (const auto& s : states) {
     if (s.checksum_mismatch)
       throw Error(ErrorCode::kSchemaMismatch,
                   "checksum mismatch: migration " + label(s.version, s.name) + " was applied with checksum " +
                       s.applied_checksum.substr(0, 12) + "... but the file now has " + s.checksum.substr(0, 12) +
                       "...; it is not re-run. Restore the original file or repair the database by hand.",
-                  std::string(to_string(kind)));
+                  std::string(dialect));
   }
 }
 
 }  // namespace
 
-std::vector<Migration> embedded_migrations(DialectKind kind) {
+std::vector<Migration> embedded_migrations(DialectKind kind) { return embedded_migrations(to_string(kind)); }
+
+std::vector<Migration> embedded_migrations(std::string_view dialect) {
   std::vector<Migration> out;
-  std::string_view want = to_string(kind);
+  std::string_view want = dialect;
   for (std::size_t i = 0; i < detail::kEmbeddedMigrationCount; ++i) {
     const auto& e = detail::kEmbeddedMigrations[i];
     if (want != e.dialect) continue;
@@ -114,7 +116,7 @@ std::vector<Migration> embedded_migrations(DialectKind kind) {
   return out;
 }
 
-MigrateReport migrate(Connection& conn) { return migrate(conn, embedded_migrations(conn.kind())); }
+MigrateReport migrate(Connection& conn) { return migrate(conn, embedded_migrations(conn.dialect().name())); }
 
 MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations) {
   require_no_transaction(conn, "migrate()");
@@ -133,7 +135,7 @@ MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations
   const auto lock = plan.lock(conn);  // inside the run's transaction when it has one
   run(conn, Sql::migrate_version_table);
   auto states = compare(migrations, read_applied(conn));
-  check_mismatch(states, conn.kind());
+  check_mismatch(states, conn.dialect().name());
   for (const auto& m : migrations) {
     auto st = std::find_if(states.begin(), states.end(), [&](const auto& s) { return s.version == m.version; });
     if (st->applied) {
@@ -157,7 +159,7 @@ MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations
 }
 
 std::vector<MigrationState> migration_status(Connection& conn) {
-  return migration_status(conn, embedded_migrations(conn.kind()));
+  return migration_status(conn, embedded_migrations(conn.dialect().name()));
 }
 
 std::vector<MigrationState> migration_status(Connection& conn, const std::vector<Migration>& migrations) {
@@ -171,7 +173,7 @@ std::vector<MigrationState> migration_status(Connection& conn, const std::vector
 }
 
 void require_migrated(Connection& conn) {
-  auto want = embedded_migrations(conn.kind());
+  auto want = embedded_migrations(conn.dialect().name());
   int max_version = want.empty() ? 0 : want.back().version;
   std::int64_t have = 0;
   try {
@@ -184,7 +186,7 @@ void require_migrated(Connection& conn) {
   if (have < static_cast<std::int64_t>(want.size()))
     throw Error(ErrorCode::kSchemaMismatch,
                 "the sqlguard tables are missing or out of date on " + conn.description() + ": run `sqlguard migrate`",
-                std::string(to_string(conn.kind())));
+                std::string(conn.dialect().name()));
 }
 
 }  // namespace sqlguard

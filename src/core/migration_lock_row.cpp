@@ -9,6 +9,7 @@
 
 #include "core/catalog.h"
 #include "core/migration_lock.h"
+#include "dialect/dialect.h"
 #include "sqlguard/backoff.h"
 
 namespace sqlguard::detail {
@@ -49,7 +50,7 @@ class LockRowMigrations final : public MigrationLockPlan {
       }
       if (std::chrono::steady_clock::now() >= deadline)
         throw Error(ErrorCode::kLockBusy, "could not take the migration lock (row sqlguard_migrate_lock) within 300 s",
-                    std::string(to_string(conn.kind())));
+                    std::string(conn.dialect().name()));
       std::this_thread::sleep_for(Backoff{std::chrono::milliseconds(50), std::chrono::seconds(2)}.delay(attempt));
     }
   }

@@ -4,6 +4,7 @@
 // transaction pooler, and a lost session cannot strand it.
 #include "core/catalog.h"
 #include "core/migration_lock.h"
+#include "dialect/dialect.h"
 
 namespace sqlguard::detail {
 namespace {
@@ -18,7 +19,7 @@ class TransactionLockMigrations final : public MigrationLockPlan {
     auto r = run(conn, Sql::migrate_lock_xact);
     if (r.rows.empty() || cell(r.rows[0], kLocked).is_null() || cell(r.rows[0], kLocked).as_int() != 1)
       throw Error(ErrorCode::kLockBusy, "could not take the migration lock within 300 s",
-                  std::string(to_string(conn.kind())));
+                  std::string(conn.dialect().name()));
     return std::make_unique<MigrationLockHold>();  // the run's transaction ends it
   }
 };

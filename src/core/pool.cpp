@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/catalog.h"
+#include "dialect/registry.h"
 #include "sqlguard/backoff.h"
 #include "sqlguard/metrics.h"
 #include "sqlguard/validate.h"
@@ -131,9 +132,12 @@ void PooledConnection::discard() noexcept {
 Pool::Pool(std::string uri, PoolOptions options)
     : options_(std::move(options)), description_(mask_uri(uri)), state_(std::make_shared<PooledConnection::State>()) {
   validate(options_);
-  if (uri.rfind("sqlite::memory:", 0) == 0 && options_.max_size > 1)
+  std::string scheme = uri.substr(0, uri.find(':'));
+  for (auto& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const auto* dialect = detail::find_dialect_by_scheme(scheme);
+  if (dialect && dialect->private_to_connection && dialect->private_to_connection(uri) && options_.max_size > 1)
     throw Error(ErrorCode::kInvalidArgument,
-                "pool of " + description_ + " with max_size > 1: every in-memory SQLite connection is its own "
+                "pool of " + description_ + " with max_size > 1: every connection to it is its own in-memory "
                 "database; use a file URI");
   state_->uri = std::move(uri);
   state_->options = options_;

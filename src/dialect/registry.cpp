@@ -3,11 +3,11 @@
 namespace sqlguard::detail {
 
 const std::vector<const DialectEntry*>& registered_dialects() {
-  // One line per dialect.
+  // One line per dialect, in registry.def.
   static const std::vector<const DialectEntry*> all = {
-      &kSqliteDialect,
-      &kPostgresqlDialect,
-      &kMysqlDialect,
+#define SQLGUARD_DIALECT(entry) &entry,
+#include "dialect/registry.def"
+#undef SQLGUARD_DIALECT
   };
   return all;
 }

@@ -17,6 +17,7 @@ struct DialectEntry {
   DialectKind kind;
   std::string_view name;                      // "postgresql": folders, JSON, messages
   std::vector<std::string_view> schemes;      // URI schemes, lower case
+  std::string_view uri_example;               // for messages: "postgresql://host:port/db"
   bool available;                             // the driver was found at configure time
   std::unique_ptr<Connection> (*open)(std::string_view uri, const ConnectOptions& options);
   // The dialect's checks for check_environment() (src/dialect/<name>/doctor.cpp);
@@ -25,6 +26,9 @@ struct DialectEntry {
   // The URI names a file path, not user:password@host (SQLite): masking
   // (mask_uri) looks for credentials only where a path can hold them.
   bool uri_is_path = false;
+  // The URI names a database only the connection that opens it can see
+  // (SQLite ":memory:"): a pool of several such connections is refused.
+  bool (*private_to_connection)(std::string_view uri) = nullptr;
 };
 
 const std::vector<const DialectEntry*>& registered_dialects();
@@ -33,9 +37,9 @@ const DialectEntry* find_dialect_by_scheme(std::string_view scheme) noexcept;
 const DialectEntry& find_dialect(DialectKind kind);
 
 // Each dialect folder defines its entry in factory.cpp (or missing.cpp when
-// its driver was not compiled in).
-extern const DialectEntry kSqliteDialect;
-extern const DialectEntry kPostgresqlDialect;
-extern const DialectEntry kMysqlDialect;
+// its driver was not compiled in); registry.def lists them.
+#define SQLGUARD_DIALECT(entry) extern const DialectEntry entry;
+#include "dialect/registry.def"
+#undef SQLGUARD_DIALECT
 
 }  // namespace sqlguard::detail

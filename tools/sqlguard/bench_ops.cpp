@@ -182,7 +182,7 @@ OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Co
   std::shared_ptr<RawConn> raw = make_raw(*conn);
   const std::string& op = cell.op;
   const auto kind = conn->kind();
-  const bool my = kind == DialectKind::kMysql, pg = kind == DialectKind::kPostgres;
+  const bool my = kind == DialectKind::kMysql, pg = kind == DialectKind::kPostgresql;
   const std::int64_t key = cell.key_base + 10000 + client;
   auto keep = [conn, raw] {};  // keeps the session alive inside closures
   (void)keep;

@@ -11,7 +11,7 @@
 #endif
 #ifdef SQLGUARD_BENCH_POSTGRES
 #include <pqxx/pqxx>
-#include "sqlguard/postgres.h"
+#include "sqlguard/postgresql.h"
 #endif
 #ifdef SQLGUARD_BENCH_MYSQL
 #include <cppconn/connection.h>
@@ -28,7 +28,7 @@ namespace sqlguard::bench {
 
 std::string number_placeholders(std::string_view sql) {
 #ifdef SQLGUARD_BENCH_POSTGRES
-  return postgres::numbered_placeholders(sql);
+  return postgresql::numbered_placeholders(sql);
 #else
   return std::string(sql);
 #endif
@@ -305,7 +305,7 @@ std::unique_ptr<RawConn> make_raw(Connection& conn) {
     case DialectKind::kSqlite: return std::make_unique<SqliteRaw>(sqlite::native_handle(conn));
 #endif
 #ifdef SQLGUARD_BENCH_POSTGRES
-    case DialectKind::kPostgres: return std::make_unique<PgRaw>(postgres::native_connection(conn));
+    case DialectKind::kPostgresql: return std::make_unique<PgRaw>(postgresql::native_connection(conn));
 #endif
 #ifdef SQLGUARD_BENCH_MYSQL
     case DialectKind::kMysql: return std::make_unique<MysqlRaw>(mysql::native_handle(conn));

@@ -41,7 +41,7 @@ void Faults::configure_server() {
                                 (na.empty() ? std::string() : " (listed: " + na + ")"));
     return;
   }
-  server_target_ = !run_.o.topology.empty() ? run_.o.topology : run_.kind == DialectKind::kPostgres ? "pg" : "mariadb";
+  server_target_ = !run_.o.topology.empty() ? run_.o.topology : run_.kind == DialectKind::kPostgresql ? "pg" : "mariadb";
   const char* env = std::getenv("SQLGUARD_DBSERVERS");
   if (fs.failover) {
     if (!env || !*env)

@@ -179,7 +179,7 @@ void run_bench(const Opts& o) {
   fill_stock(*admin, 0, 1);
   for (const auto& op : ops) recorded[op] = record_op(op, Cell{op, 1, run_tag + ":record:" + op, 0});
   if (o.emit_sql) {
-    emit_sql(dialect, admin->kind() == DialectKind::kPostgres, ops, recorded);
+    emit_sql(dialect, admin->kind() == DialectKind::kPostgresql, ops, recorded);
     admin::delete_by_prefix(*admin, run_tag);
     return;
   }

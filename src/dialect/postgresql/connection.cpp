@@ -31,7 +31,7 @@
 #include "dialect/postgresql/connection.h"
 #include "strategies/lease/plans.h"
 #include "dialect/postgresql/errors.h"
-#include "sqlguard/postgres.h"
+#include "sqlguard/postgresql.h"
 
 namespace sqlguard {
 namespace {
@@ -63,7 +63,7 @@ class PgDialect final : public Dialect {
   // session: no LISTEN, no session advisory lock (waiters poll), no session
   // SET (watchdog statements are bounded client-side only).
   explicit PgDialect(bool pooler)
-      : Dialect(DialectKind::kPostgres, "postgresql", '"',
+      : Dialect(DialectKind::kPostgresql, "postgresql", '"',
                 {&detail::one_statement_takeover(), pooler ? &detail::polling() : &detail::notify_queue_head(),
                  &detail::transaction_lock_migrations()}),
         pooler_(pooler) {}
@@ -236,7 +236,7 @@ class PgConnection final : public Connection {
   std::size_t cached_statements() const noexcept override { return prepared_.size(); }
   std::size_t statement_cache_capacity() const noexcept override { return prepared_.capacity(); }
 
-  DialectKind kind() const noexcept override { return DialectKind::kPostgres; }
+  DialectKind kind() const noexcept override { return DialectKind::kPostgresql; }
   const Capabilities& capabilities() const noexcept override { return caps_; }
   const Dialect& dialect() const noexcept override { return pooler_ ? kPoolerDialect : kDialect; }
   const std::string& description() const noexcept override { return description_; }
@@ -704,7 +704,7 @@ PgConnection& as_pg(Connection& conn, const char* fn) {
   auto* c = dynamic_cast<PgConnection*>(&conn);
   if (!c)
     throw Error(ErrorCode::kInvalidArgument,
-                std::string("postgres::") + fn + "() needs a PostgreSQL connection, got " + std::string(to_string(conn.kind())));
+                std::string("postgresql::") + fn + "() needs a PostgreSQL connection, got " + std::string(to_string(conn.kind())));
   return *c;
 }
 
@@ -718,16 +718,16 @@ std::unique_ptr<Connection> make_pg_connection(std::string conninfo, ParsedUri u
 }
 }  // namespace detail
 
-namespace postgres {
+namespace postgresql {
 pqxx::transaction_base& native_transaction(Connection& conn) {
   auto& pg = as_pg(conn, "native_transaction");
   if (!pg.tx())
-    throw Error(ErrorCode::kInvalidArgument, "postgres::native_transaction(): no sqlguard transaction is open",
+    throw Error(ErrorCode::kInvalidArgument, "postgresql::native_transaction(): no sqlguard transaction is open",
                 "postgresql");
   return *pg.tx();
 }
 pqxx::connection_base& native_connection(Connection& conn) { return as_pg(conn, "native_connection").conn(); }
 std::string numbered_placeholders(std::string_view sql) { return detail::number_placeholders(sql); }
-}  // namespace postgres
+}  // namespace postgresql
 
 }  // namespace sqlguard

@@ -12,7 +12,7 @@ namespace sqlguard::detail {
 // URI); `uri` supplies the credentials scrubbed from every driver message;
 // `description` is the masked URI. `pooler`: a transaction pooler is in the
 // path (`?pooler=transaction`): no LISTEN, no named prepared statements (the
-// caller passes statement_cache_size 0), the "postgresql+pooler" catalog.
+// caller passes statement_cache_size 0), the pooler variant of the dialect (polling waiters).
 enum class PgPooler {
   kUndeclared,   // no ?pooler=: a pooler found at connect is refused
   kNone,         // ?pooler=none: the same, said explicitly

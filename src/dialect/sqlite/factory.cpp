@@ -31,9 +31,14 @@ std::unique_ptr<Connection> open_sqlite(std::string_view uri, const ConnectOptio
 }
 }  // namespace
 
+bool in_memory(std::string_view uri) {
+  std::string_view rest = uri.substr(uri.find(':') + 1);
+  return rest == ":memory:" || rest == "//:memory:";
+}
+
 void sqlite_doctor(DoctorContext& ctx);  // doctor.cpp
-const DialectEntry kSqliteDialect{DialectKind::kSqlite, "sqlite", {"sqlite", "sqlite3"}, true, &open_sqlite, &sqlite_doctor,
-                                  /*uri_is_path=*/true};
+const DialectEntry kSqliteDialect{DialectKind::kSqlite, "sqlite", {"sqlite", "sqlite3"}, "sqlite:///path.db or sqlite::memory:", true, &open_sqlite, &sqlite_doctor,
+                                  /*uri_is_path=*/true, &in_memory};
 }  // namespace detail
 
 

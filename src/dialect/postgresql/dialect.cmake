@@ -1,0 +1,15 @@
+# PostgreSQL (Debian libpqxx-dev): compiled in when found.
+set(SQLGUARD_WITH_POSTGRES OFF)
+if(PkgConfig_FOUND)
+  pkg_check_modules(PQXX IMPORTED_TARGET libpqxx)
+  if(PQXX_FOUND)
+    set(SQLGUARD_WITH_POSTGRES ON)
+  endif()
+endif()
+if(SQLGUARD_WITH_POSTGRES)
+  target_sources(sqlguard PRIVATE src/dialect/postgresql/connection.cpp src/dialect/postgresql/errors.cpp
+    src/dialect/postgresql/factory.cpp src/dialect/postgresql/doctor.cpp)
+  target_link_libraries(sqlguard PRIVATE PkgConfig::PQXX)
+else()
+  target_sources(sqlguard PRIVATE src/dialect/postgresql/missing.cpp)
+endif()

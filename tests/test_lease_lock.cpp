@@ -19,6 +19,7 @@
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/metrics.h"
 #include "sqlguard/migrate.h"
+#include "strategies/lease/bounded_call.h"
 #include "test_context.h"
 #include "test_helpers.h"
 
@@ -955,4 +956,33 @@ TEST_CASE("a blocking acquire rides out a database restart while it waits", "[le
   CHECK(acquired);
   CHECK(waiter.owns());
   if (acquired) CHECK(waiter.release());
+}
+
+TEST_CASE("the watchdog's bounded call keeps one worker thread, and abandons only a call that hangs",
+          "[lease][watchdog]") {
+  using Outcome = detail::BoundedCaller::Outcome;
+  detail::BoundedCaller caller;
+  const auto never = [] { return false; };
+  const auto soon = [] { return std::chrono::steady_clock::now() + 10s; };
+  std::thread::id first, second, after;
+  REQUIRE(caller.call([&] { first = std::this_thread::get_id(); }, soon(), never) == Outcome::kDone);
+  REQUIRE(caller.call([&] { second = std::this_thread::get_id(); }, soon(), never) == Outcome::kDone);
+  CHECK(first == second);  // not a thread per call
+  CHECK(first != std::this_thread::get_id());
+  // A call blocked past its deadline is left to its worker; the caller returns on time.
+  auto gate = std::make_shared<std::promise<void>>();
+  auto opened = gate->get_future().share();
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(caller.call([opened] { opened.wait(); }, std::chrono::steady_clock::now() + 100ms, never) ==
+        Outcome::kTimedOut);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  // The next call runs on a fresh worker (the old one is still blocked).
+  REQUIRE(caller.call([&] { after = std::this_thread::get_id(); }, soon(), never) == Outcome::kDone);
+  CHECK(after != first);
+  gate->set_value();
+  // A stop request ends the wait for a call that hangs.
+  auto gate2 = std::make_shared<std::promise<void>>();
+  auto opened2 = gate2->get_future().share();
+  CHECK(caller.call([opened2] { opened2.wait(); }, soon(), [] { return true; }) == Outcome::kStopped);
+  gate2->set_value();
 }

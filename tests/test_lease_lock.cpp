@@ -986,3 +986,24 @@ TEST_CASE("the watchdog's bounded call keeps one worker thread, and abandons onl
   CHECK(caller.call([opened2] { opened2.wait(); }, soon(), [] { return true; }) == Outcome::kStopped);
   gate2->set_value();
 }
+
+TEST_CASE("waiters on an in-memory SQLite database poll: a waiting acquire returns false, not an error",
+          "[lease][sqlite]") {
+  if (!ctx().is_sqlite()) {
+    SUCCEED("an SQLite-only case");
+    return;
+  }
+  // One in-memory connection is its own database: two handles share it.
+  auto c = make_connection("sqlite::memory:");
+  migrate(*c);
+  CHECK_FALSE(c->capabilities().wakeups);
+  LeaseLock holder(*c, "mem_lock");
+  REQUIRE(holder.try_acquire());
+  LeaseLock waiter(*c, "mem_lock");
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(waiter.acquire(150ms));  // waited (polling) the whole time, then gave up
+  CHECK(std::chrono::steady_clock::now() - t0 >= 150ms);
+  REQUIRE(holder.release());
+  CHECK(waiter.acquire(150ms));
+  CHECK(waiter.release());
+}

@@ -87,7 +87,7 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR
 SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
 
 -- name: session_galera
--- At connect, on MariaDB: 1 = a Galera node (the catalog variant mysql+galera is used).
+-- At connect, on MariaDB: 1 = a Galera node (its acquire plan: read first, then update and read back).
 -- returns: :one wsrep_on
 -- params: 
 SELECT @@wsrep_on;

@@ -7,7 +7,7 @@
 -- RowLocker::lock(): columns = key column first, then RowLockSpec::columns. The lock wait
 -- bound rides in the statement (SET STATEMENT ... FOR: whole seconds, at least 1), so the
 -- session's innodb_lock_wait_timeout is never read, changed or restored.
--- returns: :one columns...
+-- returns: :many columns...
 -- params: key
 SET STATEMENT innodb_lock_wait_timeout = {#timeout_s} FOR
 SELECT {columns*, } FROM {table} WHERE {key} = ? {lock};
@@ -55,7 +55,7 @@ LOCK IN SHARE MODE SKIP LOCKED;
 
 -- name: cas_select
 -- VersionCas::read(): columns = version column first, then VersionCasSpec::columns.
--- returns: :one columns...
+-- returns: :many columns...
 -- params: key
 SELECT {columns*, } FROM {table} WHERE {key} = ?;
 
@@ -65,7 +65,7 @@ SELECT {columns*, } FROM {table} WHERE {key} = ?;
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? AND {version} = ?;
 
 -- name: cas_version
--- returns: :one version
+-- returns: :many version
 -- params: key
 SELECT {version} FROM {table} WHERE {key} = ?;
 
@@ -75,18 +75,18 @@ SELECT {version} FROM {table} WHERE {key} = ?;
 UPDATE {table} SET {assignments*, } WHERE {key} = ? {guards* };
 
 -- name: row_exists
--- returns: :one present
+-- returns: :many present
 -- params: key
 SELECT 1 FROM {table} WHERE {key} = ?;
 
 -- name: sm_state
--- returns: :one status
+-- returns: :many status
 -- params: key
 SELECT {status} FROM {table} WHERE {key} = ?;
 
 -- name: sm_state_locked
 -- The audit row needs the exact from-state: read it row-locked.
--- returns: :one status
+-- returns: :many status
 -- params: key
 SELECT {status} FROM {table} WHERE {key} = ? FOR UPDATE;
 

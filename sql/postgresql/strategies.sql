@@ -5,7 +5,7 @@
 
 -- name: row_lock_select
 -- RowLocker::lock(): columns = key column first, then RowLockSpec::columns.
--- returns: :one columns...
+-- returns: :many columns...
 -- params: key
 SELECT {columns*, } FROM {table} WHERE {key} = ? {lock};
 
@@ -53,7 +53,7 @@ SELECT set_config('lock_timeout', ?, true);
 
 -- name: cas_select
 -- VersionCas::read(): columns = version column first, then VersionCasSpec::columns.
--- returns: :one columns...
+-- returns: :many columns...
 -- params: key
 SELECT {columns*, } FROM {table} WHERE {key} = ?;
 
@@ -63,7 +63,7 @@ SELECT {columns*, } FROM {table} WHERE {key} = ?;
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} = ? AND {version} = ?;
 
 -- name: cas_version
--- returns: :one version
+-- returns: :many version
 -- params: key
 SELECT {version} FROM {table} WHERE {key} = ?;
 
@@ -73,18 +73,18 @@ SELECT {version} FROM {table} WHERE {key} = ?;
 UPDATE {table} SET {assignments*, } WHERE {key} = ? {guards* };
 
 -- name: row_exists
--- returns: :one present
+-- returns: :many present
 -- params: key
 SELECT 1 FROM {table} WHERE {key} = ?;
 
 -- name: sm_state
--- returns: :one status
+-- returns: :many status
 -- params: key
 SELECT {status} FROM {table} WHERE {key} = ?;
 
 -- name: sm_state_locked
 -- The audit row needs the exact from-state: read it row-locked.
--- returns: :one status
+-- returns: :many status
 -- params: key
 SELECT {status} FROM {table} WHERE {key} = ? FOR UPDATE;
 

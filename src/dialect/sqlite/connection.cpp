@@ -36,9 +36,12 @@ namespace {
 
 class SqliteDialect final : public Dialect {
  public:
-  SqliteDialect()
+  // An in-memory database (`in_memory`) has no file for the futex word of
+  // the release wake-ups: its waiters poll.
+  explicit SqliteDialect(bool in_memory)
       : Dialect(DialectKind::kSqlite, "sqlite", '"',
-                {&detail::read_then_update(/*returning=*/true), &detail::connection_wakeups(),
+                {&detail::read_then_update(/*returning=*/true),
+                 in_memory ? &detail::polling() : &detail::connection_wakeups(),
                  &detail::exclusive_transaction_migrations()}) {}
   // SQLite compares keys with BINARY unless a column declares COLLATE, which
   // no SQL query reports (sql/sqlite/strategies.sql, key_column_collation).
@@ -57,7 +60,8 @@ class SqliteDialect final : public Dialect {
   }
 };
 
-const SqliteDialect kDialect;
+const SqliteDialect kDialect(false);
+const SqliteDialect kMemoryDialect(true);
 
 class SqliteConnection final : public Connection {
  public:
@@ -81,7 +85,7 @@ class SqliteConnection final : public Connection {
                   "sqlite", std::to_string(rc));
     }
     sqlite3_extended_result_codes(db_, 1);
-    if (caps_.wakeups) install_wakeup_hooks();
+    install_wakeup_hooks();
     // No network here: the I/O deadline, when set, bounds the wait for the
     // database lock (the one wait a statement can block on).
     const auto busy = opt.io_timeout ? std::min(opt.busy_timeout, *opt.io_timeout) : opt.busy_timeout;
@@ -122,7 +126,7 @@ class SqliteConnection final : public Connection {
 
   DialectKind kind() const noexcept override { return DialectKind::kSqlite; }
   const Capabilities& capabilities() const noexcept override { return caps_; }
-  const Dialect& dialect() const noexcept override { return kDialect; }
+  const Dialect& dialect() const noexcept override { return caps_.wakeups ? kDialect : kMemoryDialect; }
   const std::string& description() const noexcept override { return description_; }
 
   Result do_execute(std::string_view sql, const Params& params, bool cache) override {
@@ -327,7 +331,15 @@ class SqliteConnection final : public Connection {
   // (called after a commit, its write lock released) sends it, a rollback
   // drops it. The hook also keeps SQLite's automatic checkpoint, which
   // setting a WAL hook replaces.
+  // An in-memory database has no file for the futex word: there
+  // sqlguard_wake() (the release statements call it) only answers 1.
   void install_wakeup_hooks() {
+    if (!caps_.wakeups) {
+      sqlite3_create_function_v2(
+          db_, "sqlguard_wake", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, nullptr,
+          [](sqlite3_context* ctx, int, sqlite3_value**) { sqlite3_result_int(ctx, 1); }, nullptr, nullptr, nullptr);
+      return;
+    }
     sqlite3_create_function_v2(
         db_, "sqlguard_wake", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, this,
         [](sqlite3_context* ctx, int, sqlite3_value** argv) {

@@ -1,7 +1,8 @@
 // Internal: runs calls on a worker thread and waits for each one only until
 // a deadline. A call blocked past it (a frozen server, a silent partition) is
 // abandoned with its worker, which finishes on its own; the next call gets a
-// fresh worker. One long-lived worker per caller otherwise, not a thread per call.
+// fresh worker. One long-lived worker per caller otherwise, not a thread per
+// call (the watchdog keeps one caller per held lease).
 #pragma once
 
 #include <chrono>

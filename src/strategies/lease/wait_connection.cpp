@@ -10,8 +10,8 @@ class ConnectionWaiter final : public ListeningWaiter {
  public:
   using ListeningWaiter::ListeningWaiter;
   void begin(Connection& conn, bool waiting) override {
+    if (waiting) drain(conn);
     waiting_ = waiting;
-    if (waiting_) drain(conn);
   }
   // Watch (once per handle; it stays for later calls), then try again at
   // once: a release between the failed attempt and the watch is not missed.

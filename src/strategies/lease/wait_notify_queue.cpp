@@ -23,8 +23,8 @@ class NotifyQueueWaiter final : public ListeningWaiter {
   using ListeningWaiter::ListeningWaiter;
 
   void begin(Connection& conn, bool waiting) override {
+    if (waiting) drain(conn);  // may throw: then this waiter is not queued
     queue_ = waiting;
-    if (queue_) drain(conn);
   }
   QueueSeat* seat() override {
     if (!queue_) return nullptr;

@@ -28,7 +28,8 @@ void LeaseWatchdog::start() {
     std::lock_guard<std::mutex> lk(state_->mu);
     state_->stop = false;
   }
-  thread_ = std::thread([this] { loop(); });
+  // The state stays alive in the thread even if on_lost destroys the handle.
+  thread_ = std::thread([this, state = state_] { loop(state); });
 }
 
 void LeaseWatchdog::stop() noexcept {
@@ -45,7 +46,9 @@ void LeaseWatchdog::stop() noexcept {
   thread_.join();
 }
 
-void LeaseWatchdog::loop() {
+void LeaseWatchdog::loop(std::shared_ptr<LeaseState> state) {
+  std::shared_ptr<Connection> conn;  // dropped after a connection problem (reconnect on the next try)
+  BoundedCaller caller;
   // Retry quickly after a transient failure, but keep enough of the trust
   // window to report the loss before it ends.
   const milliseconds retry = std::clamp<milliseconds>(period_ / 4, milliseconds(10), milliseconds(1000));
@@ -58,18 +61,18 @@ void LeaseWatchdog::loop() {
     std::int64_t fence = 0, known_expire_at = 0;
     steady_clock::time_point valid_until;
     {
-      std::unique_lock<std::mutex> lk(state_->mu);
-      state_->cv.wait_for(lk, next, [&] { return state_->stop; });
-      if (state_->stop || state_->hold == 0 || state_->lost) return;
-      owner = state_->owner;
-      fence = state_->fence;
-      known_expire_at = state_->expire_at;
-      valid_until = state_->valid_until;
+      std::unique_lock<std::mutex> lk(state->mu);
+      state->cv.wait_for(lk, next, [&] { return state->stop; });
+      if (state->stop || state->hold == 0 || state->lost) return;
+      owner = state->owner;
+      fence = state->fence;
+      known_expire_at = state->expire_at;
+      valid_until = state->valid_until;
     }
     const auto start = steady_clock::now();
     auto r = std::make_shared<Renewal>();
-    r->conn = std::move(conn_);
-    auto outcome = caller_.call(
+    r->conn = std::move(conn);
+    auto outcome = caller.call(
         [r, factory = factory_, name = name_, owner, fence, ttl = ttl_, known_expire_at] {
           try {
             if (!r->conn) r->conn = std::shared_ptr<Connection>(factory());
@@ -81,28 +84,28 @@ void LeaseWatchdog::loop() {
           }
         },
         valid_until - early,
-        [this] {
-          std::lock_guard<std::mutex> lk(state_->mu);
-          return state_->stop;
+        [&state] {
+          std::lock_guard<std::mutex> lk(state->mu);
+          return state->stop;
         });
     if (outcome == BoundedCaller::Outcome::kStopped) return;  // release, ~LeaseLock: the renewal finishes on its own
     if (outcome == BoundedCaller::Outcome::kTimedOut) {
       // No renewal answered within the trust window: the lease may be gone
       // in the database by now. owns() is already false.
       const bool sent = r->connected.load();
-      state_->mark_lost(sent || unknown ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
+      state->mark_lost(sent || unknown ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
                         "no renewal of lease '" + name_ + "' succeeded within its trust window: database " +
                             (sent ? "did not answer" : "unreachable"));
       return;
     }
     if (!r->error) {
-      conn_ = r->conn;
+      conn = r->conn;
       if (!r->ok) {
-        state_->mark_lost(r->cause, std::move(r->detail));
+        state->mark_lost(r->cause, std::move(r->detail));
         return;
       }
-      std::lock_guard<std::mutex> lk(state_->mu);
-      if (state_->owner == owner && state_->fence == fence && !state_->lost) state_->valid_until = start + ttl_ - margin_;
+      std::lock_guard<std::mutex> lk(state->mu);
+      if (state->owner == owner && state->fence == fence && !state->lost) state->valid_until = start + ttl_ - margin_;
       next = period_;
       unknown = false;
       continue;
@@ -115,13 +118,13 @@ void LeaseWatchdog::loop() {
       const bool conn_problem = !se || se->code() == ErrorCode::kConnectionLost ||
                                 se->code() == ErrorCode::kCommitInDoubt || se->code() == ErrorCode::kTimeout;
       unknown = r->connected && conn_problem;
-      if (!conn_problem) conn_ = r->conn;  // else reconnect on the next try
+      if (!conn_problem) conn = r->conn;  // else reconnect on the next try
       log(LogLevel::kInfo, "watchdog renew of '" + name_ + "' failed, retrying: " + e.what());
     } catch (...) {
       log(LogLevel::kInfo, "watchdog renew of '" + name_ + "' failed with a non-standard exception, retrying");
     }
     if (valid_until - steady_clock::now() <= retry * 2) {
-      state_->mark_lost(unknown ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
+      state->mark_lost(unknown ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
                         "could not renew lease '" + name_ + "' before its trust window ended: database " +
                             (unknown ? "did not answer" : "unreachable"));
       return;

@@ -31,14 +31,14 @@ class LeaseWatchdog {
   void stop() noexcept;
 
  private:
-  void loop();
+  // One held lease: its renewals share one connection and one worker thread
+  // (BoundedCaller), both gone when the loop ends (release, loss, stop).
+  void loop(std::shared_ptr<LeaseState> state);
   std::shared_ptr<LeaseState> state_;
   ConnectionFactory factory_;
   std::string name_;
   std::chrono::milliseconds ttl_, margin_, period_;
   std::thread thread_;
-  std::shared_ptr<Connection> conn_;  // kept between renewals; dropped after a connection problem
-  BoundedCaller caller_;
 };
 
 }  // namespace sqlguard::detail

@@ -1,4 +1,4 @@
-// The command line itself (README.md "CLI reference"): global flags before
+// The command line itself (docs/cli.md): global flags before
 // or after the subcommand, one JSON object per line for every outcome with
 // --json, exit 2 for a bad command line or value, never an abort on bad
 // bytes, and terminal-safe human output. Real processes of the real binary.

@@ -235,7 +235,7 @@ const std::string& Catalog::text(Sql id) const {
   if (!e.available)
     throw Error(ErrorCode::kNotSupported,
                 "'" + e.name + "' is not supported on " + dialect_ + ": " + e.note + " (see sql/" + e.file +
-                    " and the support matrix in README.md)",
+                    " and the support matrix, docs/support-matrix.md)",
                 dialect_);
   return e.text;
 }

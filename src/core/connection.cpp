@@ -123,7 +123,7 @@ bool Dialect::same_identifier(std::string_view a, std::string_view b) const {
 void Dialect::not_supported(std::string_view feature) const {
   throw Error(ErrorCode::kNotSupported,
               std::string(feature) + " is not supported on " + std::string(name()) +
-                  " (see the support matrix in README.md)",
+                  " (see the support matrix, docs/support-matrix.md)",
               std::string(name()));
 }
 

@@ -123,7 +123,7 @@ MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations
   if (!conn.capabilities().sequences)
     throw Error(ErrorCode::kNotSupported,
                 std::string(conn.dialect().name()) + " server " + conn.capabilities().server_version +
-                    " is not supported: sqlguard's fencing tokens need SEQUENCE; see the support matrix in README.md",
+                    " is not supported: sqlguard's fencing tokens need SEQUENCE; see the support matrix, docs/support-matrix.md",
                 std::string(conn.dialect().name()));
   MigrateReport report;
   // How runs are serialized is the dialect's named plan (core/migration_lock.h).

@@ -50,7 +50,7 @@ void warn_loose_key_collation(Connection& conn, std::string_view table, std::str
             "' has collation " + cell(r.rows[0], kCollation).as_string() +
             ", which compares keys loosely (trailing spaces or letter case ignored): a key 'a ' or 'A' finds the row "
             "'a'. Use a _nopad_bin collation (MariaDB) or a deterministic one (PostgreSQL) for keys that must "
-            "differ; see README \"Key columns and collations\"");
+            "differ; see docs/guide.md \"Key columns and collations\"");
   } catch (const std::exception& e) {
     log(LogLevel::kDebug, std::string(who) + ": checking the key column's collation failed: " + e.what());
   }

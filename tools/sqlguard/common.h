@@ -14,7 +14,7 @@
 
 namespace sqlguard::cli {
 
-// Exit codes (documented in README.md "CLI reference"; besides these, only
+// Exit codes (documented in docs/cli.md; besides these, only
 // `run` passes on CMD's status — the CLI never aborts).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;       // an error; one line on stderr

@@ -1,5 +1,5 @@
 // sqlguard — command-line front end. Thin: parses arguments (CLI11), calls
-// the public API, prints text or JSON. See README.md "CLI reference".
+// the public API, prints text or JSON. See docs/cli.md.
 #include "common.h"
 #include "outcome.h"
 

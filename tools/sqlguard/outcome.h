@@ -8,7 +8,7 @@
 
 namespace sqlguard::cli {
 
-// Returns the process's exit code (README.md "CLI reference"). Never lets an
+// Returns the process's exit code (docs/cli.md). Never lets an
 // exception escape.
 int parse_and_run(CLI::App& app, int argc, char** argv);
 

@@ -3,9 +3,13 @@
 # DURABLE settings, on throwaway servers of its own (never the test servers),
 # plus a throwaway Redis for the --redis comparator when available.
 #
-# Usage: tools/bench.sh [--scale] [--quick]
+# Usage: tools/bench.sh [--scale] [--quick] [--publish]
 #   --scale   also run the 1M-row scale checks (adds minutes per dialect)
 #   --quick   0.5s cells (a smoke run, numbers not for publishing)
+#   --publish copy the results into docs/bench/ and rewrite the tables of
+#             docs/benchmarks.md from them (tools/bench_tables.py)
+# Every run also writes <out>/benchmarks.md: docs/benchmarks.md with its
+# tables rewritten from this run's JSON (no table is typed by hand).
 #
 # Output: bench-results/<dialect>.json (one JSON object per line), <dialect>.svg,
 # <dialect>.txt (stderr/notes), settings.txt (machine + durability settings).
@@ -29,12 +33,13 @@ log() { printf 'bench: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2; }
 
-scale=0
+scale=0 publish=0
 duration=${BENCH_DURATION:-2s}
 for arg in "$@"; do
   case "$arg" in
     --scale) scale=1 ;;
     --quick) duration=500ms ;;
+    --publish) publish=1 ;;
     -h|--help) usage; exit 0 ;;
     *) usage; die "unknown argument: $arg" ;;
   esac
@@ -145,3 +150,15 @@ done
 rm -f "$out"/bench-redis.aof "$out"/appendonlydir -r 2>/dev/null || true
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg), total $((SECONDS - t0)) s" >> "$out/settings.txt"
 log "all done in $((SECONDS - t0)) s"
+
+# The tables, generated from this run's JSON.
+cp "$root/docs/benchmarks.md" "$out/benchmarks.md"
+python3 "$root/tools/bench_tables.py" "$out" --write "$out/benchmarks.md"
+log "tables from this run: $out/benchmarks.md"
+if (( publish )); then
+  for d in $dialects; do cp "$out/$d.json" "$out/$d.svg" "$root/docs/bench/"; done
+  cp "$out/settings.txt" "$root/docs/bench/settings.txt"
+  (( scale )) && [[ -f "$out/scale.json" ]] && cp "$out/scale.json" "$root/docs/bench/scale.json"
+  python3 "$root/tools/bench_tables.py" "$root/docs/bench" --write "$root/docs/benchmarks.md"
+  log "published into docs/bench/ and docs/benchmarks.md"
+fi

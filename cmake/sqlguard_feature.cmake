@@ -39,8 +39,8 @@ function(sqlguard_feature_resolve var component found packages)
     set(${var} ON PARENT_SCOPE)
     set(SQLGUARD_BUILT_COMPONENTS ${SQLGUARD_BUILT_COMPONENTS} ${component} PARENT_SCOPE)
   elseif(want AND want_required)
-    message(FATAL_ERROR "${var}=${request} but ${packages} not found: install ${packages}, "
-                        "or configure with -D${var}=OFF (leave it out) or -D${var}=AUTO (build it when found)")
+    message(FATAL_ERROR "${var}=${request}, but what it needs was not found: ${packages}. Install it, "
+                        "or configure with -D${var}=OFF (leave it out) or -D${var}=AUTO (build it when found).")
   else()
     set(${var} OFF PARENT_SCOPE)
   endif()

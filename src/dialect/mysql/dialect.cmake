@@ -13,7 +13,7 @@ if(SQLGUARD_WITH_MYSQL_WANTED)
   endif()
 endif()
 sqlguard_feature_resolve(SQLGUARD_WITH_MYSQL mysql "${_sg_found}"
-  "libmysqlcppconn-dev (mysql_driver.h, libmysqlcppconn) and libboost-dev were")
+  "libmysqlcppconn-dev (mysql_driver.h, libmysqlcppconn) and libboost-dev")
 if(SQLGUARD_WITH_MYSQL)
   target_sources(sqlguard PRIVATE src/dialect/mysql/connection.cpp src/dialect/mysql/errors.cpp
     src/dialect/mysql/factory.cpp src/dialect/mysql/doctor.cpp src/dialect/mysql/galera_checks.cpp)

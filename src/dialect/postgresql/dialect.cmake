@@ -7,7 +7,7 @@ if(SQLGUARD_WITH_POSTGRESQL_WANTED AND PkgConfig_FOUND)
   pkg_check_modules(PQXX IMPORTED_TARGET libpqxx)
   set(_sg_found ${PQXX_FOUND})
 endif()
-sqlguard_feature_resolve(SQLGUARD_WITH_POSTGRESQL postgresql "${_sg_found}" "libpqxx-dev (pkg-config libpqxx) was")
+sqlguard_feature_resolve(SQLGUARD_WITH_POSTGRESQL postgresql "${_sg_found}" "libpqxx-dev (pkg-config libpqxx)")
 if(SQLGUARD_WITH_POSTGRESQL)
   target_sources(sqlguard PRIVATE src/dialect/postgresql/connection.cpp src/dialect/postgresql/errors.cpp
     src/dialect/postgresql/factory.cpp src/dialect/postgresql/doctor.cpp)

@@ -8,7 +8,7 @@ if(SQLGUARD_WITH_SQLITE_WANTED)
   find_package(SQLite3)
   set(_sg_found ${SQLite3_FOUND})
 endif()
-sqlguard_feature_resolve(SQLGUARD_WITH_SQLITE sqlite "${_sg_found}" "libsqlite3-dev (SQLite3) was")
+sqlguard_feature_resolve(SQLGUARD_WITH_SQLITE sqlite "${_sg_found}" "libsqlite3-dev (CMake FindSQLite3)")
 if(SQLGUARD_WITH_SQLITE)
   target_sources(sqlguard PRIVATE src/dialect/sqlite/connection.cpp src/dialect/sqlite/errors.cpp
     src/dialect/sqlite/factory.cpp src/dialect/sqlite/doctor.cpp)

@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
   // URI is <name>://<file> (tests/fourth_dialect/run.sh).
   if (c.name == "sqlite" || env("SQLGUARD_TEST_FILE_DIALECT") == "1") {
     c.kind = sqlguard::DialectKind::kSqlite;
+    if (c.name == "sqlite" && !sqlguard::dialect_available(c.kind))
+      return unavailable(c.name, "not compiled into this build (SQLGUARD_WITH_SQLITE=OFF or libsqlite3-dev missing)");
     char tmpl[] = "/tmp/sqlguard-test-XXXXXX";
     if (!mkdtemp(tmpl)) return unavailable(c.name, "mkdtemp failed");
     tmpdir = tmpl;

@@ -19,7 +19,7 @@
 #include <sqlite3.h>
 #include "sqlguard/sqlite.h"
 #endif
-#ifdef SQLGUARD_TEST_POSTGRES
+#ifdef SQLGUARD_TEST_POSTGRESQL
 #include <pqxx/pqxx>
 #include "sqlguard/postgresql.h"
 #endif
@@ -60,6 +60,31 @@ std::string scratch_table(Connection& c, const std::string& extra_cols = "") {
   return t;
 }
 }  // namespace
+
+TEST_CASE("a dialect not built in is not_supported, naming its build option", "[foundation][build]") {
+  const struct {
+    sqlguard::DialectKind kind;
+    const char* uri;
+    const char* option;
+  } dialects[] = {{sqlguard::DialectKind::kSqlite, "sqlite::memory:", "-DSQLGUARD_WITH_SQLITE=ON"},
+                  {sqlguard::DialectKind::kPostgresql, "postgresql://u:secret@127.0.0.1:1/db",
+                   "-DSQLGUARD_WITH_POSTGRESQL=ON (needs libpqxx-dev)"},
+                  {sqlguard::DialectKind::kMysql, "mysql://u:secret@127.0.0.1:1/db", "-DSQLGUARD_WITH_MYSQL=ON"}};
+  int missing = 0;
+  for (const auto& d : dialects) {
+    if (sqlguard::dialect_available(d.kind)) continue;
+    ++missing;
+    INFO(d.uri);
+    try {
+      sqlguard::make_connection(d.uri);
+      FAIL("a connection to a dialect not compiled in opened");
+    } catch (const sqlguard::Error& e) {
+      CHECK(e.code() == sqlguard::ErrorCode::kNotSupported);
+      CHECK_THAT(e.what(), Catch::Contains(d.option) && Catch::Contains("not compiled into this build"));
+    }
+  }
+  if (missing == 0) SUCCEED("every dialect is built in");
+}
 
 TEST_CASE("a connection opens from the context URI and reports its dialect", "[foundation]") {
   auto c = ctx().connect();
@@ -449,7 +474,7 @@ TEST_CASE("the native escape hatch runs user statements inside the sqlguard tran
 #endif
         break;
       case DialectKind::kPostgresql:
-#ifdef SQLGUARD_TEST_POSTGRES
+#ifdef SQLGUARD_TEST_POSTGRESQL
         postgresql::native_transaction(*c).exec0(ins);
 #endif
         break;

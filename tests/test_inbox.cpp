@@ -17,7 +17,7 @@
 #include <sqlite3.h>
 #include "sqlguard/sqlite.h"
 #endif
-#ifdef SQLGUARD_TEST_POSTGRES
+#ifdef SQLGUARD_TEST_POSTGRESQL
 #include <pqxx/pqxx>
 #include "sqlguard/postgresql.h"
 #endif
@@ -149,7 +149,7 @@ TEST_CASE("business writes through the native handle commit and roll back with t
 #endif
         break;
       case DialectKind::kPostgresql:
-#ifdef SQLGUARD_TEST_POSTGRES
+#ifdef SQLGUARD_TEST_POSTGRESQL
         postgresql::native_transaction(tx.connection()).exec(sql);
 #endif
         break;

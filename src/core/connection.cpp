@@ -158,10 +158,12 @@ std::unique_ptr<Connection> make_connection(std::string_view uri, const ConnectO
                     " bytes): use " + examples + " (server URIs take user:password@ before the host; dialects: " +
                     known + ")");
   }
-  if (!d->available)
+  if (!d->available) {
+    d->open(uri, options);  // missing.cpp: throws not_supported naming the build option
     throw Error(ErrorCode::kNotSupported,
                 std::string(d->name) + " support was not compiled into this build of sqlguard "
                 "(its driver package was not found at configure time)", std::string(d->name));
+  }
   return d->open(uri, options);
 }
 

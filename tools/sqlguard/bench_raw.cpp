@@ -9,7 +9,7 @@
 #include <sqlite3.h>
 #include "sqlguard/sqlite.h"
 #endif
-#ifdef SQLGUARD_BENCH_POSTGRES
+#ifdef SQLGUARD_BENCH_POSTGRESQL
 #include <pqxx/pqxx>
 #include "sqlguard/postgresql.h"
 #endif
@@ -27,7 +27,7 @@
 namespace sqlguard::bench {
 
 std::string number_placeholders(std::string_view sql) {
-#ifdef SQLGUARD_BENCH_POSTGRES
+#ifdef SQLGUARD_BENCH_POSTGRESQL
   return postgresql::numbered_placeholders(sql);
 #else
   return std::string(sql);
@@ -128,7 +128,7 @@ class SqliteRaw final : public RawConn {
 };
 #endif
 
-#ifdef SQLGUARD_BENCH_POSTGRES
+#ifdef SQLGUARD_BENCH_POSTGRESQL
 class PgRaw final : public RawConn {
  public:
   explicit PgRaw(pqxx::connection_base& c) : c_(c) {}
@@ -304,7 +304,7 @@ std::unique_ptr<RawConn> make_raw(Connection& conn) {
 #ifdef SQLGUARD_BENCH_SQLITE
     case DialectKind::kSqlite: return std::make_unique<SqliteRaw>(sqlite::native_handle(conn));
 #endif
-#ifdef SQLGUARD_BENCH_POSTGRES
+#ifdef SQLGUARD_BENCH_POSTGRESQL
     case DialectKind::kPostgresql: return std::make_unique<PgRaw>(postgresql::native_connection(conn));
 #endif
 #ifdef SQLGUARD_BENCH_MYSQL

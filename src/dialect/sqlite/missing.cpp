@@ -1,14 +1,15 @@
-// Compiled instead of factory.cpp when the sqlite driver package was not found at
-// configure time: the dialect stays registered (its catalog, messages) but
-// cannot open connections.
+// Compiled instead of factory.cpp when the sqlite dialect is not built
+// (SQLGUARD_WITH_SQLITE=OFF, or AUTO and libsqlite3-dev not found): the dialect stays
+// registered (its catalog, URI scheme, messages) but opening a connection throws
+// not_supported naming the build option.
 #include "dialect/registry.h"
 
 namespace sqlguard::detail {
 namespace {
 std::unique_ptr<Connection> open_missing(std::string_view, const ConnectOptions&) {
   throw Error(ErrorCode::kNotSupported,
-              "sqlite support was not compiled into this build of sqlguard (its driver package was not found at "
-              "configure time)",
+              "sqlite support was not compiled into this build of sqlguard: configure it with "
+              "-DSQLGUARD_WITH_SQLITE=ON (needs libsqlite3-dev)",
               "sqlite");
 }
 }  // namespace

@@ -2,6 +2,8 @@
 // or after the subcommand, one JSON object per line for every outcome with
 // --json, exit 2 for a bad command line or value, never an abort on bad
 // bytes, and terminal-safe human output. Real processes of the real binary.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -305,4 +307,108 @@ TEST_CASE("lock list escapes bidi controls and zero-width characters, so no name
   for (const auto& row : json_lines(cli({"--db", db, "lock", "list", "--json"}).out)) exact |= row["name"] == rlo;
   CHECK(exact);
   for (const auto& n : {rlo, zw, letters}) cli({"--db", db, "lock", "release", n, "--force"});
+}
+
+namespace {
+
+// A --json usage error (exit 2, one JSON object) whose message contains each of `parts`.
+void check_usage_message(const Run& r, const std::vector<std::string>& parts, const std::string& argument = {}) {
+  check_usage_error(r, argument);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  const auto message = lines[0]["error"].value("message", "");
+  for (const auto& p : parts) CHECK_THAT(message, Catch::Matchers::Contains(p));
+}
+
+}  // namespace
+
+TEST_CASE("an unknown command or flag is named with the closest valid one", "[cli]") {
+  check_usage_message(cli({"--json", "migrat"}), {"unknown command 'migrat'", "did you mean 'migrate'?"}, "migrat");
+  check_usage_message(cli({"--json", "lock", "aquire", "x"}),
+                      {"unknown command 'lock aquire'", "did you mean 'lock acquire'?"}, "aquire");
+  check_usage_message(cli({"--json", "demo", "flash-sal"}), {"did you mean 'demo flash-sale'?"});
+  check_usage_message(cli({"--json", "lock", "acquire", "x", "--tll", "5s"}),
+                      {"unknown flag '--tll'", "did you mean '--ttl'?"}, "--tll");
+  // Nothing close: the valid commands are listed.
+  check_usage_message(cli({"--json", "zzzzzzzz"}), {"unknown command 'zzzzzzzz'", "'migrate'", "'lock'"});
+  // A command that needs a subcommand lists them (CLI11 said "A subcommand is required").
+  check_usage_message(cli({"--json", "lock"}), {"'lock' needs a subcommand", "'acquire'", "'list'"});
+  // Human output names it too.
+  auto text = cli({"migrat"});
+  CHECK(text.rc == 2);
+  CHECK(text.out.empty());
+}
+
+TEST_CASE("a flag given to the wrong command says which command takes it", "[cli]") {
+  check_usage_message(cli({"--json", "migrate", "--ttl", "5s"}),
+                      {"'--ttl' is not a flag of 'migrate'", "'lock acquire'", "'run'"}, "--ttl");
+  check_usage_message(cli({"--json", "lock", "list", "--status"}), {"it belongs to 'migrate'"}, "--status");
+  check_usage_message(cli({"--json", "lock", "acquire", "x", "--every", "5s"}), {"it belongs to 'cleanup'"});
+}
+
+TEST_CASE("a misplaced value gets a hint", "[cli]") {
+  // The value before its flag: "not expected: 5s --ttl" before.
+  check_usage_message(cli({"--json", "lock", "acquire", "x", "5s", "--ttl"}),
+                      {"'5s' is not expected here", "'lock acquire' takes 'NAME' once", "'--ttl 5s'"}, "5s");
+  // A value after a switch.
+  check_usage_message(cli({"--json", "lock", "list", "--all", "5"}), {"'--all' is a switch and takes no value"}, "5");
+}
+
+TEST_CASE("--version prints the version and the dialects built in; --help lists the exit codes", "[cli]") {
+  auto text = cli({"--version"});
+  CHECK(text.rc == 0);
+  CHECK_THAT(text.out, Catch::Matchers::StartsWith("sqlguard "));
+  CHECK_THAT(text.out, Catch::Matchers::Contains("dialects:"));
+  CHECK_THAT(text.out, Catch::Matchers::Contains(ctx().name));  // the dialect under test is built in
+  auto js = cli({"--json", "--version"});
+  CHECK(js.rc == 0);
+  auto lines = json_lines(js.out);
+  REQUIRE(lines.size() == 1);
+  CHECK_FALSE(lines[0]["version"].get<std::string>().empty());
+  bool has = false;
+  for (const auto& d : lines[0]["dialects"]) has |= d == ctx().name;
+  CHECK(has);
+  for (const auto& argv : std::vector<std::vector<std::string>>{{"--help"}, {"lock", "acquire", "--help"}}) {
+    auto help = cli(argv);
+    CHECK(help.rc == 0);
+    CHECK_THAT(help.out, Catch::Matchers::Contains("Exit codes:"));
+    for (const char* code : {"  0 ", "  1 ", "  2 ", "  3 ", "  4 ", "  5 ", "  75 "})
+      CHECK_THAT(help.out, Catch::Matchers::Contains(code));
+  }
+}
+
+TEST_CASE("a malformed --db is a bad command line: exit 2, for every command", "[cli]") {
+  for (const auto& cmd : std::vector<std::vector<std::string>>{{"lock", "list"},
+                                                               {"migrate"},
+                                                               {"migrate", "--status"},
+                                                               {"doctor"},
+                                                               {"lock", "acquire", "x"},
+                                                               {"run", "--lock", "x", "--", "/bin/true"}}) {
+    for (const std::string bad : {"bogus://x", "sqlite://rel.db?mode=ro"}) {
+      std::vector<std::string> argv = {"--json", "--db", bad};  // before: `run` passes what follows -- to CMD
+      argv.insert(argv.end(), cmd.begin(), cmd.end());
+      INFO("argv: " << Catch::Detail::stringify(argv));
+      check_usage_error(cli(argv), "--db");
+    }
+  }
+}
+
+TEST_CASE("doctor, lock list and migrate --status never create a database; doctor fails on a missing one", "[cli]") {
+  if (ctx().name != "sqlite") return;  // servers never create a database
+  const std::string path = "/tmp/sqlguard-cli-missing-" + ctx().run_id + ".db";
+  const std::string uri = "sqlite://" + path;
+  for (const auto& cmd : std::vector<std::vector<std::string>>{{"doctor"}, {"lock", "list"}, {"migrate", "--status"}}) {
+    auto argv = cmd;
+    argv.insert(argv.end(), {"--json", "--db", uri});
+    INFO("argv: " << Catch::Detail::stringify(argv));
+    auto r = cli(argv);
+    CHECK(r.rc == 1);
+    CHECK_THAT(r.out, Catch::Matchers::Contains("does not exist"));
+    CHECK(::access(path.c_str(), F_OK) != 0);  // not created
+  }
+  // migrate itself creates it, as before.
+  CHECK(cli({"migrate", "--db", uri}).rc == 0);
+  CHECK(::access(path.c_str(), F_OK) == 0);
+  CHECK(cli({"doctor", "--db", uri}).rc == 0);
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
 }

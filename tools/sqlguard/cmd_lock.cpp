@@ -200,7 +200,7 @@ void add_lock_list(CLI::App* lock) {
   auto* cmd = lock->add_subcommand("list", "Show held leases: holder, fence, remaining time");
   cmd->add_flag("--all", *all, "Include released/expired rows not yet cleaned up");
   cmd->callback([all] {
-    auto conn = open_db();
+    auto conn = open_db(existing_only());  // a look: never creates a database
     auto leases = list_leases(*conn, *all);
     if (global().json) {
       for (const auto& l : leases) print_json(info_json(l));
@@ -323,7 +323,9 @@ void add_run(CLI::App& app) {
       lost = true;
     };
     install_run_signals(o->name);
-    LeaseLock lock(single_db(), o->name, lo, Watchdog::kOn, connect_options());
+    auto lock_ptr = with_db_uri(
+        [&] { return std::make_unique<LeaseLock>(single_db(), o->name, lo, Watchdog::kOn, connect_options()); });
+    LeaseLock& lock = *lock_ptr;
     if (!lock.acquire(wait)) {
       std::cerr << "sqlguard run: lock '" << o->name << "' not acquired within " << format_duration(wait) << "\n";
       exit_code() = kExitTempFail;

@@ -412,3 +412,23 @@ TEST_CASE("doctor, lock list and migrate --status never create a database; docto
   CHECK(cli({"doctor", "--db", uri}).rc == 0);
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
 }
+
+TEST_CASE("durations accept decimals and compound forms; a bare number is refused with the forms listed", "[cli]") {
+  const std::string& db = ctx().uri;
+  const auto name = ctx().unique("dur");
+  auto a = cli({"--json", "--db", db, "lock", "acquire", name, "--owner", "o", "--ttl", "1h30m", "--wait", "1.5s"});
+  REQUIRE(a.rc == 0);
+  auto conn = ctx().connect();
+  auto info = lease_info(*conn, name);
+  REQUIRE(info);
+  // 1h30m from the database clock, give or take the run's own time.
+  CHECK(info->remaining_ms() > 90 * 60'000 - 60'000);
+  CHECK(info->remaining_ms() <= 90 * 60'000);
+  CHECK(cli({"--db", db, "lock", "renew", name, "--owner", "o", "--ttl", "2.5s"}).rc == 0);
+  CHECK(lease_info(*conn, name)->remaining_ms() <= 2500);
+  CHECK(cli({"--db", db, "lock", "release", name, "--owner", "o"}).rc == 0);
+  check_usage_message(cli({"--json", "--db", db, "lock", "acquire", name, "--ttl", "5"}),
+                      {"has no unit", "500ms", "1.5s", "1h30m"}, "--ttl");
+  check_usage_message(cli({"--json", "--db", db, "lock", "acquire", name, "--wait", "0.5ms"}),
+                      {"whole number of milliseconds"}, "--wait");
+}

@@ -432,3 +432,54 @@ TEST_CASE("durations accept decimals and compound forms; a bare number is refuse
   check_usage_message(cli({"--json", "--db", db, "lock", "acquire", name, "--wait", "0.5ms"}),
                       {"whole number of milliseconds"}, "--wait");
 }
+
+TEST_CASE("renew and release that find the lease not held say why, naming the fence when the fence differs", "[cli]") {
+  const std::string& db = ctx().uri;
+  const auto name = ctx().unique("why");
+  auto a = cli({"--json", "--db", db, "lock", "acquire", name, "--owner", "host-a", "--ttl", "30s"});
+  REQUIRE(a.rc == 0);
+  const auto fence = json_lines(a.out).at(0)["fence"].get<std::int64_t>();
+  const auto stale = std::to_string(fence - 1);
+  // Same owner string, another fence: the fence is named, both of them.
+  auto r = cli({"--json", "--db", db, "lock", "renew", name, "--owner", "host-a", "--fence", stale});
+  CHECK(r.rc == 3);
+  auto j = json_lines(r.out).at(0);
+  CHECK(j["renewed"] == false);
+  CHECK_THAT(j["reason"].get<std::string>(), Catch::Matchers::Contains("with fence " + std::to_string(fence) +
+                                                                         ", not fence " + stale));
+  CHECK(j["holder"]["fence"] == fence);
+  auto text = cli({"--db", db, "lock", "renew", name, "--owner", "host-a", "--fence", stale});
+  CHECK(text.rc == 3);
+  auto rel = cli({"--json", "--db", db, "lock", "release", name, "--owner", "host-a", "--fence", stale});
+  CHECK(rel.rc == 3);
+  CHECK_THAT(json_lines(rel.out).at(0)["reason"].get<std::string>(), Catch::Matchers::Contains("not fence " + stale));
+  // Another owner: the holder is named.
+  auto other = cli({"--json", "--db", db, "lock", "renew", name, "--owner", "host-b"});
+  CHECK(other.rc == 3);
+  CHECK_THAT(json_lines(other.out).at(0)["reason"].get<std::string>(), Catch::Matchers::Contains("held by host-a"));
+  CHECK(cli({"--db", db, "lock", "release", name, "--owner", "host-a"}).rc == 0);
+  auto gone = cli({"--json", "--db", db, "lock", "renew", name, "--owner", "host-a"});
+  CHECK(gone.rc == 3);
+  CHECK_THAT(json_lines(gone.out).at(0)["reason"].get<std::string>(), Catch::Matchers::Contains("not held by anyone"));
+}
+
+TEST_CASE("run --json prints exactly one JSON object for every outcome, lock not acquired included", "[cli]") {
+  const std::string& db = ctx().uri;
+  const auto name = ctx().unique("runjson");
+  REQUIRE(cli({"--db", db, "lock", "acquire", name, "--owner", "blocker", "--ttl", "30s"}).rc == 0);
+  auto busy = cli({"--json", "--db", db, "run", "--lock", name, "--wait", "100ms", "--", "/bin/true"});
+  CHECK(busy.rc == 75);
+  auto lines = json_lines(busy.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["acquired"] == false);
+  CHECK(lines[0]["lock"] == name);
+  CHECK(lines[0]["exit_code"] == 75);
+  REQUIRE(cli({"--db", db, "lock", "release", name, "--force"}).rc == 0);
+  auto ran = cli({"--json", "--db", db, "run", "--lock", name, "--", "/bin/sh", "-c", "exit 7"});
+  CHECK(ran.rc == 7);
+  lines = json_lines(ran.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["acquired"] == true);
+  CHECK(lines[0]["exit_code"] == 7);
+  CHECK(lines[0]["fence"].get<std::int64_t>() > 0);
+}

@@ -483,3 +483,23 @@ TEST_CASE("run --json prints exactly one JSON object for every outcome, lock not
   CHECK(lines[0]["exit_code"] == 7);
   CHECK(lines[0]["fence"].get<std::int64_t>() > 0);
 }
+
+TEST_CASE("an authentication error keeps the user name and masks only the password", "[cli][uri]") {
+  if (ctx().name == "sqlite") return;  // no credentials
+  const std::string& uri = ctx().uri;
+  const auto scheme_end = uri.find("://") + 3;
+  const auto at = uri.rfind('@');
+  REQUIRE(at != std::string::npos);
+  const std::string user = uri.substr(scheme_end, uri.find(':', scheme_end) - scheme_end);
+  const std::string wrong = uri.substr(0, scheme_end) + user + ":Wr0ngSecret" + uri.substr(at);
+  auto r = cli({"--json", "--db", wrong, "--connect-timeout", "5s", "lock", "list"});
+  CHECK(r.rc == 1);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  const auto e = lines[0]["error"];
+  CHECK(e["code"] == "unauthenticated");
+  const auto message = e["message"].get<std::string>();
+  CHECK_THAT(message, !Catch::Matchers::Contains("Wr0ngSecret"));
+  // Quoted as the server quotes it: "user" (PostgreSQL), 'user' (MySQL).
+  CHECK((message.find("\"" + user + "\"") != std::string::npos || message.find("'" + user + "'") != std::string::npos));
+}

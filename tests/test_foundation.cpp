@@ -528,6 +528,11 @@ TEST_CASE("masking hides secrets and only secrets: quotes and identifiers around
   CHECK(sqlguard::detail::scrub_credentials("table mysqlguard missing", u) == "table mysqlguard missing");
   CHECK(sqlguard::detail::scrub_credentials("password sqlguard: rejected", u) == "password ***: rejected");
   CHECK(sqlguard::detail::scrub_credentials("conninfo password='sqlguard'", u) == "conninfo password='***'");
+  // The user name is not a secret: an auth error keeps it.
+  CHECK(sqlguard::detail::scrub_credentials("password authentication failed for user \"app\"", u) ==
+        "password authentication failed for user \"app\"");
+  CHECK(sqlguard::detail::scrub_credentials("Access denied for user 'app'@'h' (app:sqlguard)", u) ==
+        "Access denied for user 'app'@'h' (***)");
   // A password of symbols is masked wherever it appears.
   auto v = sqlguard::detail::parse_uri("postgresql://app:%21%40xyz@h/db");
   CHECK(sqlguard::detail::scrub_credentials("got !@xyz here and a!@xyzb", v) == "got *** here and a***b");

@@ -514,7 +514,8 @@ TEST_CASE("malformed URIs never leak a byte of their userinfo into messages, exc
   const std::string pg = server("SQLGUARD_TEST_PG_URI", "127.0.0.1:1");
   const std::string my = server("SQLGUARD_TEST_MYSQL_URI", "127.0.0.1:1");
   // Each case: the URI, and the unique markers of its userinfo that must
-  // appear nowhere (the password, and the user where there is one).
+  // appear nowhere (the password, and the user where there is one — except
+  // where an auth error quotes the user it rejected).
   struct Case {
     std::string uri;
     std::vector<std::string> secrets;
@@ -575,7 +576,14 @@ TEST_CASE("malformed URIs never leak a byte of their userinfo into messages, exc
     }
     for (const auto& secret : k.secrets) {
       INFO("secret " << secret << " in: " << seen);
-      CHECK(seen.find(secret) == std::string::npos);
+      // The user name is not a secret where the server names the user it
+      // rejected (an auth error keeps it); anywhere else, as in the URI, it
+      // is masked with the rest of the userinfo.
+      std::string rest = seen;
+      if (secret.rfind("usr", 0) == 0 && seen.find("[unauthenticated ") != std::string::npos)
+        for (const std::string quoted : {"\"" + secret + "\"", "'" + secret + "'"})
+          for (auto p = rest.find(quoted); p != std::string::npos; p = rest.find(quoted)) rest.erase(p, quoted.size());
+      CHECK(rest.find(secret) == std::string::npos);
     }
   }
 }

@@ -2,6 +2,8 @@
 // or after the subcommand, one JSON object per line for every outcome with
 // --json, exit 2 for a bad command line or value, never an abort on bad
 // bytes, and terminal-safe human output. Real processes of the real binary.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -305,4 +307,199 @@ TEST_CASE("lock list escapes bidi controls and zero-width characters, so no name
   for (const auto& row : json_lines(cli({"--db", db, "lock", "list", "--json"}).out)) exact |= row["name"] == rlo;
   CHECK(exact);
   for (const auto& n : {rlo, zw, letters}) cli({"--db", db, "lock", "release", n, "--force"});
+}
+
+namespace {
+
+// A --json usage error (exit 2, one JSON object) whose message contains each of `parts`.
+void check_usage_message(const Run& r, const std::vector<std::string>& parts, const std::string& argument = {}) {
+  check_usage_error(r, argument);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  const auto message = lines[0]["error"].value("message", "");
+  for (const auto& p : parts) CHECK_THAT(message, Catch::Matchers::Contains(p));
+}
+
+}  // namespace
+
+TEST_CASE("an unknown command or flag is named with the closest valid one", "[cli]") {
+  check_usage_message(cli({"--json", "migrat"}), {"unknown command 'migrat'", "did you mean 'migrate'?"}, "migrat");
+  check_usage_message(cli({"--json", "lock", "aquire", "x"}),
+                      {"unknown command 'lock aquire'", "did you mean 'lock acquire'?"}, "aquire");
+  check_usage_message(cli({"--json", "demo", "flash-sal"}), {"did you mean 'demo flash-sale'?"});
+  check_usage_message(cli({"--json", "lock", "acquire", "x", "--tll", "5s"}),
+                      {"unknown flag '--tll'", "did you mean '--ttl'?"}, "--tll");
+  // Nothing close: the valid commands are listed.
+  check_usage_message(cli({"--json", "zzzzzzzz"}), {"unknown command 'zzzzzzzz'", "'migrate'", "'lock'"});
+  // A command that needs a subcommand lists them (CLI11 said "A subcommand is required").
+  check_usage_message(cli({"--json", "lock"}), {"'lock' needs a subcommand", "'acquire'", "'list'"});
+  // Human output names it too.
+  auto text = cli({"migrat"});
+  CHECK(text.rc == 2);
+  CHECK(text.out.empty());
+}
+
+TEST_CASE("a flag given to the wrong command says which command takes it", "[cli]") {
+  check_usage_message(cli({"--json", "migrate", "--ttl", "5s"}),
+                      {"'--ttl' is not a flag of 'migrate'", "'lock acquire'", "'run'"}, "--ttl");
+  check_usage_message(cli({"--json", "lock", "list", "--status"}), {"it belongs to 'migrate'"}, "--status");
+  check_usage_message(cli({"--json", "lock", "acquire", "x", "--every", "5s"}), {"it belongs to 'cleanup'"});
+}
+
+TEST_CASE("a misplaced value gets a hint", "[cli]") {
+  // The value before its flag: "not expected: 5s --ttl" before.
+  check_usage_message(cli({"--json", "lock", "acquire", "x", "5s", "--ttl"}),
+                      {"'5s' is not expected here", "'lock acquire' takes 'NAME' once", "'--ttl 5s'"}, "5s");
+  // A value after a switch.
+  check_usage_message(cli({"--json", "lock", "list", "--all", "5"}), {"'--all' is a switch and takes no value"}, "5");
+}
+
+TEST_CASE("--version prints the version and the dialects built in; --help lists the exit codes", "[cli]") {
+  auto text = cli({"--version"});
+  CHECK(text.rc == 0);
+  CHECK_THAT(text.out, Catch::Matchers::StartsWith("sqlguard "));
+  CHECK_THAT(text.out, Catch::Matchers::Contains("dialects:"));
+  CHECK_THAT(text.out, Catch::Matchers::Contains(ctx().name));  // the dialect under test is built in
+  auto js = cli({"--json", "--version"});
+  CHECK(js.rc == 0);
+  auto lines = json_lines(js.out);
+  REQUIRE(lines.size() == 1);
+  CHECK_FALSE(lines[0]["version"].get<std::string>().empty());
+  bool has = false;
+  for (const auto& d : lines[0]["dialects"]) has |= d == ctx().name;
+  CHECK(has);
+  for (const auto& argv : std::vector<std::vector<std::string>>{{"--help"}, {"lock", "acquire", "--help"}}) {
+    auto help = cli(argv);
+    CHECK(help.rc == 0);
+    CHECK_THAT(help.out, Catch::Matchers::Contains("Exit codes:"));
+    for (const char* code : {"  0 ", "  1 ", "  2 ", "  3 ", "  4 ", "  5 ", "  75 "})
+      CHECK_THAT(help.out, Catch::Matchers::Contains(code));
+  }
+}
+
+TEST_CASE("a malformed --db is a bad command line: exit 2, for every command", "[cli]") {
+  for (const auto& cmd : std::vector<std::vector<std::string>>{{"lock", "list"},
+                                                               {"migrate"},
+                                                               {"migrate", "--status"},
+                                                               {"doctor"},
+                                                               {"lock", "acquire", "x"},
+                                                               {"run", "--lock", "x", "--", "/bin/true"}}) {
+    for (const std::string bad : {"bogus://x", "sqlite://rel.db?mode=ro"}) {
+      std::vector<std::string> argv = {"--json", "--db", bad};  // before: `run` passes what follows -- to CMD
+      argv.insert(argv.end(), cmd.begin(), cmd.end());
+      INFO("argv: " << Catch::Detail::stringify(argv));
+      check_usage_error(cli(argv), "--db");
+    }
+  }
+}
+
+TEST_CASE("doctor, lock list and migrate --status never create a database; doctor fails on a missing one", "[cli]") {
+  if (ctx().name != "sqlite") return;  // servers never create a database
+  const std::string path = "/tmp/sqlguard-cli-missing-" + ctx().run_id + ".db";
+  const std::string uri = "sqlite://" + path;
+  for (const auto& cmd : std::vector<std::vector<std::string>>{{"doctor"}, {"lock", "list"}, {"migrate", "--status"}}) {
+    auto argv = cmd;
+    argv.insert(argv.end(), {"--json", "--db", uri});
+    INFO("argv: " << Catch::Detail::stringify(argv));
+    auto r = cli(argv);
+    CHECK(r.rc == 1);
+    CHECK_THAT(r.out, Catch::Matchers::Contains("does not exist"));
+    CHECK(::access(path.c_str(), F_OK) != 0);  // not created
+  }
+  // migrate itself creates it, as before.
+  CHECK(cli({"migrate", "--db", uri}).rc == 0);
+  CHECK(::access(path.c_str(), F_OK) == 0);
+  CHECK(cli({"doctor", "--db", uri}).rc == 0);
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+}
+
+TEST_CASE("durations accept decimals and compound forms; a bare number is refused with the forms listed", "[cli]") {
+  const std::string& db = ctx().uri;
+  const auto name = ctx().unique("dur");
+  auto a = cli({"--json", "--db", db, "lock", "acquire", name, "--owner", "o", "--ttl", "1h30m", "--wait", "1.5s"});
+  REQUIRE(a.rc == 0);
+  auto conn = ctx().connect();
+  auto info = lease_info(*conn, name);
+  REQUIRE(info);
+  // 1h30m from the database clock, give or take the run's own time.
+  CHECK(info->remaining_ms() > 90 * 60'000 - 60'000);
+  CHECK(info->remaining_ms() <= 90 * 60'000);
+  CHECK(cli({"--db", db, "lock", "renew", name, "--owner", "o", "--ttl", "2.5s"}).rc == 0);
+  CHECK(lease_info(*conn, name)->remaining_ms() <= 2500);
+  CHECK(cli({"--db", db, "lock", "release", name, "--owner", "o"}).rc == 0);
+  check_usage_message(cli({"--json", "--db", db, "lock", "acquire", name, "--ttl", "5"}),
+                      {"has no unit", "500ms", "1.5s", "1h30m"}, "--ttl");
+  check_usage_message(cli({"--json", "--db", db, "lock", "acquire", name, "--wait", "0.5ms"}),
+                      {"whole number of milliseconds"}, "--wait");
+}
+
+TEST_CASE("renew and release that find the lease not held say why, naming the fence when the fence differs", "[cli]") {
+  const std::string& db = ctx().uri;
+  const auto name = ctx().unique("why");
+  auto a = cli({"--json", "--db", db, "lock", "acquire", name, "--owner", "host-a", "--ttl", "30s"});
+  REQUIRE(a.rc == 0);
+  const auto fence = json_lines(a.out).at(0)["fence"].get<std::int64_t>();
+  const auto stale = std::to_string(fence - 1);
+  // Same owner string, another fence: the fence is named, both of them.
+  auto r = cli({"--json", "--db", db, "lock", "renew", name, "--owner", "host-a", "--fence", stale});
+  CHECK(r.rc == 3);
+  auto j = json_lines(r.out).at(0);
+  CHECK(j["renewed"] == false);
+  CHECK_THAT(j["reason"].get<std::string>(), Catch::Matchers::Contains("with fence " + std::to_string(fence) +
+                                                                         ", not fence " + stale));
+  CHECK(j["holder"]["fence"] == fence);
+  auto text = cli({"--db", db, "lock", "renew", name, "--owner", "host-a", "--fence", stale});
+  CHECK(text.rc == 3);
+  auto rel = cli({"--json", "--db", db, "lock", "release", name, "--owner", "host-a", "--fence", stale});
+  CHECK(rel.rc == 3);
+  CHECK_THAT(json_lines(rel.out).at(0)["reason"].get<std::string>(), Catch::Matchers::Contains("not fence " + stale));
+  // Another owner: the holder is named.
+  auto other = cli({"--json", "--db", db, "lock", "renew", name, "--owner", "host-b"});
+  CHECK(other.rc == 3);
+  CHECK_THAT(json_lines(other.out).at(0)["reason"].get<std::string>(), Catch::Matchers::Contains("held by host-a"));
+  CHECK(cli({"--db", db, "lock", "release", name, "--owner", "host-a"}).rc == 0);
+  auto gone = cli({"--json", "--db", db, "lock", "renew", name, "--owner", "host-a"});
+  CHECK(gone.rc == 3);
+  CHECK_THAT(json_lines(gone.out).at(0)["reason"].get<std::string>(), Catch::Matchers::Contains("not held by anyone"));
+}
+
+TEST_CASE("run --json prints exactly one JSON object for every outcome, lock not acquired included", "[cli]") {
+  const std::string& db = ctx().uri;
+  const auto name = ctx().unique("runjson");
+  REQUIRE(cli({"--db", db, "lock", "acquire", name, "--owner", "blocker", "--ttl", "30s"}).rc == 0);
+  auto busy = cli({"--json", "--db", db, "run", "--lock", name, "--wait", "100ms", "--", "/bin/true"});
+  CHECK(busy.rc == 75);
+  auto lines = json_lines(busy.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["acquired"] == false);
+  CHECK(lines[0]["lock"] == name);
+  CHECK(lines[0]["exit_code"] == 75);
+  REQUIRE(cli({"--db", db, "lock", "release", name, "--force"}).rc == 0);
+  auto ran = cli({"--json", "--db", db, "run", "--lock", name, "--", "/bin/sh", "-c", "exit 7"});
+  CHECK(ran.rc == 7);
+  lines = json_lines(ran.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["acquired"] == true);
+  CHECK(lines[0]["exit_code"] == 7);
+  CHECK(lines[0]["fence"].get<std::int64_t>() > 0);
+}
+
+TEST_CASE("an authentication error keeps the user name and masks only the password", "[cli][uri]") {
+  if (ctx().name == "sqlite") return;  // no credentials
+  const std::string& uri = ctx().uri;
+  const auto scheme_end = uri.find("://") + 3;
+  const auto at = uri.rfind('@');
+  REQUIRE(at != std::string::npos);
+  const std::string user = uri.substr(scheme_end, uri.find(':', scheme_end) - scheme_end);
+  const std::string wrong = uri.substr(0, scheme_end) + user + ":Wr0ngSecret" + uri.substr(at);
+  auto r = cli({"--json", "--db", wrong, "--connect-timeout", "5s", "lock", "list"});
+  CHECK(r.rc == 1);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  const auto e = lines[0]["error"];
+  CHECK(e["code"] == "unauthenticated");
+  const auto message = e["message"].get<std::string>();
+  CHECK_THAT(message, !Catch::Matchers::Contains("Wr0ngSecret"));
+  // Quoted as the server quotes it: "user" (PostgreSQL), 'user' (MySQL).
+  CHECK((message.find("\"" + user + "\"") != std::string::npos || message.find("'" + user + "'") != std::string::npos));
 }

@@ -8,6 +8,7 @@
 // file, or a CREATE DATABASE on the server) with all migrations applied.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -54,7 +55,12 @@ int spawn(const std::vector<std::string>& argv, const std::string& out_file = {}
 int wait_pid(int pid);
 
 inline std::string worker_path() { return SQLGUARD_TEST_WORKER; }
-inline std::string cli_path() { return SQLGUARD_CLI; }
+// SQLGUARD_TEST_CLI=/path/to/sqlguard runs the CLI tests against another
+// binary (a negative control: the tests of a fix must fail on the old one).
+inline std::string cli_path() {
+  const char* other = std::getenv("SQLGUARD_TEST_CLI");
+  return other && *other ? other : SQLGUARD_CLI;
+}
 
 // One cached connection for setup and checks, main thread only (opening a
 // server connection per check would dominate the run time).

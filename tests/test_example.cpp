@@ -18,6 +18,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "test_context.h"
@@ -198,5 +199,53 @@ TEST_CASE("the reference service keeps every invariant with three instances, a r
   ms << mf.rdbuf();
   CHECK(ms.str().find("sqlguard_idempotency_replays_total") != std::string::npos);
   CHECK(ms.str().find("orders_http_requests_total") != std::string::npos);
+#endif
+}
+
+TEST_CASE("the reference service accepts a body-less POST for pay/ship/cancel and answers every error with JSON",
+          "[example]") {
+#ifndef SQLGUARD_ORDER_SERVICE
+  WARN("order-service not built");
+#else
+  if (ctx().name != "sqlite") return;  // the HTTP layer is the same on every dialect
+  const std::string dir = "/tmp/sqlguard-os-" + ctx().run_id;
+  REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
+  const int port = free_port();
+  Procs procs;
+  procs.add(spawn_logged({SQLGUARD_ORDER_SERVICE, "--db", "sqlite://" + dir + "/os.db", "--listen",
+                          "127.0.0.1:" + std::to_string(port), "--seed-stock", "10"},
+                         dir + "/service.log"));
+  REQUIRE(wait_port(port, 20s));
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  // -w: the status after the body, on its own line.
+  auto curl = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-m", "5", "-w", "\n%{http_code}"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string out;
+    sgtest::run_process(argv, &out);
+    auto nl = out.rfind('\n');
+    return std::make_pair(out.substr(nl + 1), out.substr(0, nl));
+  };
+  auto created = curl({"-X", "POST", "-H", "Idempotency-Key: k1", "-H", "Content-Type: application/json", "-d",
+                       R"({"sku":"sku-1","qty":1})", base + "/orders"});
+  REQUIRE(created.first == "201");
+  const std::string id = nlohmann::json::parse(created.second)["id"];
+  // curl -X POST without -d: no body, no Content-Length (an empty 400 before).
+  auto paid = curl({"-X", "POST", base + "/orders/" + id + "/pay"});
+  CHECK(paid.first == "200");
+  CHECK(nlohmann::json::parse(paid.second)["status"] == "paid");
+  auto missing = curl({"-X", "POST", base + "/orders/no-such-order/ship"});
+  CHECK(missing.first == "404");
+  CHECK(nlohmann::json::parse(missing.second)["error"] == "not_found");
+  // Errors the HTTP layer answers itself carry a JSON body too.
+  for (const auto& args : std::vector<std::vector<std::string>>{{"-X", "POST", base + "/orders"},  // no body at all
+                                                                {base + "/no-such-route"}}) {
+    auto r = curl(args);
+    INFO("status " << r.first << " body " << r.second);
+    CHECK(r.first.at(0) == '4');
+    auto j = nlohmann::json::parse(r.second, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    CHECK(j.contains("error"));
+  }
 #endif
 }

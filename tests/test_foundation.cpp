@@ -255,11 +255,19 @@ TEST_CASE("durations parse with units and bad ones are refused", "[foundation][v
   CHECK(parse_duration("30s") == milliseconds(30000));
   CHECK(parse_duration("5m") == milliseconds(300000));
   CHECK(parse_duration("2h") == milliseconds(7200000));
-  CHECK(parse_duration("7") == milliseconds(7000));
-  for (std::string bad : {"", "-1s", "abc", "5x", "1.5s", "99999999999999999999d", "s"}) {
+  CHECK(parse_duration("1.5s") == milliseconds(1500));
+  CHECK(parse_duration("0.25h") == milliseconds(900000));
+  CHECK(parse_duration("1h30m") == milliseconds(5400000));
+  CHECK(parse_duration("1d2h3m4s5ms") == milliseconds(93784005));
+  CHECK(parse_duration("2m0.5s") == milliseconds(120500));
+  for (std::string bad : {"", "-1s", "abc", "5x", "7", "1.5", "0.5ms", "1.s5", ".s", "1h30", "99999999999999999999d",
+                          "s", "1..5s"}) {
     INFO(bad);
     CHECK(code_of([&] { parse_duration(bad); }) == ErrorCode::kInvalidArgument);
   }
+  // A bare number is refused with the accepted forms listed.
+  CHECK_THAT(message_of([] { parse_duration("5"); }), Contains("has no unit"));
+  CHECK_THAT(message_of([] { parse_duration("5"); }), Contains("1h30m"));
   CHECK(format_duration(milliseconds(30000)) == "30s");
   CHECK(format_duration(milliseconds(1500)) == "1500ms");
 }
@@ -545,6 +553,11 @@ TEST_CASE("masking hides secrets and only secrets: quotes and identifiers around
   CHECK(sqlguard::detail::scrub_credentials("table mysqlguard missing", u) == "table mysqlguard missing");
   CHECK(sqlguard::detail::scrub_credentials("password sqlguard: rejected", u) == "password ***: rejected");
   CHECK(sqlguard::detail::scrub_credentials("conninfo password='sqlguard'", u) == "conninfo password='***'");
+  // The user name is not a secret: an auth error keeps it.
+  CHECK(sqlguard::detail::scrub_credentials("password authentication failed for user \"app\"", u) ==
+        "password authentication failed for user \"app\"");
+  CHECK(sqlguard::detail::scrub_credentials("Access denied for user 'app'@'h' (app:sqlguard)", u) ==
+        "Access denied for user 'app'@'h' (***)");
   // A password of symbols is masked wherever it appears.
   auto v = sqlguard::detail::parse_uri("postgresql://app:%21%40xyz@h/db");
   CHECK(sqlguard::detail::scrub_credentials("got !@xyz here and a!@xyzb", v) == "got *** here and a***b");

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include "../common/app_sql.h"
@@ -127,6 +128,39 @@ class Service {
     srv.Post("/orders", [this](const httplib::Request& q, httplib::Response& r) { timed("create", r, [&] { create(q, r); }); });
     srv.Post(R"(/orders/([A-Za-z0-9_-]{1,64})/(pay|ship|cancel))", [this](const httplib::Request& q, httplib::Response& r) {
       timed(q.matches[2].str(), r, [&] { move(q.matches[1].str(), q.matches[2].str(), r); });
+    });
+    // pay/ship/cancel take no body, so `curl -X POST …/pay` (no body, no
+    // Content-Length) must work too; cpp-httplib answers such a POST with an
+    // empty 400 (after waiting for a body), so body-less POSTs are answered
+    // here, before it reads.
+    srv.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+      static const std::regex kMove(R"(/orders/([A-Za-z0-9_-]{1,64})/(pay|ship|cancel))");
+      std::smatch m;
+      if (q.method != "POST" || q.has_header("Content-Length") || q.has_header("Transfer-Encoding"))
+        return httplib::Server::HandlerResponse::Unhandled;
+      if (std::regex_match(q.path, m, kMove)) {
+        const std::string id = m[1].str(), event = m[2].str();
+        timed(event, r, [&] { move(id, event, r); });
+      } else {
+        // Any other body-less POST: cpp-httplib would wait for a body until
+        // its read timeout, then send an empty 400.
+        r.status = q.path == "/orders" ? 400 : 404;
+        r.set_content(q.path == "/orders"
+                          ? error_body("bad_request", "body must be {\"sku\": string, \"qty\": integer 1..1000000}")
+                          : error_body("not_found", "no such route"),
+                      "application/json");
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    // Every error has a JSON body, also the ones cpp-httplib answers itself
+    // (unknown route 404, malformed request 400, body too large 413).
+    srv.set_error_handler([](const httplib::Request&, httplib::Response& r) {
+      if (!r.body.empty()) return;
+      if (r.status == 404) r.set_content(error_body("not_found", "no such route"), "application/json");
+      else
+        r.set_content(error_body("http_" + std::to_string(r.status),
+                                 "the HTTP request was refused (status " + std::to_string(r.status) + ")"),
+                      "application/json");
     });
     srv.Get(R"(/orders/([A-Za-z0-9_-]{1,64}))", [this](const httplib::Request& q, httplib::Response& r) {
       timed("get_order", r, [&] { get_order(q.matches[1].str(), r); });

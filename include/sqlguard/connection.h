@@ -188,6 +188,14 @@ struct ConnectOptions {
   // get. false = connect anyway (sqlguard doctor does, to report the pooler).
   // Default: true.
   bool refuse_undeclared_pooler = true;
+  // SQLite: create the database file when it does not exist. false = open
+  // an existing file only (no SQLITE_OPEN_CREATE): a missing file is
+  // Error(kNotFound) naming the path, so a mistyped path is reported instead
+  // of silently becoming a new, empty database. `sqlguard doctor`,
+  // `lock list` and `migrate --status` open with false. Ignored for
+  // sqlite::memory: and for server dialects (they never create a database).
+  // Default: true.
+  bool create_if_missing = true;
 };
 
 class Dialect;  // quoting + SQL catalog, internal

@@ -56,8 +56,13 @@ std::string printable(std::string_view text, std::size_t max_bytes = std::string
 // that differ only by them never look the same.
 bool is_unsafe_to_show(char32_t cp) noexcept;
 
-// Parses "500ms", "30s", "5m", "2h", "1d" (a plain number means seconds)
-// into milliseconds. Refuses empty, negative, fractional-ms or unknown units.
+// Parses a duration into milliseconds: one or more <number><unit> parts,
+// units ms, s, m (or min), h, d, a number optionally with a decimal fraction:
+// "500ms", "30s", "1.5s", "5m", "1h30m", "1d12h". Refuses (kInvalidArgument,
+// the message lists the accepted forms) empty text, a negative value, a bare
+// number without a unit ("5": seconds or minutes? it is not guessed), an
+// unknown unit, a total that is not whole milliseconds ("0.5ms") and one
+// that overflows.
 std::chrono::milliseconds parse_duration(std::string_view text);
 
 // Formats milliseconds back into the shortest exact form ("1500ms", "30s").

@@ -305,11 +305,14 @@ std::string uri_fragment(std::string_view uri, std::string_view fragment) {
 }
 
 std::string scrub_credentials(std::string text, const ParsedUri& u) {
-  scrub(text, u.userinfo, false);
+  // The user name is not a secret: "password authentication failed for
+  // user \"app\"" keeps it, as the message is useless without it. The raw
+  // userinfo goes only when it holds a password ("app:pw").
+  const bool has_password = u.userinfo.find(':') != std::string::npos;
+  if (has_password) scrub(text, u.userinfo, false);
   scrub(text, u.password, u.password.size() < 4);
-  std::string raw_password = u.userinfo.find(':') == std::string::npos ? "" : u.userinfo.substr(u.userinfo.find(':') + 1);
+  std::string raw_password = has_password ? u.userinfo.substr(u.userinfo.find(':') + 1) : "";
   if (raw_password != u.password) scrub(text, raw_password, raw_password.size() < 4);
-  scrub(text, u.user, true);
   for (const auto& [k, v] : u.query)
     if (secret_key(k)) scrub(text, v, v.size() < 4);
   return text;

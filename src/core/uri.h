@@ -45,10 +45,11 @@ ParsedUri parse_uri(std::string_view uri);
 // URI does not show it (it may be part of a password).
 std::string uri_fragment(std::string_view uri, std::string_view fragment);
 
-// Removes the credentials of `u` from a driver's message: the password
-// (decoded and as written) and the raw userinfo wherever they appear, and
-// the user name where a driver quotes it ('u', "u"). Short passwords (< 4
-// bytes) are only removed where quoted, so that messages stay readable.
+// Removes the secrets of `u` from a driver's message: the password (decoded
+// and as written) and the raw "user:password" userinfo wherever they appear.
+// The user name stays (an auth error names the user it rejected). Short
+// passwords (< 4 bytes) are only removed where quoted, so that messages stay
+// readable.
 std::string scrub_credentials(std::string text, const ParsedUri& u);
 
 // The URI parameters sqlguard reads itself, removed from u.query:

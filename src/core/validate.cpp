@@ -201,27 +201,63 @@ void validate_name(std::string_view name, std::string_view what, std::size_t max
 }
 
 std::chrono::milliseconds parse_duration(std::string_view text) {
+  static constexpr const char* kForms = "use a number and a unit: ms, s, m, h or d, e.g. 500ms, 30s, 1.5s, 5m, 1h30m";
   std::string_view t = text;
   while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
   while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
-  if (t.empty()) invalid("duration must not be empty (examples: 500ms, 30s, 5m)");
-  if (t.front() == '-') invalid("duration '" + printable(text, 80) + "' must not be negative");
-  std::int64_t n = 0;
-  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
-  if (ec == std::errc::result_out_of_range) invalid("duration '" + printable(text, 80) + "' is too large");
-  if (ec != std::errc() || p == t.data())
-    invalid("duration '" + printable(text, 80) + "' must start with a whole number (examples: 500ms, 30s, 5m)");
-  std::string_view unit(p, static_cast<std::size_t>(t.data() + t.size() - p));
-  std::int64_t mult = 0;
-  if (unit.empty() || unit == "s") mult = 1000;
-  else if (unit == "ms") mult = 1;
-  else if (unit == "m" || unit == "min") mult = 60'000;
-  else if (unit == "h") mult = 3'600'000;
-  else if (unit == "d") mult = 86'400'000;
-  else invalid("duration '" + printable(text, 80) + "' has unknown unit '" + printable(unit, 80) + "' (use ms, s, m, h or d)");
-  if (n > std::numeric_limits<std::int64_t>::max() / mult)
-    invalid("duration '" + printable(text, 80) + "' is too large");
-  return std::chrono::milliseconds(n * mult);
+  const auto bad = [&](const std::string& why) {
+    invalid("duration '" + printable(text, 80) + "' " + why + " (" + kForms + ")");
+  };
+  if (t.empty()) invalid(std::string("duration must not be empty (") + kForms + ")");
+  if (t.front() == '-') bad("must not be negative");
+  // One or more <number><unit> parts ("1h30m"); a number may have a decimal
+  // fraction ("1.5s") as long as the total is a whole number of milliseconds.
+  // Exact integer arithmetic: no floating point rounding.
+  static constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  std::int64_t total = 0;
+  while (!t.empty()) {
+    std::size_t k = 0;
+    std::int64_t whole = 0, frac = 0, scale = 1;  // value = whole + frac / scale
+    bool digits = false;
+    for (; k < t.size() && t[k] >= '0' && t[k] <= '9'; ++k, digits = true) {
+      if (whole > (kMax - 9) / 10) bad("is too large");
+      whole = whole * 10 + (t[k] - '0');
+    }
+    if (k < t.size() && t[k] == '.') {
+      ++k;
+      for (; k < t.size() && t[k] >= '0' && t[k] <= '9'; ++k, digits = true) {
+        if (scale > kMax / 100) bad("has too many decimal places");
+        frac = frac * 10 + (t[k] - '0');
+        scale *= 10;
+      }
+    }
+    if (!digits) bad(k == 0 && total == 0 ? "must start with a number" : "has a unit without a number");
+    std::size_t u = k;
+    while (u < t.size() && ((t[u] >= 'a' && t[u] <= 'z') || (t[u] >= 'A' && t[u] <= 'Z'))) ++u;
+    std::string_view unit = t.substr(k, u - k);
+    std::int64_t mult = 0;
+    if (unit == "ms") mult = 1;
+    else if (unit == "s") mult = 1000;
+    else if (unit == "m" || unit == "min") mult = 60'000;
+    else if (unit == "h") mult = 3'600'000;
+    else if (unit == "d") mult = 86'400'000;
+    else if (unit.empty())
+      bad(u == t.size() && total == 0 && text.find_first_of("abcdefghijklmnopqrstuvwxyz") == std::string_view::npos
+              ? "has no unit (a bare number is not taken as seconds)"
+              : "has a number without a unit");
+    else bad("has unknown unit '" + printable(unit, 80) + "'");
+    if (whole > kMax / mult) bad("is too large");
+    std::int64_t part = whole * mult;
+    // frac / scale of the unit must be whole milliseconds.
+    if (frac != 0) {
+      if (frac > kMax / mult || (frac * mult) % scale != 0) bad("is not a whole number of milliseconds");
+      part += frac * mult / scale;
+    }
+    if (part > kMax - total) bad("is too large");
+    total += part;
+    t.remove_prefix(u);
+  }
+  return std::chrono::milliseconds(total);
 }
 
 std::string format_duration(std::chrono::milliseconds d) {

@@ -14,7 +14,18 @@ void add_doctor(CLI::App& app) {
       "doctor", "Inspect the database --db points at (version, replication, poolers, isolation, timeouts, "
                 "sqlguard's tables); exits 1 when a check fails, 0 otherwise (warnings included)");
   cmd->callback([] {
-    auto results = check_environment(global().db, connect_options());
+    // Never creates a database: a mistyped SQLite path fails the connect check.
+    const auto options = connect_options(existing_only());
+    auto results = check_environment(single_db(), options);
+    // The library reports every connect failure as a check; a URI it refuses
+    // as malformed is a bad command line here (exit 2), like for every command.
+    if (!results.empty() && results[0].check == "connect" && results[0].status == CheckStatus::kFail) {
+      try {
+        with_db_uri([&] { make_connection(single_db(), options); });
+      } catch (const Error&) {
+        // Not malformed (unreachable, missing file...): the failed check below says it.
+      }
+    }
     int failed = 0, warned = 0;
     for (const auto& r : results) {
       failed += r.status == CheckStatus::kFail;

@@ -69,6 +69,27 @@ AcquireResult acquire_waiting(Connection& conn, const std::string& name, const s
   }
 }
 
+// Why renew/release found the lease not held by (owner, fence): nobody holds
+// it, someone else does, or the same owner string holds a newer acquisition
+// (the fence is what differs). Read after the refused statement, so it
+// describes the current row.
+std::string not_held_reason(const std::optional<LeaseInfo>& info, const std::string& owner, std::int64_t fence) {
+  if (!info || !info->held()) return "it is not held by anyone (expired or released)";
+  if (info->owner != owner)
+    return "it is held by " + terminal_safe(info->owner) + " (fence " + std::to_string(info->fence) + "), not by " +
+           terminal_safe(owner);
+  if (fence > 0 && info->fence != fence)
+    return "owner " + terminal_safe(owner) + " holds it with fence " + std::to_string(info->fence) + ", not fence " +
+           std::to_string(fence) + " (a newer acquisition under the same owner string)";
+  return "it is not held by " + terminal_safe(owner);
+}
+
+nlohmann::json not_held_json(const std::optional<LeaseInfo>& info, const std::string& owner, std::int64_t fence) {
+  nlohmann::json j = {{"reason", not_held_reason(info, owner, fence)}};
+  if (info && info->held()) j["holder"] = {{"owner", info->owner}, {"fence", info->fence}};
+  return j;
+}
+
 void add_lock_acquire(CLI::App* lock) {
   struct Opts {
     std::string name, ttl = "30s", wait = "0s", owner, min_hold = "0s";
@@ -147,12 +168,14 @@ void add_lock_renew(CLI::App* lock) {
         j["fence"] = info->fence;
         j["expires_at"] = iso8601(info->expire_at_ms);
       }
+      if (!ok) j.update(not_held_json(info, o->owner, o->fence));
       print_json(j);
     } else if (ok) {
       std::cout << "renewed '" << terminal_safe(o->name) << "' until " << (info ? iso8601(info->expire_at_ms) : "?")
                 << "\n";
     } else {
-      std::cerr << "not renewed: '" << terminal_safe(o->name) << "' is not held by " << terminal_safe(o->owner) << "\n";
+      std::cerr << "not renewed: '" << terminal_safe(o->name) << "': " << not_held_reason(info, o->owner, o->fence)
+                << "\n";
     }
     if (!ok) exit_code() = kExitNotHeld;
   });
@@ -184,13 +207,18 @@ void add_lock_release(CLI::App* lock) {
     bool ok = o->force       ? force_release(*conn, o->name)
               : o->fence > 0 ? release_lease(*conn, o->name, o->owner, o->fence)
                              : release_lease(*conn, o->name, o->owner);
-    if (global().json)
-      print_json({{"released", ok}, {"name", o->name}, {"forced", o->force}});
-    else if (ok)
+    std::optional<LeaseInfo> info;
+    if (!ok && !o->force) info = lease_info(*conn, o->name);
+    if (global().json) {
+      nlohmann::json j = {{"released", ok}, {"name", o->name}, {"forced", o->force}};
+      if (!ok && !o->force) j.update(not_held_json(info, o->owner, o->fence));
+      print_json(j);
+    } else if (ok) {
       std::cout << "released '" << terminal_safe(o->name) << "'\n";
-    else
-      std::cerr << "not released: '" << terminal_safe(o->name) << "' is not held"
-                << (o->force ? "" : " by " + terminal_safe(o->owner)) << "\n";
+    } else {
+      std::cerr << "not released: '" << terminal_safe(o->name) << "'"
+                << (o->force ? " is not held" : ": " + not_held_reason(info, o->owner, o->fence)) << "\n";
+    }
     if (!ok) exit_code() = kExitNotHeld;
   });
 }
@@ -200,7 +228,7 @@ void add_lock_list(CLI::App* lock) {
   auto* cmd = lock->add_subcommand("list", "Show held leases: holder, fence, remaining time");
   cmd->add_flag("--all", *all, "Include released/expired rows not yet cleaned up");
   cmd->callback([all] {
-    auto conn = open_db();
+    auto conn = open_db(existing_only());  // a look: never creates a database
     auto leases = list_leases(*conn, *all);
     if (global().json) {
       for (const auto& l : leases) print_json(info_json(l));
@@ -323,16 +351,26 @@ void add_run(CLI::App& app) {
       lost = true;
     };
     install_run_signals(o->name);
-    LeaseLock lock(single_db(), o->name, lo, Watchdog::kOn, connect_options());
+    auto lock_ptr = with_db_uri(
+        [&] { return std::make_unique<LeaseLock>(single_db(), o->name, lo, Watchdog::kOn, connect_options()); });
+    LeaseLock& lock = *lock_ptr;
     if (!lock.acquire(wait)) {
-      std::cerr << "sqlguard run: lock '" << o->name << "' not acquired within " << format_duration(wait) << "\n";
+      std::cerr << "sqlguard run: lock '" << terminal_safe(o->name) << "' not acquired within " << format_duration(wait)
+                << "\n";
+      if (global().json)
+        print_json({{"lock", o->name}, {"acquired", false}, {"waited_ms", wait.count()}, {"exit_code", kExitTempFail}});
       exit_code() = kExitTempFail;
       return;
     }
     g_run_waiting = 0;
+    const auto held_fence = lock.fence();
+    const std::string held_owner = lock.owner();
     if (int sig = take_run_signal()) {  // between the acquire and here: CMD never starts
       lock.release();
       std::cerr << "sqlguard run: " << signal_name(sig) << " before CMD started; lease released\n";
+      if (global().json)
+        print_json({{"lock", o->name}, {"acquired", true}, {"started", false}, {"signal", signal_name(sig)},
+                    {"exit_code", 128 + sig}});
       exit_code() = 128 + sig;
       return;
     }
@@ -381,12 +419,18 @@ void add_run(CLI::App& app) {
       // the tree. Leave without ~LeaseLock, which joins a watchdog that may
       // sit in a renewal on a link that no longer answers (measured: without
       // this, `run` hung until a frozen PostgreSQL path healed).
+      if (global().json)
+        print_json({{"lock", o->name}, {"acquired", true}, {"fence", held_fence}, {"owner", held_owner},
+                    {"started", true}, {"lost", true}, {"cause", why}, {"exit_code", kExitLeaseLost}});
       std::cout.flush();
       std::_Exit(kExitLeaseLost);
     }
     // Only now, with no process of CMD's tree left, may someone else start.
     if (!lock.release()) std::cerr << "sqlguard run: warning: lease '" << o->name << "' was not held at release\n";
     exit_code() = child.status() ? child.status()->code() : kExitError;
+    if (global().json)
+      print_json({{"lock", o->name}, {"acquired", true}, {"fence", held_fence}, {"owner", held_owner},
+                  {"started", true}, {"lost", false}, {"exit_code", exit_code()}});
   });
   add_run_supervisor(app);
 }

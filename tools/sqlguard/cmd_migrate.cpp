@@ -26,7 +26,7 @@ void add_migrate(CLI::App& app) {
   auto status = std::make_shared<bool>(false);
   cmd->add_flag("--status", *status, "List migrations and whether each is applied; change nothing");
   cmd->callback([status] {
-    auto conn = open_db();
+    auto conn = open_db(*status ? existing_only() : ConnectOptions{});  // --status changes nothing
     if (*status) {
       auto states = migration_status(*conn);
       bool mismatch = false;

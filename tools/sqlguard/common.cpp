@@ -34,7 +34,18 @@ void add_global_flags(CLI::App& app) {
   // settings at add_subcommand): an option a subcommand does not know is
   // offered to its parent, up to the root that owns the global flags.
   app.fallthrough();
-  app.footer("Global flags (--db, --json, --connect-timeout) may come before or after the subcommand.");
+  app.set_version_flag("--version", [] { return std::string(); }, "Print the version and the dialects built in");
+  app.footer(
+      "Global flags (--db, --json, --connect-timeout) may come before or after the subcommand.\n\n"
+      "Exit codes:\n"
+      "  0   success\n"
+      "  1   error (database unreachable, permission, ...): one line on stderr\n"
+      "  2   bad command line or value, including a malformed --db URI\n"
+      "  3   renew/release: the lock is not held by this owner (and fence)\n"
+      "  4   demo/chaos: an invariant was violated\n"
+      "  5   run: the lease was lost while CMD ran (CMD's group was stopped)\n"
+      "  75  lock acquire/run: the lock was not acquired within --wait (EX_TEMPFAIL)\n"
+      "  run passes on CMD's exit status; 128+N when ended by signal N");
 }
 
 std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text, DurationRange range) {
@@ -83,7 +94,9 @@ const std::string& single_db() {
   return global().db;
 }
 
-std::unique_ptr<Connection> open_db(ConnectOptions o) { return make_connection(single_db(), connect_options(o)); }
+std::unique_ptr<Connection> open_db(ConnectOptions o) {
+  return with_db_uri([&] { return make_connection(single_db(), connect_options(o)); });
+}
 
 std::string random_hex(std::size_t digits) {
   static const char* hex = "0123456789abcdef";

@@ -41,7 +41,16 @@ void add_global_flags(CLI::App& app);
 // `o` with the global --connect-timeout applied; the rest of `o` is kept.
 ConnectOptions connect_options(ConnectOptions o = {});
 
+// ConnectOptions for commands that only look (doctor, lock list, migrate
+// --status): they never create a database, so a mistyped SQLite path is an
+// error (kNotFound), not a new empty file.
+inline ConnectOptions existing_only(ConnectOptions o = {}) {
+  o.create_if_missing = false;
+  return o;
+}
+
 // Opens --db with connect_options(o), e.g. a longer SQLite busy_timeout.
+// A URI the library refuses as malformed is BadValue("--db") (exit 2).
 // BadValue (exit 2) when --db was given more than once.
 std::unique_ptr<Connection> open_db(ConnectOptions o = {});
 // Every --db in order (repeated --db: `sqlguard chaos` on a cluster, one URI
@@ -60,6 +69,20 @@ class BadValue : public CLI::ValidationError {
  private:
   std::string argument_;
 };
+
+// Runs `connect` (which opens --db: make_connection, a LeaseLock from the
+// URI) and turns the library's kInvalidArgument — a malformed URI, an unknown
+// scheme, a bad option such as ?sslmode=bogus — into BadValue("--db"): a bad
+// command line, exit 2. Other errors pass unchanged.
+template <class F>
+auto with_db_uri(F&& connect) -> decltype(connect()) {
+  try {
+    return connect();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kInvalidArgument) throw;
+    throw BadValue("--db", mask_uri(e.message()));
+  }
+}
 
 // The values a duration flag accepts (bounds inclusive).
 struct DurationRange {

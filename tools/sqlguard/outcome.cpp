@@ -4,6 +4,8 @@
 #include <string_view>
 
 #include "common.h"
+#include "diagnose.h"
+#include "sqlguard/catalog.h"
 #include "text.h"
 
 namespace sqlguard::cli {
@@ -38,11 +40,37 @@ int help(const CLI::App& app, CLI::AppFormatMode mode) {
   return kExitOk;
 }
 
-int usage_error(const CLI::App& app, const CLI::ParseError& e) {
-  std::cerr << "sqlguard: " << terminal_safe(e.what()) << " (run with --help for usage)" << std::endl;
+// The dialects this build has compiled in ("sqlite", "postgresql", ...).
+std::vector<std::string> built_in_dialects() {
+  std::vector<std::string> out;
+  for (const auto& name : dialect_names())
+    for (auto kind : {DialectKind::kSqlite, DialectKind::kPostgresql, DialectKind::kMysql})
+      if (to_string(kind) == name && dialect_available(kind)) out.push_back(name);
+  return out;
+}
+
+int version() {
+  auto dialects = built_in_dialects();
   if (global().json) {
-    nlohmann::json err = {{"code", "usage"}, {"message", e.what()}};
-    if (auto* bad = dynamic_cast<const BadValue*>(&e)) err["argument"] = bad->argument();
+    print_json({{"version", SQLGUARD_CLI_VERSION}, {"dialects", dialects}});
+  } else {
+    std::cout << "sqlguard " << SQLGUARD_CLI_VERSION << "\ndialects:";
+    for (const auto& d : dialects) std::cout << " " << d;
+    std::cout << (dialects.empty() ? " none\n" : "\n");
+  }
+  return kExitOk;
+}
+
+int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  // A value a flag's own check refused (BadValue) names itself; for the
+  // rest, CLI11's message says that something is wrong, diagnose() what.
+  std::string message = e.what(), argument;
+  if (auto* bad = dynamic_cast<const BadValue*>(&e)) argument = bad->argument();
+  else if (auto d = diagnose(app, argc, argv)) message = d->message, argument = d->argument;
+  std::cerr << "sqlguard: " << terminal_safe(message) << " (run with --help for usage)" << std::endl;
+  if (global().json) {
+    nlohmann::json err = {{"code", "usage"}, {"message", message}};
+    if (!argument.empty()) err["argument"] = argument;
     if (auto path = command_path(app); !path.empty()) err["command"] = path;
     print_json({{"error", err}});
   }
@@ -77,8 +105,10 @@ int parse_and_run(CLI::App& app, int argc, char** argv) {
       return help(app, CLI::AppFormatMode::Normal);
     } catch (const CLI::CallForAllHelp&) {
       return help(app, CLI::AppFormatMode::All);
+    } catch (const CLI::CallForVersion&) {
+      return version();
     } catch (const CLI::ParseError& e) {
-      return usage_error(app, e);
+      return usage_error(app, e, argc, argv);
     } catch (const Error& e) {
       return error(e);
     } catch (const std::exception& e) {

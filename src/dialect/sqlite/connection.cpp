@@ -70,8 +70,9 @@ class SqliteConnection final : public Connection {
     caps_.row_locks = false;
     caps_.transactional_ddl = true;
     caps_.wakeups = path_ != ":memory:";
+    const bool create = opt.create_if_missing || path_ == ":memory:";
     int rc = sqlite3_open_v2(path_.c_str(), &db_,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+                             SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
       std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
       const int sys = db_ ? sqlite3_system_errno(db_) : 0;
@@ -80,6 +81,12 @@ class SqliteConnection final : public Connection {
       // CANTOPEN: the OS said why (errno), not the message.
       ErrorCode code = sqlite_errors::classify(rc, msg);
       if (rc == SQLITE_CANTOPEN && (sys == EACCES || sys == EPERM || sys == EROFS)) code = ErrorCode::kPermissionDenied;
+      if (rc == SQLITE_CANTOPEN && sys == ENOENT && !create)
+        throw Error(ErrorCode::kNotFound,
+                    "SQLite database file '" + printable(path_) +
+                        "' does not exist (not created: opened with create_if_missing = false; check the path, or "
+                        "run `sqlguard migrate` to create it)",
+                    "sqlite", std::to_string(rc));
       throw Error(code, "cannot open SQLite database file '" + printable(path_) + "': " + msg +
                             (sys ? std::string(" (") + std::strerror(sys) + ")" : ""),
                   "sqlite", std::to_string(rc));

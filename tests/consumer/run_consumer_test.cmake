@@ -93,6 +93,8 @@ execute_process(COMMAND ${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_
     -DCONSUMER_COMPONENT=${missing} "-DCMAKE_PREFIX_PATH=${prefix}" "-DCMAKE_CXX_COMPILER=${CXX}"
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(TOUPPER "${missing}" upper)
+# CMake wraps a long message where a path makes it long: match on one line.
+string(REGEX REPLACE "[ \t\r\n]+" " " err "${err}")
 if(rc EQUAL 0 OR NOT err MATCHES "without the requested component\\(s\\): '${missing}'")
   message(FATAL_ERROR "find_package(sqlguard COMPONENTS ${missing}) did not fail clearly (${rc}):\n${out}\n${err}")
 endif()

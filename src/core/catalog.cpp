@@ -206,13 +206,11 @@ Catalog::Catalog(std::string_view name) : dialect_(name) {
   if (parsed.empty())
     throw Error(ErrorCode::kInternal, "no SQL catalog is embedded for dialect '" + dialect_ + "' (sql/" + dialect_ + "/)");
   entries_.resize(std::size(kDeclared));
-  order_.resize(std::size(kDeclared));
   std::vector<bool> seen(std::size(kDeclared), false);
   for (auto& e : parsed) {
     const std::size_t i = check_declared(e);
     if (seen[i]) bad_file(e.file, "entry '" + e.name + "' is defined twice");
     seen[i] = true;
-    order_[i] = e.bind_order;
     entries_[i] = std::move(e);
   }
   for (std::size_t i = 0; i < seen.size(); ++i)

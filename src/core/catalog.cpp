@@ -280,8 +280,6 @@ std::string Catalog::render(Sql id, const Slots& slots) const {
 
 const Catalog& catalog(const Connection& conn) { return conn.dialect().catalog(); }
 
-// Every value a catalog statement binds passes the text rule here, once,
-// named by the entry's `-- params:` line (or the caller's names).
 // The answer in the declared shape (statements.def): the same on every
 // dialect, or Error(kInternal) naming what the dialect's statement sent.
 Result declared_shape(const Catalog& c, Sql id, Result r) {
@@ -314,6 +312,8 @@ Result declared_shape(const Catalog& c, Sql id, Result r) {
   return r;
 }
 
+// Every value a catalog statement binds passes the text rule here, once,
+// named by the entry's `-- params:` line (or the caller's names).
 Result run(Connection& conn, Sql id, const Params& params) {
   const Catalog& c = catalog(conn);
   const std::string& text = c.text(id);

@@ -206,13 +206,11 @@ Catalog::Catalog(std::string_view name) : dialect_(name) {
   if (parsed.empty())
     throw Error(ErrorCode::kInternal, "no SQL catalog is embedded for dialect '" + dialect_ + "' (sql/" + dialect_ + "/)");
   entries_.resize(std::size(kDeclared));
-  order_.resize(std::size(kDeclared));
   std::vector<bool> seen(std::size(kDeclared), false);
   for (auto& e : parsed) {
     const std::size_t i = check_declared(e);
     if (seen[i]) bad_file(e.file, "entry '" + e.name + "' is defined twice");
     seen[i] = true;
-    order_[i] = e.bind_order;
     entries_[i] = std::move(e);
   }
   for (std::size_t i = 0; i < seen.size(); ++i)
@@ -282,8 +280,6 @@ std::string Catalog::render(Sql id, const Slots& slots) const {
 
 const Catalog& catalog(const Connection& conn) { return conn.dialect().catalog(); }
 
-// Every value a catalog statement binds passes the text rule here, once,
-// named by the entry's `-- params:` line (or the caller's names).
 // The answer in the declared shape (statements.def): the same on every
 // dialect, or Error(kInternal) naming what the dialect's statement sent.
 Result declared_shape(const Catalog& c, Sql id, Result r) {
@@ -316,6 +312,8 @@ Result declared_shape(const Catalog& c, Sql id, Result r) {
   return r;
 }
 
+// Every value a catalog statement binds passes the text rule here, once,
+// named by the entry's `-- params:` line (or the caller's names).
 Result run(Connection& conn, Sql id, const Params& params) {
   const Catalog& c = catalog(conn);
   const std::string& text = c.text(id);

@@ -95,7 +95,7 @@ class Catalog {
   // be given (Error(kInternal) otherwise). Values stay `?`.
   std::string render(Sql id, const Slots& slots) const;
   // Canonical values -> the dialect's `?` order (empty = the same order).
-  const std::vector<int>& order(Sql id) const noexcept { return order_[index(id)]; }
+  const std::vector<int>& order(Sql id) const noexcept { return entries_[index(id)].bind_order; }
 
   const std::vector<CatalogEntry>& entries() const noexcept { return entries_; }
 
@@ -104,7 +104,6 @@ class Catalog {
   static std::size_t index(Sql id) noexcept { return static_cast<std::size_t>(id); }
   std::string dialect_;
   std::vector<CatalogEntry> entries_;  // indexed by Sql
-  std::vector<std::vector<int>> order_;
 };
 
 const Catalog& catalog(const Connection& conn);

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <map>
+#include <random>
 #include <sstream>
 
 #ifdef SQLGUARD_BENCH_SQLITE
@@ -131,11 +132,20 @@ class SqliteRaw final : public RawConn {
 #ifdef SQLGUARD_BENCH_POSTGRESQL
 class PgRaw final : public RawConn {
  public:
-  explicit PgRaw(pqxx::connection_base& c) : c_(c) {}
+  // Behind a transaction pooler (`pooler`) consecutive statements may run on
+  // different server sessions, so no named statement is kept (as the
+  // library's driver does): each runs as an unnamed one. Elsewhere names are
+  // unique per connection, so a server session another client used before
+  // cannot hold one of the same name.
+  PgRaw(pqxx::connection_base& c, bool pooler) : c_(c), pooler_(pooler) {
+    std::random_device rd;
+    prefix_ = "raw" + std::to_string((static_cast<std::uint64_t>(rd()) << 32) | rd()) + "_";
+  }
   ~PgRaw() override { tx_.reset(); }
   int prepare(const std::string& sql) override {
-    std::string name = "raw" + std::to_string(names_.size() + 1);
-    c_.prepare(name, number_placeholders(sql));
+    std::string name = prefix_ + std::to_string(names_.size() + 1);
+    if (pooler_) texts_.push_back(number_placeholders(sql));
+    else c_.prepare(name, number_placeholders(sql));
     names_.push_back(name);
     return static_cast<int>(names_.size() - 1);
   }
@@ -164,12 +174,16 @@ class PgRaw final : public RawConn {
     }
     try {
       pqxx::result res;
-      const std::string& name = names_[static_cast<std::size_t>(h)];
+      const auto i = static_cast<std::size_t>(h);
+      auto run = [&](pqxx::transaction_base& t) {
+        return pooler_ ? t.exec_params(texts_[i], pqxx::prepare::make_dynamic_params(pp))
+                       : t.exec_prepared(names_[i], pqxx::prepare::make_dynamic_params(pp));
+      };
       if (tx_) {
-        res = tx_->exec_prepared(name, pqxx::prepare::make_dynamic_params(pp));
+        res = run(*tx_);
       } else {
         pqxx::nontransaction nt(c_);
-        res = nt.exec_prepared(name, pqxx::prepare::make_dynamic_params(pp));
+        res = run(nt);
       }
       RawResult r;
       r.affected = static_cast<std::int64_t>(res.affected_rows());
@@ -211,7 +225,9 @@ class PgRaw final : public RawConn {
 
  private:
   pqxx::connection_base& c_;
-  std::vector<std::string> names_;
+  bool pooler_;
+  std::string prefix_;
+  std::vector<std::string> names_, texts_;
   std::unique_ptr<pqxx::work> tx_;
 };
 #endif
@@ -305,7 +321,8 @@ std::unique_ptr<RawConn> make_raw(Connection& conn) {
     case DialectKind::kSqlite: return std::make_unique<SqliteRaw>(sqlite::native_handle(conn));
 #endif
 #ifdef SQLGUARD_BENCH_POSTGRESQL
-    case DialectKind::kPostgresql: return std::make_unique<PgRaw>(postgresql::native_connection(conn));
+    case DialectKind::kPostgresql:
+      return std::make_unique<PgRaw>(postgresql::native_connection(conn), conn.capabilities().transaction_pooler);
 #endif
 #ifdef SQLGUARD_BENCH_MYSQL
     case DialectKind::kMysql: return std::make_unique<MysqlRaw>(mysql::native_handle(conn));

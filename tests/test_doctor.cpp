@@ -47,6 +47,73 @@ std::string with_query(const std::string& uri, const std::string& kv) {
   return uri + (uri.find('?') == std::string::npos ? "?" : "&") + kv;
 }
 
+// The durability verdict the server's settings call for, read here apart
+// from the doctor: kFail when an acquire's commit may not survive a crash.
+// (The test servers run without fsync unless SQLGUARD_DURABLE=1.)
+CheckStatus expected_durability(sqlguard::Connection& c) {
+  if (ctx().is_sqlite()) return CheckStatus::kOk;  // sqlguard opens files with synchronous=NORMAL
+  auto value = [&](const std::string& sql) { return c.execute(sql).rows.at(0)[0].as_string(); };
+  if (ctx().is(sqlguard::DialectKind::kPostgresql)) {
+    auto setting = [&](const char* name) { return value(std::string("SELECT current_setting('") + name + "')"); };
+    if (setting("fsync") == "off" || setting("synchronous_commit") == "off") return CheckStatus::kFail;
+    return setting("full_page_writes") == "off" ? CheckStatus::kWarn : CheckStatus::kOk;
+  }
+  // The test server is not a Galera node and runs without a binary log.
+  return value("SELECT CAST(@@GLOBAL.innodb_flush_log_at_trx_commit AS CHAR)") == "1" ? CheckStatus::kOk
+                                                                                        : CheckStatus::kFail;
+}
+
+// Server-wide durability settings of the test server, changed for one test
+// and put back (ALTER SYSTEM / SET GLOBAL; the test user is a superuser).
+class DurabilitySettings {
+ public:
+  DurabilitySettings() : admin_(sqlguard::make_connection(ctx().uri)) {
+    if (is_pg())
+      for (const char* n : {"fsync", "synchronous_commit", "full_page_writes"}) saved_[n] = read(n);
+    else
+      saved_["innodb_flush_log_at_trx_commit"] = read("innodb_flush_log_at_trx_commit");
+  }
+  ~DurabilitySettings() {
+    try {
+      if (is_pg()) {
+        for (const auto& [n, v] : saved_) admin_->execute_script("ALTER SYSTEM RESET " + n);
+        reload_until(saved_);
+      } else {
+        set(saved_);
+      }
+    } catch (const std::exception& e) {
+      WARN("could not restore the test server's settings: " << e.what());
+    }
+  }
+  void set(const std::map<std::string, std::string>& values) {
+    for (const auto& [n, v] : values)
+      admin_->execute_script(is_pg() ? "ALTER SYSTEM SET " + n + " = '" + v + "'" : "SET GLOBAL " + n + " = " + v);
+    if (is_pg()) reload_until(values);
+  }
+
+ private:
+  static bool is_pg() { return ctx().is(sqlguard::DialectKind::kPostgresql); }
+  std::string read(const std::string& name) {
+    return admin_->execute(is_pg() ? "SELECT current_setting('" + name + "')" : "SELECT CAST(@@GLOBAL." + name + " AS CHAR)")
+        .rows.at(0)[0].as_string();
+  }
+  // pg_reload_conf() only signals: wait until a new session sees the values.
+  void reload_until(const std::map<std::string, std::string>& values) {
+    admin_->execute("SELECT pg_reload_conf()");
+    for (int i = 0; i < 100; ++i) {
+      auto fresh = sqlguard::make_connection(ctx().uri);
+      bool all = true;
+      for (const auto& [n, v] : values)
+        all = all && fresh->execute("SELECT current_setting('" + n + "')").rows.at(0)[0].as_string() == v;
+      if (all) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    FAIL("the server did not take the new settings within 10 s");
+  }
+  std::unique_ptr<sqlguard::Connection> admin_;
+  std::map<std::string, std::string> saved_;
+};
+
 }  // namespace
 
 TEST_CASE("doctor passes on the migrated test database and names every check once", "[doctor]") {
@@ -59,12 +126,17 @@ TEST_CASE("doctor passes on the migrated test database and names every check onc
   CHECK(m["migrations"].status == CheckStatus::kOk);
   CHECK(m["clock"].status == CheckStatus::kOk);
   CHECK(m["clock"].detail.find("database clock") != std::string::npos);
-  for (const auto& r : rs) CHECK(r.status != CheckStatus::kFail);
+  REQUIRE(m.count("durability") == 1);
+  auto conn = sqlguard::make_connection(ctx().uri);
+  CHECK(m["durability"].status == expected_durability(*conn));
+  for (const auto& r : rs)
+    if (r.check != "durability") CHECK(r.status != CheckStatus::kFail);
   if (ctx().is_sqlite()) {
     CHECK(m["journal_mode"].status == CheckStatus::kOk);
     CHECK(m["filesystem"].status == CheckStatus::kOk);
-    CHECK(m.count("synchronous") == 1);
+    CHECK(m.count("engine") == 0);
   } else {
+    CHECK(m["engine"].status == CheckStatus::kOk);
     CHECK(m["server_version"].status == CheckStatus::kOk);
     CHECK(m.count("isolation") == 1);
     CHECK(m.count("timeouts") == 1);
@@ -94,17 +166,22 @@ TEST_CASE("doctor reports missing sqlguard tables as a warning and an unreachabl
   }
 }
 
-TEST_CASE("sqlguard doctor prints one JSON object per check and exits 0 without a failed check", "[doctor][cli]") {
+TEST_CASE("sqlguard doctor prints one JSON object per check and exits 1 only on a failed check", "[doctor][cli]") {
   std::string out;
   int rc = sgtest::run_process({sgtest::cli_path(), "doctor", "--db", ctx().uri, "--json"}, &out);
   INFO(out);
-  CHECK(rc == 0);
+  auto conn = sqlguard::make_connection(ctx().uri);
+  const bool durable = expected_durability(*conn) != CheckStatus::kFail;
+  CHECK(rc == (durable ? 0 : 1));
   std::istringstream in(out);
   int lines = 0;
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line);
     CHECK(j.contains("check"));
-    CHECK((j["status"] == "ok" || j["status"] == "warn"));
+    if (j["check"] == "durability" && !durable)
+      CHECK(j["status"] == "fail");
+    else
+      CHECK((j["status"] == "ok" || j["status"] == "warn"));
     CHECK(j["detail"].is_string());
     ++lines;
   }
@@ -160,13 +237,18 @@ TEST_CASE("doctor behind PgBouncer: fails without pooler=transaction, passes wit
   auto w = by_check(with);
   CHECK(w["pooler"].status == CheckStatus::kOk);
   CHECK(w["pooler"].detail.find("pooler detected") != std::string::npos);
+  // The test server behind the pooler runs without fsync: durability is its
+  // own verdict (tested on direct connections), every other check passes.
   for (const auto& r : with)
-    if (r.check != "migrations") CHECK(r.status != CheckStatus::kFail);
-  // The CLI exits 1 on the failing verdict, 0 with the flag.
+    if (r.check != "migrations" && r.check != "durability") CHECK(r.status != CheckStatus::kFail);
+  // The CLI names the pooler failure without the flag, not with it.
   std::string out;
   CHECK(sgtest::run_process({sgtest::cli_path(), "doctor", "--db", uri}, &out) == 1);
   CHECK(out.find("fail  pooler") != std::string::npos);
-  CHECK(sgtest::run_process({sgtest::cli_path(), "doctor", "--db", with_query(uri, "pooler=transaction")}, &out) == 0);
+  sgtest::run_process({sgtest::cli_path(), "doctor", "--db", with_query(uri, "pooler=transaction")}, &out);
+  INFO(out);
+  CHECK(out.find("ok    pooler") != std::string::npos);
+  CHECK(out.find("fail  pooler") == std::string::npos);
 }
 
 TEST_CASE("connecting through PgBouncer without ?pooler= is refused with an error naming ?pooler=transaction",
@@ -286,4 +368,58 @@ TEST_CASE("on a database whose default isolation is serializable, sqlguard's sta
   auto rs = by_check(sqlguard::check_environment(uri));
   CHECK(rs["isolation"].status == CheckStatus::kOk);
   CHECK(rs["isolation"].detail.find("serializable") != std::string::npos);
+}
+
+TEST_CASE("doctor fails a server whose commits may not survive a crash, and passes it once durable",
+          "[doctor][durability]") {
+  auto durability = [](sqlguard::Connection& c) { return by_check(sqlguard::check_environment(c, ctx().uri))["durability"]; };
+  if (ctx().is_sqlite()) {
+    auto c = sqlguard::make_connection(ctx().uri);
+    CHECK(durability(*c).status == CheckStatus::kOk);  // NORMAL, sqlguard's default
+    c->execute_script("PRAGMA synchronous = FULL");
+    CHECK(durability(*c).status == CheckStatus::kOk);
+    c->execute_script("PRAGMA synchronous = OFF");
+    auto d = durability(*c);
+    INFO(d.detail);
+    CHECK(d.status == CheckStatus::kFail);
+    CHECK(d.detail.find("synchronous=OFF") != std::string::npos);
+    return;
+  }
+  if (ctx().pooler) {
+    SUCCEED("server-wide settings: changed and checked on the direct connection's run");
+    return;
+  }
+  DurabilitySettings settings;
+  auto verdict = [&](const std::string& name, CheckStatus want) {
+    auto c = sqlguard::make_connection(ctx().uri);
+    auto d = durability(*c);
+    INFO(d.detail);
+    CHECK(d.status == want);
+    if (!name.empty()) CHECK(d.detail.find("with " + name) != std::string::npos);
+    return d;
+  };
+  std::string out;
+  if (ctx().is(sqlguard::DialectKind::kPostgresql)) {
+    settings.set({{"fsync", "on"}, {"synchronous_commit", "on"}, {"full_page_writes", "on"}});
+    verdict("", CheckStatus::kOk);
+    CHECK(sgtest::run_process({sgtest::cli_path(), "doctor", "--db", ctx().uri}, &out) == 0);
+    settings.set({{"full_page_writes", "off"}});
+    verdict("full_page_writes=off", CheckStatus::kWarn);
+    settings.set({{"full_page_writes", "on"}, {"synchronous_commit", "off"}});
+    verdict("synchronous_commit=off", CheckStatus::kFail);
+    settings.set({{"synchronous_commit", "on"}, {"fsync", "off"}});
+    verdict("fsync=off", CheckStatus::kFail);
+  } else {
+    settings.set({{"innodb_flush_log_at_trx_commit", "1"}});
+    verdict("", CheckStatus::kOk);
+    CHECK(sgtest::run_process({sgtest::cli_path(), "doctor", "--db", ctx().uri}, &out) == 0);
+    for (const char* lazy : {"0", "2"}) {
+      settings.set({{"innodb_flush_log_at_trx_commit", lazy}});
+      auto d = verdict("", CheckStatus::kFail);
+      CHECK(d.detail.find(std::string("innodb_flush_log_at_trx_commit=") + lazy) != std::string::npos);
+    }
+  }
+  INFO(out);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "doctor", "--db", ctx().uri}, &out) == 1);
+  CHECK(out.find("fail  durability") != std::string::npos);
 }

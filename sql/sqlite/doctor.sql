@@ -15,3 +15,6 @@ UNION ALL SELECT 'file', file FROM pragma_database_list WHERE name = 'main';
 
 -- name: doctor_backend_pid
 -- not needed: no server, no pooler
+
+-- name: doctor_engine
+-- not needed: an embedded library, not a server that could be another engine

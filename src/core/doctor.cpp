@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/catalog.h"
+#include "core/engines.h"
 #include "core/uri.h"
 #include "dialect/dialect.h"
 #include "dialect/registry.h"
@@ -62,6 +63,24 @@ std::string doctor_ms(const std::string& ms_text) {
   if (ms == 0) return "0 (off)";
   if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
   return std::to_string(ms) + " ms";
+}
+
+void engine_check(DoctorContext& ctx) {
+  ctx.check("engine", [&] {
+    static constexpr Column kVersion = column(Sql::doctor_engine, "version");
+    static constexpr Column kDetail = column(Sql::doctor_engine, "detail");
+    const Row row = run(ctx.conn, Sql::doctor_engine).rows.at(0);
+    const std::string version = cell(row, kVersion).as_string();
+    const std::string detail = cell(row, kDetail).is_null() ? std::string() : cell(row, kDetail).as_string();
+    const std::string dialect(ctx.conn.dialect().name());
+    if (auto found = detect_distributed_engine(dialect, version + " " + detail)) {
+      ctx.fail("engine", found->engine + " (" + found->version + ") speaks the " + dialect +
+                             " protocol but breaks sqlguard's guarantees: " + found->reasons +
+                             " sqlguard does not support it; see docs/distributed-sql.md");
+      return;
+    }
+    ctx.ok("engine", version + " (not a distributed SQL engine sqlguard knows to break its guarantees)");
+  });
 }
 
 namespace {

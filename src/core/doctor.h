@@ -65,6 +65,11 @@ class DoctorContext {
 // A dialect's own checks (DialectEntry::doctor).
 using DoctorChecks = void (*)(DoctorContext&);
 
+// The `engine` check of a server dialect (its doctor_engine statement): fails
+// naming a distributed SQL engine that speaks the dialect's protocol but
+// breaks sqlguard's guarantees (core/engines.h), ok otherwise. Run it first.
+void engine_check(DoctorContext& ctx);
+
 // "12 ms", "1.5 s", "0 (off)": a millisecond setting for a detail line.
 std::string doctor_ms(const std::string& ms_text);
 

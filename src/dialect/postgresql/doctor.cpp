@@ -1,7 +1,8 @@
 // PostgreSQL checks of check_environment() (framework: core/doctor.h; SQL:
 // sql/postgresql/doctor.sql): server version, primary or standby,
 // replication and synchronous commit, a transaction pooler in the path,
-// default isolation, lock/statement timeouts.
+// durability, default isolation, lock/statement timeouts; first, whether it
+// is PostgreSQL at all (core/engines.h).
 #include <cstdlib>
 #include <set>
 
@@ -164,6 +165,32 @@ void isolation(DoctorContext& ctx) {
   }
 }
 
+// What a commit survives. sqlguard's acquires and fences must survive a crash
+// of the server (or its machine): otherwise the restarted server grants a
+// lease a live client still holds and issues a fence a second time.
+void durability(DoctorContext& ctx) {
+  const std::string fsync = ctx.setting("fsync"), sc = ctx.setting("synchronous_commit"),
+                    fpw = ctx.setting("full_page_writes");
+  const std::string text = "fsync=" + fsync + ", synchronous_commit=" + sc + ", full_page_writes=" + fpw;
+  if (fsync == "off") {
+    ctx.fail("durability", text + ": with fsync=off a crash of the machine (power loss, kernel panic) can corrupt "
+                                  "the database and lose committed leases and fences, so a fence is issued twice; "
+                                  "set fsync=on");
+  } else if (sc == "off") {
+    ctx.fail("durability", text + ": with synchronous_commit=off a server crash loses the last commits (up to "
+                                  "3 x wal_writer_delay), among them acquired leases and issued fences: the "
+                                  "restarted server grants a lease its holder still uses and issues a fence twice; "
+                                  "set synchronous_commit=on (sqlguard relaxes it itself only for a release, whose "
+                                  "loss just leaves the lease to expire)");
+  } else if (fpw == "off") {
+    ctx.warn("durability", text + ": with full_page_writes=off a power loss can leave torn pages that corrupt "
+                                  "the database, unless the filesystem writes pages atomically (e.g. ZFS); set "
+                                  "full_page_writes=on otherwise");
+  } else {
+    ctx.ok("durability", text + " (an acquire's commit survives a crash; releases skip the WAL flush by design)");
+  }
+}
+
 void timeouts(DoctorContext& ctx) {
   std::string st = ctx.setting("statement_timeout", "0"), lt = ctx.setting("lock_timeout", "0"),
               it = ctx.setting("idle_in_transaction_session_timeout", "0");
@@ -180,10 +207,12 @@ void timeouts(DoctorContext& ctx) {
 }  // namespace
 
 void postgresql_doctor(DoctorContext& ctx) {
+  engine_check(ctx);
   ctx.check("server_version", [&] { server_version(ctx); });
   ctx.check("primary", [&] { primary(ctx); });
   ctx.check("replication", [&] { replication(ctx); });
   ctx.check("pooler", [&] { pooler(ctx); });
+  ctx.check("durability", [&] { durability(ctx); });
   ctx.check("isolation", [&] { isolation(ctx); });
   ctx.check("timeouts", [&] { timeouts(ctx); });
 }

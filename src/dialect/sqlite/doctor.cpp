@@ -1,5 +1,5 @@
 // SQLite checks of check_environment() (framework: core/doctor.h; SQL:
-// sql/sqlite/doctor.sql): journal mode, synchronous level, and whether the
+// sql/sqlite/doctor.sql): journal mode, durability (synchronous level), and whether the
 // file is on a local filesystem (WAL's shared memory needs one host).
 #include <sys/vfs.h>
 
@@ -22,16 +22,20 @@ void journal_mode(DoctorContext& ctx) {
                              "program may have changed it back (readers then block the writer)");
 }
 
-void synchronous(DoctorContext& ctx) {
+// What a commit survives (see the PostgreSQL check). The processes sharing
+// the file share its machine, so a power loss also ends every holder; what
+// is lost then is a fence another system may already have seen.
+void durability(DoctorContext& ctx) {
   std::string s = ctx.setting("synchronous");
   if (s == "0")
-    ctx.warn("synchronous", "synchronous=OFF: a power loss can lose committed leases and fences (a fence "
-                            "issued twice); use NORMAL or FULL");
+    ctx.fail("durability", "synchronous=OFF: a crash of the machine (power loss, kernel panic) can corrupt the file "
+                           "and lose committed leases and fences, so a fence is issued twice; use NORMAL or FULL");
   else if (s == "1")
-    ctx.ok("synchronous", "synchronous=NORMAL (WAL: durable across crashes of the process; a power loss can roll "
-                          "back the last commits)");
+    ctx.ok("durability", "synchronous=NORMAL (WAL: durable across crashes of the process; a power loss can roll "
+                         "back the last commits, and a fence seen outside the machine may then be issued again: "
+                         "use FULL where that matters)");
   else
-    ctx.ok("synchronous", "synchronous=" + std::string(s == "2" ? "FULL" : s == "3" ? "EXTRA" : s));
+    ctx.ok("durability", "synchronous=" + std::string(s == "2" ? "FULL" : s == "3" ? "EXTRA" : s));
 }
 
 // Network filesystems break WAL (shared memory, POSIX locks between hosts).
@@ -66,7 +70,7 @@ void filesystem(DoctorContext& ctx) {
 
 void sqlite_doctor(DoctorContext& ctx) {
   ctx.check("journal_mode", [&] { journal_mode(ctx); });
-  ctx.check("synchronous", [&] { synchronous(ctx); });
+  ctx.check("durability", [&] { durability(ctx); });
   ctx.check("filesystem", [&] { filesystem(ctx); });
 }
 

@@ -172,23 +172,23 @@ void durability(DoctorContext& ctx) {
   const std::string fsync = ctx.setting("fsync"), sc = ctx.setting("synchronous_commit"),
                     fpw = ctx.setting("full_page_writes");
   const std::string text = "fsync=" + fsync + ", synchronous_commit=" + sc + ", full_page_writes=" + fpw;
-  if (fsync == "off") {
-    ctx.fail("durability", text + ": with fsync=off a crash of the machine (power loss, kernel panic) can corrupt "
-                                  "the database and lose committed leases and fences, so a fence is issued twice; "
-                                  "set fsync=on");
-  } else if (sc == "off") {
-    ctx.fail("durability", text + ": with synchronous_commit=off a server crash loses the last commits (up to "
-                                  "3 x wal_writer_delay), among them acquired leases and issued fences: the "
-                                  "restarted server grants a lease its holder still uses and issues a fence twice; "
-                                  "set synchronous_commit=on (sqlguard relaxes it itself only for a release, whose "
-                                  "loss just leaves the lease to expire)");
-  } else if (fpw == "off") {
-    ctx.warn("durability", text + ": with full_page_writes=off a power loss can leave torn pages that corrupt "
-                                  "the database, unless the filesystem writes pages atomically (e.g. ZFS); set "
+  std::string fails;
+  if (fsync == "off")
+    fails += "; with fsync=off a crash of the machine (power loss, kernel panic) can corrupt the database and "
+             "lose committed leases and fences, so a fence is issued twice: set fsync=on";
+  if (sc == "off")
+    fails += "; with synchronous_commit=off a server crash loses the last commits (up to 3 x wal_writer_delay), "
+             "among them acquired leases and issued fences: the restarted server grants a lease its holder still "
+             "uses and issues a fence twice: set synchronous_commit=on (sqlguard relaxes it itself only for a "
+             "release, whose loss just leaves the lease to expire)";
+  if (!fails.empty())
+    ctx.fail("durability", text + fails);
+  else if (fpw == "off")
+    ctx.warn("durability", text + "; with full_page_writes=off a power loss can leave torn pages that corrupt "
+                                  "the database, unless the filesystem writes pages atomically (e.g. ZFS): set "
                                   "full_page_writes=on otherwise");
-  } else {
+  else
     ctx.ok("durability", text + " (an acquire's commit survives a crash; releases skip the WAL flush by design)");
-  }
 }
 
 void timeouts(DoctorContext& ctx) {

@@ -33,9 +33,9 @@ constexpr std::array<Engine, 5> kEngines{{
      "the version."},
     {"postgresql", "citus", "Citus",
      "Sequences used from worker nodes hand out per-node ranges, so fencing tokens are not increasing across "
-     "nodes; SELECT ... FOR UPDATE on a distributed table works only in single-shard queries."},
+     "nodes; row-locking reads of a distributed table work only in single-shard queries."},
     {"mysql", "tidb", "TiDB",
-     "It accepts SKIP LOCKED and ignores it, and in optimistic transactions FOR UPDATE locks nothing until "
+     "It accepts SKIP LOCKED and ignores it, and in optimistic transactions a locking read locks nothing until "
      "commit; AUTO_INCREMENT values and sequences are allocated in per-node batches, so fencing tokens are "
      "not increasing across nodes."},
     {"mysql", "vitess", "Vitess",

@@ -4,9 +4,9 @@
 // (lease-hot, handoff); these tests assert the behaviour behind it.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <mutex>

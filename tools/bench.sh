@@ -20,7 +20,7 @@
 # <dialect>.svg, <dialect>.txt (stderr/notes), settings.txt (run_id, machine,
 # durability settings).
 # Default matrix: 9 ops x clients 1,4,16, 2 s per cell and path, plus the
-# comparators' lease cells and the durable-release pass: about 12 min.
+# comparators' lease cells and the durable-release pass: about 10 min.
 #
 # Environment:
 #   SQLGUARD_BIN            the sqlguard binary (default: build/tools/sqlguard)

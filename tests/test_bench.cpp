@@ -48,7 +48,7 @@ TEST_CASE("every bench op runs on both paths without an error", "[bench][cli]") 
   // Behind a transaction pooler only the sqlguard path: the raw baseline
   // prepares named statements, which such a pooler cannot keep per client.
   std::vector<std::string> argv = {sgtest::cli_path(), "--db", ctx().uri, "--json", "bench", "--clients", "2",
-                                   "--duration", "150ms", "--warmup", "30ms"};
+                                   "--duration", "300ms", "--warmup", "50ms"};
   if (ctx().pooler) argv.push_back("--no-raw");
   std::string out;
   int rc = sgtest::run_process(argv, &out);
@@ -64,15 +64,33 @@ TEST_CASE("every bench op runs on both paths without an error", "[bench][cli]") 
     CHECK(field(line, "errors") == "0");
     const auto raw_errors = field(line, "raw_errors");
     CHECK((raw_errors.empty() || raw_errors == "0"));
+    const auto op = field(line, "op");
     // A hand-off needs a waiter to win within the short window (behind a
     // pooler waiters poll): its count may be 0; every other op must run.
-    if (field(line, "op") != "\"handoff\"") {
+    if (op != "\"handoff\"") {
       CHECK(std::stod(field(line, "ops_per_s")) > 0);
     } else {
-      // The ceiling's acquire + release, measured by one client alone in the
-      // hand-off rhythm just before the cell; the efficiency comes from it.
-      CHECK(std::stod(field(line, "cycle_ms")) > 0);
+      // The ceiling's parts, measured by one client alone in the hand-off
+      // rhythm just before the cell; the efficiency comes from their sum.
+      for (const char* k : {"ceiling_release_ms", "ceiling_wakeup_ms", "ceiling_acquire_ms"})
+        CHECK(std::stod(field(line, k)) > 0);
+      CHECK(std::stod(field(line, "ceiling_per_s")) > 0);
       CHECK(!field(line, "handoff_efficiency").empty());
+    }
+    // Contended cells say how the acquisitions were shared and how long they waited.
+    if (op == "\"lease-hot\"" || op == "\"handoff\"") {
+      for (const char* k : {"per_client_min", "per_client_max", "jain_index", "wait_p50_ms", "wait_p99_ms",
+                            "wait_max_ms", "timeouts"})
+        CHECK(!field(line, k).empty());
+      CHECK(std::stod(field(line, "wait_max_ms")) >= std::stod(field(line, "wait_p99_ms")));
+    }
+    // Lease cells state what a cycle waits for on this server.
+    if (op == "\"lease-distinct\"" || op == "\"lease-hot\"" || op == "\"handoff\"") {
+      const std::string server = ctx().is(sqlguard::DialectKind::kMysql)        ? "MariaDB"
+                                 : ctx().is(sqlguard::DialectKind::kPostgresql) ? "PostgreSQL"
+                                                                               : "SQLite";
+      CHECK(field(line, "durability").rfind("\"" + server + " ", 0) == 0);
+      CHECK(!field(line, "flushes_per_cycle").empty());
     }
   }
   CHECK(cells == 9);  // every op once at 2 clients (handoff included)
@@ -105,4 +123,17 @@ TEST_CASE("bench --emit-sql prints the statements of each op", "[bench][cli]") {
   // table versioned (the one version rule, version_cas.h).
   CHECK((out.find("-- guarded_update (sql/" + ctx().name + "/strategies.sql)") != std::string::npos ||
          out.find("-- guarded_update_versioned (sql/" + ctx().name + "/strategies.sql)") != std::string::npos));
+}
+
+TEST_CASE("bench --durable-release releases with the flushed statement where the dialect has one", "[bench][cli]") {
+  std::string out;
+  REQUIRE(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--emit-sql", "--durable-release",
+                               "--ops", "lease-distinct"},
+                              &out) == 0);
+  INFO(out);
+  // PostgreSQL's plain release skips the WAL flush; the durable one is its own
+  // catalog entry. The other dialects' release is durable as it is.
+  const bool pg = ctx().is(sqlguard::DialectKind::kPostgresql);
+  CHECK((out.find("-- lease_release_flushed (sql/") != std::string::npos) == pg);
+  CHECK((out.find("-- lease_release (sql/") != std::string::npos) == !pg);
 }

@@ -4,8 +4,9 @@
 // (lease-hot, handoff); these tests assert the behaviour behind it.
 #include <catch2/catch.hpp>
 
-#include <chrono>
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -115,7 +116,8 @@ std::int64_t pg_wal_writes_after_close(std::unique_ptr<Connection> conn, Connect
 }
 }  // namespace
 
-TEST_CASE("on PostgreSQL a release on its own does not wait for a WAL flush; an acquire does", "[lease][contention]") {
+TEST_CASE("on PostgreSQL a release on its own does not wait for a WAL flush unless asked to be durable; an acquire does",
+          "[lease][contention]") {
   if (!ctx().is(DialectKind::kPostgresql)) {
     SUCCEED("synchronous_commit is PostgreSQL's (MariaDB's flush is server-wide, SQLite runs synchronous=NORMAL)");
     return;
@@ -130,7 +132,7 @@ TEST_CASE("on PostgreSQL a release on its own does not wait for a WAL flush; an 
   auto stats = ctx().connect();
   const auto name = ctx().unique("relflush");
   constexpr int kCycles = 100;
-  auto cycles = [&](bool old_release) {
+  auto cycles = [&](ReleaseCommit commit) {
     auto c = ctx().connect();
     c->execute("SET synchronous_commit = on");  // the test server runs with it off
     const auto before = pg_wal_writes_after_close(ctx().connect(), *stats);
@@ -138,23 +140,14 @@ TEST_CASE("on PostgreSQL a release on its own does not wait for a WAL flush; an 
       const auto owner = "relflush-" + std::to_string(i);
       auto got = acquire_lease(*c, name, owner, 30s);
       REQUIRE(got.acquired);
-      if (old_release) {
-        // Negative control: the same release without set_config.
-        auto r = c->execute(
-            "UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT "
-            "WHERE name = ? AND owner = ? AND fence = ?",
-            {name, owner, got.fence});
-        REQUIRE(r.affected == 1);
-      } else {
-        REQUIRE(release_lease(*c, name, owner, got.fence));
-      }
+      REQUIRE(release_lease(*c, name, owner, got.fence, commit));
     }
     return pg_wal_writes_after_close(std::move(c), *stats) - before;
   };
-  const auto with_async_release = cycles(false);
-  const auto with_durable_release = cycles(true);
+  const auto with_async_release = cycles(ReleaseCommit::kCoveredByNextAcquire);
+  const auto with_durable_release = cycles(ReleaseCommit::kDurable);
   INFO("WAL writes for " << kCycles << " cycles: " << with_async_release << " (release as shipped), "
-                         << with_durable_release << " (durable release)");
+                         << with_durable_release << " (ReleaseCommit::kDurable)");
   CHECK(with_durable_release >= 2 * kCycles);  // one flush per acquire and one per release
   CHECK(with_async_release < kCycles + kCycles / 2);  // acquires only, plus background writes
 
@@ -167,6 +160,18 @@ TEST_CASE("on PostgreSQL a release on its own does not wait for a WAL flush; an 
   REQUIRE(lock.release());
   CHECK(c->execute("SELECT current_setting('synchronous_commit')").rows.at(0)[0].as_string() == "on");
   c->commit();
+
+  // A LeaseLock asked for durable releases sends the flushed form.
+  std::vector<std::string> sent;
+  c->set_statement_observer([&](const StatementEvent& e) { sent.emplace_back(e.catalog_name); });
+  LeaseOptions durable;
+  durable.release_commit = ReleaseCommit::kDurable;
+  LeaseLock dlock(*c, name, durable);
+  REQUIRE(dlock.try_acquire());
+  REQUIRE(dlock.release());
+  c->set_statement_observer({});
+  CHECK(std::find(sent.begin(), sent.end(), "lease_release_flushed") != sent.end());
+  CHECK(std::find(sent.begin(), sent.end(), "lease_release") == sent.end());
 }
 
 TEST_CASE("a lock cycle costs the fewest round trips: take-over and fence in one statement on every dialect",

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Runs the full `sqlguard bench` matrix on SQLite, PostgreSQL and MariaDB with
 # DURABLE settings, on throwaway servers of its own (never the test servers),
-# plus a throwaway Redis for the --redis comparator when available.
+# plus a throwaway Redis (--redis) and a one-node etcd 3.4 (--etcd, default
+# fsync) as comparators beside every dialect, and a second PostgreSQL pass of
+# the lease ops with --durable-release (2 WAL flushes per cycle instead of 1).
 #
 # Usage: tools/bench.sh [--scale] [--quick] [--publish]
 #   --scale   also run the 1M-row scale checks (adds minutes per dialect)
 #   --quick   0.5s cells (a smoke run, numbers not for publishing)
-#   --publish copy the results into docs/bench/ and rewrite the tables of
-#             docs/benchmarks.md from them (tools/bench_tables.py)
-# Every run also writes <out>/benchmarks.md: docs/benchmarks.md with its
-# tables rewritten from this run's JSON (no table is typed by hand).
+#   --publish replace docs/bench/'s run with this one and rewrite the tables of
+#             docs/benchmarks.md and docs/bench.md from it
+#             (tools/bench_tables.py). Needs both comparators: a missing
+#             redis-server or etcd is then an error, not a skipped comparator.
+# Every run also writes <out>/benchmarks.md and <out>/bench.md: the docs with
+# their tables rewritten from this run's JSON (no table is typed by hand).
 #
-# Output: bench-results/<dialect>.json (one JSON object per line), <dialect>.svg,
-# <dialect>.txt (stderr/notes), settings.txt (machine + durability settings).
-# Default matrix: 9 ops x clients 1,4,16, 2 s per cell and path: about 6-7 min.
+# Output: bench-results/<dialect>.json (one JSON object per line, every cell
+# tagged with this run's run_id), postgresql-durable-release.json,
+# <dialect>.svg, <dialect>.txt (stderr/notes), settings.txt (run_id, machine,
+# durability settings).
+# Default matrix: 9 ops x clients 1,4,16, 2 s per cell and path, plus the
+# comparators' lease cells and the durable-release pass: about 10 min.
 #
 # Environment:
 #   SQLGUARD_BIN            the sqlguard binary (default: build/tools/sqlguard)
@@ -25,6 +32,7 @@
 #   SQLGUARD_PG_PORT / SQLGUARD_MARIADB_PORT / SQLGUARD_SERVERS_DIR
 #                           bench servers (default 56432 / 56306 / /tmp/sqlguard-bench-servers)
 #   BENCH_REDIS_PORT        throwaway redis-server port (default 56379; "off" to skip)
+#   BENCH_ETCD_PORT         throwaway etcd client port (default 56479, peer +1; "off" to skip)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,6 +58,8 @@ bin=${SQLGUARD_BIN:-$root/build/tools/sqlguard}
 out=${BENCH_OUT:-$root/bench-results}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# An earlier run's files would mix runs in this run's tables.
+rm -f "$out"/{sqlite,postgresql,mysql,postgresql-durable-release}.{json,svg,txt}
 clients=${BENCH_CLIENTS:-1,4,16}
 ops=${BENCH_OPS:-all}
 warmup=${BENCH_WARMUP:-300ms}
@@ -60,17 +70,25 @@ export SQLGUARD_MARIADB_PORT=${SQLGUARD_MARIADB_PORT:-56306}
 export SQLGUARD_SERVERS_DIR=${SQLGUARD_SERVERS_DIR:-/tmp/sqlguard-bench-servers}
 export SQLGUARD_DURABLE=1
 redis_port=${BENCH_REDIS_PORT:-56379}
+etcd_port=${BENCH_ETCD_PORT:-56479}
+run_id=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 need_servers=0
 [[ " $dialects " == *" postgresql "* || " $dialects " == *" mysql "* ]] && need_servers=1
 
 started_servers=0
 redis_pidfile=""
+etcd_started=0
+etcd_env() { SQLGUARD_SERVERS_DIR=$out SQLGUARD_ETCD_PORT=$etcd_port "$here/etcdserver.sh" "$@"; }
 cleanup() {
   local rc=$?
   if [[ -n "$redis_pidfile" && -f "$redis_pidfile" ]]; then
     kill "$(cat "$redis_pidfile")" 2>/dev/null || true
     rm -f "$redis_pidfile"
+  fi
+  if (( etcd_started )); then
+    etcd_env stop --purge >&2 || true
+    rm -rf "$out/etcd"
   fi
   if (( started_servers )); then
     log "stopping the bench servers"
@@ -95,8 +113,9 @@ fi
 
 redis_arg=()
 if [[ "$redis_port" != off ]] && command -v redis-server >/dev/null 2>&1 \
-   && ! "$bin" bench --help 2>&1 | grep -q 'not compiled in'; then
+   && ! "$bin" bench --help 2>&1 | grep -q -- '--redis.*not compiled in'; then
   if ss -ltn 2>/dev/null | grep -q ":$redis_port "; then
+    (( publish )) && die "--publish needs the Redis comparator, but port $redis_port is busy (set BENCH_REDIS_PORT)"
     log "port $redis_port is busy: skipping the Redis comparator"
   else
     redis_pidfile=$out/.redis.pid
@@ -112,11 +131,28 @@ if [[ "$redis_port" != off ]] && command -v redis-server >/dev/null 2>&1 \
     log "Redis comparator on 127.0.0.1:$redis_port (appendfsync always)"
   fi
 else
+  (( publish )) && die "--publish needs the Redis comparator: no redis-server, or sqlguard built without hiredis"
   log "Redis comparator off (no redis-server, or sqlguard built without hiredis)"
+fi
+(( publish )) && [[ "$redis_port" == off ]] && die "--publish needs the Redis comparator (BENCH_REDIS_PORT=off)"
+
+etcd_arg=()
+if [[ "$etcd_port" != off ]] && command -v etcd >/dev/null 2>&1 \
+   && ! "$bin" bench --help 2>&1 | grep -q -- '--etcd.*not compiled in'; then
+  # A throwaway one-node etcd with its own data dir under $out (purged on exit).
+  etcd_env stop --purge >/dev/null 2>&1 || true
+  etcd_env start >&2 || die "etcd did not start on 127.0.0.1:$etcd_port (see $out/etcd/etcd.log)"
+  etcd_started=1
+  etcd_arg=(--etcd "127.0.0.1:$etcd_port")
+  log "etcd comparator on 127.0.0.1:$etcd_port (one node, default fsync)"
+else
+  (( publish )) && die "--publish needs the etcd comparator: no etcd (etcd-server), sqlguard built without cpp-httplib, or BENCH_ETCD_PORT=off"
+  log "etcd comparator off (no etcd, or sqlguard built without cpp-httplib)"
 fi
 
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "run_id: $run_id"
+  echo "date: $run_id"
   echo "host: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {print int($2/1024) " MB"}' /proc/meminfo)"
   echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -125,6 +161,8 @@ fi
   echo "postgresql: fsync=on synchronous_commit=on full_page_writes=on (SQLGUARD_DURABLE=1)"
   echo "mariadb: innodb_flush_log_at_trx_commit=1 (SQLGUARD_DURABLE=1), binlog off"
   if [[ ${#redis_arg[@]} -gt 0 ]]; then echo "redis: $(redis-server --version | cut -d' ' -f3), appendonly yes, appendfsync always"; fi
+  if [[ ${#etcd_arg[@]} -gt 0 ]]; then echo "etcd: $(etcd --version | awk '/etcd Version/ {print $3}'), one node on loopback, default settings (raft log fsynced per entry)"; fi
+  echo "release: sqlguard's default (PostgreSQL: the release commits without waiting for its WAL flush); PostgreSQL's lease ops again with --durable-release"
 } > "$out/settings.txt"
 
 extra=()
@@ -137,14 +175,25 @@ for d in $dialects; do
     mysql) uri=${SQLGUARD_TEST_MYSQL_URI:?} ;;
     *) die "unknown dialect '$d' in BENCH_DIALECTS" ;;
   esac
-  # Redis runs beside every dialect (same run, same client counts): the lease
-  # cells report vs_redis.
-  r=("${redis_arg[@]}")
+  # The comparators run beside every dialect (same invocation, same client
+  # counts): the lease cells report vs_redis and vs_etcd.
   log "$d: running (${duration} cells) ..."
-  "$bin" --db "$uri" --json bench --ops "$ops" --clients "$clients" --duration "$duration" --warmup "$warmup" \
-    --plot "$out/$d.svg" "${r[@]}" "${extra[@]}" > "$out/$d.json" 2> "$out/$d.txt" \
-    || { cat "$out/$d.txt" >&2; die "$d bench failed"; }
+  "$bin" --db "$uri" --json bench --run-id "$run_id" --ops "$ops" --clients "$clients" --duration "$duration" \
+    --warmup "$warmup" --plot "$out/$d.svg" "${redis_arg[@]}" "${etcd_arg[@]}" "${extra[@]}" \
+    > "$out/$d.json" 2> "$out/$d.txt" || { cat "$out/$d.txt" >&2; die "$d bench failed"; }
   log "$d: done, $(wc -l < "$out/$d.json") cells -> $out/$d.json, $out/$d.svg"
+  if [[ "$d" == postgresql ]]; then
+    # The same lease cells with releases that wait for their WAL flush: the
+    # tables show both sides of "1 flush per cycle" against the comparators.
+    lease_ops=$(tr ',' '\n' <<<"$ops" | grep -xE 'all|lease-distinct|lease-hot|handoff' | paste -sd, || true)
+    [[ "$lease_ops" == *all* ]] && lease_ops=lease-distinct,lease-hot,handoff
+    if [[ -n "$lease_ops" ]]; then
+      log "$d: lease ops again with --durable-release ..."
+      "$bin" --db "$uri" --json bench --run-id "$run_id" --durable-release --ops "$lease_ops" --clients "$clients" \
+        --duration "$duration" --warmup "$warmup" > "$out/$d-durable-release.json" 2>> "$out/$d.txt" \
+        || { cat "$out/$d.txt" >&2; die "$d --durable-release bench failed"; }
+    fi
+  fi
 done
 [[ "$dialects" == *sqlite* ]] && rm -f "$out"/bench.db "$out"/bench.db-*
 rm -f "$out"/bench-redis.aof "$out"/appendonlydir -r 2>/dev/null || true
@@ -153,12 +202,16 @@ log "all done in $((SECONDS - t0)) s"
 
 # The tables, generated from this run's JSON.
 cp "$root/docs/benchmarks.md" "$out/benchmarks.md"
-python3 "$root/tools/bench_tables.py" "$out" --write "$out/benchmarks.md"
-log "tables from this run: $out/benchmarks.md"
+cp "$root/docs/bench.md" "$out/bench.md"
+python3 "$root/tools/bench_tables.py" "$out" --write "$out/benchmarks.md" "$out/bench.md"
+log "tables from this run: $out/benchmarks.md, $out/bench.md"
 if (( publish )); then
-  for d in $dialects; do cp "$out/$d.json" "$out/$d.svg" "$root/docs/bench/"; done
+  # Replace the published run as a whole: no table may mix runs.
+  rm -f "$root"/docs/bench/{sqlite,postgresql,mysql,postgresql-durable-release}.{json,svg}
+  for f in "$out"/{sqlite,postgresql,mysql,postgresql-durable-release}.{json,svg}; do
+    if [[ -f "$f" ]]; then cp "$f" "$root/docs/bench/"; fi
+  done
   cp "$out/settings.txt" "$root/docs/bench/settings.txt"
-  (( scale )) && [[ -f "$out/scale.json" ]] && cp "$out/scale.json" "$root/docs/bench/scale.json"
-  python3 "$root/tools/bench_tables.py" "$root/docs/bench" --write "$root/docs/benchmarks.md"
-  log "published into docs/bench/ and docs/benchmarks.md"
+  python3 "$root/tools/bench_tables.py" "$root/docs/bench" --write "$root/docs/benchmarks.md" "$root/docs/bench.md"
+  log "published into docs/bench/, docs/benchmarks.md and docs/bench.md"
 fi

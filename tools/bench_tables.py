@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Benchmark tables of docs/benchmarks.md, generated from the bench's JSON.
+"""Benchmark tables of docs/benchmarks.md and docs/bench.md, generated from the bench's JSON.
 
-    tools/bench_tables.py DIR --write FILE   rewrite every table region of FILE
-    tools/bench_tables.py DIR --check FILE   exit 1 when a region differs (ctest bench_tables)
+    tools/bench_tables.py DIR --write FILE...   rewrite every table region of each FILE
+    tools/bench_tables.py DIR --check FILE...   exit 1 when a region differs (ctest bench_tables)
 
-DIR holds what tools/bench.sh wrote: <dialect>.json (one JSON object per line,
-Redis cells of the same run included), settings.txt, optionally scale.json.
+DIR holds ONE run of tools/bench.sh: <dialect>.json (one JSON object per line,
+the comparators' cells of the same invocation included),
+postgresql-durable-release.json, settings.txt, optionally scale.json (the
+1 M-row checks of an earlier run, first line {"run": {...}} saying which).
+Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
-`<!-- /bench-table -->`; NAME is one of: run, main, redis, contention, scale.
-No number in those regions is typed by hand, so none can contradict the data.
+`<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff,
+comparators, scale, round-trips. Each table ends with the run it comes from
+(date, machine, matrix); durability is stated in the rows. No number in those
+regions is typed by hand, so none can contradict the data.
 """
 import json
 import os
@@ -16,6 +21,13 @@ import re
 import sys
 
 DIALECTS = [("sqlite", "SQLite"), ("postgresql", "PostgreSQL"), ("mysql", "MariaDB")]
+COMPARATORS = [("redis", "Redis"), ("etcd", "etcd")]
+DURABLE = "postgresql-durable-release"  # PostgreSQL's lease ops with --durable-release
+LEASE_OPS = ("lease-distinct", "lease-hot")
+
+
+class DataError(Exception):
+    pass
 
 
 def load(path):
@@ -30,11 +42,19 @@ def load(path):
 
 
 def n0(x):
-    return "{:,}".format(int(round(x)))
+    return "—" if x is None else "{:,}".format(int(round(x)))
 
 
 def n2(x):
     return "—" if x is None else "{:.2f}".format(x)
+
+
+def n3(x):
+    return "—" if x is None else "{:.3f}".format(x)
+
+
+def slash(*xs):
+    return " / ".join(xs)
 
 
 def cell(rows, dialect, op, clients):  # a cell of the normal matrix (not a --scale phase)
@@ -44,34 +64,67 @@ def cell(rows, dialect, op, clients):  # a cell of the normal matrix (not a --sc
     return None
 
 
-def table_run(d):
-    settings = {}
-    p = os.path.join(d, "settings.txt")
-    if os.path.exists(p):
-        for line in open(p):
-            if ":" in line:
-                k, v = line.split(":", 1)
-                settings[k.strip()] = v.strip()
-    keys = ["date", "host", "cpu", "matrix", "sqlite", "postgresql", "mariadb", "redis"]
-    return "\n".join("- {}: {}".format(k, settings[k]) for k in keys if k in settings)
+class Run:
+    """One tools/bench.sh run: its settings and every file's cells."""
+
+    def __init__(self, d):
+        self.dir = d
+        self.settings = {}
+        p = os.path.join(d, "settings.txt")
+        if os.path.exists(p):
+            for line in open(p):
+                if ":" in line:
+                    k, v = line.split(":", 1)
+                    self.settings[k.strip()] = v.strip()
+        self.files = {}
+        for name in [n for n, _ in DIALECTS] + [DURABLE]:
+            rows = load(os.path.join(d, name + ".json"))
+            if rows:
+                self.files[name] = rows
+        run_id = self.settings.get("run_id")
+        for name, rows in self.files.items():
+            for r in rows:
+                if r.get("run_id") != run_id:
+                    raise DataError("{}/{}.json has a cell of run {} but settings.txt is run {}: a table never mixes "
+                                    "runs (publish a whole tools/bench.sh run)".format(d, name, r.get("run_id"), run_id))
+        scale = load(os.path.join(d, "scale.json"))
+        self.scale_run = scale[0]["run"] if scale and "run" in scale[0] else None
+        self.scale_file = [r for r in scale if "run" not in r]
+
+    def rows(self, name):
+        return self.files.get(name, [])
+
+    def footer(self, names):
+        s = self.settings
+        files = ", ".join("{}.json".format(n) for n in names if n in self.files)
+        return "<sub>Run {} · {} · {} · {} · data: docs/bench/{}</sub>".format(
+            s.get("date", "of unknown date"), s.get("host", "unknown host"), s.get("cpu", "unknown cpu"),
+            s.get("matrix", "unknown matrix"), files or "none")
+
+    def clients(self, names):
+        return sorted({r["clients"] for n in names for r in self.rows(n) if not r.get("scale")})
 
 
-def table_main(data):
+def table_run(run):
+    keys = ["run_id", "date", "host", "cpu", "matrix", "sqlite", "postgresql", "mariadb", "redis", "etcd", "release"]
+    return "\n".join("- {}: {}".format(k, run.settings[k]) for k in keys if k in run.settings)
+
+
+def table_main(run):
+    names = [d for d, _ in DIALECTS]
     head = "| op | clients |" + "".join(" {} ops/s | p50 / p99 ms | ratio |".format(t) for _, t in DIALECTS)
     sep = "|---|---:|" + "---:|---:|---:|" * len(DIALECTS)
-    ops, clients = [], set()
-    for rows in data.values():
-        for r in rows:
-            if r.get("dialect") in data and r["op"] not in ops:
+    ops = []
+    for d in names:
+        for r in run.rows(d):
+            if r.get("dialect") == d and not r.get("scale") and r["op"] not in ops:
                 ops.append(r["op"])
-            if r.get("dialect") in data:
-                clients.add(r["clients"])
     out = [head, sep]
     for op in ops:
-        for c in sorted(clients):
+        for c in run.clients(names):
             cells, any_cell = [], False
             for d, _ in DIALECTS:
-                r = cell(data.get(d, []), d, op, c)
+                r = cell(run.rows(d), d, op, c)
                 if r is None:
                     cells.append(" — | — | — |")
                     continue
@@ -80,47 +133,119 @@ def table_main(data):
                                                           n2(r.get("overhead_ratio"))))
             if any_cell:
                 out.append("| `{}` | {} |".format(op, c) + "".join(cells))
+    out += ["", run.footer(names)]
     return "\n".join(out)
 
 
-def table_redis(data):
-    out = ["| dialect run | op | clients | Redis ops/s | Redis p50 / p99 ms | sqlguard lease ops/s (same run) | ratio |",
-           "|---|---|---:|---:|---:|---:|---:|"]
+def systems(run):
+    """Every system of the run, grouped by the dialect run it ran beside:
+    (label, file, dialect, field prefix)."""
+    out = []
     for d, title in DIALECTS:
-        rows = data.get(d, [])
-        for op in ("lease-distinct", "lease-hot"):
-            for c in sorted({r["clients"] for r in rows if r.get("dialect") == "redis" and r["op"] == op}):
-                red, sg = cell(rows, "redis", op, c), cell(rows, d, op, c)
-                if red is None or sg is None:
-                    continue
-                out.append("| {} | `{}` | {} | {} | {} / {} | {} | {} |".format(
-                    title, op, c, n0(red["ops_per_s"]), n2(red["p50_ms"]), n2(red["p99_ms"]), n0(sg["ops_per_s"]),
-                    n2(sg["ops_per_s"] / red["ops_per_s"]) if red["ops_per_s"] else "—"))
-    return "\n".join(out)
-
-
-def table_contention(data):
-    out = ["| dialect | lease-hot cycles/s at 1 / 4 / 16 clients | contention ratio at 4 / 16 | Redis lease-hot 1 / 4 / 16 (same run) | vs Redis at 16 | handoff efficiency at 4 / 16 | statements per cycle |",
-           "|---|---|---|---|---|---|---|"]
-    for d, title in DIALECTS:
-        rows = data.get(d, [])
-        hot = [cell(rows, d, "lease-hot", c) for c in (1, 4, 16)]
-        red = [cell(rows, "redis", "lease-hot", c) for c in (1, 4, 16)]
-        hand = [cell(rows, d, "handoff", c) for c in (4, 16)]
-        if not all(hot):
+        if d not in run.files:
             continue
-        ratio = " / ".join(n2(h["ops_per_s"] / hot[0]["ops_per_s"]) for h in hot[1:])
-        redis = " / ".join(n0(r["ops_per_s"]) for r in red) if all(red) else "—"
-        vs = n2(hot[2]["ops_per_s"] / red[2]["ops_per_s"]) if all(red) else "—"
-        eff = " / ".join(n2(h.get("handoff_efficiency")) for h in hand) if all(hand) else "—"
-        dist = cell(rows, d, "lease-distinct", 1)
-        spo = str(dist["statements_per_op"]) if dist and dist.get("statements_per_op") is not None else "—"
-        out.append("| {} | {} | {} | {} | {} | {} | {} |".format(
-            title, " / ".join(n0(h["ops_per_s"]) for h in hot), ratio, redis, vs, eff, spo))
+        out.append(("{} — sqlguard".format(title), d, d, ""))
+        out.append(("{} — raw baseline".format(title), d, d, "raw_"))
+        if d == "postgresql" and DURABLE in run.files:
+            out.append(("{} — sqlguard, `--durable-release`".format(title), DURABLE, d, ""))
+        for c, ctitle in COMPARATORS:
+            out.append(("{} (beside {})".format(ctitle, title), d, c, ""))
+    return out
+
+
+def durability(r):
+    # A raw-baseline row states its cell's: it runs the same statements.
+    return r.get("durability") or "—"
+
+
+def table_contention(run):
+    out = ["| system | durability of a cycle | clients | cycles/s | × 1 client | per-client cycles min / max | "
+           "Jain index | acquire wait p50 / p99 / max ms | timed out |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, f, d, p in systems(run):
+        rows = run.rows(f)
+        one = cell(rows, d, "lease-hot", 1)
+        for c in [c for c in run.clients([f]) if c > 1]:
+            r = cell(rows, d, "lease-hot", c)
+            if r is None or r.get(p + "ops_per_s") is None:
+                continue
+            base = one.get(p + "ops_per_s") if one else None
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                label, durability(r), c, n0(r[p + "ops_per_s"]),
+                n2(r[p + "ops_per_s"] / base) if base else "—",
+                slash(n0(r.get(p + "per_client_min")), n0(r.get(p + "per_client_max"))),
+                n3(r.get(p + "jain_index")),
+                slash(n2(r.get(p + "wait_p50_ms")), n2(r.get(p + "wait_p99_ms")), n2(r.get(p + "wait_max_ms"))),
+                n0(r.get(p + "timeouts"))))
+    out += ["", run.footer(list(run.files))]
     return "\n".join(out)
 
 
-def table_scale(rows):
+def table_handoff(run):
+    out = ["| system | durability of a cycle | clients | hand-offs/s | latency p50 / p99 ms | ceiling/s "
+           "(hold + release + wake-up + acquire ms) | efficiency | Jain index | acquire wait p99 ms | timed out |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, f, d, p in systems(run):
+        if p:  # the raw baseline has no hand-off
+            continue
+        for c in [c for c in run.clients([f]) if c > 1]:
+            r = cell(run.rows(f), d, "handoff", c)
+            if r is None:
+                continue
+            parts = [r.get(k) for k in ("hold_ms", "ceiling_release_ms", "ceiling_wakeup_ms", "ceiling_acquire_ms")]
+            ceiling = "{} ({})".format(n0(r.get("ceiling_per_s")), " + ".join(n2(x) for x in parts)) \
+                if r.get("ceiling_per_s") is not None else "—"
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                label, durability(r), c, n0(r["ops_per_s"]), slash(n2(r["p50_ms"]), n2(r["p99_ms"])), ceiling,
+                n2(r.get("handoff_efficiency")), n3(r.get("jain_index")), n2(r.get("wait_p99_ms")),
+                n0(r.get("timeouts"))))
+    out += ["", run.footer(list(run.files))]
+    return "\n".join(out)
+
+
+def like_for_like(a, b):
+    fa, fb = a.get("flushes_per_cycle"), b.get("flushes_per_cycle")
+    if fa is None or fb is None:
+        return "unknown"
+    if fa == fb:
+        return "yes: {} vs {} flushes per cycle".format(fa, fb)
+    return "**no**: {} vs {} flushes per cycle".format(fa, fb)
+
+
+def table_comparators(run):
+    out = ["| sqlguard side | comparator | like for like? | op | sqlguard cycles/s at {0} | comparator at {0} | "
+           "ratio at {0} |".format(" / ".join(str(c) for c in run.clients(list(run.files)))),
+           "|---|---|---|---|---:|---:|---:|"]
+    clients = run.clients(list(run.files))
+    for d, title in DIALECTS:
+        sides = [(d, "{} — sqlguard".format(title))]
+        if d == "postgresql" and DURABLE in run.files:
+            sides.append((DURABLE, "{} — sqlguard, `--durable-release`".format(title)))
+        for f, label in sides:
+            for comp, ctitle in COMPARATORS:
+                for op in LEASE_OPS:
+                    sg = [cell(run.rows(f), d, op, c) for c in clients]
+                    # The comparator ran in the dialect's own invocation, beside it.
+                    cp = [cell(run.rows(d), comp, op, c) for c in clients]
+                    if not any(sg) or not any(cp):
+                        continue
+                    ref_sg = next(r for r in sg if r)
+                    ref_cp = next(r for r in cp if r)
+                    ratio = [n2(a["ops_per_s"] / b["ops_per_s"]) if a and b and b["ops_per_s"] else "—"
+                             for a, b in zip(sg, cp)]
+                    out.append("| {}: {} | {}: {} | {} | `{}` | {} | {} | {} |".format(
+                        label, durability(ref_sg), ctitle, durability(ref_cp), like_for_like(ref_sg, ref_cp),
+                        op, slash(*[n0(r["ops_per_s"]) if r else "—" for r in sg]),
+                        slash(*[n0(r["ops_per_s"]) if r else "—" for r in cp]), slash(*ratio)))
+    out += ["", run.footer(list(run.files))]
+    return "\n".join(out)
+
+
+def table_scale(run):
+    # This run's --scale rows when it has them, else scale.json's earlier run: never both.
+    current = [r for n in (d for d, _ in DIALECTS) for r in run.rows(n) if r.get("scale")]
+    rows = current or run.scale_file
+
     def get(d, op, phase):
         for r in rows:
             if r["dialect"] == d and r["op"] == op and r["phase"] == phase:
@@ -137,50 +262,77 @@ def table_scale(rows):
         pp = lambda r: "{} / {}".format(n2(r["p50_ms"]), n2(r["p99_ms"]))
         out.append("| {} | {} → {} | {} → {} | {} | {} s |".format(title, pp(a), pp(b), pp(c), pp(e), pp(cl),
                                                                    n0(cl.get("cleanup_s", 0))))
+    if current:
+        out += ["", run.footer([d for d, _ in DIALECTS])]
+    elif run.scale_run:
+        s = run.scale_run
+        out += ["", "<sub>Run {} · {} · {} · data: docs/bench/scale.json</sub>".format(
+            s.get("date", "of unknown date"), s.get("host", "unknown host"), s.get("settings", "unknown settings"))]
+    return "\n".join(out)
+
+
+def table_round_trips(run):
+    names = [d for d, _ in DIALECTS]
+    ops = []
+    for d in names:
+        for r in run.rows(d):
+            if r.get("dialect") == d and not r.get("scale") and r["op"] not in ops:
+                ops.append(r["op"])
+    out = ["| op | " + " | ".join(t for _, t in DIALECTS) + " |", "|---|" + "---:|" * len(DIALECTS)]
+    for op in ops:
+        vals = []
+        for d in names:
+            spo = [r.get("statements_per_op") for r in run.rows(d)
+                   if r.get("dialect") == d and r.get("op") == op and not r.get("scale")]
+            vals.append(str(spo[0]) if spo and spo[0] is not None else "—")
+        out.append("| `{}` | {} |".format(op, " | ".join(vals)))
+    out += ["", run.footer(names)]
     return "\n".join(out)
 
 
 def tables(d):
-    data = {name: load(os.path.join(d, name + ".json")) for name, _ in DIALECTS}
-    data = {k: v for k, v in data.items() if v}
-    return {"run": table_run(d), "main": table_main(data), "redis": table_redis(data),
-            "contention": table_contention(data),
-            # --scale rows of a tools/bench.sh run come first, then a separate scale.json
-            "scale": table_scale([r for rows in data.values() for r in rows if r.get("scale")] +
-                                 load(os.path.join(d, "scale.json")))}
+    run = Run(d)
+    return {"run": table_run(run), "main": table_main(run), "contention": table_contention(run),
+            "handoff": table_handoff(run), "comparators": table_comparators(run), "scale": table_scale(run),
+            "round-trips": table_round_trips(run)}
 
 
-REGION = re.compile(r"(<!-- bench-table: (\w+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)
+REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)
 
 
 def render(text, t):
     def repl(m):
         if m.group(2) not in t:
-            raise SystemExit("bench_tables: unknown region '{}'".format(m.group(2)))
+            raise DataError("unknown region '{}' (known: {})".format(m.group(2), ", ".join(sorted(t))))
         return m.group(1) + t[m.group(2)] + "\n" + m.group(4)
     return REGION.sub(repl, text)
 
 
-def main():
-    if len(sys.argv) != 4 or sys.argv[2] not in ("--write", "--check"):
+def main(argv):
+    if len(argv) < 4 or argv[2] not in ("--write", "--check"):
         sys.exit(__doc__)
-    t = tables(sys.argv[1])
-    path = sys.argv[3]
-    text = open(path).read()
-    if not REGION.search(text):
-        sys.exit("bench_tables: {} has no <!-- bench-table: NAME --> region".format(path))
-    new = render(text, t)
-    if sys.argv[2] == "--write":
-        if new != text:
-            open(path, "w").write(new)
-        return
-    if new != text:
-        import difflib
-        sys.stderr.write("bench_tables: {} does not match the data in {} (run tools/bench_tables.py {} --write {}):\n"
-                         .format(path, sys.argv[1], sys.argv[1], path))
-        sys.stderr.writelines(list(difflib.unified_diff(text.splitlines(True), new.splitlines(True)))[:40])
-        sys.exit(1)
+    try:
+        t = tables(argv[1])
+        failed = False
+        for path in argv[3:]:
+            text = open(path).read()
+            if not REGION.search(text):
+                raise DataError("{} has no <!-- bench-table: NAME --> region".format(path))
+            new = render(text, t)
+            if argv[2] == "--write":
+                if new != text:
+                    open(path, "w").write(new)
+            elif new != text:
+                import difflib
+                sys.stderr.write("bench_tables: {} does not match the data in {} (run tools/bench_tables.py {} "
+                                 "--write {}):\n".format(path, argv[1], argv[1], path))
+                sys.stderr.writelines(list(difflib.unified_diff(text.splitlines(True), new.splitlines(True)))[:40])
+                failed = True
+        if failed:
+            sys.exit(1)
+    except DataError as e:
+        sys.exit("bench_tables: {}".format(e))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv)

@@ -43,13 +43,15 @@ packages=(
   nats-server libnats-dev libcpp-httplib-dev prometheus-cpp-dev prometheus curl
 )
 if (( with_servers || with_topologies )); then
-  packages+=(postgresql postgresql-client mariadb-server mariadb-client redis-server)
+  # redis-server and etcd-server: the bench's comparators (tools/bench.sh)
+  # and the etcd client's test (tools/etcdserver.sh).
+  packages+=(postgresql postgresql-client mariadb-server mariadb-client redis-server etcd-server)
 fi
 if (( with_topologies )); then
   # python3-etcd: Patroni's etcd3 module imports it (the package only
   # depends on one of several DCS clients). rsync (+ iproute2's ss) is all
   # wsrep_sst_rsync needs here; socat is only for mariabackup SST.
-  packages+=(patroni python3-etcd etcd-server pgbouncer galera-4 rsync)
+  packages+=(patroni python3-etcd pgbouncer galera-4 rsync)
 fi
 
 command -v dpkg-query >/dev/null 2>&1 \

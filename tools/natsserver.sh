@@ -22,21 +22,14 @@ BASE=${SQLGUARD_SERVERS_DIR:-/tmp/sqlguard-servers}/nats
 PIDFILE=$BASE/nats.pid
 LOG=$BASE/nats.log
 
+# shellcheck source=tools/throwaway_daemon.sh
+. "$(dirname "${BASH_SOURCE[0]}")/throwaway_daemon.sh"
 log() { printf 'natsserver: %s\n' "$*" >&2; }
-
-running() {
-  [[ -f $PIDFILE ]] || return 1
-  local pid
-  pid=$(cat "$PIDFILE")
-  kill -0 "$pid" 2>/dev/null || return 1
-  # A stopped daemon can linger as a zombie for a moment: that is not running.
-  [[ $(ps -o stat= -p "$pid" 2>/dev/null) != Z* ]]
-}
 
 accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
 start() {
-  if running; then
+  if daemon_running; then
     log "already running on 127.0.0.1:$PORT (pid $(cat "$PIDFILE"))"
     return 0
   fi
@@ -54,39 +47,18 @@ start() {
   mkdir -p "$BASE/js"
   "$bin" -js -a 127.0.0.1 -p "$PORT" -m "$HTTP_PORT" -sd "$BASE/js" >>"$LOG" 2>&1 &
   echo $! >"$PIDFILE"
-  for _ in $(seq 1 100); do
-    if accepts; then
-      log "ready on 127.0.0.1:$PORT (monitoring 127.0.0.1:$HTTP_PORT, pid $(cat "$PIDFILE"))"
-      return 0
-    fi
-    running || break
-    sleep 0.1
-  done
-  log "nats-server did not start; see $LOG"
-  tail -n 20 "$LOG" >&2 || true
-  exit 1
+  daemon_wait_ready accepts "ready on 127.0.0.1:$PORT (monitoring 127.0.0.1:$HTTP_PORT)"
 }
 
 stop() {
-  if running; then
-    local pid
-    pid=$(cat "$PIDFILE")
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do
-      running || break
-      sleep 0.1
-    done
-    running && kill -KILL "$pid" 2>/dev/null || true
-    log "stopped (pid $pid)"
-  fi
-  rm -f "$PIDFILE"
+  daemon_stop
   if [[ ${1:-} == --purge ]]; then rm -rf "$BASE/js"; fi
 }
 
 case ${1:-} in
   start) start ;;
   stop) stop "${2:-}" ;;
-  status) if running; then echo "nats: running on 127.0.0.1:$PORT"; else echo "nats: stopped"; exit 3; fi ;;
+  status) if daemon_running; then echo "nats: running on 127.0.0.1:$PORT"; else echo "nats: stopped"; exit 3; fi ;;
   env) echo "export SQLGUARD_NATS_URL=nats://127.0.0.1:$PORT" ;;
   *) sed -n '2,16p' "$0" >&2; exit 2 ;;
 esac

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Build sqlguard and run the whole test suite against throwaway PostgreSQL and
-# MariaDB servers. The one command for CI and for humans.
+# Build sqlguard and run the whole test suite against throwaway PostgreSQL,
+# MariaDB and etcd servers. The one command for CI and for humans.
 #
 # Usage: tools/test.sh [ctest args...]      e.g. tools/test.sh -R lock -j2
 #
 # Steps: tools/deps.sh, cmake configure (RelWithDebInfo) + build, start both
-# servers (tools/dbservers.sh), run ctest (everything but the `topology`
+# servers (tools/dbservers.sh) and etcd (tools/etcdserver.sh, for the bench's
+# etcd client test), run ctest (everything but the `topology`
 # label), then the deployments, one topology at a time, each stopped after its
 # step: start PgBouncer and run the whole suite through it (ctest -R
 # '^pgbouncer$'), the pg-ha Patroni cluster with doctor + a short chaos with a
@@ -28,14 +29,16 @@
 #                              (default /tmp/sqlguard-topology.lock; shared machines)
 #   SQLGUARD_PG_PORT, SQLGUARD_MARIADB_PORT, SQLGUARD_SERVERS_DIR,
 #   SQLGUARD_DURABLE           passed through to tools/dbservers.sh
+#   SQLGUARD_ETCD_PORT         passed through to tools/etcdserver.sh
 # Exported to the tests: SQLGUARD_TEST_PG_URI, SQLGUARD_TEST_MYSQL_URI,
-# SQLGUARD_REQUIRE_DIALECTS, SQLGUARD_DBSERVERS (path of dbservers.sh, for
-# tests that restart a server).
+# SQLGUARD_TEST_ETCD_ENDPOINT, SQLGUARD_REQUIRE_DIALECTS, SQLGUARD_DBSERVERS
+# (path of dbservers.sh, for tests that restart a server).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 DBSERVERS=$ROOT/tools/dbservers.sh
+ETCDSERVER=$ROOT/tools/etcdserver.sh
 BUILD_DIR=${SQLGUARD_BUILD_DIR:-build}
 
 log() { printf 'test.sh: %s\n' "$*" >&2; }
@@ -66,6 +69,7 @@ cleanup() {
   else
     step 7/7 "stopping database servers"
     "$DBSERVERS" stop all || log "warning: stopping the database servers failed"
+    "$ETCDSERVER" stop --purge || log "warning: stopping etcd failed"
   fi
   if [[ -n "${current_topology:-}" ]]; then  # interrupted inside a topology step
     "$DBSERVERS" stop "$current_topology" || log "warning: stopping $current_topology failed"
@@ -76,9 +80,10 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-step 4/7 "database servers (tools/dbservers.sh start all)"
+step 4/7 "database servers (tools/dbservers.sh start all) and etcd (tools/etcdserver.sh start)"
 "$DBSERVERS" start all
-server_env=$("$DBSERVERS" env all)
+"$ETCDSERVER" start
+server_env=$("$DBSERVERS" env all; "$ETCDSERVER" env)
 eval "$server_env"
 export SQLGUARD_REQUIRE_DIALECTS="${SQLGUARD_REQUIRE_DIALECTS-sqlite,postgresql,mysql}"
 export SQLGUARD_DBSERVERS="$DBSERVERS"

@@ -65,6 +65,18 @@ enum class LossCause {
 };
 std::string_view to_string(LossCause cause) noexcept;
 
+// How a release commits.
+//   kCoveredByNextAcquire: where the dialect can (PostgreSQL), a release on
+//     its own commits without waiting for its WAL flush: the next take-over's
+//     flush (and its wait for a synchronous standby) covers it, and a release
+//     lost in a crash is a holder that died (the lease runs to its expiry).
+//     One flush per lock cycle. Inside a caller's transaction the release
+//     commits with that transaction, flushed like it.
+//   kDurable: the release's commit waits for its flush like every other
+//     commit of the session (PostgreSQL: two flushes per lock cycle).
+// SQLite and MariaDB commit a release like any statement either way.
+enum class ReleaseCommit { kCoveredByNextAcquire, kDurable };
+
 struct LeaseLoss {
   LossCause cause = LossCause::kExpired;
   std::string detail;       // human-readable, one line
@@ -106,6 +118,8 @@ struct LeaseOptions {
   // Called once, from the watchdog thread, when a lease held under the
   // watchdog is lost. Must not block for long.
   std::function<void(const LeaseLoss&)> on_lost;
+  // How release() commits (see ReleaseCommit). Default: kCoveredByNextAcquire.
+  ReleaseCommit release_commit = ReleaseCommit::kCoveredByNextAcquire;
 };
 
 // Validates options; throws Error(kInvalidArgument) naming the field.
@@ -252,7 +266,8 @@ AcquireResult acquire_lease(Connection& conn, const std::string& name, const std
 // 10 ms .. 7 d.
 bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
                  std::chrono::milliseconds ttl);
-bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence);
+bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
+                   ReleaseCommit commit = ReleaseCommit::kCoveredByNextAcquire);
 // Owner-only forms, for operators who know the owner but not the fence:
 // they act on the lease `owner` holds NOW (its current fence, read first).
 // With owner tokens from make_owner_token() (unique per acquisition) that

@@ -120,7 +120,7 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
--- name: lease_release_in_tx
+-- name: lease_release_flushed
 -- not needed: lease_release does not change how its commit is flushed (server-wide on MariaDB)
 
 -- name: lease_force_release

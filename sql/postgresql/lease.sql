@@ -92,9 +92,9 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM c
 -- min_release_at when a minimum hold was asked for. The NOTIFY that wakes waiters rides
 -- in the same statement (one round trip, one commit; sent only if released), on the
 -- channel lease_wakeup_channel(name) computes: 'sqlguard_' + sha256(name)[:24].
--- Run on its own (autocommit; inside a caller's transaction lease_release_in_tx runs
--- instead), the release commits WITHOUT waiting for the WAL flush: set_config(..., true)
--- lasts until this statement's own commit. Losing a release in a crash or a failover is
+-- Run on its own (autocommit; inside a caller's transaction, or asked to be durable,
+-- lease_release_flushed runs instead), the release commits WITHOUT waiting for the WAL
+-- flush: set_config(..., true) lasts until this statement's own commit. Losing a release in a crash or a failover is
 -- the same as a holder that died: the lease runs to its expiry. It never weakens an
 -- acquire: the next take-over (a durable commit) comes later in the WAL, so its flush
 -- (and its wait for the synchronous standby) covers this release too. One flush per lock
@@ -110,9 +110,11 @@ SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'h
        set_config('synchronous_commit', 'off', true)
 FROM released;
 
--- name: lease_release_in_tx
--- lease_release inside the caller's transaction: the same, but it leaves the transaction's
--- synchronous_commit alone (the caller's own writes commit with it).
+-- name: lease_release_flushed
+-- lease_release whose commit is flushed like every other commit of the session: it leaves
+-- synchronous_commit alone. Runs inside a caller's transaction (the caller's own writes
+-- commit with it) and for a release asked to be durable (ReleaseCommit::kDurable: two
+-- flushes per lock cycle, the acquire's and the release's).
 -- returns: :execrows
 -- params: name, owner, fence
 WITH released AS (

@@ -80,7 +80,7 @@ UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 RETURNING sqlguard_wake(?);
 
--- name: lease_release_in_tx
+-- name: lease_release_flushed
 -- not needed: lease_release does not change how its commit is flushed
 
 -- name: lease_force_release

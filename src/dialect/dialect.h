@@ -52,8 +52,8 @@ class Dialect {
   // client-side I/O deadline always applies). Default: nothing more.
   virtual void bound_session_statements(Connection&, std::chrono::milliseconds) const {}
   // True where lease_release commits without waiting for the flush (safe on
-  // its own, see sql/postgresql/lease.sql): inside a caller's transaction
-  // lease_release_in_tx runs instead, leaving the transaction's flush alone.
+  // its own, see sql/postgresql/lease.sql): inside a caller's transaction, or
+  // for ReleaseCommit::kDurable, lease_release_flushed runs instead.
   virtual bool release_skips_commit_flush() const noexcept { return false; }
   // Whether two spellings name the same column (validated identifiers).
   // Default: ASCII case-insensitive (unquoted identifiers fold).

@@ -118,7 +118,7 @@ LeaseLock::~LeaseLock() {
     state_->hold = 0;
   }
   try {
-    if (!release_lease(*conn_, name_, owner, fence))
+    if (!release_lease(*conn_, name_, owner, fence, options_.release_commit))
       log(LogLevel::kWarning, "lease '" + name_ + "' was no longer held when its LeaseLock was destroyed");
   } catch (const std::exception& e) {
     log(LogLevel::kWarning, "releasing lease '" + name_ + "' in ~LeaseLock failed (it expires by itself): " + e.what());
@@ -319,7 +319,7 @@ bool LeaseLock::release() {
   // the destructor tries once more) rather than forget one that may be held.
   bool ok = with_reconnect(*conn_, std::min<milliseconds>(options_.ttl, std::chrono::seconds(10)),
                            "releasing lease '" + name_ + "'", [&](int attempt) {
-                             bool released = release_lease(*conn_, name_, owner, fence);
+                             bool released = release_lease(*conn_, name_, owner, fence, options_.release_commit);
                              if (released || attempt == 1) return released;
                              // An earlier attempt's answer was lost: did it release?
                              auto info = lease_info(*conn_, name_);

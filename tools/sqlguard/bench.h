@@ -1,19 +1,23 @@
 // sqlguard bench internals, shared by the command (cmd_bench.cpp), the ops
 // (bench_ops.cpp), the runner (bench_run.cpp), the report (bench_report.cpp)
-// and the Redis comparator (bench_redis.cpp). The statements themselves are
-// in bench_sql.h. Not a public API.
+// and the comparators (bench_redis.cpp, bench_etcd.cpp). The statements
+// themselves are in bench_sql.h, the statistics in bench_stats.h. Not a
+// public API.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "bench_stats.h"
 #include "sqlguard/connection.h"
+#include "sqlguard/lease_lock.h"
 
 namespace sqlguard::bench {
 
@@ -26,17 +30,53 @@ inline constexpr std::int64_t kBigQty = 1000000000000LL;  // stock that never ru
 inline constexpr const char* kAllOps[] = {"lease-distinct", "lease-hot",  "handoff",     "guarded-decrement",
                                           "rowlock-decrement", "cas-decrement", "idem-first", "idem-replay", "inbox"};
 
-// One client's operation: returns true when it counts as a completed op
-// (e.g. false = lock held by someone else). Exceptions count as errors.
-using OpFn = std::function<bool()>;
+// What one call of a client's operation did. `done` counts it as a completed
+// op (false: e.g. the lock was held by someone else); exceptions count as
+// errors. Contended ops also report their acquire's wait (from the call until
+// the lock was owned, or until the call gave up: then `timed_out`).
+struct OpResult {
+  bool done = false;
+  std::int64_t wait_ns = -1;  // -1: not a contended op
+  bool timed_out = false;
+  OpResult(bool d) : done(d) {}  // NOLINT: an op that only says done or not
+  OpResult(bool d, std::int64_t wait, bool timeout) : done(d), wait_ns(wait), timed_out(timeout) {}
+};
+using OpFn = std::function<OpResult()>;
 
-struct Stats {
-  std::uint64_t ops = 0, misses = 0, errors = 0;
-  std::vector<std::int64_t> lat_ns;  // of completed ops in the measured window
-  double elapsed_s = 0;
-  std::string first_error;
-  double ops_per_s() const { return elapsed_s > 0 ? static_cast<double>(ops) / elapsed_s : 0; }
-  double pct_ms(double q);  // sorts lat_ns on first use
+// The contended cells (lease-hot, handoff, and the synchronizers to come):
+// they report fairness (per-client successes, Jain's index, acquire waits,
+// acquires that timed out) besides throughput.
+bool contended(const std::string& op);
+// How long a contended acquire waits before it gives up (a timeout).
+inline constexpr std::chrono::milliseconds kAcquireTimeout{2000};
+
+// One client's handle on a lock, as the contended cells drive it: sqlguard's
+// LeaseLock, the raw baseline and each comparator (Redis, etcd) implement it,
+// so every system runs through the same loops and reports the same numbers.
+class Contender {
+ public:
+  virtual ~Contender() = default;
+  // Waits up to `timeout` to own the lock: true = owned.
+  virtual bool acquire(std::chrono::milliseconds timeout) = 0;
+  // Gives it back; throws when the lock was not held any more.
+  virtual void release() = 0;
+  // The cheapest round trip to the lock's server (the hand-off ceiling's
+  // wake-up is half of one).
+  virtual void ping() = 0;
+};
+// Builds client `client`'s contender on lock `name` (called in the client's
+// thread or process: connect there).
+using MakeContender = std::function<std::unique_ptr<Contender>(const std::string& name, int client)>;
+// One contended cycle: a waited acquire (kAcquireTimeout), then release.
+OpFn contended_cycle(std::shared_ptr<Contender> c);
+
+// The durability of one lock cycle on a system, as every lease cell states
+// it beside its numbers (`durability`, `flushes_per_cycle` in the JSON): the
+// settings read from the server, and how many flushes to disk a cycle's
+// commits wait for (nullopt: unknown).
+struct Durability {
+  std::string summary;
+  std::optional<int> flushes_per_cycle;
 };
 
 // One measured cell: an op at a client count.
@@ -45,13 +85,21 @@ struct Cell {
   int clients = 1;
   std::string prefix;     // unique names of this cell
   std::int64_t key_base;  // stock rows key_base + client (sqlguard) and + 10000 + client (raw)
+  ReleaseCommit release_commit = ReleaseCommit::kCoveredByNextAcquire;  // the lease ops' (--durable-release)
 };
 
 // ---- bench_ops.cpp: the ops and their rows
+using OpenFn = std::function<std::unique_ptr<Connection>()>;
 // Build client `client`'s op on a connection from `open` (called in the
 // client's thread/process). Throw for an unknown op.
-OpFn sg_op(const Cell& cell, int client, const std::function<std::unique_ptr<Connection>()>& open);
-OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Connection>()>& open);
+OpFn sg_op(const Cell& cell, int client, const OpenFn& open);
+OpFn raw_op(const Cell& cell, int client, const OpenFn& open);
+// sqlguard's contender: a LeaseLock on its own connection from `open`,
+// waiting as users do (acquire(timeout): backoff, wake-ups).
+MakeContender sg_contender(OpenFn open, ReleaseCommit commit);
+// The raw baseline's: the library's protocol (acquire_lease/release_lease)
+// on native statements, a busy attempt retried after a 1-5 ms nap.
+MakeContender raw_contender(OpenFn open, ReleaseCommit commit);
 void create_stock(Connection& c);                     // kStock, if missing
 void fill_stock(Connection& c, std::int64_t from, int n);  // rows from..from+n-1 with kBigQty
 // --scale: `n` expired rows tagged `tag` in sqlguard_lock or sqlguard_idempotency.
@@ -63,35 +111,66 @@ void bulk_fill(Connection& c, const std::string& table, const std::string& tag, 
 // `processes`. `make` runs in the thread/child (open connections there).
 Stats run_clients(int clients, bool processes, const std::function<OpFn(int client)>& make,
                   std::chrono::milliseconds warmup, std::chrono::milliseconds duration);
-// `clients` threads hand one lease to each other, each holding it `hold`;
-// ops = hand-offs to another client, misses = re-acquired by the same one.
-Stats run_handoff(int clients, const Cell& cell, const std::function<std::unique_ptr<Connection>()>& open,
-                  std::chrono::milliseconds warmup, std::chrono::milliseconds duration, std::chrono::milliseconds hold);
-// The hand-off ceiling's release commit + acquire commit: one client alone
-// runs the hand-off loop (acquire, hold, release, step back) for `duration`;
-// returns the p50 of acquire() plus the p50 of release(), in ms.
-double solo_cycle_ms(const Cell& cell, const std::function<std::unique_ptr<Connection>()>& open,
-                     std::chrono::milliseconds warmup, std::chrono::milliseconds duration, std::chrono::milliseconds hold);
+// `clients` threads hand lock `name` to each other, each holding it `hold`
+// and stepping back `hold` after its release. ops = hand-offs to another
+// client (latency: release() returned -> the next owner's acquire()
+// returned), misses = re-acquired by the same one, per_client = each
+// client's acquisitions, wait_ns/timeouts = every acquire's.
+Stats run_handoff(int clients, const std::string& name, const MakeContender& make, std::chrono::milliseconds warmup,
+                  std::chrono::milliseconds duration, std::chrono::milliseconds hold);
+
+// The hand-off ceiling: what one hand-off physically needs, measured on the
+// same server right before the cell (docs/bench.md, "The hand-off ceiling").
+struct Ceiling {
+  double hold_ms = 0;     // the owner's work
+  double release_ms = 0;  // p50 of release(): the release's commit
+  double wakeup_ms = 0;   // half the p50 of the cheapest round trip: one message to the waiter
+  double acquire_ms = 0;  // p50 of an uncontended acquire(): the next owner's commit
+  double cycle_ms() const { return hold_ms + release_ms + wakeup_ms + acquire_ms; }
+  double per_s() const { return cycle_ms() > 0 ? 1000.0 / cycle_ms() : 0; }
+};
+// One client alone runs the hand-off loop on lock `name` (acquire, hold,
+// release, ping, step back) for `warmup` + `duration`.
+Ceiling measure_ceiling(const std::string& name, const MakeContender& make, std::chrono::milliseconds warmup,
+                        std::chrono::milliseconds duration, std::chrono::milliseconds hold);
 
 // ---- bench_report.cpp: output
 double r3(double v);  // rounded to 3 decimals, as the JSON reports numbers
 void print_table_header();
 void print_row(const nlohmann::json& j);  // one cell as a row of the text table
-// A cell's result fields: sqlguard path `st`, raw path `raw` (nullptr: --no-raw).
+// A cell's result fields: sqlguard path `st`, raw path `raw` (nullptr: --no-raw);
+// fairness fields for a contended op.
 void add_cell_fields(nlohmann::json& j, const std::string& op, Stats& st, Stats* raw);
-void add_handoff_fields(nlohmann::json& j, Stats& st, std::chrono::milliseconds hold);
+// A handoff cell's fields: hand-offs, fairness, the ceiling and its parts.
+void add_handoff_fields(nlohmann::json& j, Stats& st, const Ceiling& ceiling);
+// Fairness of a contended cell, each field name prefixed by `prefix` ("" or
+// "raw_"): per_client_min/max, jain_index, wait_p50/p99/max_ms, timeouts.
+void add_fairness_fields(nlohmann::json& j, const std::string& prefix, Stats& st);
+void add_durability_fields(nlohmann::json& j, const Durability& d);
 nlohmann::json lat_json(const std::string& phase, const std::string& op, Stats& st);  // a --scale result
 void print_scale_row(const std::string& label, Stats& st);
 void print_cleanup_row(Stats& during, std::int64_t locks_deleted, std::int64_t idempotency_deleted,
                        double cleanup_s, double fill_s);
 // Writes an SVG line chart of ops/s (log scale) against clients, one line per op
-// (dashed: raw driver baseline; dotted: redis).
+// (dashed: raw driver baseline; dash-dot: a comparator).
 void write_svg(const std::string& path, const std::string& title, const std::vector<nlohmann::json>& cells);
 
-// ---- bench_redis.cpp: Redis comparator (compiled only with hiredis). Cells have dialect "redis".
+// ---- comparators: other lock services, run through the same loops as
+// sqlguard (bench_redis.cpp, bench_etcd.cpp). Their cells have dialect = name.
+struct Comparator {
+  std::string name;        // "redis", "etcd"
+  Durability durability;   // of a lock cycle, read from the server
+  int round_trips = 0;     // of an uncontended lock cycle (statements_per_op)
+  MakeContender make;
+};
 bool redis_compiled();
-std::vector<nlohmann::json> run_redis(const std::string& host_port, const std::vector<std::string>& ops,
-                                      const std::vector<int>& clients, bool processes,
-                                      std::chrono::milliseconds warmup, std::chrono::milliseconds duration);
+// SET key token NX PX + the Lua check-and-delete release at HOST:PORT.
+// Throws, naming the address, when Redis cannot be reached.
+Comparator redis_comparator(const std::string& host_port);
+bool etcd_compiled();
+// etcd's lock service (a lease per client, Lock/Unlock) through its JSON
+// gateway at HOST:PORT. Throws, naming the address, when etcd cannot be
+// reached.
+Comparator etcd_comparator(const std::string& host_port);
 
 }  // namespace sqlguard::bench

@@ -12,6 +12,7 @@
 #include "bench_raw.h"
 #include "bench_sql.h"
 #include "sqlguard/backoff.h"
+#include "sqlguard/errors.h"
 #include "sqlguard/idempotency.h"
 #include "sqlguard/inbox.h"
 #include "sqlguard/lease_lock.h"
@@ -81,26 +82,88 @@ std::int64_t to_i(const std::string& s) { return std::stoll(s); }
 
 }  // namespace
 
-// ---- sqlguard paths ------------------------------------------------------------
+namespace {
 
-OpFn sg_op(const Cell& cell, int client, const std::function<std::unique_ptr<Connection>()>& open) {
-  std::shared_ptr<Connection> conn = open();
-  const std::string& op = cell.op;
-  const std::int64_t key = cell.key_base + client;
-  if (op == "lease-distinct" || op == "lease-hot") {
-    std::string name = cell.prefix + (op == "lease-hot" ? ":hot" : ":sg" + std::to_string(client));
+class SgContender final : public Contender {
+ public:
+  SgContender(std::unique_ptr<Connection> conn, const std::string& name, ReleaseCommit commit)
+      : conn_(std::move(conn)), lock_(*conn_, name, options(commit)) {}
+  bool acquire(milliseconds timeout) override { return lock_.acquire(timeout); }
+  void release() override {
+    if (!lock_.release()) throw Error(ErrorCode::kLeaseLost, "bench: the lease was no longer held at release");
+  }
+  void ping() override { conn_->db_now_ms(); }
+
+ private:
+  static LeaseOptions options(ReleaseCommit commit) {
     LeaseOptions o;
     o.ttl = milliseconds(kTtlMs);
-    auto lock = std::make_shared<LeaseLock>(*conn, name, o);
-    if (op == "lease-hot") {
-      // Contenders wait as users do: blocking acquire (backoff sized to the
-      // holder's lease, woken by the release), then hold for no time.
-      return [conn, lock] {
-        if (!lock->acquire(milliseconds(2000))) return false;
-        lock->release();
+    o.release_commit = commit;
+    return o;
+  }
+  std::unique_ptr<Connection> conn_;
+  LeaseLock lock_;
+};
+
+class RawContender final : public Contender {
+ public:
+  RawContender(std::unique_ptr<Connection> conn, std::string name, std::string owner, ReleaseCommit commit)
+      : conn_(std::move(conn)),
+        session_(make_raw_session(*conn_, make_raw(*conn_))),
+        name_(std::move(name)),
+        owner_(std::move(owner)),
+        commit_(commit) {}
+  bool acquire(milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto r = acquire_lease(*session_, name_, owner_, milliseconds(kTtlMs));
+      if (r.acquired) {
+        fence_ = r.fence;
         return true;
-      };
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(jittered(milliseconds(5), milliseconds(1)));  // no wake-ups here
     }
+  }
+  void release() override {
+    if (!release_lease(*session_, name_, owner_, fence_, commit_)) throw std::runtime_error("raw release: not held");
+  }
+  void ping() override { session_->db_now_ms(); }
+
+ private:
+  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<Connection> session_;  // borrows conn_'s native handle
+  std::string name_, owner_;
+  ReleaseCommit commit_;
+  std::int64_t fence_ = 0;
+};
+
+}  // namespace
+
+MakeContender sg_contender(OpenFn open, ReleaseCommit commit) {
+  return [open = std::move(open), commit](const std::string& name, int) -> std::unique_ptr<Contender> {
+    return std::make_unique<SgContender>(open(), name, commit);
+  };
+}
+
+MakeContender raw_contender(OpenFn open, ReleaseCommit commit) {
+  return [open = std::move(open), commit](const std::string& name, int client) -> std::unique_ptr<Contender> {
+    return std::make_unique<RawContender>(open(), name, "raw-" + std::to_string(client) + "@" + name, commit);
+  };
+}
+
+// ---- sqlguard paths ------------------------------------------------------------
+
+OpFn sg_op(const Cell& cell, int client, const OpenFn& open) {
+  const std::string& op = cell.op;
+  if (op == "lease-hot") return contended_cycle(sg_contender(open, cell.release_commit)(cell.prefix + ":hot", client));
+  std::shared_ptr<Connection> conn = open();
+  const std::int64_t key = cell.key_base + client;
+  if (op == "lease-distinct") {
+    LeaseOptions o;
+    o.ttl = milliseconds(kTtlMs);
+    o.release_commit = cell.release_commit;
+    auto lock = std::make_shared<LeaseLock>(*conn, cell.prefix + ":sg" + std::to_string(client), o);
     return [conn, lock] {
       if (!lock->try_acquire()) return false;
       lock->release();
@@ -176,31 +239,26 @@ OpFn sg_op(const Cell& cell, int client, const std::function<std::unique_ptr<Con
 
 // ---- raw driver paths (same statements, same order, same values) -------------
 
-OpFn raw_op(const Cell& cell, int client, const std::function<std::unique_ptr<Connection>()>& open) {
+OpFn raw_op(const Cell& cell, int client, const OpenFn& open) {
+  const std::string& op = cell.op;
+  if (op == "lease-hot") return contended_cycle(raw_contender(open, cell.release_commit)(cell.prefix + ":hot", client));
   std::shared_ptr<Connection> conn = open();
   Sql s(*conn);
   std::shared_ptr<RawConn> raw = make_raw(*conn);
-  const std::string& op = cell.op;
   const auto kind = conn->kind();
   const bool my = kind == DialectKind::kMysql, pg = kind == DialectKind::kPostgresql;
   const std::int64_t key = cell.key_base + 10000 + client;
-  auto keep = [conn, raw] {};  // keeps the session alive inside closures
-  (void)keep;
-  if (op == "lease-distinct" || op == "lease-hot") {
-    auto name = std::make_shared<std::string>(cell.prefix + (op == "lease-hot" ? ":hot" : ":raw" + std::to_string(client)));
+  if (op == "lease-distinct") {
+    auto name = std::make_shared<std::string>(cell.prefix + ":raw" + std::to_string(client));
     auto owner = std::make_shared<std::string>(owner_for(cell, client, "raw"));
     // The library's own protocol (the dialect's acquire plan, the catalog's
     // statements and parameter order) on statements the native driver runs.
     std::shared_ptr<Connection> session = make_raw_session(*conn, raw);
-    const bool hot = op == "lease-hot";
-    return [conn, raw, session, name, owner, hot] {
+    const auto commit = cell.release_commit;
+    return [conn, raw, session, name, owner, commit] {
       auto r = acquire_lease(*session, *name, *owner, milliseconds(kTtlMs));
-      if (!r.acquired) {
-        // The raw contender backs off 1-5 ms after a busy attempt (no wake-ups).
-        if (hot) std::this_thread::sleep_for(jittered(milliseconds(5), milliseconds(1)));
-        return false;
-      }
-      if (!release_lease(*session, *name, *owner, r.fence)) throw std::runtime_error("raw release: not held");
+      if (!r.acquired) return false;
+      if (!release_lease(*session, *name, *owner, r.fence, commit)) throw std::runtime_error("raw release: not held");
       return true;
     };
   }

@@ -1,6 +1,8 @@
 // sqlguard bench --redis HOST:PORT: the Redis lease users would replace —
 // SET key token NX PX ttl to acquire, the Lua check-and-delete to release
-// (the single-instance pattern from the Redis docs), same clients/durations.
+// (the single-instance pattern from the Redis docs). A busy acquire is
+// retried after a 1-5 ms nap until its timeout, as the raw baseline's: plain
+// Redis has no wake-up on release.
 #include "bench.h"
 #include "sqlguard/errors.h"
 
@@ -10,6 +12,9 @@
 
 #include <memory>
 #include <string>
+#include <thread>
+
+#include "sqlguard/backoff.h"
 #endif
 
 namespace sqlguard::bench {
@@ -18,30 +23,23 @@ namespace sqlguard::bench {
 bool redis_compiled() { return true; }
 
 namespace {
+using std::chrono::milliseconds;
+
 constexpr const char* kRelease =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
-struct Reply {
-  redisReply* r;
-  ~Reply() {
-    if (r) freeReplyObject(r);
-  }
+struct FreeReply {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, FreeReply>;
+
+struct Address {
+  std::string host;
+  int port = 0;
+  std::string text() const { return host + ":" + std::to_string(port); }
 };
 
-std::shared_ptr<redisContext> connect(const std::string& host, int port) {
-  std::shared_ptr<redisContext> c(redisConnect(host.c_str(), port), [](redisContext* p) {
-    if (p) redisFree(p);
-  });
-  if (!c || c->err)
-    throw Error(ErrorCode::kConnectionLost,
-                "redis " + host + ":" + std::to_string(port) + ": " + (c ? c->errstr : "cannot allocate context"));
-  return c;
-}
-}  // namespace
-
-std::vector<nlohmann::json> run_redis(const std::string& host_port, const std::vector<std::string>& ops,
-                                      const std::vector<int>& clients, bool processes,
-                                      std::chrono::milliseconds warmup, std::chrono::milliseconds duration) {
+Address parse(const std::string& host_port) {
   auto colon = host_port.rfind(':');
   int port = 0;
   try {
@@ -51,52 +49,88 @@ std::vector<nlohmann::json> run_redis(const std::string& host_port, const std::v
   }
   if (port < 1 || port > 65535)
     throw Error(ErrorCode::kInvalidArgument, "bench: --redis wants HOST:PORT, got '" + host_port + "'");
-  const std::string host = host_port.substr(0, colon);
-  std::string sha;
-  {
-    auto c = connect(host, port);
-    Reply r{static_cast<redisReply*>(redisCommand(c.get(), "SCRIPT LOAD %s", kRelease))};
-    if (!r.r || r.r->type != REDIS_REPLY_STRING) throw Error(ErrorCode::kInternal, "redis: SCRIPT LOAD failed");
-    sha.assign(r.r->str, r.r->len);
-  }
-  std::vector<nlohmann::json> out;
-  static int run = 0;
-  ++run;
-  for (const auto& op : ops) {
-    for (int n : clients) {
-      auto make = [&](int i) -> OpFn {
-        auto c = connect(host, port);
-        auto key = std::make_shared<std::string>("sqlguard-bench:" + std::to_string(run) + ":" + op + ":" +
-                                                 std::to_string(n) + (op == "lease-hot" ? "" : ":" + std::to_string(i)));
-        auto token = std::make_shared<std::string>("token-" + std::to_string(i) + "-" + std::to_string(::getpid()));
-        return [c, key, token, sha] {
-          Reply a{static_cast<redisReply*>(redisCommand(c.get(), "SET %s %s NX PX %d", key->c_str(), token->c_str(), 30000))};
-          if (!a.r) throw Error(ErrorCode::kConnectionLost, std::string("redis: ") + c->errstr);
-          if (a.r->type == REDIS_REPLY_NIL) return false;
-          Reply d{static_cast<redisReply*>(
-              redisCommand(c.get(), "EVALSHA %s 1 %s %s", sha.c_str(), key->c_str(), token->c_str()))};
-          if (!d.r || d.r->type != REDIS_REPLY_INTEGER || d.r->integer != 1)
-            throw Error(ErrorCode::kInternal, "redis: release did not delete the key");
-          return true;
-        };
-      };
-      Stats st = run_clients(n, processes, make, warmup, duration);
-      nlohmann::json j = {{"dialect", "redis"}, {"op", op}, {"clients", n}, {"mode", processes ? "processes" : "threads"},
-                          {"ops_per_s", r3(st.ops_per_s())},
-                          {"p50_ms", st.pct_ms(0.5)}, {"p99_ms", st.pct_ms(0.99)}, {"ops", st.ops},
-                          {"errors", st.errors}, {"raw_ops_per_s", nullptr}, {"overhead_ratio", nullptr},
-                          {"duration_s", st.elapsed_s}, {"statements_per_op", 2}};
-      if (op == "lease-hot") j["busy_attempts"] = st.misses;
-      if (!st.first_error.empty()) j["first_error"] = st.first_error;
-      out.push_back(j);
+  return {host_port.substr(0, colon), port};
+}
+
+std::shared_ptr<redisContext> connect(const Address& a) {
+  std::shared_ptr<redisContext> c(redisConnect(a.host.c_str(), a.port), [](redisContext* p) {
+    if (p) redisFree(p);
+  });
+  if (!c || c->err)
+    throw Error(ErrorCode::kConnectionLost, "redis " + a.text() + ": " + (c ? c->errstr : "cannot allocate context"));
+  return c;
+}
+
+// A command's reply; throws when the connection failed or Redis answered an error.
+Reply command(redisContext* c, const char* what, redisReply* r) {
+  Reply out(r);
+  if (!r) throw Error(ErrorCode::kConnectionLost, std::string("redis ") + what + ": " + c->errstr);
+  if (r->type == REDIS_REPLY_ERROR) throw Error(ErrorCode::kInternal, std::string("redis ") + what + ": " + r->str);
+  return out;
+}
+
+std::string config_get(redisContext* c, const char* name) {
+  auto r = command(c, "CONFIG GET", static_cast<redisReply*>(redisCommand(c, "CONFIG GET %s", name)));
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return "?";
+  return std::string(r->element[1]->str, r->element[1]->len);
+}
+
+Durability durability(redisContext* c) {
+  const std::string aof = config_get(c, "appendonly"), fsync = config_get(c, "appendfsync");
+  const std::string head = "Redis appendonly " + aof + ", appendfsync " + fsync + ": ";
+  if (aof == "yes" && fsync == "always") return {head + "2 fsyncs per cycle (SET, the Lua DEL)", 2};
+  return {head + "no fsync per write (not durable)", 0};
+}
+
+class RedisContender final : public Contender {
+ public:
+  RedisContender(const Address& a, std::string key, std::string token, std::string sha)
+      : c_(connect(a)), key_(std::move(key)), token_(std::move(token)), sha_(std::move(sha)) {}
+  bool acquire(milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto r = command(c_.get(), "SET NX",
+                       static_cast<redisReply*>(redisCommand(c_.get(), "SET %s %s NX PX %d", key_.c_str(),
+                                                             token_.c_str(), static_cast<int>(kTtlMs))));
+      if (r->type != REDIS_REPLY_NIL) return true;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(jittered(milliseconds(5), milliseconds(1)));
     }
   }
+  void release() override {
+    auto r = command(c_.get(), "release",
+                     static_cast<redisReply*>(redisCommand(c_.get(), "EVALSHA %s 1 %s %s", sha_.c_str(), key_.c_str(),
+                                                           token_.c_str())));
+    if (r->type != REDIS_REPLY_INTEGER || r->integer != 1)
+      throw Error(ErrorCode::kLeaseLost, "redis: release did not delete the key");
+  }
+  void ping() override { command(c_.get(), "PING", static_cast<redisReply*>(redisCommand(c_.get(), "PING"))); }
+
+ private:
+  std::shared_ptr<redisContext> c_;
+  std::string key_, token_, sha_;
+};
+}  // namespace
+
+Comparator redis_comparator(const std::string& host_port) {
+  const Address a = parse(host_port);
+  auto c = connect(a);
+  auto loaded = command(c.get(), "SCRIPT LOAD", static_cast<redisReply*>(redisCommand(c.get(), "SCRIPT LOAD %s", kRelease)));
+  if (loaded->type != REDIS_REPLY_STRING) throw Error(ErrorCode::kInternal, "redis: SCRIPT LOAD returned no digest");
+  std::string sha(loaded->str, loaded->len);
+  Comparator out;
+  out.name = "redis";
+  out.durability = durability(c.get());
+  out.round_trips = 2;
+  out.make = [a, sha](const std::string& name, int client) -> std::unique_ptr<Contender> {
+    return std::make_unique<RedisContender>(a, "sqlguard-bench:" + name,
+                                            "token-" + std::to_string(client) + "-" + std::to_string(::getpid()), sha);
+  };
   return out;
 }
 #else
 bool redis_compiled() { return false; }
-std::vector<nlohmann::json> run_redis(const std::string&, const std::vector<std::string>&, const std::vector<int>&,
-                                      bool, std::chrono::milliseconds, std::chrono::milliseconds) {
+Comparator redis_comparator(const std::string&) {
   throw Error(ErrorCode::kNotSupported, "bench: built without hiredis; --redis is unavailable");
 }
 #endif

@@ -16,14 +16,6 @@ namespace sqlguard::bench {
 
 using nlohmann::json;
 
-double Stats::pct_ms(double q) {
-  if (lat_ns.empty()) return 0;
-  if (!std::is_sorted(lat_ns.begin(), lat_ns.end())) std::sort(lat_ns.begin(), lat_ns.end());
-  auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(lat_ns.size()))) ;
-  idx = std::min(lat_ns.size() - 1, idx == 0 ? 0 : idx - 1);
-  return static_cast<double>(lat_ns[idx]) / 1e6;
-}
-
 // ---- numbers, rows, cells --------------------------------------------------------
 
 double r3(double v) { return std::round(v * 1000.0) / 1000.0; }
@@ -32,8 +24,9 @@ void print_table_header() {
   std::cout << std::left << std::setw(20) << "op" << std::right << std::setw(8) << "clients" << std::setw(11)
             << "ops/s" << std::setw(9) << "p50 ms" << std::setw(9) << "p99 ms" << std::setw(11) << "raw ops/s"
             << std::setw(9) << "raw p50" << std::setw(9) << "ratio" << std::setw(8) << "errors" << std::setw(7)
-            << "rt/op" << std::setw(11) << "contention" << std::setw(9) << "vs_redis" << std::setw(11) << "handoff_eff"
-            << "\n";
+            << "rt/op" << std::setw(11) << "contention" << std::setw(9) << "vs_redis" << std::setw(9) << "vs_etcd"
+            << std::setw(11) << "handoff_eff" << std::setw(7) << "jain" << std::setw(10) << "wait p99"
+            << std::setw(9) << "timeouts" << "\n";
 }
 
 void print_row(const json& j) {
@@ -54,8 +47,29 @@ void print_row(const json& j) {
   num("statements_per_op", 7, 0);
   num("contention_ratio", 11, 3);
   num("vs_redis", 9, 3);
+  num("vs_etcd", 9, 3);
   num("handoff_efficiency", 11, 3);
+  num("jain_index", 7, 3);
+  num("wait_p99_ms", 10, 3);
+  num("timeouts", 9, 0);
   std::cout << "\n" << std::flush;
+}
+
+void add_fairness_fields(json& j, const std::string& prefix, Stats& st) {
+  const auto [lo, hi] = std::minmax_element(st.per_client.begin(), st.per_client.end());
+  j[prefix + "per_client_min"] = lo == st.per_client.end() ? json(nullptr) : json(*lo);
+  j[prefix + "per_client_max"] = hi == st.per_client.end() ? json(nullptr) : json(*hi);
+  const auto jain = jain_index(st.per_client);
+  j[prefix + "jain_index"] = jain ? json(r3(*jain)) : json(nullptr);
+  j[prefix + "wait_p50_ms"] = r3(st.wait_pct_ms(0.5));
+  j[prefix + "wait_p99_ms"] = r3(st.wait_pct_ms(0.99));
+  j[prefix + "wait_max_ms"] = r3(st.wait_pct_ms(1.0));
+  j[prefix + "timeouts"] = st.timeouts;
+}
+
+void add_durability_fields(json& j, const Durability& d) {
+  j["durability"] = d.summary;
+  j["flushes_per_cycle"] = d.flushes_per_cycle ? json(*d.flushes_per_cycle) : json(nullptr);
 }
 
 void add_cell_fields(json& j, const std::string& op, Stats& st, Stats* raw) {
@@ -64,14 +78,14 @@ void add_cell_fields(json& j, const std::string& op, Stats& st, Stats* raw) {
   j["p99_ms"] = r3(st.pct_ms(0.99));
   j["ops"] = st.ops;
   j["errors"] = st.errors;
-  if (op == "lease-hot") j["busy_attempts"] = st.misses;
+  if (contended(op)) add_fairness_fields(j, "", st);
   if (raw) {
     j["raw_ops_per_s"] = r3(raw->ops_per_s());
     j["raw_p50_ms"] = r3(raw->pct_ms(0.5));
     j["raw_p99_ms"] = r3(raw->pct_ms(0.99));
     j["raw_errors"] = raw->errors;
     j["overhead_ratio"] = raw->ops_per_s() > 0 ? json(r3(st.ops_per_s() / raw->ops_per_s())) : json(nullptr);
-    if (op == "lease-hot") j["raw_busy_attempts"] = raw->misses;
+    if (contended(op)) add_fairness_fields(j, "raw_", *raw);
     if (!raw->first_error.empty()) j["raw_first_error"] = raw->first_error;
   } else {
     j["raw_ops_per_s"] = nullptr;
@@ -81,13 +95,20 @@ void add_cell_fields(json& j, const std::string& op, Stats& st, Stats* raw) {
   if (!st.first_error.empty()) j["first_error"] = st.first_error;
 }
 
-void add_handoff_fields(json& j, Stats& st, std::chrono::milliseconds hold) {
+void add_handoff_fields(json& j, Stats& st, const Ceiling& ceiling) {
   j["ops_per_s"] = r3(st.ops_per_s());
   j["p50_ms"] = r3(st.pct_ms(0.5));
   j["p99_ms"] = r3(st.pct_ms(0.99));
   j["handoffs"] = st.ops;
   j["self_reacquired"] = st.misses;
-  j["hold_ms"] = hold.count();
+  add_fairness_fields(j, "", st);
+  j["hold_ms"] = r3(ceiling.hold_ms);
+  j["ceiling_release_ms"] = r3(ceiling.release_ms);
+  j["ceiling_wakeup_ms"] = r3(ceiling.wakeup_ms);
+  j["ceiling_acquire_ms"] = r3(ceiling.acquire_ms);
+  j["ceiling_cycle_ms"] = r3(ceiling.cycle_ms());
+  j["ceiling_per_s"] = r3(ceiling.per_s());
+  j["handoff_efficiency"] = ceiling.per_s() > 0 ? json(r3(st.ops_per_s() / ceiling.per_s())) : json(nullptr);
   j["raw_ops_per_s"] = nullptr;
   j["overhead_ratio"] = nullptr;
   j["errors"] = st.errors;
@@ -139,12 +160,12 @@ void write_svg(const std::string& path, const std::string& title, const std::vec
     if (!c.contains("op") || !c.contains("clients") || !c.contains("ops_per_s")) continue;
     std::string op = c["op"].get<std::string>();
     int n = c["clients"].get<int>();
-    bool redis = c.value("dialect", "") == "redis";
-    std::string name = redis ? "redis " + op : op;
+    const bool comparator = c.value("comparator", false);
+    std::string name = comparator ? c.value("dialect", "") + " " + op : op;
     series[name][n] = c["ops_per_s"].get<double>();
-    style[name] = redis ? "4,2,1,2" : "";
+    style[name] = comparator ? "4,2,1,2" : "";
     xs.insert(n);
-    if (!redis && c.contains("raw_ops_per_s") && c["raw_ops_per_s"].is_number()) {
+    if (!comparator && c.contains("raw_ops_per_s") && c["raw_ops_per_s"].is_number()) {
       series[op + " (raw)"][n] = c["raw_ops_per_s"].get<double>();
       style[op + " (raw)"] = "6,4";
     }
@@ -176,7 +197,6 @@ void write_svg(const std::string& path, const std::string& title, const std::vec
     std::string base = name;
     auto p = base.find(" (raw)");
     if (p != std::string::npos) base = base.substr(0, p);
-    if (base.rfind("redis ", 0) == 0) base = base;  // redis gets its own colour
     if (!color_of.count(base)) color_of[base] = colors[ci++ % 12];
   }
   std::ofstream f(path);

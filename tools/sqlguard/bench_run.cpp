@@ -1,6 +1,8 @@
 // sqlguard bench: running one cell. run_clients() drives N client loops
 // (threads, or forked processes reporting back through a pipe);
-// run_handoff() measures lock hand-off latency between N threads.
+// run_handoff() measures lock hand-off latency between N threads and
+// measure_ceiling() what one hand-off physically needs; both drive any
+// system's Contender, as contended_cycle() does for lease-hot.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -12,7 +14,6 @@
 #include "bench.h"
 #include "process.h"
 #include "sqlguard/errors.h"
-#include "sqlguard/lease_lock.h"
 
 namespace sqlguard::bench {
 
@@ -34,10 +35,12 @@ void client_loop(Shared& sh, const OpFn& fn, Stats& st) {
     if (ph == 2) return;
     auto t0 = Clock::now();
     try {
-      bool ok = fn();
+      const OpResult r = fn();
       auto t1 = Clock::now();
       if (ph == 1) {
-        if (ok) {
+        if (r.wait_ns >= 0) st.wait_ns.push_back(r.wait_ns);
+        if (r.timed_out) ++st.timeouts;
+        if (r.done) {
           ++st.ops;
           st.lat_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
         } else {
@@ -52,13 +55,9 @@ void client_loop(Shared& sh, const OpFn& fn, Stats& st) {
   }
 }
 
-void merge(Stats& into, Stats& from) {
-  into.ops += from.ops;
-  into.misses += from.misses;
-  into.errors += from.errors;
-  into.lat_ns.insert(into.lat_ns.end(), from.lat_ns.begin(), from.lat_ns.end());
-  if (into.first_error.empty()) into.first_error = from.first_error;
-}
+// A client process's report: ok, ops, misses, errors, timeouts, then the
+// counts of the latency and wait samples that follow its first error.
+constexpr std::size_t kHeader = 7;
 
 bool write_all(int fd, const void* p, std::size_t n) {
   auto* c = static_cast<const char*>(p);
@@ -132,11 +131,14 @@ Stats run_clients(int clients, bool processes, const std::function<OpFn(int clie
         [&, i](int fd) {
           Stats st;
           bool ok = body(i, st);
-          std::uint64_t hdr[5] = {ok ? 1u : 0u, st.ops, st.misses, st.errors, st.lat_ns.size()};
+          std::uint64_t hdr[kHeader] = {ok ? 1u : 0u, st.ops,           st.misses,
+                                        st.errors,   st.timeouts,    st.lat_ns.size(),
+                                        st.wait_ns.size()};
           std::uint64_t elen = st.first_error.size();
           bool w = write_all(fd, hdr, sizeof hdr) && write_all(fd, &elen, sizeof elen) &&
                    write_all(fd, st.first_error.data(), elen) &&
-                   write_all(fd, st.lat_ns.data(), st.lat_ns.size() * sizeof(std::int64_t));
+                   write_all(fd, st.lat_ns.data(), st.lat_ns.size() * sizeof(std::int64_t)) &&
+                   write_all(fd, st.wait_ns.data(), st.wait_ns.size() * sizeof(std::int64_t));
           return w ? 0 : 1;
         },
         so));
@@ -151,10 +153,10 @@ Stats run_clients(int clients, bool processes, const std::function<OpFn(int clie
   auto t1 = Clock::now();
   total.elapsed_s = std::chrono::duration<double>(t1 - t0).count();
   for (auto& t : threads) t.join();
-  for (auto& s : per) merge(total, s);
+  for (auto& s : per) total.merge_client(s);
   for (auto& child : children) {
     const int fd = child.out_fd();
-    std::uint64_t hdr[5] = {0, 0, 0, 0, 0}, elen = 0;
+    std::uint64_t hdr[kHeader] = {}, elen = 0;
     Stats st;
     if (read_all(fd, hdr, sizeof hdr) && read_all(fd, &elen, sizeof elen)) {
       st.first_error.resize(elen);
@@ -162,15 +164,18 @@ Stats run_clients(int clients, bool processes, const std::function<OpFn(int clie
       st.ops = hdr[1];
       st.misses = hdr[2];
       st.errors = hdr[3];
-      st.lat_ns.resize(hdr[4]);
-      read_all(fd, st.lat_ns.data(), hdr[4] * sizeof(std::int64_t));
+      st.timeouts = hdr[4];
+      st.lat_ns.resize(hdr[5]);
+      read_all(fd, st.lat_ns.data(), hdr[5] * sizeof(std::int64_t));
+      st.wait_ns.resize(hdr[6]);
+      read_all(fd, st.wait_ns.data(), hdr[6] * sizeof(std::int64_t));
       if (!hdr[0] && setup_error.empty()) setup_error = st.first_error;
     } else if (setup_error.empty()) {
       setup_error = "a client process died";
     }
     child.close_out();
     child.wait();
-    merge(total, st);
+    total.merge_client(st);
   }
   if (!setup_error.empty()) throw Error(ErrorCode::kInternal, "bench: " + setup_error);
   return total;
@@ -190,59 +195,75 @@ void hold_for(milliseconds hold, Clock::time_point from) {
 }
 }  // namespace
 
-// N threads contend for one name with blocking acquire (backoff + jitter;
-// LISTEN/NOTIFY on PostgreSQL). A holder keeps the lease for `hold`, releases,
-// and stamps steady_clock right after release() returns; the next owner
-// stamps right after acquire() returns. Events are paired by fencing token
-// (strictly increasing per acquisition), so the order of the stamps does not
-// matter; only hand-offs to ANOTHER client count.
-Stats run_handoff(int clients, const Cell& cell, const std::function<std::unique_ptr<Connection>()>& open,
-                  milliseconds warmup, milliseconds duration, milliseconds hold) {
+bool contended(const std::string& op) { return op == "lease-hot" || op == "handoff"; }
+
+OpFn contended_cycle(std::shared_ptr<Contender> c) {
+  return [c]() -> OpResult {
+    const auto t0 = Clock::now();
+    const bool owned = c->acquire(kAcquireTimeout);
+    const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    if (owned) c->release();
+    return {owned, wait, !owned};
+  };
+}
+
+// N threads contend for one lock with blocking acquire (each system's own
+// way of waiting). A holder keeps the lock for `hold`, releases, and stamps
+// steady_clock right after release() returns; the next owner stamps right
+// after acquire() returns. Each acquisition draws a number from a counter
+// while it holds the lock, so the numbers follow the order of ownership and
+// the stamps are paired by them; only hand-offs to ANOTHER client count.
+Stats run_handoff(int clients, const std::string& name, const MakeContender& make, milliseconds warmup,
+                  milliseconds duration, milliseconds hold) {
   struct Ev {
-    std::int64_t fence;
+    std::uint64_t seq;
     int client;
     Clock::time_point acq, rel;
   };
   std::mutex mu;
   std::vector<Ev> evs;
+  std::vector<Stats> per(static_cast<std::size_t>(clients));  // acquisitions, waits, timeouts
+  std::atomic<std::uint64_t> seq{0};
   std::atomic<int> phase{0}, ready{0};
-  std::atomic<std::uint64_t> errors{0};
-  std::string first_error;
   std::vector<std::thread> ts;
   for (int i = 0; i < clients; ++i) {
     ts.emplace_back([&, i] {
-      std::unique_ptr<Connection> conn;
-      std::unique_ptr<LeaseLock> lock;
+      Stats& mine = per[static_cast<std::size_t>(i)];
+      std::unique_ptr<Contender> c;
       try {
-        conn = open();
-        LeaseOptions o;
-        o.ttl = milliseconds(kTtlMs);
-        lock = std::make_unique<LeaseLock>(*conn, cell.prefix + ":handoff", o);
+        c = make(name, i);
       } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lk(mu);
-        if (first_error.empty()) first_error = e.what();
-        ++errors;
+        mine.first_error = std::string("client setup failed: ") + e.what();
+        ++mine.errors;
         ready.fetch_add(1);
         return;
       }
       ready.fetch_add(1);
       while (phase.load() < 2) {
+        const bool measured = phase.load() == 1;
         try {
-          if (!lock->acquire(milliseconds(2000))) continue;
-          auto acq = Clock::now();
-          auto fence = lock->fence();
+          const auto t0 = Clock::now();
+          const bool owned = c->acquire(kAcquireTimeout);
+          const auto acq = Clock::now();
+          if (measured) {
+            mine.wait_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(acq - t0).count());
+            if (!owned) ++mine.timeouts;
+          }
+          if (!owned) continue;
+          const auto n = seq.fetch_add(1);
           hold_for(hold, acq);
-          lock->release();
-          auto rel = Clock::now();
-          if (phase.load() == 1) {
+          c->release();
+          const auto rel = Clock::now();
+          if (measured) {
+            ++mine.ops;
             std::lock_guard<std::mutex> lk(mu);
-            evs.push_back({fence, i, acq, rel});
+            evs.push_back({n, i, acq, rel});
           }
           std::this_thread::sleep_for(hold);  // step back so a waiter can take it
         } catch (const std::exception& e) {
-          ++errors;
-          std::lock_guard<std::mutex> lk(mu);
-          if (first_error.empty()) first_error = e.what();
+          if (measured) ++mine.errors;
+          if (mine.first_error.empty()) mine.first_error = e.what();
+          std::this_thread::sleep_for(milliseconds(1));  // never spin on a broken session
         }
       }
     });
@@ -256,10 +277,10 @@ Stats run_handoff(int clients, const Cell& cell, const std::function<std::unique
   auto t1 = Clock::now();
   for (auto& t : ts) t.join();
   Stats st;
+  for (const auto& p : per) st.merge_client(p);  // ops = acquisitions so far
   st.elapsed_s = std::chrono::duration<double>(t1 - t0).count();
-  st.errors = errors;
-  st.first_error = first_error;
-  std::sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.fence < b.fence; });
+  st.ops = 0;
+  std::sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.seq < b.seq; });
   for (std::size_t k = 1; k < evs.size(); ++k) {
     if (evs[k].client == evs[k - 1].client) {
       ++st.misses;  // re-acquired by the same client: not a hand-off
@@ -272,29 +293,34 @@ Stats run_handoff(int clients, const Cell& cell, const std::function<std::unique
   return st;
 }
 
-double solo_cycle_ms(const Cell& cell, const std::function<std::unique_ptr<Connection>()>& open,
-                     milliseconds warmup, milliseconds duration, milliseconds hold) {
-  auto conn = open();
-  LeaseOptions o;
-  o.ttl = milliseconds(kTtlMs);
-  LeaseLock lock(*conn, cell.prefix + ":solo", o);
-  Stats acq, rel;  // latencies only: their p50s
+Ceiling measure_ceiling(const std::string& name, const MakeContender& make, milliseconds warmup, milliseconds duration,
+                        milliseconds hold) {
+  auto c = make(name, 0);
+  std::vector<std::int64_t> acq, rel, ping;
   const auto t_measure = Clock::now() + warmup, t_end = t_measure + duration;
   auto ns = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
   for (auto now = Clock::now(); now < t_end; now = Clock::now()) {
-    if (!lock.acquire(milliseconds(2000))) throw Error(ErrorCode::kInternal, "bench: a lock nobody else uses was busy");
+    if (!c->acquire(kAcquireTimeout)) throw Error(ErrorCode::kInternal, "bench: a lock nobody else uses was busy");
     const auto got = Clock::now();
     hold_for(hold, got);
     const auto rel0 = Clock::now();
-    lock.release();
+    c->release();
     const auto rel1 = Clock::now();
+    c->ping();
+    const auto pinged = Clock::now();
     if (now >= t_measure) {
-      acq.lat_ns.push_back(ns(got - now));
-      rel.lat_ns.push_back(ns(rel1 - rel0));
+      acq.push_back(ns(got - now));
+      rel.push_back(ns(rel1 - rel0));
+      ping.push_back(ns(pinged - rel1));
     }
     std::this_thread::sleep_for(hold);  // the hand-off loop's step back
   }
-  return acq.pct_ms(0.5) + rel.pct_ms(0.5);
+  Ceiling out;
+  out.hold_ms = static_cast<double>(hold.count());
+  out.release_ms = percentile_ms(rel, 0.5);
+  out.wakeup_ms = percentile_ms(ping, 0.5) / 2;
+  out.acquire_ms = percentile_ms(acq, 0.5);
+  return out;
 }
 
 }  // namespace sqlguard::bench

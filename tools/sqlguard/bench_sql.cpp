@@ -57,6 +57,61 @@ Sql::Sql(Connection& c) {
   cas_version = seen.at("cas_version");
 }
 
+namespace {
+
+// The durability settings a benchmark states, read from the server (the
+// bench's own reads, not sqlguard statements: the catalog has none for them).
+std::vector<std::string> settings(Connection& c, const char* sql) {
+  auto r = c.execute(sql);
+  std::vector<std::string> out;
+  for (const auto& v : r.rows.at(0).cells) out.push_back(v.is_null() ? std::string() : v.as_string());
+  return out;
+}
+
+Durability postgresql_cycle(Connection& c, ReleaseCommit commit) {
+  const auto v = settings(c, "SELECT current_setting('fsync'), current_setting('synchronous_commit')");
+  const std::string head = "PostgreSQL fsync=" + v[0] + ", synchronous_commit=" + v[1] + ": ";
+  if (v[0] != "on") return {head + "no flush reaches the disk (not durable)", 0};
+  if (v[1] == "off") return {head + "no commit waits for its WAL flush (not durable)", 0};
+  if (commit == ReleaseCommit::kDurable) return {head + "2 WAL flushes per cycle (acquire, release)", 2};
+  return {head + "1 WAL flush per cycle (acquire; the release does not wait, the next acquire's flush covers it)", 1};
+}
+
+Durability mysql_cycle(Connection& c) {
+  const auto v = settings(c, "SELECT CAST(@@GLOBAL.innodb_flush_log_at_trx_commit AS CHAR), CAST(@@GLOBAL.log_bin AS "
+                             "CHAR), CAST(@@GLOBAL.sync_binlog AS CHAR)");
+  std::string head = "MariaDB innodb_flush_log_at_trx_commit=" + v[0];
+  head += v[1] == "1" ? ", binlog on, sync_binlog=" + v[2] + ": " : ", binlog off: ";
+  if (v[0] != "1") return {head + "the redo log is flushed about once a second (not durable)", 0};
+  return {head + "2 redo-log flushes per cycle (take-over, release)", 2};
+}
+
+Durability sqlite_cycle(Connection& c) {
+  const auto v = settings(c, "SELECT (SELECT journal_mode FROM pragma_journal_mode), "
+                             "(SELECT CAST(synchronous AS TEXT) FROM pragma_synchronous)");
+  static const char* kLevels[] = {"OFF", "NORMAL", "FULL", "EXTRA"};
+  const int level = std::stoi(v[1]);
+  const std::string head =
+      "SQLite journal_mode=" + v[0] + ", synchronous=" + (level >= 0 && level < 4 ? kLevels[level] : v[1]) + ": ";
+  if (level == 0) return {head + "no fsync at all (not durable)", 0};
+  if (level == 1 && v[0] == "wal")
+    return {head + "no fsync per commit (the WAL is synced at checkpoints: survives a process crash, not a power "
+                   "loss)",
+            0};
+  return {head + "2 fsyncs per cycle (take-over, release)", 2};
+}
+
+}  // namespace
+
+Durability lease_cycle_durability(Connection& c, ReleaseCommit commit) {
+  switch (c.kind()) {
+    case DialectKind::kPostgresql: return postgresql_cycle(c, commit);
+    case DialectKind::kMysql: return mysql_cycle(c);
+    case DialectKind::kSqlite: return sqlite_cycle(c);
+    default: return {"unknown for " + std::string(to_string(c.kind())), std::nullopt};
+  }
+}
+
 Recorded record_op(const std::string& op, const Cell& cell) {
   Recorded rec;
   bool on = false;

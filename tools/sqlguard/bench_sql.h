@@ -47,6 +47,11 @@ struct Recorded {
 // exist) and records the second run.
 Recorded record_op(const std::string& op, const Cell& cell);
 
+// What one lease cycle (acquire + release) waits for on the server behind
+// `c`, from its durability settings (read here: what the server runs with,
+// not what it was meant to run with) and `commit`.
+Durability lease_cycle_durability(Connection& c, ReleaseCommit commit);
+
 // --emit-sql: the recorded statements per op, as SQL text, or with --json one
 // object per op: dialect, op, round_trips, statements[].
 void emit_sql(const std::string& dialect, bool numbered, const std::vector<std::string>& ops,

@@ -32,11 +32,86 @@ struct Opts {
   std::string ops = "all";
   std::string clients = "1,4,16";
   std::string duration = "2s", warmup = "300ms", hold = "1ms";
-  bool processes = false, no_raw = false, emit_sql = false, scale = false, keep = false;
-  std::string plot, redis;
+  bool processes = false, no_raw = false, emit_sql = false, scale = false, keep = false, durable_release = false;
+  std::string plot, redis, etcd, run_id;
   std::int64_t scale_rows = 1000000;
   int scale_clients = 4;
 };
+
+// The validated timings of every cell.
+struct Timing {
+  milliseconds warmup, duration, hold;
+};
+
+bool lease_op(const std::string& op) { return op == "lease-distinct" || op == "lease-hot" || op == "handoff"; }
+
+// Prints one cell (a JSON line, or a row of the text table after `label`),
+// tagged with --run-id.
+void emit(json& j, const Opts& o, const std::string& label = "") {
+  if (!o.run_id.empty()) j["run_id"] = o.run_id;
+  if (global().json) {
+    print_json(j);
+    return;
+  }
+  if (!label.empty()) std::cout << label << " ";
+  print_row(j);
+}
+
+// A handoff cell of any system: the ceiling measured right before it on the
+// same server by one client alone (commit latency drifts between cells),
+// then `clients` contenders handing lock `lock` to each other.
+json handoff_cell(const std::string& lock, int clients, const MakeContender& make, const Timing& t) {
+  json j;
+  std::string ceiling_error;
+  Ceiling ceiling;
+  try {
+    ceiling = measure_ceiling(lock + ":solo", make, t.warmup, std::min(t.duration, milliseconds(1000)), t.hold);
+  } catch (const std::exception& e) {
+    ceiling_error = std::string("measuring the hand-off ceiling: ") + e.what();
+  }
+  Stats st = run_handoff(clients, lock, make, t.warmup, t.duration, t.hold);
+  add_handoff_fields(j, st, ceiling);
+  if (!ceiling_error.empty()) {  // no ceiling, no efficiency for this cell
+    for (const char* k : {"ceiling_release_ms", "ceiling_wakeup_ms", "ceiling_acquire_ms", "ceiling_cycle_ms",
+                          "ceiling_per_s", "handoff_efficiency"})
+      j[k] = nullptr;
+    j["hold_ms"] = t.hold.count();
+    j["errors"] = j["errors"].get<std::uint64_t>() + 1;
+    if (!j.contains("first_error")) j["first_error"] = ceiling_error;
+  }
+  return j;
+}
+
+// The lease ops of `ops` through comparator `c` at every client count, as
+// sqlguard's run: lease-distinct (a lock per client), lease-hot (one lock,
+// waited acquires), handoff (one lock, >= 2 clients).
+std::vector<json> run_comparator(const Comparator& c, const std::vector<std::string>& ops,
+                                 const std::vector<int>& clients, const Opts& o, const Timing& t,
+                                 const std::string& run_tag) {
+  std::vector<json> out;
+  for (const auto& op : ops) {
+    if (!lease_op(op)) continue;
+    for (int n : clients) {
+      if (op == "handoff" && n < 2) continue;  // a hand-off needs a second client
+      const std::string lock = run_tag + ":" + c.name + ":" + op + ":" + std::to_string(n);
+      json j = {{"dialect", c.name}, {"comparator", true}, {"op", op}, {"clients", n},
+                {"mode", o.processes && op != "handoff" ? "processes" : "threads"}};
+      if (op == "handoff") {
+        j.update(handoff_cell(lock, n, c.make, t));
+      } else {
+        auto make = [&](int i) {
+          return contended_cycle(c.make(op == "lease-hot" ? lock : lock + ":" + std::to_string(i), i));
+        };
+        Stats st = run_clients(n, o.processes, make, t.warmup, t.duration);
+        add_cell_fields(j, op, st, nullptr);
+      }
+      j["statements_per_op"] = c.round_trips;
+      add_durability_fields(j, c.durability);
+      out.push_back(j);
+    }
+  }
+  return out;
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -64,6 +139,7 @@ void run_scale(const Opts& o, Connection& admin, const std::string& dialect, con
     j["scale"] = true;
     j["clients"] = sc;
     j["rows"] = rows;
+    if (!o.run_id.empty()) j["run_id"] = o.run_id;
     if (g.json) print_json(j);
     else print_scale_row(op + " " + phase, st);
     return j;
@@ -127,6 +203,7 @@ void run_scale(const Opts& o, Connection& admin, const std::string& dialect, con
   j["idempotency_deleted"] = rep.idempotency_deleted;
   j["cleanup_batches"] = rep.batches;
   if (!cleanup_error.empty()) j["cleanup_error"] = cleanup_error;
+  if (!o.run_id.empty()) j["run_id"] = o.run_id;
   if (g.json) print_json(j);
   else print_cleanup_row(during, rep.locks_deleted, rep.idempotency_deleted, cleanup_s, fill_s);
 }
@@ -165,8 +242,17 @@ void run_bench(const Opts& o) {
   auto duration = duration_flag("--duration", o.duration, {milliseconds(50), std::chrono::hours(1)});
   auto warmup = duration_flag("--warmup", o.warmup, {milliseconds(0), std::chrono::minutes(10)});
   auto hold = duration_flag("--hold", o.hold, {milliseconds(0), std::chrono::seconds(1)});
+  const Timing timing{warmup, duration, hold};
   if (!o.redis.empty() && !redis_compiled())
     throw BadValue("--redis", "this sqlguard was built without hiredis (install libhiredis-dev and rebuild)");
+  if (!o.etcd.empty() && !etcd_compiled())
+    throw BadValue("--etcd", "this sqlguard was built without cpp-httplib (install libcpp-httplib-dev and rebuild)");
+  const auto commit = o.durable_release ? ReleaseCommit::kDurable : ReleaseCommit::kCoveredByNextAcquire;
+  // Comparators connect before the database is touched: an unreachable one
+  // fails the run at once, naming its address.
+  std::vector<Comparator> comparators;
+  if (!o.redis.empty()) comparators.push_back(redis_comparator(o.redis));
+  if (!o.etcd.empty()) comparators.push_back(etcd_comparator(o.etcd));
 
   auto admin = open_db();
   const std::string dialect(to_string(admin->kind()));
@@ -177,33 +263,32 @@ void run_bench(const Opts& o) {
   // statements_per_op (round trips, BEGIN/COMMIT included).
   std::map<std::string, Recorded> recorded;
   fill_stock(*admin, 0, 1);
-  for (const auto& op : ops) recorded[op] = record_op(op, Cell{op, 1, run_tag + ":record:" + op, 0});
+  for (const auto& op : ops) {
+    Cell cell{op, 1, run_tag + ":record:" + op, 0};
+    cell.release_commit = commit;
+    recorded[op] = record_op(op, cell);
+  }
   if (o.emit_sql) {
     emit_sql(dialect, admin->kind() == DialectKind::kPostgresql, ops, recorded);
     admin::delete_by_prefix(*admin, run_tag);
     return;
   }
+  const Durability durability = lease_cycle_durability(*admin, commit);
   auto open = [] { return open_db(); };
   std::vector<json> cells;
   if (!g.json) {
     std::cout << "sqlguard bench: " << mask_uri(g.db) << " (" << dialect << "), " << (o.processes ? "processes" : "threads")
-              << ", " << format_duration(duration) << " per cell after " << format_duration(warmup) << " warm-up\n";
+              << ", " << format_duration(duration) << " per cell after " << format_duration(warmup) << " warm-up\n"
+              << "lease cycle: " << durability.summary << "\n";
     print_table_header();
   }
-  // Redis first (same run, same client counts): every lease cell then
-  // reports vs_redis = its ops/s over Redis's for the same op and clients.
-  std::map<std::pair<std::string, int>, double> redis_ops;
-  if (!o.redis.empty()) {
-    std::vector<std::string> rops;
-    for (const auto& op : ops)
-      if (op == "lease-distinct" || op == "lease-hot") rops.push_back(op);
-    for (auto& j : run_redis(o.redis, rops, clients, o.processes, warmup, duration)) {
-      redis_ops[{j["op"].get<std::string>(), j["clients"].get<int>()}] = j["ops_per_s"].get<double>();
-      if (g.json) print_json(j);
-      else {
-        std::cout << "redis ";
-        print_row(j);
-      }
+  // Comparators first (same run, same client counts): every lease cell then
+  // reports vs_<name> = its ops/s over the comparator's for the same op and clients.
+  std::map<std::string, std::map<std::pair<std::string, int>, double>> comparator_ops;
+  for (const auto& c : comparators) {
+    for (auto& j : run_comparator(c, ops, clients, o, timing, run_tag)) {
+      comparator_ops[c.name][{j["op"].get<std::string>(), j["clients"].get<int>()}] = j["ops_per_s"].get<double>();
+      emit(j, o, c.name);
       cells.push_back(j);
     }
   }
@@ -214,29 +299,12 @@ void run_bench(const Opts& o) {
       ++cell_no;
       Cell cell{op, n, run_tag + ":" + std::to_string(cell_no), 0};
       cell.key_base = static_cast<std::int64_t>(cell_no) * 100000;
+      cell.release_commit = commit;
       json j = {{"dialect", dialect}, {"op", op}, {"clients", n}, {"mode", o.processes ? "processes" : "threads"}};
-      double cell_cycle_ms = 0;
       if (op == "handoff") {
         if (n < 2) continue;  // a hand-off needs a second client
-        // The ceiling's release commit + acquire commit, measured right
-        // before this cell on the same server, by one client alone running
-        // the same loop (acquire, hold, release, step back): commit latency
-        // drifts between cells, and here a commit after a 1 ms idle gap is
-        // slower than back to back (PostgreSQL, measured: acquire + release
-        // 0.77-0.85 ms in this rhythm, 0.46-0.57 ms in lease-distinct's loop).
-        std::string solo_error;
-        try {
-          cell_cycle_ms = solo_cycle_ms(cell, open, warmup, std::min(duration, milliseconds(1000)), hold);
-        } catch (const std::exception& e) {
-          solo_error = std::string("measuring cycle_ms: ") + e.what();  // no efficiency for this cell
-        }
-        Stats st = run_handoff(n, cell, open, warmup, duration, hold);
-        add_handoff_fields(j, st, hold);
-        j["cycle_ms"] = cell_cycle_ms > 0 ? json(r3(cell_cycle_ms)) : json(nullptr);
-        if (!solo_error.empty()) {
-          j["errors"] = j["errors"].get<std::uint64_t>() + 1;
-          if (!j.contains("first_error")) j["first_error"] = solo_error;
-        }
+        j["mode"] = "threads";
+        j.update(handoff_cell(cell.prefix + ":handoff", n, sg_contender(open, commit), timing));
       } else {
         fill_stock(*admin, cell.key_base, n);
         fill_stock(*admin, cell.key_base + 10000, n);
@@ -249,20 +317,20 @@ void run_bench(const Opts& o) {
         add_cell_fields(j, op, st, have_raw ? &raw_st : nullptr);
       }
       j["statements_per_op"] = recorded[op].round_trips;
-      const bool lease = op == "lease-distinct" || op == "lease-hot" || op == "handoff";
-      if (lease && j["ops_per_s"].is_number()) {
+      if (lease_op(op)) {
+        add_durability_fields(j, durability);
+        j["release_commit"] = o.durable_release ? "durable" : "covered_by_next_acquire";
+      }
+      if (lease_op(op) && j["ops_per_s"].is_number()) {
         const double ops_s = j["ops_per_s"].get<double>();
         if (n == 1 && op != "handoff") one_client[op] = ops_s;
         if (one_client.count(op) && one_client[op] > 0) j["contention_ratio"] = r3(ops_s / one_client[op]);
-        auto rd = redis_ops.find({op, n});
-        if (rd != redis_ops.end() && rd->second > 0) j["vs_redis"] = r3(ops_s / rd->second);
-        // Hand-off ceiling: one cycle per (hold + release commit + acquire
-        // commit); the last two are cycle_ms (solo_cycle_ms()).
-        if (op == "handoff" && cell_cycle_ms > 0)
-          j["handoff_efficiency"] = r3(ops_s * (static_cast<double>(hold.count()) + cell_cycle_ms) / 1000.0);
+        for (const auto& [name, by_cell] : comparator_ops) {
+          auto it = by_cell.find({op, n});
+          if (it != by_cell.end() && it->second > 0) j["vs_" + name] = r3(ops_s / it->second);
+        }
       }
-      if (g.json) print_json(j);
-      else print_row(j);
+      emit(j, o);
       cells.push_back(j);
     }
   }
@@ -295,8 +363,16 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--no-raw", o->no_raw, "Skip the raw driver baseline");
   cmd->add_flag("--emit-sql", o->emit_sql, "Print the exact statements per op and exit");
   cmd->add_option("--plot", o->plot, "Write an SVG of ops/s against clients to this file");
-  cmd->add_option("--redis", o->redis, std::string("Also run lease ops on Redis at HOST:PORT (SET NX PX + Lua release)") +
+  cmd->add_option("--redis", o->redis, std::string("Also run the lease ops on Redis at HOST:PORT (SET NX PX + Lua release)") +
                                            (redis_compiled() ? "" : " [not compiled in]"));
+  cmd->add_option("--etcd", o->etcd, std::string("Also run the lease ops on etcd at HOST:PORT (lease + Lock/Unlock, "
+                                                 "v3 JSON gateway)") +
+                                         (etcd_compiled() ? "" : " [not compiled in]"));
+  cmd->add_flag("--durable-release", o->durable_release,
+                "Lease releases wait for their commit's flush (ReleaseCommit::kDurable; PostgreSQL: 2 WAL flushes "
+                "per cycle instead of 1)");
+  cmd->add_option("--run-id", o->run_id, "Copied into every cell's JSON (run_id): tools/bench.sh's run, so tables "
+                                         "can check their cells come from one run");
   cmd->add_flag("--scale", o->scale, "Scale checks: latency with 1M rows in the lock / idempotency tables and during cleanup");
   cmd->add_option("--scale-rows", o->scale_rows, "Rows filled per table by --scale")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000000}))

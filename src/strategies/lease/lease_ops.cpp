@@ -234,12 +234,15 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
   return release_lease(conn, name, owner, fence);
 }
 
-bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence) {
+bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
+                   ReleaseCommit commit) {
   check_lease_ref(name, owner, fence);
   // On its own a release may skip the commit flush (PostgreSQL); inside the
-  // caller's transaction the _in_tx form leaves durability alone.
-  const auto id = conn.in_transaction() && conn.dialect().release_skips_commit_flush() ? Sql::lease_release_in_tx
-                                                                                       : Sql::lease_release;
+  // caller's transaction, or when asked to be durable, the _flushed form
+  // leaves durability alone.
+  const bool flushed = conn.in_transaction() || commit == ReleaseCommit::kDurable;
+  const auto id = flushed && conn.dialect().release_skips_commit_flush() ? Sql::lease_release_flushed
+                                                                         : Sql::lease_release;
   if (run(conn, id, {name, owner, fence, lease_wakeup_channel(name)}).affected == 1) {
     ++metric::lock_releases();
     conn.dialect().plans().wait->wake_waiters(conn, name);

@@ -51,7 +51,8 @@
 #   SQLGUARD_DURABLE=1     durable settings (PG fsync/synchronous_commit/
 #                          full_page_writes on, InnoDB flush_log_at_trx_commit=1);
 #                          default is fast, non-durable test settings.
-#                          Applied at every start/restart.
+#                          Applied at every start; restart and crash keep the
+#                          server's settings unless the variable is set.
 #   SQLGUARD_PG_BIN        PostgreSQL bin dir (default /usr/lib/postgresql/15/bin)
 #   SQLGUARD_START_TIMEOUT seconds to wait for readiness (default 30)
 #   SQLGUARD_STOP_TIMEOUT  seconds before escalating to SIGKILL (default 15)
@@ -83,6 +84,7 @@ while [[ "$BASE" == */ && "$BASE" != / ]]; do BASE=${BASE%/}; done
 PG_PORT=${SQLGUARD_PG_PORT:-55432}
 MY_PORT=${SQLGUARD_MARIADB_PORT:-53306}
 DURABLE=${SQLGUARD_DURABLE:-0}
+DURABLE_GIVEN=${SQLGUARD_DURABLE:+1}
 START_TIMEOUT=${SQLGUARD_START_TIMEOUT:-30}
 STOP_TIMEOUT=${SQLGUARD_STOP_TIMEOUT:-15}
 
@@ -244,6 +246,16 @@ make_owned_dir() { # dir owner mode
 }
 
 mode_name() { if (( DURABLE )); then echo durable; else echo fast; fi; }
+
+# restart/crash without SQLGUARD_DURABLE: start again with the settings the
+# server ran with (a chaos run must not turn a durable server into a fast one).
+keep_mode() { # mode-file
+  [[ -z "$DURABLE_GIVEN" ]] || return 0
+  case "$(cat "$1" 2>/dev/null)" in
+    durable) DURABLE=1 ;;
+    fast) DURABLE=0 ;;
+  esac
+}
 
 # -------------------------------------------------------------- PostgreSQL ---
 
@@ -677,14 +689,14 @@ case "$action" in
   restart)
     prepare_base
     take_lock
-    if (( want_pg )); then pg_stop; pg_start; fi
-    if (( want_my )); then my_stop; my_start; fi
+    if (( want_pg )); then keep_mode "$PG_DIR/mode"; pg_stop; pg_start; fi
+    if (( want_my )); then keep_mode "$MY_DIR/mode"; my_stop; my_start; fi
     ;;
   crash)
     prepare_base
     take_lock
-    if (( want_pg )); then t0=$(now_us); pg_crash; pg_start; log "postgresql: crash + recovery took $(elapsed "$t0")"; fi
-    if (( want_my )); then t0=$(now_us); my_crash; my_start; log "mariadb: crash + recovery took $(elapsed "$t0")"; fi
+    if (( want_pg )); then t0=$(now_us); keep_mode "$PG_DIR/mode"; pg_crash; pg_start; log "postgresql: crash + recovery took $(elapsed "$t0")"; fi
+    if (( want_my )); then t0=$(now_us); keep_mode "$MY_DIR/mode"; my_crash; my_start; log "mariadb: crash + recovery took $(elapsed "$t0")"; fi
     ;;
 esac
 exit 0

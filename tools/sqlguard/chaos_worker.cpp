@@ -103,15 +103,8 @@ class Worker {
   }
 
   int run() {
-    if (!connect()) return 0;  // the deadline passed while the database was away
-    inbox_ = std::make_unique<Inbox>(*conn_);
-    // The guarded update bumps the version too, so the CAS path sees every
-    // change (a first draft did not; the stock invariant caught the lost update).
-    decrement_ = std::make_unique<GuardedUpdate>(
-        *conn_, GuardedUpdateSpec{n_.stock, "id",
-                                  {{"qty", AssignOp::kSubtract}, {"version", AssignOp::kAdd}},
-                                  {{"qty", Compare::kGe}}});
-    cas_ = std::make_unique<VersionCas>(*conn_, VersionCasSpec{n_.stock, "id", "version", {"qty"}});
+    // false: the deadline passed while the database was away
+    if (!connect() || !prepare()) return 0;
     locks_.resize(a_.resources);
     const auto born = steady_clock::now();
     while (!past_deadline()) {
@@ -127,9 +120,7 @@ class Worker {
         else
           inbox();
       } catch (const Error& e) {
-        ++s_.errors;
-        if (std::getenv("SQLGUARD_CHAOS_VERBOSE"))
-          std::cerr << "chaos-worker " << a_.slot << ": " << e.what() << "\n";
+        count_error(e);
         recover();
       } catch (const std::exception& e) {
         // Not a classified sqlguard::Error (a driver exception that escaped
@@ -164,6 +155,35 @@ class Worker {
         if (e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotSupported) throw;
         if (past_deadline()) return false;
         sleep(milliseconds(100));
+      }
+    }
+  }
+
+  // Expected under faults: counted, one line each with SQLGUARD_CHAOS_VERBOSE.
+  void count_error(const Error& e) {
+    ++s_.errors;
+    if (std::getenv("SQLGUARD_CHAOS_VERBOSE")) std::cerr << "chaos-worker " << a_.slot << ": " << e.what() << "\n";
+  }
+
+  // The strategies' objects. Their constructors talk to the database, so a
+  // session kill or a server crash can hit them too (before this retried, a
+  // worker respawned into a session kill died with commit_in_doubt).
+  bool prepare() {
+    for (;;) {
+      try {
+        inbox_ = std::make_unique<Inbox>(*conn_);
+        // The guarded update bumps the version too, so the CAS path sees every
+        // change (a first draft did not; the stock invariant caught the lost update).
+        decrement_ = std::make_unique<GuardedUpdate>(
+            *conn_, GuardedUpdateSpec{n_.stock, "id",
+                                      {{"qty", AssignOp::kSubtract}, {"version", AssignOp::kAdd}},
+                                      {{"qty", Compare::kGe}}});
+        cas_ = std::make_unique<VersionCas>(*conn_, VersionCasSpec{n_.stock, "id", "version", {"qty"}});
+        return true;
+      } catch (const Error& e) {
+        count_error(e);
+        recover();
+        if (past_deadline()) return false;
       }
     }
   }

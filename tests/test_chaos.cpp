@@ -209,7 +209,8 @@ TEST_CASE("a server crash (SIGKILL, crash recovery) keeps every lease invariant;
     REQUIRE(ctx().is_sqlite());
     return;
   }
-  auto r = chaos({"--duration", "8s", "--workers", "4", "--ttl", "500ms", "--seed", "5", "--faults", "kill,pause,crash"});
+  auto r =
+      chaos({"--duration", "8s", "--workers", "4", "--ttl", "500ms", "--seed", "5", "--faults", "kill,pause,crash"});
   INFO(r.out);
   CHECK(field(r.out, "server_crashes") >= 1);
   CHECK(field(r.out, "server_crash_failures") == 0);

@@ -31,7 +31,7 @@ enum class Control {
   kUnguardedDecrement,   // stock read, then written back minus one with no guard: stock
   kEffectsOutsideInbox,  // the effect row commits before, not inside, the dedup transaction: inbox_effects
   kLongLease,            // leases of 10 x --ttl, outliving a killed holder: stale_lock
-  kWorkerCrash,          // worker 0 aborts 500 ms into each life: worker_exits
+  kWorkerCrash,          // every worker aborts 300 ms into each life: worker_exits
 };
 // "no-fencing", "unguarded-decrement", ... ; "" for kNone.
 const char* control_name(Control c);

@@ -300,8 +300,8 @@ class Faults {
 
   std::vector<KillRecord> kill_records;
   int kills = 0, pauses = 0, connection_kills = 0, sessions_terminated = 0, server_restarts = 0,
-      restart_failures = 0, server_crashes = 0, crash_failures = 0, partitions = 0, node_kills = 0, node_rejoins = 0, node_kill_failures = 0,
-      failovers = 0, failover_failures = 0;
+      restart_failures = 0, server_crashes = 0, crash_failures = 0, partitions = 0, node_kills = 0, node_rejoins = 0,
+      node_kill_failures = 0, failovers = 0, failover_failures = 0;
   std::vector<std::int64_t> failover_cycle_ms;  // each failover script run (kill .. old primary rejoined)
 
  private:

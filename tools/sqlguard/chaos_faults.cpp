@@ -220,7 +220,8 @@ void Faults::finish() {
 
 void Faults::restore_server() {
   if (restart_failures == 0 && crash_failures == 0 && failover_failures == 0) return;
-  run_.notes.push_back("the restart, crash or failover script failed; ran `$SQLGUARD_DBSERVERS start " + server_target_ + "`");
+  run_.notes.push_back("the restart, crash or failover script failed; ran `$SQLGUARD_DBSERVERS start " +
+                       server_target_ + "`");
   run_dbservers("start");
 }
 

@@ -109,7 +109,7 @@ class Worker {
     const auto born = steady_clock::now();
     while (!past_deadline()) {
       // Negative control: an unexpected death (the coordinator must count it).
-      if (a_.control == Control::kWorkerCrash && a_.slot == 0 && steady_clock::now() - born > milliseconds(500))
+      if (a_.control == Control::kWorkerCrash && steady_clock::now() - born > milliseconds(300))
         std::abort();
       int op = pick(0, 99);
       try {
@@ -373,7 +373,7 @@ class Worker {
       ++s_.sold_out;
       return;
     }
-    sleep(milliseconds(pick(0, 8)));
+    sleep(milliseconds(pick(2, 10)));  // another worker's sale lands in between
     s_.phase = kInventoryTx;
     Transaction tx(*conn_);
     tx.execute("UPDATE " + n_.stock + " SET qty = ? WHERE id = ?", {qty - 1, item});

@@ -88,7 +88,8 @@ FaultSet FaultSet::parse(const std::string& list) {
 std::vector<std::string> FaultSet::names() const {
   std::vector<std::string> n;
   for (auto [on, name] : {std::pair{kill, "kill"}, {pause, "pause"}, {session_kill, "session-kill"},
-                          {restart, "restart"}, {crash, "crash"}, {partition, "partition"}, {node_kill, "node-kill"}, {failover, "failover"}})
+                          {restart, "restart"}, {crash, "crash"}, {partition, "partition"}, {node_kill, "node-kill"},
+                          {failover, "failover"}})
     if (on) n.emplace_back(name);
   return n;
 }
@@ -311,11 +312,11 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v,
   } else {
     auto& out = std::cout;
     out << "sqlguard chaos: " << j["dialect"].get<std::string>() << ", " << secs << " s, " << o.workers
-        << " workers, ttl " << format_duration(run.ttl) << ", seed " << o.seed
-        << control_banner(o) << "\n";
+        << " workers, ttl " << format_duration(run.ttl) << ", seed " << o.seed << control_banner(o) << "\n";
     out << "  faults:     " << f.kills << " kill -9, " << f.pauses << " pauses past ttl, " << f.connection_kills
         << " connection kills (" << f.sessions_terminated << " sessions), " << f.server_restarts
-        << " server restarts, " << f.server_crashes << " server crashes, " << f.partitions << " partitions, " << f.failovers << " failovers";
+        << " server restarts, " << f.server_crashes << " server crashes, " << f.partitions << " partitions, "
+        << f.failovers << " failovers";
     if (f.nodes > 1)
       out << ", " << f.node_kills << " node kills (" << f.node_rejoins << " rejoined) over " << f.nodes << " nodes";
     out << "\n";

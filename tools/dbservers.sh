@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL and MariaDB servers for sqlguard's tests, on loopback only.
 #
-# Usage: tools/dbservers.sh start|stop|restart|status|env [pg|mariadb|all] [--purge]
+# Usage: tools/dbservers.sh start|stop|restart|crash|status|env [pg|mariadb|all] [--purge]
 #        tools/dbservers.sh ACTION pgbouncer|pg-ha|pg-async|galera [N] [--purge]
 #
 #   start    initialise (first time) and start; a no-op if already running
 #   stop     graceful stop, escalating to SIGKILL after a timeout; no-op if stopped
 #            --purge (stop only) also deletes the data directories
 #   restart  stop + start, keeping the data (used by chaos tests)
+#   crash    SIGKILL the server and all its processes at once (no shutdown,
+#            no checkpoint, no flush), then start it again: the server runs
+#            its crash recovery. What survives is what had reached the OS:
+#            with the default fast settings PostgreSQL's synchronous_commit=off
+#            loses the last commits (WAL still in shared memory); MariaDB's
+#            flush_log_at_trx_commit=2 writes its log at every commit (kept:
+#            only an OS crash loses it). SQLGUARD_DURABLE=1 loses nothing.
 #   status   print running/stopped per server; exit 0 if all selected servers
 #            run, 3 otherwise
 #   env      print `export SQLGUARD_TEST_*_URI=...` lines for eval
@@ -44,7 +51,8 @@
 #   SQLGUARD_DURABLE=1     durable settings (PG fsync/synchronous_commit/
 #                          full_page_writes on, InnoDB flush_log_at_trx_commit=1);
 #                          default is fast, non-durable test settings.
-#                          Applied at every start/restart.
+#                          Applied at every start; restart and crash keep the
+#                          server's settings unless the variable is set.
 #   SQLGUARD_PG_BIN        PostgreSQL bin dir (default /usr/lib/postgresql/15/bin)
 #   SQLGUARD_START_TIMEOUT seconds to wait for readiness (default 30)
 #   SQLGUARD_STOP_TIMEOUT  seconds before escalating to SIGKILL (default 15)
@@ -76,6 +84,7 @@ while [[ "$BASE" == */ && "$BASE" != / ]]; do BASE=${BASE%/}; done
 PG_PORT=${SQLGUARD_PG_PORT:-55432}
 MY_PORT=${SQLGUARD_MARIADB_PORT:-53306}
 DURABLE=${SQLGUARD_DURABLE:-0}
+DURABLE_GIVEN=${SQLGUARD_DURABLE:+1}
 START_TIMEOUT=${SQLGUARD_START_TIMEOUT:-30}
 STOP_TIMEOUT=${SQLGUARD_STOP_TIMEOUT:-15}
 
@@ -161,6 +170,19 @@ wait_gone() { # pid timeout_seconds
   done
 }
 
+# SIGKILL a server process and its children in one call (a postmaster's
+# backends die with it, as in a crash) and wait until all are gone.
+kill9_tree() { # pid what
+  local pid=$1 what=$2 kids k
+  kids=$(ps -o pid= --ppid "$pid" 2>/dev/null | xargs || true)
+  log "$what: SIGKILL to $pid${kids:+ and its children $kids}"
+  # shellcheck disable=SC2086 # kids is a list of pids
+  kill -KILL "$pid" $kids 2>/dev/null || true
+  for k in $pid $kids; do
+    wait_gone "$k" 5 || die "$what: pid $k survived SIGKILL"
+  done
+}
+
 port_listeners() { ss -ltnpH "sport = :$1" 2>/dev/null || true; }
 
 # Fail clearly if someone else listens on the port we want.
@@ -224,6 +246,16 @@ make_owned_dir() { # dir owner mode
 }
 
 mode_name() { if (( DURABLE )); then echo durable; else echo fast; fi; }
+
+# restart/crash without SQLGUARD_DURABLE: start again with the settings the
+# server ran with (a chaos run must not turn a durable server into a fast one).
+keep_mode() { # mode-file
+  [[ -z "$DURABLE_GIVEN" ]] || return 0
+  case "$(cat "$1" 2>/dev/null)" in
+    durable) DURABLE=1 ;;
+    fast) DURABLE=0 ;;
+  esac
+}
 
 # -------------------------------------------------------------- PostgreSQL ---
 
@@ -373,7 +405,7 @@ pg_start() {
 }
 
 pg_stop() {
-  local pid t0 kids
+  local pid t0
   if ! pid=$(pg_pid); then
     log "postgresql: not running"
     return 0
@@ -384,13 +416,18 @@ pg_stop() {
   pg_as "$PG_BIN/pg_ctl" stop -D "$PG_DATA" -m fast -W -s </dev/null 9>&- \
     || log "postgresql: pg_ctl stop reported an error; waiting for pid $pid anyway"
   if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
-    kids=$(ps -o pid= --ppid "$pid" 2>/dev/null | tr -s '[:space:]' ' ' || true)
-    log "postgresql: still running after ${STOP_TIMEOUT}s; sending SIGKILL to $pid${kids:+ and children$kids}"
-    # shellcheck disable=SC2086 # kids is a list of pids
-    kill -KILL "$pid" $kids 2>/dev/null || true
-    wait_gone "$pid" 5 || die "postgresql: pid $pid survived SIGKILL"
+    log "postgresql: still running after ${STOP_TIMEOUT}s"
+    kill9_tree "$pid" postgresql
   fi
   log "postgresql: stopped in $(elapsed "$t0")"
+}
+
+# A server crash: every postgres process SIGKILLed at once; the next start
+# replays the WAL from the last checkpoint (crash recovery).
+pg_crash() {
+  local pid
+  pid=$(pg_pid) || die "postgresql: not running; nothing to crash"
+  kill9_tree "$pid" "postgresql: crash"
 }
 
 pg_status() {
@@ -541,12 +578,19 @@ my_stop() {
   log "mariadb: stopping (pid $pid)"
   kill -TERM "$pid" 2>/dev/null || true
   if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
-    log "mariadb: still running after ${STOP_TIMEOUT}s; sending SIGKILL to $pid"
-    kill -KILL "$pid" 2>/dev/null || true
-    wait_gone "$pid" 5 || die "mariadb: pid $pid survived SIGKILL"
+    log "mariadb: still running after ${STOP_TIMEOUT}s"
+    kill9_tree "$pid" mariadb
   fi
   rm -f "$MY_PIDFILE"
   log "mariadb: stopped in $(elapsed "$t0")"
+}
+
+# A server crash: SIGKILL, no shutdown; the next start runs InnoDB's crash
+# recovery (redo log).
+my_crash() {
+  local pid
+  pid=$(my_pid) || die "mariadb: not running; nothing to crash"
+  kill9_tree "$pid" "mariadb: crash"
 }
 
 my_status() {
@@ -576,7 +620,7 @@ for arg in "$@"; do
   case "$arg" in
     -h|--help|help) usage; exit 0 ;;
     --purge) purge=1 ;;
-    start|stop|restart|status|env)
+    start|stop|restart|crash|status|env)
       [[ -z "$action" ]] || { usage; die "more than one action given"; }
       action=$arg ;;
     pg|postgres|postgresql) [[ -z "$target" ]] || die "more than one target given"; target=pg ;;
@@ -602,7 +646,7 @@ if (( IS_ROOT )); then
   id "$MY_OS_USER" >/dev/null 2>&1 || die "OS user '$MY_OS_USER' missing; install mariadb-server (tools/deps.sh)"
 fi
 
-if [[ "$action" == start || "$action" == restart ]]; then
+if [[ "$action" == start || "$action" == restart || "$action" == crash ]]; then
   (( want_pg )) && check_socket_path "$PG_SOCK_DIR/.s.PGSQL.$PG_PORT" postgresql
   (( want_my )) && check_socket_path "$MY_SOCK" mariadb
 fi
@@ -645,8 +689,14 @@ case "$action" in
   restart)
     prepare_base
     take_lock
-    if (( want_pg )); then pg_stop; pg_start; fi
-    if (( want_my )); then my_stop; my_start; fi
+    if (( want_pg )); then keep_mode "$PG_DIR/mode"; pg_stop; pg_start; fi
+    if (( want_my )); then keep_mode "$MY_DIR/mode"; my_stop; my_start; fi
+    ;;
+  crash)
+    prepare_base
+    take_lock
+    if (( want_pg )); then t0=$(now_us); keep_mode "$PG_DIR/mode"; pg_crash; pg_start; log "postgresql: crash + recovery took $(elapsed "$t0")"; fi
+    if (( want_my )); then t0=$(now_us); keep_mode "$MY_DIR/mode"; my_crash; my_start; log "mariadb: crash + recovery took $(elapsed "$t0")"; fi
     ;;
 esac
 exit 0

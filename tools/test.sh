@@ -10,7 +10,8 @@
 # label), then the deployments, one topology at a time, each stopped after its
 # step: start PgBouncer and run the whole suite through it (ctest -R
 # '^pgbouncer$'), the pg-ha Patroni cluster with doctor + a short chaos with a
-# failover ('^pg_ha$'), pg-async and its doctor verdict ('^pg_async$'), and a
+# failover ('^pg_ha$'), pg-async with its doctor verdict and a chaos run whose
+# failover to a lagging standby must be caught ('^pg_async$'), and a
 # fresh 3-node Galera cluster with the [galera] tests and a chaos run with a
 # node kill ('^galera$'). The servers are always stopped on exit. A topology
 # that does not start is a failure, never a skip. Exits non-zero if any step

@@ -37,6 +37,14 @@
 #                       restart the killed node so it rejoins as a standby
 #                       (pg-ha: waits until it is the synchronous standby again,
 #                       since strict mode blocks commits without one).
+#                       pg-async, the negative control, first makes its standby
+#                       lag: its walreceiver is stopped (SIGSTOP) for
+#                       SQLGUARD_ASYNC_FAILOVER_LAG seconds while the primary
+#                       commits on, and SIGKILLed right after the primary's
+#                       kill, so what queued up is never read: the promoted
+#                       standby lacks those seconds of acknowledged commits.
+#                       (On loopback it otherwise replays within milliseconds
+#                       and a failover loses next to nothing.)
 #                       Step timings go to stderr. Promotion takes ~20-25 s
 #                       (Patroni's minimum ttl is 20 s); on pg-ha the new
 #                       primary's commits wait until the old node is back.
@@ -56,6 +64,8 @@
 #   SQLGUARD_GALERA_PORT      first port of galera (default 53310): node N uses
 #                             BASE+10(N-1) for SQL, +1 gcomm, +2 IST, +3 SST
 #   SQLGUARD_FAILOVER_TIMEOUT seconds to wait for promotion/rejoin (default 90)
+#   SQLGUARD_ASYNC_FAILOVER_LAG seconds the pg-async standby is held back
+#                             before a failover (default 3; 0: no lag)
 #   SQLGUARD_DURABLE=1        durable settings; default fast: PG fsync=off
 #                             (synchronous_commit stays on for pg-ha, or
 #                             strict synchronous replication would be moot;
@@ -97,6 +107,7 @@ DURABLE=${SQLGUARD_DURABLE:-0}
 START_TIMEOUT=${SQLGUARD_START_TIMEOUT:-30}
 STOP_TIMEOUT=${SQLGUARD_STOP_TIMEOUT:-15}
 FAILOVER_TIMEOUT=${SQLGUARD_FAILOVER_TIMEOUT:-90}
+ASYNC_FAILOVER_LAG=${SQLGUARD_ASYNC_FAILOVER_LAG:-3}
 
 check_port_value() { # value varname [span]
   if ! [[ "$1" =~ ^[0-9]+$ ]] || (( $1 < 1 || $1 + ${3:-0} > 65535 )); then
@@ -108,7 +119,7 @@ check_port_value "$BOUNCER_PORT" SQLGUARD_PGBOUNCER_PORT
 check_port_value "$PG_HA_PORT" SQLGUARD_PG_HA_PORT 5
 check_port_value "$PG_ASYNC_PORT" SQLGUARD_PG_ASYNC_PORT 5
 check_port_value "$GALERA_PORT" SQLGUARD_GALERA_PORT 23
-for v in START_TIMEOUT STOP_TIMEOUT FAILOVER_TIMEOUT; do
+for v in START_TIMEOUT STOP_TIMEOUT FAILOVER_TIMEOUT ASYNC_FAILOVER_LAG; do
   [[ "${!v}" =~ ^[0-9]+$ ]] || die "SQLGUARD_$v must be an integer"
 done
 case "$DURABLE" in
@@ -965,8 +976,32 @@ pt_kill_pids() { # node pid...
   rm -f "$(pt_ndir "$n")/patroni.pid"
 }
 
+# pg-async's failover: hold the standby's walreceiver (SIGSTOP) for
+# ASYNC_FAILOVER_LAG seconds while the primary commits on; prints its pid
+# (nothing when the lag is 0). pt_drop_lag ends it after the primary's kill.
+pt_lag_standby() { # primary standby
+  local old=$1 n=$2 wr
+  (( ASYNC_FAILOVER_LAG > 0 )) || return 0
+  wr=$(pt_sql "$n" "SELECT pid FROM pg_stat_wal_receiver" || true)
+  [[ "$wr" =~ ^[0-9]+$ ]] || die "$PT: node$n has no walreceiver to hold back"
+  kill -STOP "$wr"
+  log "$PT: node$n's walreceiver (pid $wr) stopped for ${ASYNC_FAILOVER_LAG}s: the standby falls behind"
+  sleep "$ASYNC_FAILOVER_LAG"
+  log "$PT: node$n received up to $(pt_sql "$n" "SELECT pg_last_wal_receive_lsn()"), node$old is at" \
+      "$(pt_sql "$old" "SELECT pg_current_wal_lsn()")"
+  echo "$wr"
+}
+
+# SIGKILL (not SIGCONT) the held walreceiver: the WAL queued in its socket is
+# never read. Its postmaster restarts the standby's processes (crash
+# recovery from what reached pg_wal), then Patroni promotes it.
+pt_drop_lag() { # standby walreceiver-pid
+  kill -KILL "$2" 2>/dev/null || true
+  log "$PT: node$1's held walreceiver (pid $2) SIGKILLed: the WAL it had not read is lost"
+}
+
 pt_failover() {
-  local old new t0 t_kill t_promote st ok wfile='' wpid='' t_commit=''
+  local old new t0 t_kill t_promote st ok wfile='' wpid='' t_commit='' wr=''
   pick_pg_bin
   old=$(pt_primary) || die "$PT: no primary; is it running? (dbservers.sh status $PT)"
   new=$(( 3 - old ))
@@ -978,12 +1013,14 @@ pt_failover() {
     die "$PT: node$new is not (yet) Patroni's synchronous standby, so it cannot be promoted; retry in a few seconds"
   fi
   log "$PT: primary node$old (port $(pt_pgport "$old")), standby node$new ($st)"
+  (( PT_SYNC )) || wr=$(pt_lag_standby "$old" "$new")
   local pids
   pids=$(pt_node_pids "$old")
   log "$PT: kill -9 Patroni and postgres of node$old (pids ${pids% })"
   t0=$(now_us)
   # shellcheck disable=SC2086 # a list of pids
   pt_kill_pids "$old" $pids
+  [[ -z "$wr" ]] || pt_drop_lag "$new" "$wr"
   t_kill=$(elapsed "$t0")
   log "$PT: node$old dead after $t_kill; waiting for node$new to be promoted (ttl 20s)"
   if ! pt_wait_primary "$FAILOVER_TIMEOUT" "$new" >/dev/null; then

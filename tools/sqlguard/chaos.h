@@ -22,6 +22,22 @@ enum Phase : std::int32_t {
 };
 const char* phase_name(std::int32_t phase);
 
+// Negative controls (`sqlguard chaos --control NAME`): worker modes that break
+// one guarantee on purpose, so that a test sees the checker catch it. A
+// normal run never uses one; each names the invariant it must trip.
+enum class Control {
+  kNone,
+  kNoFencing,            // fenced writes without the lease re-check or the token: fence_order, overlap
+  kUnguardedDecrement,   // stock read, then written back minus one with no guard: stock
+  kEffectsOutsideInbox,  // the effect row commits before, not inside, the dedup transaction: inbox_effects
+  kLongLease,            // leases of 10 x --ttl, outliving a killed holder: stale_lock
+  kWorkerCrash,          // every worker aborts 300 ms into each life: worker_exits
+};
+// "no-fencing", "unguarded-decrement", ... ; "" for kNone.
+const char* control_name(Control c);
+// Throws CLI::ValidationError (exit 2) for an unknown name.
+Control parse_control(const std::string& name);
+
 // One slot per worker index, in a file both sides mmap (MAP_SHARED). Only
 // lock-free 32/64-bit atomics, so it is address-free across processes. A
 // respawned worker reuses its slot; counters accumulate across lives.
@@ -72,7 +88,7 @@ struct WorkerArgs {
   int items = 2;
   int messages = 100;
   std::uint64_t seed = 1;
-  bool no_fencing = false;
+  Control control = Control::kNone;
 };
 
 }  // namespace sqlguard::cli::chaos

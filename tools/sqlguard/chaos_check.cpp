@@ -2,6 +2,7 @@
 // the coordinator sends. See chaos_coordinator.h.
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "chaos_coordinator.h"
 #include "sqlguard/inbox.h"
@@ -44,17 +45,20 @@ ChaosSql::ChaosSql(const Names& n) {
   select_stock = "SELECT s.id, s.qty, s.initial_qty, (SELECT COUNT(*) FROM " + n.sale +
                  " x WHERE x.item = s.id) FROM " + n.stock + " s ORDER BY s.id";
   select_effects = "SELECT message, COUNT(*) FROM " + n.effect + " GROUP BY message";
+  count_worker_effects = "SELECT COUNT(*) FROM " + n.effect + " WHERE worker >= 0";
 }
 
 std::string ChaosSql::drop_table(const std::string& table) { return "DROP TABLE IF EXISTS " + table; }
 
 // ---- the checker -------------------------------------------------------------------
 
-Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, std::int64_t last_exit_db_ms) {
+Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, const Workers& w) {
   const ChaosSql sql(run.names);
+  const WorkerTotals t = w.totals();
   Verdict v;
   json& inv = v.invariants;
-  inv = {{"fence_order", 0}, {"overlap", 0}, {"stock", 0}, {"inbox_effects", 0}, {"stale_lock", 0}};
+  inv = {{"fence_order", 0}, {"overlap", 0},      {"stock", 0},       {"inbox_effects", 0},
+         {"stale_lock", 0},  {"lost_commits", 0}, {"worker_exits", 0}};
   json& examples = v.examples;
   auto example = [&](const std::string& s) {
     if (examples.size() < 10) examples.push_back(s);
@@ -154,12 +158,33 @@ Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, std::int64_t las
   auto leases = db.with([&](Connection& c) { return list_leases(c, true); });
   for (const auto& l : leases) {
     if (l.name.rfind(run.names.prefix, 0) != 0) continue;
-    if (l.expire_at_ms > last_exit_db_ms + run.ttl.count() + slack) {
+    if (l.expire_at_ms > w.last_exit_db_ms + run.ttl.count() + slack) {
       inv["stale_lock"] = inv["stale_lock"].get<int>() + 1;
       example("stale_lock: " + l.name + " fence " + std::to_string(l.fence) + " expires " +
-              std::to_string(l.expire_at_ms - last_exit_db_ms) + " ms after the last worker exited");
+              std::to_string(l.expire_at_ms - w.last_exit_db_ms) + " ms after the last worker exited");
     }
   }
+
+  // 6. Lost commits: every transaction a worker saw commit left its rows.
+  // A worker counts a commit only after it returned, so a killed worker can
+  // leave more rows than it counted, never fewer: fewer rows means the
+  // database acknowledged a commit and then lost it (an asynchronous standby
+  // promoted, a crash of a server that acknowledges before writing its log).
+  const std::int64_t worker_effects =
+      db.with([&](Connection& c) { return c.execute(sql.count_worker_effects).rows.at(0)[0].as_int(); });
+  for (auto [what, acked, found] : {std::tuple{"fenced writes", t.writes, v.accepted},
+                                    {"sales", t.sales_g + t.sales_c, v.sold_total},
+                                    {"inbox effects", t.processed, worker_effects}}) {
+    if (found >= acked) continue;
+    inv["lost_commits"] = inv["lost_commits"].get<int>() + static_cast<int>(acked - found);
+    example(std::string("lost_commits: workers saw ") + std::to_string(acked) + " " + what + " commit, " +
+            std::to_string(found) + " are in the database");
+  }
+
+  // 7. Workers never die unless the injector killed them.
+  inv["worker_exits"] = w.unexpected_exits;
+  if (w.unexpected_exits > 0)
+    example("worker_exits: " + std::to_string(w.unexpected_exits) + " workers died without a kill by the injector");
 
   for (auto& [k, n] : inv.items()) v.violations += n.get<int>();
   return v;

@@ -2,7 +2,8 @@
 //   cmd_chaos.cpp      the command: options, setup, the fault schedule, the result
 //   chaos_workers.cpp  the worker processes: spawn, reap, respawn, aim, wind down
 //   chaos_faults.cpp   the faults: kill -9, SIGSTOP/SIGCONT, session kills,
-//                      server restarts (the script named by SQLGUARD_DBSERVERS)
+//                      server restarts and crashes (the script named by
+//                      SQLGUARD_DBSERVERS)
 //   chaos_partition.cpp the partition fault: one fault proxy per worker slot
 //                      between the worker and the server, frozen on demand
 //   chaos_check.cpp    the invariant checker, and ChaosSql: every statement
@@ -34,10 +35,14 @@ namespace sqlguard::cli::chaos {
 // ---- the command's options ------------------------------------------------------
 
 // Which faults a run injects (--faults). Names: kill, pause, session-kill,
-// restart, partition, failover. `failover` is never in the default set: it
-// needs a topology that can fail over (--topology pg-ha|pg-async).
+// restart, crash, partition, node-kill, failover. `failover` is never in the
+// default set: it needs a topology that can fail over (--topology
+// pg-ha|pg-async). Nor is `crash`: on a server that acknowledges commits
+// before they reach the OS (PostgreSQL synchronous_commit=off, the test
+// servers' fast settings) a crash loses them, and lost_commits says so.
 struct FaultSet {
-  bool kill = true, pause = true, session_kill = true, restart = true, partition = true, failover = false;
+  bool kill = true, pause = true, session_kill = true, restart = true, crash = false, partition = true,
+       failover = false;
   // Galera: kill -9 one node (never node 1, the coordinator's) and rejoin it
   // (chaos_nodekill.cpp). Default on; it applies with several --db only.
   bool node_kill = true;
@@ -52,7 +57,8 @@ struct Opts {
   std::string duration = "30s", ttl = "1s";
   int workers = 4;
   std::uint64_t seed = 0;
-  bool no_fencing = false, no_restarts = false, keep = false;
+  Control control = Control::kNone;  // --control / --no-fencing: a negative control
+  bool no_restarts = false, keep = false;
   std::string faults;  // --faults; empty: the default set
   FaultSet fault_set;  // parsed from `faults`
   // --topology: the $SQLGUARD_DBSERVERS target of restarts and failovers
@@ -136,6 +142,7 @@ struct ChaosSql {
   std::string select_audit;         // resource, seq, fence, worker, start_ms, end_ms, paused
   std::string select_stock;         // id, qty, initial_qty, sold
   std::string select_effects;       // message, count
+  std::string count_worker_effects;  // effect rows the workers wrote (not the final redelivery's)
 };
 
 // ---- chaos_workers.cpp ---------------------------------------------------------------
@@ -155,7 +162,7 @@ struct Worker {
 
 // The workers' counters, summed over the slots.
 struct WorkerTotals {
-  std::int64_t acquisitions = 0, by_lease = 0, by_fence = 0, late = 0, late_rejected = 0, slow = 0, sales_g = 0,
+  std::int64_t acquisitions = 0, writes = 0, by_lease = 0, by_fence = 0, late = 0, late_rejected = 0, slow = 0, sales_g = 0,
                sales_c = 0, cas_conf = 0, deliveries = 0, processed = 0, dups = 0, errors = 0, reconnects = 0,
                losses = 0;
 };
@@ -220,6 +227,9 @@ struct KillRecord {
   std::int64_t expire_at_ms = 0;  // of the victim's lease, read after the kill
 };
 
+// A server restart or crash needs time to happen and recover inside the run.
+inline constexpr std::chrono::milliseconds kServerFaultMinRun{3000};
+
 class Faults {
  public:
   Faults(Run& run, Db& db, Workers& workers) : run_(run), db_(db), w_(workers) {}
@@ -232,6 +242,7 @@ class Faults {
   void configure_server();
   bool server() const { return run_.kind != DialectKind::kSqlite; }
   bool can_restart() const { return restart_on_; }
+  bool can_crash() const { return crash_on_; }
   bool can_kill_sessions() const { return server() && run_.o.fault_set.session_kill; }
   bool can_partition() const { return !proxies_.empty(); }
   // The --faults names this run really injects (JSON "faults_enabled").
@@ -252,12 +263,16 @@ class Faults {
   bool failover_started() const { return failover_thread_.joinable(); }
   void join_failover();  // counts the result
 
-  void start_restart();  // `$SQLGUARD_DBSERVERS restart <target>` on a thread
+  // `$SQLGUARD_DBSERVERS restart <target>` (graceful: fast shutdown, start)
+  // or, crash = true, `... crash <target>` (SIGKILL of every server process,
+  // then a start with crash recovery) on a thread.
+  void start_restart(bool crash);
   bool restarting() const { return restarting_; }
   bool restart_started() const { return restart_thread_.joinable(); }
   void join_restart();  // counts the result
   void finish();        // joins a restart still running
-  // After a failed restart: one `$SQLGUARD_DBSERVERS start`, not to leave the server down.
+  // After a failed restart, crash or failover: one `$SQLGUARD_DBSERVERS start`,
+  // not to leave the server down.
   void restore_server();
 
   // chaos_partition.cpp. A partition freezes one worker's path to the server
@@ -285,12 +300,14 @@ class Faults {
 
   std::vector<KillRecord> kill_records;
   int kills = 0, pauses = 0, connection_kills = 0, sessions_terminated = 0, server_restarts = 0,
-      restart_failures = 0, partitions = 0, node_kills = 0, node_rejoins = 0, node_kill_failures = 0,
-      failovers = 0, failover_failures = 0;
+      restart_failures = 0, server_crashes = 0, crash_failures = 0, partitions = 0, node_kills = 0, node_rejoins = 0,
+      node_kill_failures = 0, failovers = 0, failover_failures = 0;
   std::vector<std::int64_t> failover_cycle_ms;  // each failover script run (kill .. old primary rejoined)
 
  private:
   void check_killed_lease(KillRecord& k);
+  // Whether `what` (server restarts, crashes) can run here; else skip_fault.
+  bool server_fault_applies(const std::string& what, const char* env);
   bool run_dbservers(const std::string& action);
   void heal(int slot, const std::string& why);
 
@@ -299,7 +316,8 @@ class Faults {
   Workers& w_;
   std::string dbservers_, server_target_, failover_target_;
   std::thread restart_thread_, failover_thread_;
-  bool restart_on_ = false;
+  bool restart_on_ = false, crash_on_ = false;
+  bool restart_is_crash_ = false;  // of the restart thread running or last run
   std::atomic<bool> failing_over_{false};
   std::atomic<int> failover_result_{-1};  // -1 none, 0 ok, 1 failed
   std::atomic<std::int64_t> failover_took_ms_{0};
@@ -368,8 +386,9 @@ struct Verdict {
 
 // Runs once every worker has exited: redelivers every inbox message once
 // more, then checks fence order, overlap, stock, exactly-one effect and
-// stale locks from what the database recorded. Unchecked kill records are
-// read here.
-Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, std::int64_t last_exit_db_ms);
+// stale locks from what the database recorded, lost commits (rows the
+// workers saw commit that are not there), and counts the workers' unexpected
+// exits. Unchecked kill records are read here.
+Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, const Workers& w);
 
 }  // namespace sqlguard::cli::chaos

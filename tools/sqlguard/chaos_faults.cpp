@@ -1,5 +1,6 @@
 // `sqlguard chaos`: the faults. kill -9 and SIGSTOP hit worker processes;
-// session kills and server restarts hit the database server (not SQLite).
+// session kills, server restarts and server crashes hit the database server
+// (not SQLite).
 // When to inject which is decided in cmd_chaos.cpp. See chaos_coordinator.h.
 #include <signal.h>
 
@@ -33,11 +34,12 @@ void Faults::configure_server() {
   if (!server()) {
     std::string na;
     for (auto [on, name] : {std::pair{fs.session_kill, "session-kill"}, {fs.restart, "restart"},
-                            {fs.partition, "partition"}, {fs.node_kill, "node-kill"}, {fs.failover, "failover"}})
+                            {fs.crash, "crash"}, {fs.partition, "partition"}, {fs.node_kill, "node-kill"},
+                            {fs.failover, "failover"}})
       if (on && fs.listed) na += std::string(na.empty() ? "" : ", ") + name;
-    skip_fault(!na.empty(), "sqlite: connection kills, server restarts, partitions, node kills and failovers do not "
-                            "apply (no server, no sessions, no network path; file-lock stalls are not injected); "
-                            "kill -9 and SIGSTOP do" +
+    skip_fault(!na.empty(), "sqlite: connection kills, server restarts and crashes, partitions, node kills and "
+                            "failovers do not apply (no server, no sessions, no network path; file-lock stalls are "
+                            "not injected); kill -9 and SIGSTOP do" +
                                 (na.empty() ? std::string() : " (listed: " + na + ")"));
     return;
   }
@@ -53,15 +55,31 @@ void Faults::configure_server() {
       failover_target_ = run_.o.topology, dbservers_ = env;
   }
   setup_node_kills();
-  if (nodes > 1 && fs.restart)
-    skip_fault(true, "server restarts skipped: several --db (a cluster); node-kill restarts one node instead");
-  else if (run_.o.no_restarts)
-    run_.notes.push_back("server restarts disabled by --no-server-restarts");
-  else if (fs.restart && (!env || !*env))
-    skip_fault(true, "server restarts skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
-  else if (fs.restart)
-    dbservers_ = env, restart_on_ = true;
+  restart_on_ = fs.restart && server_fault_applies("server restarts", env);
+  if (run_.o.no_restarts) run_.notes.push_back("server restarts disabled by --no-server-restarts");
+  if (fs.crash && !run_.o.topology.empty())
+    skip_fault(true, "server crashes skipped: they apply to the single servers (pg, mariadb); a topology has "
+                     "failover (pg-ha, pg-async) and node-kill (galera)");
+  else
+    crash_on_ = fs.crash && server_fault_applies("server crashes", env);
   if (fs.partition) setup_partitions();
+}
+
+bool Faults::server_fault_applies(const std::string& what, const char* env) {
+  if (nodes > 1) {
+    skip_fault(true, what + " skipped: several --db (a cluster); node-kill restarts one node instead");
+    return false;
+  }
+  if (!env || !*env) {
+    skip_fault(true, what + " skipped: SQLGUARD_DBSERVERS (path of tools/dbservers.sh) is not set");
+    return false;
+  }
+  if (run_.duration < kServerFaultMinRun) {
+    skip_fault(true, what + " need --duration of at least " + format_duration(kServerFaultMinRun));
+    return false;
+  }
+  dbservers_ = env;
+  return true;
 }
 
 std::vector<std::string> Faults::enabled() const {
@@ -69,6 +87,7 @@ std::vector<std::string> Faults::enabled() const {
   FaultSet on = fs;
   on.session_kill = can_kill_sessions();
   on.restart = can_restart();
+  on.crash = can_crash();
   on.partition = can_partition();
   on.node_kill = can_node_kill();
   on.failover = can_failover();
@@ -165,12 +184,14 @@ bool Faults::run_dbservers(const std::string& action) {
   }
 }
 
-void Faults::start_restart() {
+void Faults::start_restart(bool crash) {
   restarting_ = true;
+  restart_is_crash_ = crash;
   restart_result_ = -1;
-  run_.fault("server-restart", -1, 0, "$SQLGUARD_DBSERVERS restart " + server_target_);
-  restart_thread_ = std::thread([this] {
-    bool ok = run_dbservers("restart");
+  const std::string action = crash ? "crash" : "restart";
+  run_.fault("server-" + action, -1, 0, "$SQLGUARD_DBSERVERS " + action + " " + server_target_);
+  restart_thread_ = std::thread([this, action] {
+    bool ok = run_dbservers(action);
     restart_result_ = ok ? 0 : 1;
     restarting_ = false;
   });
@@ -178,12 +199,13 @@ void Faults::start_restart() {
 
 void Faults::join_restart() {
   restart_thread_.join();
+  const std::string kind = restart_is_crash_ ? "server-crash" : "server-restart";
   if (restart_result_ == 0) {
-    ++server_restarts;
-    run_.fault("server-restart", -1, 0, "server back");
+    ++(restart_is_crash_ ? server_crashes : server_restarts);
+    run_.fault(kind, -1, 0, restart_is_crash_ ? "server back after crash recovery" : "server back");
   } else {
-    ++restart_failures;
-    run_.fault("server-restart", -1, 0, "restart script failed");
+    ++(restart_is_crash_ ? crash_failures : restart_failures);
+    run_.fault(kind, -1, 0, "the dbservers script failed");
   }
 }
 
@@ -197,8 +219,9 @@ void Faults::finish() {
 }
 
 void Faults::restore_server() {
-  if (restart_failures == 0 && failover_failures == 0) return;
-  run_.notes.push_back("the restart or failover script failed; ran `$SQLGUARD_DBSERVERS start " + server_target_ + "`");
+  if (restart_failures == 0 && crash_failures == 0 && failover_failures == 0) return;
+  run_.notes.push_back("the restart, crash or failover script failed; ran `$SQLGUARD_DBSERVERS start " +
+                       server_target_ + "`");
   run_dbservers("start");
 }
 

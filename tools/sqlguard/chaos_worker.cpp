@@ -10,6 +10,8 @@
 //     version CAS, each with its sale row in the same transaction.
 //   * inbox: redelivered messages processed through sqlguard::Inbox; the
 //     effect row is written in the dedup transaction.
+// --control NAME (chaos.h) swaps one of these for a broken variant: the
+// negative controls the checker must catch.
 // Every error is counted and the connection re-established; the worker
 // never gives up before its deadline. See chaos_check.cpp for the checker.
 #include <fcntl.h>
@@ -17,9 +19,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "chaos.h"
 #include "common.h"
@@ -43,6 +47,31 @@ const char* phase_name(std::int32_t phase) {
     case kExited: return "exited";
   }
   return "?";
+}
+
+namespace {
+constexpr std::pair<Control, const char*> kControls[] = {
+    {Control::kNoFencing, "no-fencing"},
+    {Control::kUnguardedDecrement, "unguarded-decrement"},
+    {Control::kEffectsOutsideInbox, "effects-outside-inbox"},
+    {Control::kLongLease, "long-lease"},
+    {Control::kWorkerCrash, "worker-crash"},
+};
+}  // namespace
+
+const char* control_name(Control c) {
+  for (auto [k, name] : kControls)
+    if (k == c) return name;
+  return "";
+}
+
+Control parse_control(const std::string& name) {
+  std::string known;
+  for (auto [k, n] : kControls) {
+    if (name == n) return k;
+    known += std::string(known.empty() ? "" : ", ") + n;
+  }
+  throw CLI::ValidationError("--control", "unknown negative control '" + name + "'; known: " + known);
 }
 
 Names::Names(std::string run_id) : run(std::move(run_id)) {
@@ -74,17 +103,14 @@ class Worker {
   }
 
   int run() {
-    if (!connect()) return 0;  // the deadline passed while the database was away
-    inbox_ = std::make_unique<Inbox>(*conn_);
-    // The guarded update bumps the version too, so the CAS path sees every
-    // change (a first draft did not; the stock invariant caught the lost update).
-    decrement_ = std::make_unique<GuardedUpdate>(
-        *conn_, GuardedUpdateSpec{n_.stock, "id",
-                                  {{"qty", AssignOp::kSubtract}, {"version", AssignOp::kAdd}},
-                                  {{"qty", Compare::kGe}}});
-    cas_ = std::make_unique<VersionCas>(*conn_, VersionCasSpec{n_.stock, "id", "version", {"qty"}});
+    // false: the deadline passed while the database was away
+    if (!connect() || !prepare()) return 0;
     locks_.resize(a_.resources);
+    const auto born = steady_clock::now();
     while (!past_deadline()) {
+      // Negative control: an unexpected death (the coordinator must count it).
+      if (a_.control == Control::kWorkerCrash && steady_clock::now() - born > milliseconds(300))
+        std::abort();
       int op = pick(0, 99);
       try {
         if (op < 45)
@@ -94,9 +120,7 @@ class Worker {
         else
           inbox();
       } catch (const Error& e) {
-        ++s_.errors;
-        if (std::getenv("SQLGUARD_CHAOS_VERBOSE"))
-          std::cerr << "chaos-worker " << a_.slot << ": " << e.what() << "\n";
+        count_error(e);
         recover();
       } catch (const std::exception& e) {
         // Not a classified sqlguard::Error (a driver exception that escaped
@@ -131,6 +155,35 @@ class Worker {
         if (e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotSupported) throw;
         if (past_deadline()) return false;
         sleep(milliseconds(100));
+      }
+    }
+  }
+
+  // Expected under faults: counted, one line each with SQLGUARD_CHAOS_VERBOSE.
+  void count_error(const Error& e) {
+    ++s_.errors;
+    if (std::getenv("SQLGUARD_CHAOS_VERBOSE")) std::cerr << "chaos-worker " << a_.slot << ": " << e.what() << "\n";
+  }
+
+  // The strategies' objects. Their constructors talk to the database, so a
+  // session kill or a server crash can hit them too (before this retried, a
+  // worker respawned into a session kill died with commit_in_doubt).
+  bool prepare() {
+    for (;;) {
+      try {
+        inbox_ = std::make_unique<Inbox>(*conn_);
+        // The guarded update bumps the version too, so the CAS path sees every
+        // change (a first draft did not; the stock invariant caught the lost update).
+        decrement_ = std::make_unique<GuardedUpdate>(
+            *conn_, GuardedUpdateSpec{n_.stock, "id",
+                                      {{"qty", AssignOp::kSubtract}, {"version", AssignOp::kAdd}},
+                                      {{"qty", Compare::kGe}}});
+        cas_ = std::make_unique<VersionCas>(*conn_, VersionCasSpec{n_.stock, "id", "version", {"qty"}});
+        return true;
+      } catch (const Error& e) {
+        count_error(e);
+        recover();
+        if (past_deadline()) return false;
       }
     }
   }
@@ -170,7 +223,8 @@ class Worker {
   LeaseLock& lock_for(int r) {
     if (!locks_[r]) {
       LeaseOptions o;
-      o.ttl = ttl_;
+      // Negative control: a lease that outlives its holder by far.
+      o.ttl = a_.control == Control::kLongLease ? ttl_ * 10 : ttl_;
       std::string uri = global().db;
       auto co = co_;
       o.watchdog_connection = [uri, co] { return make_connection(uri, co); };
@@ -212,7 +266,7 @@ class Worker {
     s_.phase = kWriting;
     if (paused) ++s_.late_attempts;
     bool accepted = false;
-    if (!a_.no_fencing) {
+    if (a_.control != Control::kNoFencing) {
       bool stale_fence = false;
       bool ran = false;
       try {
@@ -267,6 +321,7 @@ class Worker {
 
   void inventory() {
     int item = pick(0, a_.items - 1);
+    if (a_.control == Control::kUnguardedDecrement) return unguarded_sale(item);
     if (pick(0, 1) == 0) {
       // Guarded update (transition.h): UPDATE ... SET qty = qty - 1 WHERE
       // id = ? AND qty >= 1, and the sale row, in one transaction.
@@ -308,14 +363,37 @@ class Worker {
     }
   }
 
+  // Negative control for the stock invariant: read the quantity, then write
+  // back that value minus one, with no guard and no version check (a lost
+  // update whenever two workers interleave).
+  void unguarded_sale(int item) {
+    const auto qty =
+        conn_->execute("SELECT qty FROM " + n_.stock + " WHERE id = ?", {item}).rows.at(0)[0].as_int();
+    if (qty < 1) {
+      ++s_.sold_out;
+      return;
+    }
+    sleep(milliseconds(pick(2, 10)));  // another worker's sale lands in between
+    s_.phase = kInventoryTx;
+    Transaction tx(*conn_);
+    tx.execute("UPDATE " + n_.stock + " SET qty = ? WHERE id = ?", {qty - 1, item});
+    tx.execute("INSERT INTO " + n_.sale + " (item, worker, method) VALUES (?, ?, 'unguarded')", {item, a_.slot});
+    tx.commit();
+  }
+
   void inbox() {
     // Messages are drawn with replacement from a small id space: most
     // deliveries of a busy run are redeliveries.
     std::int64_t m = pick(1, a_.messages);
     ++s_.deliveries;
     s_.phase = kInboxTx;
+    const std::string effect = "INSERT INTO " + n_.effect + " (message, worker) VALUES (?, ?)";
+    // Negative control: the effect commits on its own, before the dedup
+    // transaction, so every redelivery repeats it.
+    const bool outside = a_.control == Control::kEffectsOutsideInbox;
+    if (outside) conn_->execute(effect, {m, a_.slot});
     auto r = inbox_->process(n_.consumer, "m" + std::to_string(m), [&](Transaction& tx) {
-      tx.execute("INSERT INTO " + n_.effect + " (message, worker) VALUES (?, ?)", {m, a_.slot});
+      if (!outside) tx.execute(effect, {m, a_.slot});
       sleep(milliseconds(pick(0, 8)));
     });
     ++(r.outcome == InboxOutcome::kProcessed ? s_.inbox_processed : s_.inbox_duplicates);
@@ -378,8 +456,10 @@ void add_chaos_worker(CLI::App& app) {
   cmd->add_option("--items", a->items)->required();
   cmd->add_option("--messages", a->messages)->required();
   cmd->add_option("--seed", a->seed);
-  cmd->add_flag("--no-fencing", a->no_fencing);
-  cmd->callback([a] {
+  auto control = std::make_shared<std::string>();
+  cmd->add_option("--control", *control);
+  cmd->callback([a, control] {
+    if (!control->empty()) a->control = parse_control(*control);
     if (a->run.size() != 8 || a->resources < 1 || a->items < 1 || a->messages < 1 || a->ttl_ms < 10)
       throw CLI::ValidationError("chaos-worker", "bad internal arguments");
     exit_code() = run_worker(*a);

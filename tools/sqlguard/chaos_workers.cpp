@@ -1,6 +1,7 @@
 // `sqlguard chaos`: the worker processes. Each slot of the shared state file
 // has one live worker at a time; one that dies (by our kill -9 or not) is
-// replaced while the run lasts. See chaos_coordinator.h.
+// replaced while the run lasts. A death we did not cause is counted
+// (unexpected_exits: the checker's worker_exits). See chaos_coordinator.h.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -71,7 +72,10 @@ void Workers::spawn(int slot) {
                                    std::to_string(run_.messages),
                                    "--seed",
                                    std::to_string(run_.o.seed + 1000003ULL * slot + run_.pick(0, 1 << 20))};
-  if (run_.o.no_fencing) args.push_back("--no-fencing");
+  if (run_.o.control != Control::kNone) {
+    args.push_back("--control");
+    args.push_back(control_name(run_.o.control));
+  }
   proc::SpawnOptions so;
   // The URI travels in the environment (SQLGUARD_DB), not on the command
   // line where `ps` would show its password.
@@ -200,6 +204,7 @@ WorkerTotals Workers::totals() const {
   for (int i = 0; i < run_.o.workers; ++i) {
     auto& s = slots_[i];
     t.acquisitions += s.acquisitions;
+    t.writes += s.writes_committed;
     t.by_lease += s.rejected_by_lease;
     t.by_fence += s.rejected_by_fence;
     t.late += s.late_attempts;

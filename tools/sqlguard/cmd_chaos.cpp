@@ -1,7 +1,7 @@
 // `sqlguard chaos`: runs N worker processes (chaos_worker.cpp) against one
 // database while a seeded fault injector kill -9s them, SIGSTOPs lock
-// holders past their ttl, terminates their server sessions, restarts the
-// server and cuts lock holders off the server (partition, through one fault
+// holders past their ttl, terminates their server sessions, restarts or
+// crashes the server and cuts lock holders off the server (partition, through one fault
 // proxy per worker), and on a Galera cluster (one --db per node, workers
 // round-robin) kills and rejoins nodes (chaos_nodekill.cpp); --faults picks
 // which. Then it checks invariants from what the database recorded.
@@ -61,7 +61,7 @@ FaultSet FaultSet::parse(const std::string& list) {
   if (list.empty()) throw CLI::ValidationError("--faults", "needs at least one fault");
   FaultSet f;
   f.listed = true;
-  f.kill = f.pause = f.session_kill = f.restart = f.partition = f.node_kill = f.failover = false;
+  f.kill = f.pause = f.session_kill = f.restart = f.crash = f.partition = f.node_kill = f.failover = false;
   std::size_t begin = 0;
   while (begin <= list.size()) {
     auto end = std::min(list.find(',', begin), list.size());
@@ -70,14 +70,15 @@ FaultSet FaultSet::parse(const std::string& list) {
                  : name == "pause"        ? &f.pause
                  : name == "session-kill" ? &f.session_kill
                  : name == "restart"      ? &f.restart
+                 : name == "crash"        ? &f.crash
                  : name == "partition"    ? &f.partition
                  : name == "node-kill"    ? &f.node_kill
                  : name == "failover"     ? &f.failover
                                           : nullptr;
     if (!flag)
       throw CLI::ValidationError("--faults", "unknown fault '" + name +
-                                                 "'; known: kill, pause, session-kill, restart, partition, node-kill, "
-                                                 "failover");
+                                                 "'; known: kill, pause, session-kill, restart, crash, partition, "
+                                                 "node-kill, failover");
     *flag = true;
     begin = end + 1;
   }
@@ -87,7 +88,8 @@ FaultSet FaultSet::parse(const std::string& list) {
 std::vector<std::string> FaultSet::names() const {
   std::vector<std::string> n;
   for (auto [on, name] : {std::pair{kill, "kill"}, {pause, "pause"}, {session_kill, "session-kill"},
-                          {restart, "restart"}, {partition, "partition"}, {node_kill, "node-kill"}, {failover, "failover"}})
+                          {restart, "restart"}, {crash, "crash"}, {partition, "partition"}, {node_kill, "node-kill"},
+                          {failover, "failover"}})
     if (on) n.emplace_back(name);
   return n;
 }
@@ -158,6 +160,7 @@ void inject(Run& run, Workers& w, Faults& f) {
   auto next_kill = run.t0 + run.jitter(kill_every, 0.5, 1.0);
   auto next_conn_kill = run.t0 + run.jitter(conn_kill_every, 0.5, 1.0);
   auto next_restart = run.t0 + run.duration * 45 / 100;
+  auto next_crash = run.t0 + run.duration * 25 / 100;
   auto next_partition = run.t0 + std::max(milliseconds(500), run.duration / 6);
   auto next_node_kill = run.t0 + std::max(milliseconds(2000), run.duration / 10);
   // Failovers: the first after a tenth of the run, each next one 3 s after
@@ -165,8 +168,6 @@ void inject(Run& run, Workers& w, Faults& f) {
   // (~20-25 s: Patroni's minimum ttl) inside the run.
   auto next_failover = run.t0 + std::max(milliseconds(3000), run.duration / 10);
   const milliseconds failover_needs(25000);
-  bool restarts_on = f.can_restart() && run.duration >= milliseconds(3000);
-  if (f.can_restart() && !restarts_on) run.notes.push_back("server restarts need --duration of at least 3s");
   // Paused and partitioned workers together: at most half of them.
   int max_out = std::max(1, run.o.workers / 2);
 
@@ -218,10 +219,16 @@ void inject(Run& run, Workers& w, Faults& f) {
       f.kill_connections();
       next_conn_kill = now + run.jitter(conn_kill_every, 0.7, 1.3);
     }
-    if (restarts_on && now >= next_restart && !f.restarting() && !f.restart_started() && !f.failover_started() &&
-        now + milliseconds(1500) < run.deadline) {
-      f.start_restart();
-      next_restart = now + std::max(milliseconds(20000), run.duration / 3);
+    // Server crashes (first, at a quarter of the run) and restarts (at 45 %):
+    // one at a time, then every 20 s in long runs.
+    const bool server_idle = !f.restart_started() && !f.failover_started() && now + milliseconds(1500) < run.deadline;
+    const milliseconds server_every = std::max(milliseconds(20000), run.duration / 3);
+    if (f.can_crash() && server_idle && now >= next_crash) {
+      f.start_restart(/*crash=*/true);
+      next_crash = now + server_every;
+    } else if (f.can_restart() && server_idle && now >= next_restart) {
+      f.start_restart(/*crash=*/false);
+      next_restart = now + server_every;
     }
     if (f.restart_started() && !f.restarting()) f.join_restart();
     // Galera: one node down at a time; the next one 2..6 s after it rejoined.
@@ -231,6 +238,12 @@ void inject(Run& run, Workers& w, Faults& f) {
       f.start_node_kill();
     std::this_thread::sleep_for(milliseconds(5));
   }
+}
+
+// ", NEGATIVE CONTROL name (...)" when --control runs one, else "".
+std::string control_banner(const Opts& o) {
+  if (o.control == Control::kNone) return "";
+  return std::string(", NEGATIVE CONTROL ") + control_name(o.control) + " (the checker must catch it)";
 }
 
 // Prints the result: one JSON object, or the text summary.
@@ -245,7 +258,8 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v,
       {"workers", o.workers},
       {"seed", o.seed},
       {"ttl_ms", run.ttl.count()},
-      {"fencing", !o.no_fencing},
+      {"fencing", o.control != Control::kNoFencing},
+      {"control", o.control == Control::kNone ? json(nullptr) : json(control_name(o.control))},
       {"acquisitions", t.acquisitions},
       {"fenced_writes_accepted", v.accepted},
       {"stale_writes_rejected", t.by_lease + t.by_fence},
@@ -262,6 +276,8 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v,
       {"sessions_terminated", f.sessions_terminated},
       {"server_restarts", f.server_restarts},
       {"server_restart_failures", f.restart_failures},
+      {"server_crashes", f.server_crashes},
+      {"server_crash_failures", f.crash_failures},
       {"partitions", f.partitions},
       {"nodes", f.nodes},
       {"node_kills", f.node_kills},
@@ -296,11 +312,11 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v,
   } else {
     auto& out = std::cout;
     out << "sqlguard chaos: " << j["dialect"].get<std::string>() << ", " << secs << " s, " << o.workers
-        << " workers, ttl " << format_duration(run.ttl) << ", seed " << o.seed
-        << (o.no_fencing ? ", FENCING DISABLED (negative control)" : "") << "\n";
+        << " workers, ttl " << format_duration(run.ttl) << ", seed " << o.seed << control_banner(o) << "\n";
     out << "  faults:     " << f.kills << " kill -9, " << f.pauses << " pauses past ttl, " << f.connection_kills
         << " connection kills (" << f.sessions_terminated << " sessions), " << f.server_restarts
-        << " server restarts, " << f.partitions << " partitions, " << f.failovers << " failovers";
+        << " server restarts, " << f.server_crashes << " server crashes, " << f.partitions << " partitions, "
+        << f.failovers << " failovers";
     if (f.nodes > 1)
       out << ", " << f.node_kills << " node kills (" << f.node_rejoins << " rejoined) over " << f.nodes << " nodes";
     out << "\n";
@@ -363,7 +379,7 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
     for (int i = 0; i < o.workers; ++i) w.spawn(i);
     run.fault("start", -1, 0,
               std::to_string(o.workers) + " workers, ttl " + format_duration(ttl) + ", run " + run.names.run +
-                  (o.no_fencing ? ", FENCING DISABLED (negative control)" : ""));
+                  control_banner(o));
     if (f.can_failover()) probe.start();
     inject(run, w, f);
     if (g_stop) run.notes.push_back("interrupted by a signal before --duration ended");
@@ -382,7 +398,7 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
   sigaction(SIGTERM, &old_term, nullptr);
   f.restore_server();
 
-  Verdict v = check(run, db, f.kill_records, w.last_exit_db_ms);
+  Verdict v = check(run, db, f.kill_records, w);
   if (probe.started()) {
     // Fences strictly increase across every promotion (the probe's, in the
     // order it got them).
@@ -415,26 +431,34 @@ using std::chrono::milliseconds;
 void add_chaos(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "chaos", "Fault injection (kill -9, pauses past the ttl, killed sessions, server restarts, network "
-               "partitions) with an invariant checker; exits 4 when an invariant is violated");
+      "chaos", "Fault injection (kill -9, pauses past the ttl, killed sessions, server restarts and crashes, "
+               "network partitions) with an invariant checker; exits 4 when an invariant is violated");
   cmd->add_option("--duration", o->duration, "How long to inject faults (workers stop at the same time)")
       ->capture_default_str();
   cmd->add_option("--workers", o->workers, "Worker processes (1..64)")->capture_default_str();
   auto* seed = cmd->add_option("--seed", o->seed, "Seed of the fault schedule (default: random, printed)");
   cmd->add_option("--ttl", o->ttl, "Lease ttl of the workers (100ms..60s); pauses last 2*ttl+500ms")
       ->capture_default_str();
-  cmd->add_flag("--no-fencing", o->no_fencing,
-                "Negative control: write without re-checking the lease or the fencing token (must report violations)");
+  auto* no_fencing = cmd->add_flag("--no-fencing")->description(
+      "Negative control: write without re-checking the lease or the fencing token (= --control no-fencing; must "
+      "report violations)");
+  auto control = std::make_shared<std::string>();
+  cmd->add_option("--control", *control,
+                  "Negative control, for tests: a worker mode that breaks one guarantee so the checker must report "
+                  "it (exit 4): no-fencing (fence_order, overlap), unguarded-decrement (stock), "
+                  "effects-outside-inbox (inbox_effects), long-lease (stale_lock), worker-crash (worker_exits)")
+      ->excludes(no_fencing);
   cmd->add_flag("--no-server-restarts", o->no_restarts, "Do not restart the database server (= leave out restart)");
   auto* faults = cmd->add_option("--faults", o->faults,
-                  "Comma-separated faults to inject: kill, pause, session-kill, restart, partition, node-kill, "
-                  "failover (default: all that apply to the dialect, except failover; node-kill needs one --db per "
-                  "Galera node, failover --topology pg-ha|pg-async)");
+                  "Comma-separated faults to inject: kill, pause, session-kill, restart, crash, partition, node-kill, "
+                  "failover (default: all that apply to the dialect, except crash and failover; crash is a SIGKILL "
+                  "of the server (pg or mariadb) and its restart; node-kill needs one --db per Galera node, failover "
+                  "--topology pg-ha|pg-async)");
   cmd->add_flag("--keep-tables", o->keep, "Keep the run's chaos_<run>_* tables for inspection");
   cmd->add_option("--topology", o->topology,
                   "tools/dbservers.sh target of server restarts and failovers (default: pg or mariadb; "
                   "pg-ha / pg-async for --faults ...,failover)");
-  cmd->callback([o, seed, faults] {
+  cmd->callback([o, seed, faults, no_fencing, control] {
     auto duration = duration_flag("--duration", o->duration, {milliseconds(1), std::chrono::hours(24)});
     auto ttl = duration_flag("--ttl", o->ttl, {milliseconds(100), milliseconds(60000)});
     if (o->workers < 1 || o->workers > 64)
@@ -442,6 +466,8 @@ void add_chaos(CLI::App& app) {
     if (seed->count() == 0) o->seed = std::random_device{}() & 0xFFFFFFFFu;
     if (faults->count() > 0) o->fault_set = chaos::FaultSet::parse(o->faults);
     if (o->no_restarts) o->fault_set.restart = false;
+    if (no_fencing->count() > 0) o->control = chaos::Control::kNoFencing;
+    if (!control->empty()) o->control = chaos::parse_control(*control);
     exit_code() = chaos::run_chaos(*o, duration, ttl);
   });
   chaos::add_chaos_worker(app);

@@ -1,5 +1,6 @@
 #include "sql_audit.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -16,21 +17,10 @@ std::size_t checked = 0;
 std::set<std::string> seen;
 std::map<std::string, std::regex> patterns;  // "dialect/name" -> regex of the template
 
-// The template as a regex: literal text (white space folded), with each
-// {slot} / {list*sep} matching only what slots are filled with: quoted
-// identifiers (schema-qualified ones too), `?`, operators, commas and the words of the catalog's
-// fragments -- never a literal value or another keyword.
-std::regex pattern_of(const std::string& text) {
-  const std::string slot =
-      "(?:\"[^\"]*\"(?:\\.\"[^\"]*\")?|`[^`]*`(?:\\.`[^`]*`)?|\\?|[,=<>+\\-\\s]|AND|FOR|UPDATE|SHARE|NOWAIT|SKIP|LOCKED|LOCK|IN|MODE)*";
-  std::string re = "^";
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (c == '{') {
-      re += i + 1 < text.size() && text[i + 1] == '#' ? std::string("[0-9]+") : slot;
-      i = text.find('}', i);
-      continue;
-    }
+// Literal text as a regex, white space folded.
+std::string literal_regex(const std::string& text) {
+  std::string re;
+  for (char c : text) {
     if (c == ' ' || c == '\n') {
       re += "\\s*";
       continue;
@@ -38,7 +28,66 @@ std::regex pattern_of(const std::string& text) {
     if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) re += '\\';
     re += c;
   }
+  return re;
+}
+
+// The template as a regex: literal text (white space folded), with each
+// {slot} / {list*sep} matching only what slots are filled with: quoted
+// identifiers (schema-qualified ones too), `?`, operators, commas, the words
+// of the catalog's fragments, whole slot-free fragments of this dialect
+// (e.g. lease_ref's value tuple) and the list's own separator -- never a
+// literal value or another keyword.
+std::regex pattern_of(const std::string& dialect, const std::string& text) {
+  std::string fragments;
+  for (const auto& e : sqlguard::sql_catalog(dialect))
+    if (e.fragment && e.available && !e.text.empty() && e.text.find('{') == std::string::npos)
+      fragments += "|" + literal_regex(e.text);
+  const std::string tokens =
+      "\"[^\"]*\"(?:\\.\"[^\"]*\")?|`[^`]*`(?:\\.`[^`]*`)?|\\?|[,=<>+\\-\\s]|AND|FOR|UPDATE|SHARE|NOWAIT|SKIP|LOCKED|LOCK|IN|MODE" +
+      fragments;
+  std::string re = "^";
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '{') {
+      const std::size_t close = text.find('}', i), star = text.find('*', i);
+      if (i + 1 < text.size() && text[i + 1] == '#') {
+        re += "[0-9]+";
+      } else {
+        std::string sep = star < close ? text.substr(star + 1, close - star - 1) : std::string();
+        re += "(?:" + tokens + (sep.empty() ? "" : "|" + literal_regex(sep)) + ")*";
+      }
+      i = close;
+      continue;
+    }
+    re += literal_regex(std::string(1, c));
+  }
   return std::regex(re + "\\s*$");
+}
+// A list of one slot-free fragment rendered N times (lease_ref x 1000) is
+// folded to one copy before matching: std::regex recurses per repetition and
+// overflows the stack on statements of that size.
+std::string fold_repeated_fragments(const std::string& dialect, const std::string& templ, std::string sql) {
+  for (std::size_t at = templ.find('{'); at != std::string::npos; at = templ.find('{', at + 1)) {
+    const std::size_t close = templ.find('}', at), star = templ.find('*', at);
+    if (star > close) continue;
+    const std::string sep = templ.substr(star + 1, close - star - 1);
+    // The longest fragment present is the list's element; shorter ones (a
+    // lone `?`) may occur inside it and are left alone.
+    std::vector<std::string> texts;
+    for (const auto& e : sqlguard::sql_catalog(dialect))
+      if (e.fragment && e.available && !e.text.empty() && e.text.find('{') == std::string::npos) texts.push_back(e.text);
+    std::sort(texts.begin(), texts.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+    for (const auto& text : texts) {
+      // Only a fragment the template's own text never contains: folding
+      // cannot then touch what the template writes itself.
+      if (templ.find(text) != std::string::npos || sql.find(text) == std::string::npos) continue;
+      const std::string pair = text + sep + text;
+      for (std::size_t p = sql.find(pair); p != std::string::npos; p = sql.find(pair, p))
+        sql.erase(p + text.size(), sep.size() + text.size());
+      break;
+    }
+  }
+  return sql;
 }
 }  // namespace
 
@@ -49,8 +98,8 @@ bool matches_catalog(const std::string& dialect, const std::string& name, const 
   std::lock_guard<std::mutex> lk(mu);
   auto key = dialect + "/" + name;
   auto it = patterns.find(key);
-  if (it == patterns.end()) it = patterns.emplace(key, pattern_of(e.text)).first;
-  return std::regex_match(sql, it->second);
+  if (it == patterns.end()) it = patterns.emplace(key, pattern_of(dialect, e.text)).first;
+  return std::regex_match(fold_repeated_fragments(dialect, e.text, sql), it->second);
 }
 
 namespace {

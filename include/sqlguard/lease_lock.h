@@ -268,6 +268,27 @@ bool renew_lease(Connection& conn, const std::string& name, const std::string& o
                  std::chrono::milliseconds ttl);
 bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
                    ReleaseCommit commit = ReleaseCommit::kCoveredByNextAcquire);
+
+// One lease for renew_leases(): the lease acquired as (`owner`, `fence`) and
+// the ttl to extend it by.
+struct LeaseRenewal {
+  std::string name;
+  std::string owner;
+  std::int64_t fence = 0;
+  std::chrono::milliseconds ttl{};
+};
+// The most leases one renewal statement carries.
+inline constexpr std::size_t kMaxRenewalBatch = 1000;
+// Renews many leases with one statement per kMaxRenewalBatch leases (MariaDB:
+// one transaction of two statements), each checked and extended exactly as
+// renew_lease() does, on the database clock. Returns, in order, whether each
+// lease was still held and is now extended (false: expired, taken over,
+// force-released). Validates every entry before sending anything
+// (kInvalidArgument naming the entry's index); a name listed twice is
+// kInvalidArgument too. An error of the database ends the call: leases of
+// earlier batches were renewed, the rest were not.
+std::vector<bool> renew_leases(Connection& conn, const std::vector<LeaseRenewal>& leases);
+
 // Owner-only forms, for operators who know the owner but not the fence:
 // they act on the lease `owner` holds NOW (its current fence, read first).
 // With owner tokens from make_owner_token() (unique per acquisition) that

@@ -109,6 +109,33 @@ FROM sqlguard_lock WHERE name = ?;
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, min_release_at), renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
+-- name: lease_renew_batch
+-- not needed: no UPDATE ... RETURNING here; lease_renew_batch_lock + lease_renew_batch_update run instead
+
+-- name: lease_renew_batch_lock
+-- Batched renewal, first half (renew_leases(): the lock client's renewal thread): locks and
+-- answers the listed leases still held by their owner under their fence and unexpired, so that
+-- lease_renew_batch_update, in the same transaction, extends exactly these. Causal on Galera
+-- (wsrep_sync_wait = 3: reads and writes see every take-over certified elsewhere).
+-- {refs} is one lease_ref per lease (at most 1000), joined by UNION ALL.
+-- returns: :many name, fence
+-- params: refs...
+SET STATEMENT wsrep_sync_wait = 3 FOR SELECT l.name, l.fence FROM sqlguard_lock l JOIN ({refs* UNION ALL }) v
+  ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
+WHERE l.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FOR UPDATE;
+
+-- name: lease_renew_batch_update
+-- Batched renewal, second half: extends what lease_renew_batch_lock locked, each with its own
+-- ttl, never before min_release_at, on the database clock.
+-- returns: :execrows
+-- params: refs...
+UPDATE sqlguard_lock l JOIN ({refs* UNION ALL }) v ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
+SET l.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + v.ttl_ms, l.min_release_at), l.renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+WHERE l.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- fragment: lease_ref
+SELECT ? AS name, ? AS owner, ? AS fence, ? AS ttl_ms
+
 -- name: lease_release
 -- Owner- and fence-checked (a stale holder reusing an owner string cannot free a newer
 -- lease); the row stays (its fence history is the sequence) and expires now, or at

@@ -86,6 +86,27 @@ FROM sqlguard_lock WHERE name = ?;
 UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
 
+-- name: lease_renew_batch
+-- Many leases in one statement (renew_leases(): the lock client's renewal thread). Each listed
+-- lease is checked and extended as lease_renew does (owner and fence, still unexpired, never
+-- before min_release_at, on the database clock) with its own ttl; answers the renewed ones.
+-- {refs} is one lease_ref per lease (at most 1000: 4000 values).
+-- returns: :many name, fence
+-- params: refs...
+UPDATE sqlguard_lock AS l SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + v.ttl_ms, l.min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+FROM (VALUES {refs*, }) AS v(name, owner, fence, ttl_ms)
+WHERE l.name = v.name AND l.owner = v.owner AND l.fence = v.fence AND l.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+RETURNING l.name, l.fence;
+
+-- fragment: lease_ref
+(CAST(? AS VARCHAR), CAST(? AS VARCHAR), CAST(? AS BIGINT), CAST(? AS BIGINT))
+
+-- name: lease_renew_batch_lock
+-- not needed: lease_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
+
+-- name: lease_renew_batch_update
+-- not needed: lease_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
+
 -- name: lease_release
 -- Owner- and fence-checked (a stale holder reusing an owner string cannot free a newer
 -- lease); the row stays (its fence history is the sequence) and expires now, or at

@@ -67,6 +67,29 @@ FROM sqlguard_lock WHERE name = ?;
 UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, min_release_at), renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
 
+-- name: lease_renew_batch
+-- Many leases in one statement (renew_leases(): the lock client's renewal thread). Each listed
+-- lease is checked and extended as lease_renew does (owner and fence, still unexpired, never
+-- before min_release_at, on the database clock) with its own ttl; answers the renewed ones.
+-- {refs} is one lease_ref per lease (at most 1000: 4000 values).
+-- returns: :many name, fence
+-- params: refs...
+WITH v(name, owner, fence, ttl_ms) AS (VALUES {refs*, })
+UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + v.ttl_ms, sqlguard_lock.min_release_at), renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+FROM v
+WHERE sqlguard_lock.name = v.name AND sqlguard_lock.owner = v.owner AND sqlguard_lock.fence = v.fence
+  AND sqlguard_lock.expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+RETURNING sqlguard_lock.name, sqlguard_lock.fence;
+
+-- fragment: lease_ref
+(?, ?, ?, ?)
+
+-- name: lease_renew_batch_lock
+-- not needed: lease_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
+
+-- name: lease_renew_batch_update
+-- not needed: lease_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
+
 -- name: lease_release
 -- Owner- and fence-checked (a stale holder reusing an owner string cannot free a newer
 -- lease); the row stays (its fence history is the sequence) and expires now, or at

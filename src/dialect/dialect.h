@@ -21,6 +21,7 @@ class Catalog;
 class AcquirePlan;
 class WaitPlan;
 class MigrationLockPlan;
+class RenewPlan;
 
 // The plans a dialect (or variant) uses: src/strategies/lease/plans.h,
 // src/core/migration_lock.h. Chosen once, shared by every connection.
@@ -28,6 +29,7 @@ struct DialectPlans {
   const AcquirePlan* acquire;
   const WaitPlan* wait;
   const MigrationLockPlan* migrations;
+  const RenewPlan* renew;
 };
 }  // namespace detail
 

@@ -47,7 +47,8 @@ class MysqlDialect final : public Dialect {
   // (no INSERT ... RETURNING: certification can leave its answer unsent).
   explicit MysqlDialect(const detail::AcquirePlan& acquire)
       : Dialect(DialectKind::kMysql, "mysql", '`',
-                {&acquire, &detail::wakeup_lock(), &detail::lock_row_migrations()}) {}
+                {&acquire, &detail::wakeup_lock(), &detail::lock_row_migrations(),
+                 &detail::renew_lock_then_update()}) {}
   // Row-lock scopes bound their wait inside the statement (SET STATEMENT
   // innodb_lock_wait_timeout = N FOR SELECT ..., sql/mysql/strategies.sql).
 };

@@ -65,7 +65,7 @@ class PgDialect final : public Dialect {
   explicit PgDialect(bool pooler)
       : Dialect(DialectKind::kPostgresql, "postgresql", '"',
                 {&detail::one_statement_takeover(), pooler ? &detail::polling() : &detail::notify_queue_head(),
-                 &detail::transaction_lock_migrations()}),
+                 &detail::transaction_lock_migrations(), &detail::renew_returning()}),
         pooler_(pooler) {}
   void bound_session_statements(Connection& c, std::chrono::milliseconds bound) const override {
     if (!pooler_) detail::run(c, detail::Sql::session_statement_timeout, {std::to_string(bound.count())});

@@ -42,7 +42,7 @@ class SqliteDialect final : public Dialect {
       : Dialect(DialectKind::kSqlite, "sqlite", '"',
                 {&detail::read_then_update(/*returning=*/true),
                  in_memory ? &detail::polling() : &detail::connection_wakeups(),
-                 &detail::exclusive_transaction_migrations()}) {}
+                 &detail::exclusive_transaction_migrations(), &detail::renew_returning()}) {}
   // SQLite compares keys with BINARY unless a column declares COLLATE, which
   // no SQL query reports (sql/sqlite/strategies.sql, key_column_collation).
   bool reports_key_collation() const override { return false; }

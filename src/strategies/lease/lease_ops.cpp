@@ -3,7 +3,10 @@
 // sql/<dialect>/lease.sql, run through the dialect's acquire and wait plans.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
+#include <span>
 #include <mutex>
 #include <thread>
 
@@ -217,6 +220,35 @@ bool renew_lease(Connection& conn, const std::string& name, const std::string& o
   const bool renewed = run(conn, Sql::lease_renew, {ttl.count(), name, owner, fence}).affected == 1;
   if (renewed) ++metric::lock_renewals();
   return renewed;
+}
+
+std::vector<bool> renew_leases(Connection& conn, const std::vector<LeaseRenewal>& leases) {
+  std::set<std::string_view> names;
+  for (std::size_t i = 0; i < leases.size(); ++i) {
+    const auto& l = leases[i];
+    try {
+      check_lease_ref(l.name, l.owner, l.fence);
+      check_duration(l.ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
+    } catch (const Error& e) {
+      throw Error(ErrorCode::kInvalidArgument, "renew_leases: entry " + std::to_string(i) + ": " + e.message());
+    }
+    if (!names.insert(l.name).second)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "renew_leases: entry " + std::to_string(i) + " lists lease '" + l.name + "' a second time");
+  }
+  std::vector<bool> out;
+  out.reserve(leases.size());
+  const detail::RenewPlan& plan = *conn.dialect().plans().renew;
+  for (std::size_t start = 0; start < leases.size(); start += kMaxRenewalBatch) {
+    const std::span<const LeaseRenewal> batch(leases.data() + start, std::min(kMaxRenewalBatch, leases.size() - start));
+    const auto renewed = plan.renew(conn, batch);
+    for (const auto& l : batch) {
+      const bool ok = renewed.count({l.name, l.fence}) > 0;
+      if (ok) ++metric::lock_renewals();
+      out.push_back(ok);
+    }
+  }
+  return out;
 }
 
 bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl) {

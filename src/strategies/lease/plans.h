@@ -10,7 +10,10 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
+#include <utility>
 #include <string_view>
 
 #include "sqlguard/connection.h"
@@ -58,6 +61,23 @@ const AcquirePlan& read_then_update(bool returning);
 // A plain read decides first (lease_precheck); then one upsert creates or
 // takes over and returns the row as it left it (lease_take). MariaDB.
 const AcquirePlan& read_then_upsert_returning();
+
+// How many leases are renewed at once (renew_leases()).
+class RenewPlan {
+ public:
+  virtual ~RenewPlan() = default;
+  virtual std::string_view name() const noexcept = 0;
+  // Renews `batch` (validated: at most kMaxRenewalBatch entries, distinct
+  // names) and answers the (name, fence) of every lease it extended.
+  virtual std::set<std::pair<std::string, std::int64_t>> renew(Connection& conn,
+                                                               std::span<const LeaseRenewal> batch) const = 0;
+};
+
+// One UPDATE ... RETURNING (lease_renew_batch). PostgreSQL, SQLite.
+const RenewPlan& renew_returning();
+// lease_renew_batch_lock locks what is still held, lease_renew_batch_update
+// extends it, in one transaction (no UPDATE ... RETURNING). MariaDB, Galera.
+const RenewPlan& renew_lock_then_update();
 
 class Waiter;
 

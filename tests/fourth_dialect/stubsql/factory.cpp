@@ -18,7 +18,8 @@ class StubDialect final : public Dialect {
  public:
   StubDialect()
       : Dialect(DialectKind::kSqlite, "stubsql", '"',
-                {&read_then_update(/*returning=*/true), &connection_wakeups(), &exclusive_transaction_migrations()}) {}
+                {&read_then_update(/*returning=*/true), &connection_wakeups(), &exclusive_transaction_migrations(),
+                 &renew_returning()}) {}
   bool reports_key_collation() const override { return false; }
 };
 const StubDialect kDialect;

@@ -1,5 +1,6 @@
 // The renew plans (plans.h): many leases extended by one statement, each
 // owner- and fence-checked on the database clock like lease_renew.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -11,19 +12,37 @@ namespace {
 
 using Renewed = std::set<std::pair<std::string, std::int64_t>>;
 
-// The statement `id` with one lease_ref per lease, and its values in order.
-std::string render_batch(const Catalog& cat, Sql id, std::size_t n) {
-  return cat.render(id, {{"refs", std::vector<std::string>(n, cat.render(Sql::lease_ref, {}))}});
+// How many lease_refs a statement for `n` leases carries: `n` rounded up to
+// a power of two, at most kMaxRenewalBatch. A connection then prepares at
+// most 11 texts for every batch size, instead of one per size (each would
+// take a place in its statement cache).
+std::size_t padded_size(std::size_t n) {
+  std::size_t size = 1;
+  while (size < n) size *= 2;
+  return std::min(size, kMaxRenewalBatch);
 }
 
-Params batch_values(std::span<const LeaseRenewal> batch) {
+// The statement `id` with one lease_ref per place.
+std::string render_batch(const Catalog& cat, Sql id, std::size_t places) {
+  return cat.render(id, {{"refs", std::vector<std::string>(places, cat.render(Sql::lease_ref, {}))}});
+}
+
+// The leases' values in order, then padding refs that match no lease (no
+// lease has fence 0 or an empty name) up to `places`.
+Params batch_values(std::span<const LeaseRenewal> batch, std::size_t places) {
   Params values;
-  values.reserve(batch.size() * 4);
+  values.reserve(places * 4);
   for (const auto& l : batch) {
     values.emplace_back(l.name);
     values.emplace_back(l.owner);
     values.emplace_back(l.fence);
     values.emplace_back(static_cast<std::int64_t>(l.ttl.count()));
+  }
+  for (std::size_t i = batch.size(); i < places; ++i) {
+    values.emplace_back(std::string());
+    values.emplace_back(std::string());
+    values.emplace_back(std::int64_t{0});
+    values.emplace_back(std::int64_t{0});
   }
   return values;
 }
@@ -38,10 +57,11 @@ class Returning final : public RenewPlan {
  public:
   std::string_view name() const noexcept override { return "renew-returning"; }
   Renewed renew(Connection& conn, std::span<const LeaseRenewal> batch) const override {
-    const std::string sql = render_batch(catalog(conn), Sql::lease_renew_batch, batch.size());
+    const std::size_t places = padded_size(batch.size());
+    const std::string sql = render_batch(catalog(conn), Sql::lease_renew_batch, places);
     static constexpr Column kName = column(Sql::lease_renew_batch, "name");
     static constexpr Column kFence = column(Sql::lease_renew_batch, "fence");
-    return renewed_rows(run_rendered(conn, Sql::lease_renew_batch, sql, batch_values(batch)), kName, kFence);
+    return renewed_rows(run_rendered(conn, Sql::lease_renew_batch, sql, batch_values(batch, places)), kName, kFence);
   }
 };
 
@@ -50,16 +70,17 @@ class LockThenUpdate final : public RenewPlan {
   std::string_view name() const noexcept override { return "renew-lock-then-update"; }
   Renewed renew(Connection& conn, std::span<const LeaseRenewal> batch) const override {
     const Catalog& cat = catalog(conn);
-    const Params values = batch_values(batch);
+    const std::size_t places = padded_size(batch.size());
+    const Params values = batch_values(batch, places);
     static constexpr Column kName = column(Sql::lease_renew_batch_lock, "name");
     static constexpr Column kFence = column(Sql::lease_renew_batch_lock, "fence");
     Transaction tx(conn);
     Renewed held = renewed_rows(
-        run_rendered(conn, Sql::lease_renew_batch_lock, render_batch(cat, Sql::lease_renew_batch_lock, batch.size()),
+        run_rendered(conn, Sql::lease_renew_batch_lock, render_batch(cat, Sql::lease_renew_batch_lock, places),
                      values),
         kName, kFence);
     if (!held.empty())
-      run_rendered(conn, Sql::lease_renew_batch_update, render_batch(cat, Sql::lease_renew_batch_update, batch.size()),
+      run_rendered(conn, Sql::lease_renew_batch_update, render_batch(cat, Sql::lease_renew_batch_update, places),
                    values);
     tx.commit();
     return held;

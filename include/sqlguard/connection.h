@@ -277,6 +277,15 @@ class Connection {
   virtual bool wait_for_notify(const std::string& channel, std::chrono::milliseconds timeout);
   // Stops LISTENing on `channel` (no-op if not listening).
   virtual void unlisten(const std::string& channel);
+  // Waits up to `timeout` for a wake-up on any of `channels` and answers the
+  // channels that fired (the lock client's listener). PostgreSQL: LISTENs to
+  // each channel from the first call that names it and UNLISTENs those a call
+  // no longer names. SQLite: watches the channels' futex words together
+  // (futex_waitv). A channel named for the first time counts wake-ups from
+  // this call on. Must not be called inside a transaction. Other connections:
+  // asks wait_for_notify() of each channel (kNotSupported where it is).
+  virtual std::vector<std::string> wait_for_any_notify(const std::vector<std::string>& channels,
+                                                       std::chrono::milliseconds timeout);
 
  protected:
   Connection() = default;

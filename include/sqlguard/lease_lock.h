@@ -23,10 +23,12 @@
 //    (steady_clock) + ttl - safety_margin. owns() is false past it, even if
 //    no renewal answered.
 //
-// Thread safety: a LeaseLock is used from one thread at a time (it borrows
-// a Connection, which is not thread-safe). owns(), fence(), remaining() and
-// last_loss() may be called from any thread. The watchdog runs on its own
-// thread with its own connection.
+// Thread safety: a LeaseLock is used from one thread at a time. owns(),
+// fence(), remaining() and last_loss() may be called from any thread. A
+// handle of a LockClient (lock_client.h) borrows the client's connections
+// call by call and is renewed by the client's one renewal thread; a handle
+// on a borrowed Connection uses it from the caller's thread, and its
+// watchdog runs on its own thread with its own connection.
 //
 // Related headers: fenced_write.h (reject writes carrying an old fencing
 // token), metrics.h (process-wide lease counters).
@@ -38,7 +40,9 @@
 #include <thread>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,7 +55,10 @@ namespace detail {
 struct LeaseState;
 class Waiter;
 class LeaseWatchdog;
+class ClientCore;
+struct ClientLease;
 }  // namespace detail
+class LockClient;  // lock_client.h
 
 using ConnectionFactory = std::function<std::unique_ptr<Connection>()>;
 
@@ -129,18 +136,34 @@ void validate(const LeaseOptions& options);
 // background (on a second connection to the same URI).
 enum class Watchdog { kOff, kOn };
 
+// Completion of an asynchronous acquire: (true, nullptr) acquired; (false,
+// nullptr) not within the wait, or cancelled; (false, error) the database
+// stayed unreachable (or no connection was free) until the wait ended, or
+// the attempt failed otherwise.
+using AcquireCallback = std::function<void(bool acquired, std::exception_ptr error)>;
+
 class LeaseLock {
  public:
+  // A handle of `client` (lock_client.h): no connection or thread of its own
+  // and no round trip to create. The client renews the lease while it is held
+  // (Watchdog::kOn, the default; kOff: only renew() extends it) and reports
+  // its loss (options.on_lost, on the client's renewal thread). Every call
+  // borrows one of the client's work connections for its duration.
+  // options.watchdog_connection is refused (the client renews).
+  LeaseLock(std::shared_ptr<LockClient> client, std::string name, LeaseOptions options = {},
+            Watchdog watchdog = Watchdog::kOn);
   // Borrows `conn` for calls made from the caller's thread; `conn` must
-  // outlive this object. Throws kInvalidArgument for a bad name/options.
+  // outlive this object. Throws kInvalidArgument for a bad name/options. The
+  // watchdog (options.watchdog_connection) runs one thread and one
+  // connection per held lease: prefer a LockClient handle.
   LeaseLock(Connection& conn, std::string name, LeaseOptions options = {});
-  // Opens its own connection from `uri`; the watchdog (Watchdog::kOn, or
-  // options.on_lost / watchdog_connection set) connects to the same URI.
-  // `connect` applies to both connections; no call on them blocks past an
-  // I/O deadline of ttl/3 (at least 1 s; a smaller connect.io_timeout wins),
-  // and the watchdog's connect and I/O timeouts are further bounded by the
-  // renew period. With a borrowed connection, set ConnectOptions::io_timeout
-  // yourself (see connection.h).
+  // A handle of the process-wide lock client for `uri` (LockClient::shared(uri,
+  // connect with io_timeout bounded by ttl/3, at least 1 s)): handles of the
+  // same URI and options share its connections and threads. The client renews
+  // the lease when `watchdog` is kOn or options.on_lost is set.
+  // Exceptions, which open their own connection (and a watchdog connection
+  // and thread per held lease) as before 1.x: options.watchdog_connection set,
+  // or a URI whose every connection is its own database (SQLite in memory).
   LeaseLock(const std::string& uri, std::string name, LeaseOptions options = {}, Watchdog watchdog = Watchdog::kOff,
             const ConnectOptions& connect = {});
   // Releases a held lease (errors go to the log hook) and stops the watchdog.
@@ -159,6 +182,18 @@ class LeaseLock {
   // NOTIFY wake-ups on PostgreSQL). acquire() uses options.wait.
   bool acquire(std::chrono::milliseconds wait);
   bool acquire() { return acquire(options_.wait); }
+  // Waits without a thread (handles of a LockClient; others throw
+  // kNotSupported): the client's waiter thread tries for this handle, first
+  // come first served among the client's waiters of the same name, woken by
+  // releases. `done` runs once, on that thread (it must not block; never
+  // call a blocking acquire() from it). One pending acquire per handle.
+  // Destroying the handle cancels it.
+  void acquire_async(std::chrono::milliseconds wait, AcquireCallback done);
+  std::future<bool> acquire_async(std::chrono::milliseconds wait);
+  // Cancels a pending asynchronous acquire: its callback gets (false,
+  // nullptr), at once or, while its attempt runs, right after it (a lease
+  // that attempt took is released). False when none was pending.
+  bool cancel_acquire();
   // Extends the lease by ttl from now (DB clock; never before the minimum
   // hold ends), checked against this handle's owner and fence. False if it
   // was lost (the cause is in last_loss()).
@@ -196,10 +231,17 @@ class LeaseLock {
   void unlock() noexcept;  // release(); errors go to the log hook
 
  private:
+  class Conn;  // the connection one call uses (lease_lock.cpp)
   void init(std::optional<std::chrono::milliseconds> wait_cap);
+  void init_client(bool renew);
   bool attempt(std::optional<std::chrono::milliseconds> retry_budget);
-  bool guarded_once(const std::string& owner, std::int64_t fence, const std::function<void(Transaction&)>& work);
-  LossCause diagnose(const std::string& owner, std::int64_t fence, std::string* detail);
+  bool guarded_once(Connection& conn, const std::string& owner, std::int64_t fence,
+                    const std::function<void(Transaction&)>& work);
+  LossCause diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail);
+  void stop_renewing();
+
+  std::shared_ptr<LockClient> client_;              // a client handle: no connection of its own
+  std::shared_ptr<detail::ClientLease> lease_;      // its lease, as the client sees it
 
   std::unique_ptr<Connection> own_conn_;
   Connection* conn_;

@@ -112,6 +112,18 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 -- name: lease_renew_batch
 -- not needed: no UPDATE ... RETURNING here; lease_renew_batch_lock + lease_renew_batch_update run instead
 
+-- name: lease_poll
+-- The lock client's waiter thread: where the lease of each waited name stands, one statement
+-- for every name whose head is due to try (a plain read; no row or write lock). A name with
+-- no row, or expire_at <= db_now_ms, is free: its head tries. {names} is one lease_name_ref
+-- per name (at most 1000), padded with '' (no lease has an empty name).
+-- returns: :many name, expire_at, db_now_ms
+-- params: names...
+SELECT name, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms FROM sqlguard_lock WHERE name IN ({names*, });
+
+-- fragment: lease_name_ref
+?
+
 -- name: lease_renew_batch_lock
 -- Batched renewal, first half (renew_leases(): the lock client's renewal thread): locks and
 -- answers the listed leases still held by their owner under their fence and unexpired, so that

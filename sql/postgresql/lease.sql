@@ -101,6 +101,18 @@ RETURNING l.name, l.fence;
 -- fragment: lease_ref
 (CAST(? AS VARCHAR), CAST(? AS VARCHAR), CAST(? AS BIGINT), CAST(? AS BIGINT))
 
+-- name: lease_poll
+-- The lock client's waiter thread: where the lease of each waited name stands, one statement
+-- for every name whose head is due to try (a plain read; no row or write lock). A name with
+-- no row, or expire_at <= db_now_ms, is free: its head tries. {names} is one lease_name_ref
+-- per name (at most 1000), padded with '' (no lease has an empty name).
+-- returns: :many name, expire_at, db_now_ms
+-- params: names...
+SELECT name, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms FROM sqlguard_lock WHERE name IN ({names*, });
+
+-- fragment: lease_name_ref
+CAST(? AS VARCHAR)
+
 -- name: lease_renew_batch_lock
 -- not needed: lease_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
 

@@ -90,6 +90,16 @@ bool Connection::wait_for_notify(const std::string&, std::chrono::milliseconds) 
 
 void Connection::unlisten(const std::string&) {}
 
+std::vector<std::string> Connection::wait_for_any_notify(const std::vector<std::string>& channels,
+                                                         std::chrono::milliseconds timeout) {
+  std::vector<std::string> fired;
+  for (const auto& ch : channels)
+    if (wait_for_notify(ch, std::chrono::milliseconds(0))) fired.push_back(ch);
+  if (fired.empty() && !channels.empty() && timeout.count() > 0 && wait_for_notify(channels.front(), timeout))
+    fired.push_back(channels.front());
+  return fired;
+}
+
 std::string Dialect::quote(std::string_view validated) const {
   std::string out;
   out.reserve(validated.size() + 4);

@@ -11,6 +11,8 @@
 #include "core/metric_hooks.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
+#include "sqlguard/lock_client.h"
+#include "strategies/lease/client_core.h"
 #include "strategies/lease/lease_state.h"
 #include "strategies/lease/lease_util.h"
 #include "strategies/lease/plans.h"
@@ -63,18 +65,58 @@ void observe_wait(steady_clock::time_point t0, bool histogram) {
 }
 }  // namespace
 
+// The connection one call of a handle uses: the borrowed one, or one of its
+// client's work connections (the one that acquired, where the dialect's
+// release must run on that session), held for the call.
+class LeaseLock::Conn {
+ public:
+  explicit Conn(LeaseLock& l, bool pinned = false) : conn_(l.conn_) {
+    if (!l.client_) return;
+    int slot = -1;
+    if (pinned) {
+      std::lock_guard<std::mutex> lk(l.state_->mu);
+      slot = l.lease_->slot;
+    }
+    borrowed_.emplace(l.client_->core()->borrow(slot));
+    conn_ = &**borrowed_;
+  }
+  Connection& operator*() const { return *conn_; }
+
+ private:
+  Connection* conn_;
+  std::optional<detail::ClientCore::Borrowed> borrowed_;
+};
+
 LeaseLock::LeaseLock(Connection& conn, std::string name, LeaseOptions options)
     : conn_(&conn), name_(std::move(name)), options_(std::move(options)), state_(std::make_shared<detail::LeaseState>()) {
   init(std::nullopt);
 }
 
+LeaseLock::LeaseLock(std::shared_ptr<LockClient> client, std::string name, LeaseOptions options, Watchdog watchdog)
+    : conn_(nullptr), name_(std::move(name)), options_(std::move(options)) {
+  if (!client) throw Error(ErrorCode::kInvalidArgument, "LeaseLock: the lock client is null");
+  if (options_.watchdog_connection)
+    throw Error(ErrorCode::kInvalidArgument,
+                "LeaseLock of a lock client: options.watchdog_connection is for a handle on a borrowed connection "
+                "(the client renews its leases itself)");
+  client->core()->check_process();
+  client_ = std::move(client);
+  init_client(watchdog == Watchdog::kOn || static_cast<bool>(options_.on_lost));
+}
+
 LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions options, Watchdog watchdog,
                      const ConnectOptions& connect)
-    : own_conn_(make_connection(uri, lease_connect_options(connect, options.ttl))),
-      conn_(own_conn_.get()),
-      name_(std::move(name)),
-      options_(std::move(options)),
-      state_(std::make_shared<detail::LeaseState>()) {
+    : conn_(nullptr), name_(std::move(name)), options_(std::move(options)), state_(std::make_shared<detail::LeaseState>()) {
+  if (!options_.watchdog_connection && !detail::private_to_connection(uri)) {
+    // Validated before connecting: a bad name or option never costs a session.
+    validate_name(name_, "lock name");
+    validate(options_);
+    client_ = LockClient::shared(uri, lease_connect_options(connect, options_.ttl));
+    init_client(watchdog == Watchdog::kOn || static_cast<bool>(options_.on_lost));
+    return;
+  }
+  own_conn_ = make_connection(uri, lease_connect_options(connect, options_.ttl));
+  conn_ = own_conn_.get();
   if ((watchdog == Watchdog::kOn || options_.on_lost) && !options_.watchdog_connection) {
     // The watchdog's statements must not outlive the trust window on a hung
     // server: bound them by the renew period (client-side always; on the
@@ -93,6 +135,22 @@ LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions opti
   init(*lease_connect_options(connect, options_.ttl).io_timeout / 2);
 }
 
+void LeaseLock::init_client(bool renew) {
+  validate_name(name_, "lock name");
+  validate(options_);
+  margin_ = options_.safety_margin.value_or(std::min<milliseconds>(options_.ttl / 10, std::chrono::seconds(2)));
+  period_ = options_.renew_period.value_or(options_.ttl / 3);
+  lease_ = std::make_shared<detail::ClientLease>();
+  lease_->name = name_;
+  lease_->channel = lease_wakeup_channel(name_);
+  lease_->options = options_;
+  lease_->margin = margin_;
+  lease_->period = period_;
+  lease_->renew = renew;
+  state_ = lease_->state;
+  state_->on_lost = options_.on_lost;
+}
+
 void LeaseLock::init(std::optional<milliseconds> wait_cap) {
   validate_name(name_, "lock name");
   validate(options_);
@@ -106,8 +164,13 @@ void LeaseLock::init(std::optional<milliseconds> wait_cap) {
 }
 
 LeaseLock::~LeaseLock() {
-  if (watchdog_) watchdog_->stop();
-  waiter_->close(*conn_);
+  if (client_) {
+    // In a forked child the lease is the parent's: leave it alone.
+    if (!client_->core()->same_process()) return;
+    client_->core()->cancel_acquire(lease_);
+  }
+  stop_renewing();
+  if (waiter_) waiter_->close(*conn_);
   std::string owner;
   std::int64_t fence = 0;
   {
@@ -118,14 +181,43 @@ LeaseLock::~LeaseLock() {
     state_->hold = 0;
   }
   try {
-    if (!release_lease(*conn_, name_, owner, fence, options_.release_commit))
+    Conn c(*this, true);
+    if (!release_lease(*c, name_, owner, fence, options_.release_commit))
       log(LogLevel::kWarning, "lease '" + name_ + "' was no longer held when its LeaseLock was destroyed");
   } catch (const std::exception& e) {
     log(LogLevel::kWarning, "releasing lease '" + name_ + "' in ~LeaseLock failed (it expires by itself): " + e.what());
   }
+  if (client_) client_->core()->local_release(name_);
 }
 
-bool LeaseLock::try_acquire() { return attempt(std::nullopt); }
+void LeaseLock::stop_renewing() {
+  if (client_) client_->core()->renew_unregister(lease_.get());
+  if (watchdog_) watchdog_->stop();
+}
+
+bool LeaseLock::try_acquire() {
+  if (client_) return client_->core()->try_acquire(lease_);
+  return attempt(std::nullopt);
+}
+
+void LeaseLock::acquire_async(milliseconds wait, AcquireCallback done) {
+  if (!client_)
+    throw Error(ErrorCode::kNotSupported,
+                "lease '" + name_ + "': acquire_async needs a handle of a LockClient (this one borrows a connection)");
+  client_->core()->acquire_async(lease_, wait, std::move(done));
+}
+
+std::future<bool> LeaseLock::acquire_async(milliseconds wait) {
+  auto p = std::make_shared<std::promise<bool>>();
+  auto f = p->get_future();
+  acquire_async(wait, [p](bool ok, std::exception_ptr e) {
+    if (e) p->set_exception(e);
+    else p->set_value(ok);
+  });
+  return f;
+}
+
+bool LeaseLock::cancel_acquire() { return client_ ? client_->core()->cancel_acquire(lease_) : false; }
 
 // One attempt (re-entrant), riding the waiter's queue place when it has one.
 // `retry_budget`: how long a lost connection is retried (default ttl -
@@ -184,6 +276,11 @@ bool LeaseLock::attempt(std::optional<milliseconds> retry_budget) {
 bool LeaseLock::acquire(milliseconds wait) {
   check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
   const auto t0 = steady_clock::now();
+  if (client_) {
+    const bool got = client_->core()->acquire(lease_, wait);
+    observe_wait(t0, wait.count() > 0 || !got);
+    return got;
+  }
   const auto deadline = t0 + wait;
   auto backoff = options_.backoff_initial;
   int idle_wakes = 0;  // wake-ups that found the lease still held
@@ -250,13 +347,13 @@ bool LeaseLock::acquire(milliseconds wait) {
   return false;
 }
 
-LossCause LeaseLock::diagnose(const std::string& owner, std::int64_t fence, std::string* detail) {
+LossCause LeaseLock::diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail) {
   std::int64_t known_expire_at = 0;
   {
     std::lock_guard<std::mutex> lk(state_->mu);
     if (state_->fence == fence) known_expire_at = state_->expire_at;
   }
-  return detail::diagnose_lease(*conn_, name_, owner, fence, known_expire_at, detail);
+  return detail::diagnose_lease(conn, name_, owner, fence, known_expire_at, detail);
 }
 
 bool LeaseLock::renew() {
@@ -268,15 +365,18 @@ bool LeaseLock::renew() {
     owner = state_->owner;
     fence = state_->fence;
   }
+  Conn c(*this);
+  Connection& conn = *c;
   auto start = steady_clock::now();
-  if (with_reconnect(*conn_, remaining(), "renewing lease '" + name_ + "'",
-                     [&](int) { return renew_lease(*conn_, name_, owner, fence, options_.ttl); })) {
+  if (with_reconnect(conn, remaining(), "renewing lease '" + name_ + "'",
+                     [&](int) { return renew_lease(conn, name_, owner, fence, options_.ttl); })) {
     std::lock_guard<std::mutex> lk(state_->mu);
     if (state_->owner == owner && !state_->lost) state_->valid_until = start + options_.ttl - margin_;
     return true;
   }
   std::string detail;
-  auto cause = diagnose(owner, fence, &detail);
+  auto cause = diagnose(conn, owner, fence, &detail);
+  stop_renewing();
   state_->mark_lost(cause, std::move(detail));
   return false;
 }
@@ -313,24 +413,27 @@ bool LeaseLock::release() {
     owner = state_->owner;
     fence = state_->fence;
   }
-  if (watchdog_) watchdog_->stop();
+  stop_renewing();
+  Conn c(*this, true);
+  Connection& conn = *c;
   // Idempotent by owner token: retried on a fresh connection; if it still
   // fails, the handle keeps the lease (release() can be called again, and
   // the destructor tries once more) rather than forget one that may be held.
-  bool ok = with_reconnect(*conn_, std::min<milliseconds>(options_.ttl, std::chrono::seconds(10)),
+  bool ok = with_reconnect(conn, std::min<milliseconds>(options_.ttl, std::chrono::seconds(10)),
                            "releasing lease '" + name_ + "'", [&](int attempt) {
-                             bool released = release_lease(*conn_, name_, owner, fence, options_.release_commit);
+                             bool released = release_lease(conn, name_, owner, fence, options_.release_commit);
                              if (released || attempt == 1) return released;
                              // An earlier attempt's answer was lost: did it release?
-                             auto info = lease_info(*conn_, name_);
+                             auto info = lease_info(conn, name_);
                              return info && info->owner == owner && info->fence == fence && !info->held();
                            });
-  waiter_->released(*conn_);
+  if (waiter_) waiter_->released(conn);
+  if (client_) client_->core()->local_release(name_);
   if (!ok) {
     std::string detail;
     LossCause cause = LossCause::kExpired;
     try {
-      cause = diagnose(owner, fence, &detail);
+      cause = diagnose(conn, owner, fence, &detail);
     } catch (const std::exception& e) {
       detail = std::string("lease '") + name_ + "' was not held at release (diagnosis failed: " + e.what() + ")";
     }
@@ -383,8 +486,10 @@ bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
   // before COMMIT was sent committed nothing, so the whole transaction runs
   // again on a fresh connection while the trust window lasts. An unknown
   // COMMIT outcome is never retried.
+  Conn c(*this);
+  Connection& conn = *c;
   return with_reconnect(
-      *conn_, remaining(), "guarded transaction on lease '" + name_ + "'",
+      conn, remaining(), "guarded transaction on lease '" + name_ + "'",
       [&](int) {
         std::string owner;
         std::int64_t fence;
@@ -394,20 +499,20 @@ bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
           owner = state_->owner;
           fence = state_->fence;
         }
-        return guarded_once(owner, fence, work);
+        return guarded_once(conn, owner, fence, work);
       },
       detail::InDoubt::kThrow);
 }
 
-bool LeaseLock::guarded_once(const std::string& owner, std::int64_t fence,
+bool LeaseLock::guarded_once(Connection& conn, const std::string& owner, std::int64_t fence,
                              const std::function<void(Transaction&)>& work) {
-  Transaction tx(*conn_);
+  Transaction tx(conn);
   // Still held: a locking read found the row, or (MySQL) the row was written,
   // so that Galera certifies the transaction against a take-over elsewhere.
-  if (run(*conn_, Sql::lease_guard_check, {name_, owner, fence}).affected != 1) {
+  if (run(conn, Sql::lease_guard_check, {name_, owner, fence}).affected != 1) {
     tx.rollback();
     std::string detail;
-    auto cause = diagnose(owner, fence, &detail);
+    auto cause = diagnose(conn, owner, fence, &detail);
     state_->mark_lost(cause, std::move(detail));
     return false;
   }

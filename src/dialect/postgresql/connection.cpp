@@ -18,6 +18,7 @@
 #include <cmath>
 #include <atomic>
 #include <map>
+#include <set>
 #include <random>
 #include <unordered_map>
 
@@ -368,6 +369,39 @@ class PgConnection final : public Connection {
       receivers_.erase(channel);
     } catch (...) {
       rethrow("UNLISTEN", false);
+    }
+  }
+
+  std::vector<std::string> wait_for_any_notify(const std::vector<std::string>& channels,
+                                               std::chrono::milliseconds timeout) override {
+    if (pooler_) dialect().not_supported("LISTEN behind a transaction pooler (?pooler=transaction)");
+    if (tx_) throw Error(ErrorCode::kInvalidArgument, "wait_for_any_notify() inside a transaction", "postgresql");
+    try {
+      auto& c = conn();
+      const std::set<std::string> want(channels.begin(), channels.end());
+      for (auto it = receivers_.begin(); it != receivers_.end();)
+        it = want.count(it->first) ? std::next(it) : receivers_.erase(it);  // UNLISTEN
+      for (const auto& ch : want)
+        if (!receivers_.count(ch)) receivers_.emplace(ch, std::make_unique<Receiver>(c, ch));
+      auto collect = [&] {
+        std::vector<std::string> fired;
+        for (auto& [ch, r] : receivers_)
+          if (r->fired) {
+            r->fired = false;
+            fired.push_back(ch);
+          }
+        return fired;
+      };
+      c.get_notifs();
+      auto fired = collect();
+      if (fired.empty() && timeout.count() > 0) {
+        long us = static_cast<long>(timeout.count()) * 1000;
+        c.await_notification(us / 1'000'000, us % 1'000'000);
+        fired = collect();
+      }
+      return fired;
+    } catch (...) {
+      rethrow("LISTEN", false);
     }
   }
 

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -244,6 +245,64 @@ class SqliteConnection final : public Connection {
     return woke;
   }
   void unlisten(const std::string& channel) override { seen_.erase(channel); }
+  // Many channels at once: one futex_waitv() over their words (at most 128
+  // distinct words per wait; beyond that the first 128 are waited on and the
+  // rest read when it returns).
+  std::vector<std::string> wait_for_any_notify(const std::vector<std::string>& channels,
+                                               std::chrono::milliseconds timeout) override {
+    if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "wait_for_any_notify() inside a transaction", "sqlite");
+    if (!caps_.wakeups) dialect().not_supported("wake-ups on an in-memory database");
+    std::vector<std::string> fired;
+    std::vector<struct futex_waitv> waits;
+    std::set<std::uint32_t*> words;
+    for (const auto& ch : channels) {
+      std::uint32_t* w = wake_word(ch);
+      if (!w) break;
+      auto [it, first] = seen_.try_emplace(ch, __atomic_load_n(w, __ATOMIC_ACQUIRE));
+      if (first) continue;
+      if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != it->second) continue;  // fired: read below
+      if (waits.size() < FUTEX_WAITV_MAX && words.insert(w).second) {
+        struct futex_waitv fw {};
+        fw.val = it->second;
+        fw.uaddr = reinterpret_cast<std::uintptr_t>(w);
+        fw.flags = FUTEX_32;
+        waits.push_back(fw);
+      }
+    }
+    if (!wake_words_) {
+      if (timeout.count() > 0) std::this_thread::sleep_for(timeout);
+      return fired;
+    }
+    auto read = [&] {
+      for (const auto& ch : channels) {
+        auto it = seen_.find(ch);
+        if (it == seen_.end()) continue;
+        const std::uint32_t now = __atomic_load_n(wake_word(ch), __ATOMIC_ACQUIRE);
+        if (now != it->second) {
+          it->second = now;
+          fired.push_back(ch);
+        }
+      }
+    };
+    read();
+    if (fired.empty() && timeout.count() > 0 && !waits.empty()) {
+      timespec ts{};
+      ::clock_gettime(CLOCK_MONOTONIC, &ts);
+      ts.tv_sec += static_cast<time_t>(timeout.count() / 1000);
+      ts.tv_nsec += static_cast<long>((timeout.count() % 1000) * 1000000);
+      if (ts.tv_nsec >= 1000000000L) {
+        ++ts.tv_sec;
+        ts.tv_nsec -= 1000000000L;
+      }
+      // Woken, timed out, or a word already changed (EAGAIN): re-read.
+      ::syscall(SYS_futex_waitv, waits.data(), static_cast<unsigned>(waits.size()), 0u, &ts, CLOCK_MONOTONIC);
+      read();
+    } else if (fired.empty() && timeout.count() > 0) {
+      std::this_thread::sleep_for(timeout);  // only names seen for the first time: nothing to wait on yet
+    }
+    return fired;
+  }
+
   std::int64_t session_id() override { return 0; }
 
   sqlite3* handle() const noexcept { return db_; }

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 #include <string_view>
 
 #include "sqlguard/connection.h"
@@ -81,6 +82,33 @@ const RenewPlan& renew_lock_then_update();
 
 class Waiter;
 
+// A name the lock client's waiters wait on, for its wake-up listener.
+struct WaitedName {
+  std::string name;
+  std::string channel;  // lease_wakeup_channel(name)
+  bool idle;            // its last wake-ups found the lease still held: do not block on it
+};
+
+// The lock client's one wake-up source for every name its waiters wait on
+// (lock_client.h), on the client's listener session, from one thread.
+class WakeListener {
+ public:
+  virtual ~WakeListener() = default;
+  // Waits up to `d` for a release of one of `names` (longest-waiting first)
+  // and answers the names woken. A name it was not yet listening to is
+  // answered at once (it listens from now on, so the head's next attempt
+  // cannot miss a release in between). May throw an outage.
+  virtual std::vector<std::string> wait(Connection& conn, const std::vector<WaitedName>& names,
+                                        std::chrono::milliseconds d) = 0;
+  // The listener session was replaced: it listens to nothing.
+  virtual void session_lost() noexcept = 0;
+};
+
+// Connection::wait_for_any_notify (PostgreSQL LISTEN, SQLite futex words).
+std::unique_ptr<WakeListener> make_channel_listener();
+// The wake-up lock of the longest-waiting name (MariaDB, Galera).
+std::unique_ptr<WakeListener> make_wakeup_lock_listener();
+
 // How a waiting acquire learns of a release.
 class WaitPlan {
  public:
@@ -94,6 +122,11 @@ class WaitPlan {
   // After a release statement freed lease `name`: wake its waiters where the
   // release statement does not do it itself. Never throws (waiters then poll).
   virtual void wake_waiters(Connection&, const std::string& /*name*/) const noexcept {}
+  // The lock client's listener (nullptr: its waiters poll).
+  virtual std::unique_ptr<WakeListener> make_listener() const { return nullptr; }
+  // A release must run on the session that acquired (it frees a session
+  // lock the acquire took): the lock client pins it to that connection.
+  virtual bool release_on_acquiring_session() const noexcept { return false; }
 };
 
 // The head of the waiters (a session advisory lock taken by the acquire

@@ -35,6 +35,8 @@ class ConnectionWakeups final : public WaitPlan {
   std::unique_ptr<Waiter> make_waiter(std::string channel, std::optional<std::chrono::milliseconds>) const override {
     return std::make_unique<ConnectionWaiter>(std::move(channel));
   }
+  std::unique_ptr<WakeListener> make_listener() const override { return make_channel_listener(); }
+
 };
 
 }  // namespace

@@ -110,6 +110,8 @@ class NotifyQueueHead final : public WaitPlan {
   std::unique_ptr<Waiter> make_waiter(std::string channel, std::optional<milliseconds>) const override {
     return std::make_unique<NotifyQueueWaiter>(std::move(channel));
   }
+  std::unique_ptr<WakeListener> make_listener() const override { return make_channel_listener(); }
+
 };
 
 }  // namespace

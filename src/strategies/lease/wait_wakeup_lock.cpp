@@ -61,6 +61,9 @@ class WakeupLock final : public WaitPlan {
   std::unique_ptr<Waiter> make_waiter(std::string channel, std::optional<milliseconds> cap) const override {
     return std::make_unique<WakeupLockWaiter>(std::move(channel), cap);
   }
+  std::unique_ptr<WakeListener> make_listener() const override { return make_wakeup_lock_listener(); }
+  bool release_on_acquiring_session() const noexcept override { return true; }
+
   // Frees the holder's wake-up lock: every waiter blocked on it returns at once.
   void wake_waiters(Connection& conn, const std::string& name) const noexcept override {
     try {

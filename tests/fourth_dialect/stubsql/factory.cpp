@@ -41,6 +41,10 @@ class StubConnection final : public Connection {
     return inner_->wait_for_notify(channel, timeout);
   }
   void unlisten(const std::string& channel) override { inner_->unlisten(channel); }
+  std::vector<std::string> wait_for_any_notify(const std::vector<std::string>& channels,
+                                               std::chrono::milliseconds timeout) override {
+    return inner_->wait_for_any_notify(channels, timeout);
+  }
 
  protected:
   Result do_execute(std::string_view sql, const Params& params, bool cache) override {

@@ -1,0 +1,128 @@
+// sqlguard/lock_client.h — one lock client per process and database: it
+// holds any number of leases on a handful of connections and threads.
+//
+//   auto client = sqlguard::LockClient::create("postgresql://app:pw@db/app");
+//   sqlguard::LeaseLock lock(client, "order:42", {.ttl = std::chrono::seconds(10)});
+//   if (lock.try_acquire()) { ... lock.fence() ... lock.release(); }
+//
+// What the client owns (and a lease handle does not):
+//  * At most options.max_connections connections (default 4): one RESERVED
+//    for renewals, opened by create() (so a server that later refuses new
+//    connections cannot starve held leases), one for the wake-up listener,
+//    opened when the first asynchronous acquire waits, and the rest for
+//    acquires, releases and guarded transactions (one opened by create(),
+//    the others on demand).
+//  * One renewal thread (and the worker it bounds each renewal with): every
+//    held lease whose renewal is due is renewed with one statement per 1000
+//    leases (renew_leases()), each owner- and fence-checked on the database
+//    clock; a lease's trust window starts at the start of the request that
+//    renewed it. A lease the batch did not renew (taken over, force-released,
+//    expired) or that could not be renewed before its trust window ends is
+//    reported lost (on_lost, last_loss()) exactly once.
+//  * Started with the first asynchronous wait: one waiter thread that runs
+//    every waiting acquire (a queue per lock name, first come first served
+//    inside the process; only its head contends in the database) and one
+//    listener thread for wake-ups: PostgreSQL one LISTEN session for every
+//    waited name's channel (behind a transaction pooler: none, it polls),
+//    MariaDB/Galera one session that waits on the wake-up lock of the
+//    longest-waiting name, SQLite one futex_waitv() over the waited names'
+//    wake-up words. Names not covered by a wake-up are polled together: one
+//    statement (lease_poll) per round, paced by the holders' expiries.
+//
+// Exhaustion: an acquire, release or guarded transaction that finds every
+// work connection busy for options.borrow_timeout, or a server that refuses
+// a new connection (PostgreSQL 53300, MariaDB 1040), fails with
+// Error(kResourceExhausted); held leases keep being renewed on the reserved
+// connection.
+//
+// Fork: a client belongs to the process that created it. In a forked child
+// every call on it, or on a handle made from it, throws
+// Error(kInvalidArgument) ("... created in process N ..."); the child makes
+// its own (LockClient::shared() does so by itself). The child never closes
+// the parent's sessions.
+//
+// Thread safety: every member is thread-safe. Callbacks of asynchronous
+// acquires run on the client's waiter thread: they must not block (post the
+// work elsewhere; lock_awaitable.h resumes coroutines on your executor).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sqlguard/connection.h"
+
+namespace sqlguard {
+namespace detail {
+class ClientCore;
+}
+
+struct LockClientOptions {
+  // Connections open at most: renewal (reserved) + listener + work. Default 4.
+  // Range 3 .. 64.
+  std::size_t max_connections = 4;
+  // How long an acquire, release, renew or guarded transaction waits for a
+  // free work connection before Error(kResourceExhausted). Default 5 s.
+  // Range 0 .. 10 min.
+  std::chrono::milliseconds borrow_timeout{std::chrono::seconds(5)};
+  // Options of every connection the client opens. Unset io_timeout: 10 s
+  // (renewal connection: bounded by the shortest renew period it serves; a
+  // renewal is abandoned, never waited for, when a trust window ends).
+  ConnectOptions connect;
+};
+
+// Throws Error(kInvalidArgument) naming the field.
+void validate(const LockClientOptions& options);
+
+struct LockClientStats {
+  std::size_t connections_open = 0;   // now: renewal + listener + work
+  std::size_t connections_max = 0;    // options.max_connections
+  std::size_t threads = 0;            // threads the client runs now
+  std::size_t held_leases = 0;        // renewed by the client now
+  std::size_t waiters = 0;            // asynchronous acquires pending now
+  std::uint64_t renewal_rounds = 0;       // renewal rounds that sent something
+  std::uint64_t renewal_statements = 0;   // renewal statements sent (<= 1000 leases each)
+  std::uint64_t leases_renewed = 0;
+  std::uint64_t leases_lost = 0;          // reported lost by the renewer
+  std::uint64_t wakeups = 0;              // listener wake-ups delivered to waiters
+  std::uint64_t polls = 0;                // lease_poll statements sent
+  std::uint64_t attempts = 0;             // acquire attempts sent by the waiter thread
+  std::uint64_t exhausted = 0;            // operations refused with kResourceExhausted
+  // How late renewals were sent after they were due, over the last 4096 leases renewed.
+  double renewal_lag_p99_ms = 0;
+  double renewal_lag_max_ms = 0;
+};
+
+class LockClient {
+ public:
+  // Connects the renewal connection and one work connection (throws the
+  // connect error: kResourceExhausted when the server refuses a new
+  // connection). `uri` as in make_connection().
+  static std::shared_ptr<LockClient> create(const std::string& uri, LockClientOptions options = {});
+  // The process-wide client for (`uri`, `connect`): made on first use, shared
+  // by every caller while one holds it (the LeaseLock URI constructor uses
+  // it), made anew in a forked child.
+  static std::shared_ptr<LockClient> shared(const std::string& uri, const ConnectOptions& connect = {});
+
+  // Stops the threads and closes the connections. Leases still held by
+  // handles keep the client alive (handles hold it); destroy handles first.
+  ~LockClient();
+  LockClient(const LockClient&) = delete;
+  LockClient& operator=(const LockClient&) = delete;
+
+  LockClientStats stats() const;
+  // The URI with its userinfo masked.
+  const std::string& description() const noexcept;
+  const LockClientOptions& options() const noexcept;
+
+  // Internal.
+  const std::shared_ptr<detail::ClientCore>& core() const noexcept { return core_; }
+  explicit LockClient(std::shared_ptr<detail::ClientCore> core);
+
+ private:
+  std::shared_ptr<detail::ClientCore> core_;
+};
+
+}  // namespace sqlguard

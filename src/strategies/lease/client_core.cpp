@@ -1,0 +1,371 @@
+// The lock client (include/sqlguard/lock_client.h): connection slots,
+// process-wide clients per URI, fork detection, and the lease operations a
+// client handle delegates here. The renewer is in client_renewer.cpp, the
+// waiter and listener threads in client_waiters.cpp.
+#include "strategies/lease/client_core.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <future>
+#include <sstream>
+
+#include "core/catalog.h"
+#include "core/metric_hooks.h"
+#include "core/uri.h"
+#include "dialect/dialect.h"
+#include "dialect/registry.h"
+#include "sqlguard/validate.h"
+#include "strategies/lease/lease_util.h"
+#include "strategies/lease/plans.h"
+
+namespace sqlguard {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+void validate(const LockClientOptions& o) {
+  if (o.max_connections < 3 || o.max_connections > 64)
+    throw Error(ErrorCode::kInvalidArgument,
+                "max_connections is " + std::to_string(o.max_connections) +
+                    "; it must be 3 .. 64 (one reserved for renewals, one for the wake-up listener, at least one "
+                    "for acquires and releases)");
+  check_duration(o.borrow_timeout, "borrow_timeout", milliseconds(0), std::chrono::minutes(10));
+  if (o.connect.io_timeout) check_duration(*o.connect.io_timeout, "connect.io_timeout", milliseconds(1), std::chrono::hours(24));
+}
+
+LockClient::LockClient(std::shared_ptr<detail::ClientCore> core) : core_(std::move(core)) {}
+LockClient::~LockClient() = default;
+
+bool detail::private_to_connection(const std::string& uri) {
+  std::string scheme = uri.substr(0, uri.find(':'));
+  for (auto& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const auto* dialect = detail::find_dialect_by_scheme(scheme);
+  return dialect && dialect->private_to_connection && dialect->private_to_connection(uri);
+}
+
+std::shared_ptr<LockClient> LockClient::create(const std::string& uri, LockClientOptions options) {
+  validate(options);
+  if (detail::private_to_connection(uri))
+    throw Error(ErrorCode::kInvalidArgument,
+                "lock client of " + mask_uri(uri) +
+                    ": every connection to it is its own in-memory database (the renewal connection would not see "
+                    "the leases); use a file URI");
+  auto core = std::make_shared<detail::ClientCore>(uri, std::move(options));
+  core->open();
+  return std::make_shared<LockClient>(std::move(core));
+}
+
+namespace {
+struct SharedClients {
+  std::mutex mu;
+  pid_t pid = ::getpid();
+  std::map<std::string, std::weak_ptr<LockClient>> clients;
+};
+SharedClients& shared_clients() {
+  static auto* s = new SharedClients();  // never destroyed: handles may outlive static destruction
+  return *s;
+}
+std::string shared_key(const std::string& uri, const ConnectOptions& c) {
+  std::ostringstream k;
+  k << c.connect_timeout.count() << '|' << c.busy_timeout.count() << '|' << (c.io_timeout ? c.io_timeout->count() : -1)
+    << '|' << c.statement_cache_size << '|' << c.refuse_undeclared_pooler << '|' << c.create_if_missing << '|' << uri;
+  return k.str();
+}
+}  // namespace
+
+std::shared_ptr<LockClient> LockClient::shared(const std::string& uri, const ConnectOptions& connect) {
+  auto& s = shared_clients();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (s.pid != ::getpid()) {
+    // A forked child: the parent's clients are not ours (their threads do
+    // not exist here, their sessions are the parent's). Forget them without
+    // destroying anything.
+    new std::map<std::string, std::weak_ptr<LockClient>>(std::move(s.clients));
+    s.clients.clear();
+    s.pid = ::getpid();
+  }
+  const std::string key = shared_key(uri, connect);
+  if (auto c = s.clients[key].lock()) return c;
+  LockClientOptions o;
+  o.connect = connect;
+  auto c = create(uri, o);
+  s.clients[key] = c;
+  return c;
+}
+
+LockClientStats LockClient::stats() const { return core_->stats(); }
+const std::string& LockClient::description() const noexcept { return core_->description(); }
+const LockClientOptions& LockClient::options() const noexcept { return core_->options(); }
+
+namespace detail {
+
+ClientCore::ClientCore(std::string uri, LockClientOptions options)
+    : uri_(std::move(uri)), options_(std::move(options)), description_(mask_uri(uri_)), pid_(::getpid()) {
+  slots_.resize(options_.max_connections - 2);
+}
+
+void ClientCore::open() {
+  // One work connection first: it tells the dialect's plans.
+  auto first = connect(false);
+  wait_plan_ = first->dialect().plans().wait;
+  session_bound_release_ = wait_plan_->release_on_acquiring_session();
+  slots_[0].conn = std::move(first);
+  renew_conn_ = std::shared_ptr<Connection>(connect(true));
+  renew_conn_open_ = true;
+  renewer_ = std::thread([this] { renewer_loop(); });
+}
+
+ClientCore::~ClientCore() {
+  if (::getpid() != pid_) {
+    // A forked child: the threads are the parent's (they do not run here) and
+    // closing a session would end the parent's. Leave everything as it is.
+    new std::thread(std::move(renewer_));
+    new std::thread(std::move(waiter_));
+    new std::thread(std::move(listener_));
+    for (auto& s : slots_) (void)s.conn.release();
+    new std::shared_ptr<Connection>(std::move(renew_conn_));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> a(renew_mu_);
+    std::lock_guard<std::mutex> b(wait_mu_);
+    std::lock_guard<std::mutex> c(slot_mu_);
+    stop_ = true;
+  }
+  renew_cv_.notify_all();
+  wait_cv_.notify_all();
+  slot_cv_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+  if (waiter_.joinable()) waiter_.join();
+  if (listener_.joinable()) listener_.join();
+}
+
+bool ClientCore::same_process() const noexcept { return ::getpid() == pid_; }
+
+void ClientCore::check_process() const {
+  if (::getpid() != pid_)
+    throw Error(ErrorCode::kInvalidArgument,
+                "this lock client (" + description_ + ") was created in process " + std::to_string(pid_) +
+                    " and this is a forked child (" + std::to_string(::getpid()) +
+                    "): its sessions and threads belong to the parent. Create a LockClient in the child "
+                    "(LockClient::shared() and the LeaseLock URI constructor do)");
+}
+
+std::unique_ptr<Connection> ClientCore::connect(bool renewal) const {
+  ConnectOptions o = options_.connect;
+  const milliseconds io = std::min<milliseconds>(o.io_timeout.value_or(std::chrono::seconds(10)), std::chrono::seconds(10));
+  if (!o.io_timeout) o.io_timeout = io;
+  if (renewal) o.io_timeout = io;
+  try {
+    auto c = make_connection(uri_, o);
+    if (renewal) c->dialect().bound_session_statements(*c, io);
+    return c;
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kResourceExhausted) ++exhausted_;
+    throw;
+  }
+}
+
+LockClientStats ClientCore::stats() const {
+  LockClientStats s;
+  s.connections_max = options_.max_connections;
+  {
+    std::lock_guard<std::mutex> lk(slot_mu_);
+    for (const auto& sl : slots_) s.connections_open += sl.conn ? 1 : 0;
+  }
+  {
+    std::lock_guard<std::mutex> lk(renew_mu_);
+    s.connections_open += renew_conn_open_ ? 1 : 0;
+    s.threads += 1 + (renewer_worker_ ? 1 : 0);
+    s.held_leases = renewals_.size();
+    s.renewal_rounds = renewal_rounds_;
+    s.renewal_statements = renewal_statements_;
+    s.leases_renewed = leases_renewed_;
+    s.leases_lost = leases_lost_;
+    if (!lag_ms_.empty()) {
+      std::vector<double> v = lag_ms_;
+      std::sort(v.begin(), v.end());
+      s.renewal_lag_p99_ms = v[std::min(v.size() - 1, static_cast<std::size_t>(0.99 * static_cast<double>(v.size())))];
+      s.renewal_lag_max_ms = v.back();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    s.connections_open += listener_open_ ? 1 : 0;
+    s.threads += waiter_threads_ ? 2 : 0;
+    for (const auto& [name, q] : queues_) s.waiters += q.waits.size();
+    s.wakeups = wakeups_;
+    s.polls = polls_;
+    s.attempts = attempts_;
+  }
+  s.exhausted = exhausted_;
+  return s;
+}
+
+// ---- work connections ----------------------------------------------------------
+
+ClientCore::Borrowed::~Borrowed() {
+  if (!core_) return;
+  {
+    std::lock_guard<std::mutex> lk(core_->slot_mu_);
+    core_->slots_[static_cast<std::size_t>(slot_)].busy = false;
+  }
+  core_->slot_cv_.notify_all();
+}
+
+Connection& ClientCore::Borrowed::operator*() const { return *core_->slots_[static_cast<std::size_t>(slot_)].conn; }
+
+void ClientCore::Borrowed::discard() noexcept {
+  std::unique_ptr<Connection> gone;
+  std::lock_guard<std::mutex> lk(core_->slot_mu_);
+  gone = std::move(core_->slots_[static_cast<std::size_t>(slot_)].conn);
+}
+
+ClientCore::Borrowed ClientCore::borrow(int slot) {
+  check_process();
+  const auto deadline = steady_clock::now() + options_.borrow_timeout;
+  std::unique_lock<std::mutex> lk(slot_mu_);
+  int got = -1;
+  auto pick = [&] {
+    if (stop_) return true;
+    if (slot >= 0) {
+      got = slots_[static_cast<std::size_t>(slot)].busy ? -1 : slot;
+      return got >= 0;
+    }
+    for (int pass = 0; pass < 2 && got < 0; ++pass)  // an open connection first
+      for (std::size_t i = 0; i < slots_.size(); ++i)
+        if (!slots_[i].busy && (pass == 1 || slots_[i].conn)) {
+          got = static_cast<int>(i);
+          break;
+        }
+    return got >= 0;
+  };
+  if (!slot_cv_.wait_until(lk, deadline, pick) || got < 0) {
+    ++exhausted_;
+    throw Error(ErrorCode::kResourceExhausted,
+                "lock client of " + description_ + ": " +
+                    (slot >= 0 ? std::string("the work connection that holds this lease's session lock")
+                               : "all " + std::to_string(slots_.size()) + " work connections") +
+                    " stayed busy for borrow_timeout (" + format_duration(options_.borrow_timeout) +
+                    "); held leases are still renewed. Raise LockClientOptions::max_connections or borrow_timeout");
+  }
+  auto& s = slots_[static_cast<std::size_t>(got)];
+  s.busy = true;
+  if (!s.conn) {
+    lk.unlock();
+    try {
+      auto c = connect(false);
+      lk.lock();
+      s.conn = std::move(c);
+    } catch (...) {
+      if (!lk.owns_lock()) lk.lock();
+      s.busy = false;
+      slot_cv_.notify_all();
+      throw;
+    }
+  }
+  return Borrowed(this, got);
+}
+
+// ---- leases ---------------------------------------------------------------------
+
+bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, milliseconds budget,
+                            milliseconds* holder_remaining) {
+  Connection& conn = *c;
+  const LeaseOptions& o = l->options;
+  const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
+  const auto start = steady_clock::now();
+  budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
+  auto r = with_reconnect(conn, budget, "acquiring lease '" + l->name + "'", [&](int attempt) {
+    if (attempt > 1) {
+      // A retry after an unanswered attempt first asks whether that attempt
+      // took the lease (the owner token is ours alone).
+      auto mine = run(conn, Sql::lease_read_mine, {l->name, owner, l->channel});
+      if (!mine.rows.empty()) {
+        static constexpr auto kFence = column(Sql::lease_read_mine, "fence");
+        static constexpr auto kExpireAt = column(Sql::lease_read_mine, "expire_at");
+        if (cell(mine.rows[0], kExpireAt).as_int() > conn.db_now_ms())
+          return AcquireResult{true, cell(mine.rows[0], kFence).as_int(), cell(mine.rows[0], kExpireAt).as_int(), owner};
+      }
+    }
+    return acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, nullptr);
+  });
+  if (!r.acquired) {
+    *holder_remaining = r.holder_remaining_ms > 0 ? milliseconds(r.holder_remaining_ms) : o.ttl;
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lk(l->state->mu);
+    l->state->hold = 1;
+    l->state->owner = owner;
+    l->state->fence = r.fence;
+    l->state->expire_at = r.expire_at_ms;
+    l->state->valid_until = start + o.ttl - l->margin;
+    l->state->lost = false;
+    l->state->loss.reset();
+    l->state->stop = false;
+    l->slot = session_bound_release_ ? c.slot() : -1;
+  }
+  if (l->renew) renew_register(l);
+  return true;
+}
+
+bool ClientCore::try_acquire(const std::shared_ptr<ClientLease>& l) {
+  check_process();
+  {
+    std::lock_guard<std::mutex> lk(l->state->mu);
+    if (l->state->hold > 0) {
+      if (!l->state->valid_locked()) return false;  // lost: release() first
+      ++l->state->hold;
+      return true;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    if (l->waiting)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "lease '" + l->name + "': an asynchronous acquire of this handle is still pending (cancel_acquire() "
+                  "it first)");
+  }
+  auto c = borrow();
+  milliseconds holder{0};
+  return attempt_on(c, l, l->options.ttl, &holder);
+}
+
+bool ClientCore::acquire(const std::shared_ptr<ClientLease>& l, milliseconds wait) {
+  check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
+  if (wait.count() == 0) return try_acquire(l);
+  if (std::this_thread::get_id() == waiter_thread_id_.load())
+    throw Error(ErrorCode::kInvalidArgument,
+                "lease '" + l->name + "': a blocking acquire() from a callback on the lock client's waiter thread "
+                "would wait for that thread itself; use acquire_async()");
+  const auto deadline = steady_clock::now() + wait;
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    queued = queues_.count(l->name) > 0;
+  }
+  if (!queued) {  // nobody of this process waits for it: try at once on this thread
+    try {
+      if (try_acquire(l)) return true;
+    } catch (const Error& e) {
+      if (!is_outage(e) && e.code() != ErrorCode::kResourceExhausted) throw;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(l->state->mu);
+    if (l->state->hold > 0) return false;  // holding a lost lease: waiting cannot help
+  }
+  auto p = std::make_shared<std::promise<bool>>();
+  auto f = p->get_future();
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+  acquire_async(l, std::max(left, milliseconds(1)), [p](bool ok, std::exception_ptr e) {
+    if (e) p->set_exception(e);
+    else p->set_value(ok);
+  });
+  return f.get();
+}
+
+}  // namespace detail
+}  // namespace sqlguard

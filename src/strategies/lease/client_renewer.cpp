@@ -1,0 +1,254 @@
+// The lock client's renewer: one thread renews every held lease that is due
+// with one statement per 1000 leases (renew_leases()) on the reserved
+// renewal connection. Each statement runs on a worker it waits for only
+// until the earliest trust window among its leases ends (BoundedCaller): a
+// frozen server or a silent partition reports those leases lost in time,
+// and the others are retried on a fresh connection.
+#include <algorithm>
+
+#include "core/metric_hooks.h"
+#include "dialect/dialect.h"
+#include "strategies/lease/bounded_call.h"
+#include "strategies/lease/client_core.h"
+
+namespace sqlguard::detail {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// A held lease the renewer keeps: the acquisition it was registered for and
+// when its next renewal is due.
+struct ClientCore::Renewal {
+  std::shared_ptr<ClientLease> lease;
+  std::string owner;
+  std::int64_t fence = 0;
+  steady_clock::time_point due;
+};
+
+void ClientCore::renew_register(const std::shared_ptr<ClientLease>& l) {
+  auto r = std::make_shared<Renewal>();
+  r->lease = l;
+  {
+    std::lock_guard<std::mutex> lk(l->state->mu);
+    r->owner = l->state->owner;
+    r->fence = l->state->fence;
+  }
+  r->due = steady_clock::now() + l->period;
+  {
+    std::lock_guard<std::mutex> lk(renew_mu_);
+    renewals_[l.get()] = std::move(r);
+  }
+  renew_cv_.notify_all();
+}
+
+void ClientCore::renew_unregister(const ClientLease* l) {
+  std::lock_guard<std::mutex> lk(renew_mu_);
+  renewals_.erase(l);
+}
+
+namespace {
+
+// One lease in a renewal statement.
+struct Item {
+  std::shared_ptr<void> keep;  // the Renewal
+  ClientLease* lease;
+  std::string owner;
+  std::int64_t fence;
+  std::int64_t known_expire_at;
+  steady_clock::time_point valid_until, due;
+};
+
+// What the worker answers for one statement.
+struct ChunkResult {
+  std::shared_ptr<Connection> conn;
+  std::atomic<bool> connected{false};
+  std::vector<bool> renewed;
+  std::vector<std::pair<LossCause, std::string>> causes;  // for the leases not renewed
+  std::exception_ptr error;
+};
+
+bool connection_problem(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& se) {
+    return se.code() == ErrorCode::kConnectionLost || se.code() == ErrorCode::kCommitInDoubt ||
+           se.code() == ErrorCode::kTimeout;
+  } catch (...) {
+    return true;
+  }
+}
+
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "a non-standard exception";
+  }
+}
+
+}  // namespace
+
+void ClientCore::renewer_loop() {
+  BoundedCaller caller;
+  // The loss is reported this long before a trust window ends.
+  const milliseconds early(20);
+  bool unknown = false;  // the last failure was a sent renewal with no answer
+  for (;;) {
+    std::vector<Item> items;
+    {
+      std::unique_lock<std::mutex> lk(renew_mu_);
+      for (;;) {
+        if (stop_) return;
+        if (renewals_.empty()) {
+          renew_cv_.wait(lk);
+          continue;
+        }
+        auto earliest = steady_clock::time_point::max();
+        for (const auto& [k, r] : renewals_) earliest = std::min(earliest, r->due);
+        if (earliest <= steady_clock::now()) break;
+        renew_cv_.wait_until(lk, earliest);
+      }
+      // Due now, and those due within a quarter of their period: one
+      // statement renews them together (a lease renewed a little early
+      // loses nothing; its window starts at this request).
+      const auto now = steady_clock::now();
+      for (auto it = renewals_.begin(); it != renewals_.end();) {
+        auto& r = it->second;
+        if (r->due > now + r->lease->period / 4) {
+          ++it;
+          continue;
+        }
+        std::lock_guard<std::mutex> sl(r->lease->state->mu);
+        const auto& st = *r->lease->state;
+        if (st.hold == 0 || st.lost || st.owner != r->owner || st.fence != r->fence) {
+          it = renewals_.erase(it);  // released, lost or re-acquired (a new registration follows)
+          continue;
+        }
+        items.push_back(Item{r, r->lease.get(), r->owner, r->fence, st.expire_at, st.valid_until, r->due});
+        ++it;
+      }
+    }
+    if (items.empty()) continue;
+    // Earliest trust window first: each statement waits only as long as its
+    // first lease's window allows.
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.valid_until < b.valid_until; });
+    for (std::size_t begin = 0; begin < items.size(); begin += kMaxRenewalBatch) {
+      const std::size_t end = std::min(items.size(), begin + kMaxRenewalBatch);
+      std::vector<LeaseRenewal> reqs;
+      reqs.reserve(end - begin);
+      for (std::size_t i = begin; i < end; ++i)
+        reqs.push_back(LeaseRenewal{items[i].lease->name, items[i].owner, items[i].fence, items[i].lease->options.ttl});
+      const auto start = steady_clock::now();
+      auto res = std::make_shared<ChunkResult>();
+      {
+        std::lock_guard<std::mutex> lk(renew_mu_);
+        res->conn = renew_conn_;
+        renewer_worker_ = true;
+      }
+      std::vector<std::int64_t> known;
+      for (std::size_t i = begin; i < end; ++i) known.push_back(items[i].known_expire_at);
+      // The worker may outlive this client (abandoned on a hung call): it
+      // captures copies only.
+      const std::string uri = uri_;
+      ConnectOptions copts = options_.connect;
+      const milliseconds io =
+          std::min<milliseconds>(copts.io_timeout.value_or(std::chrono::seconds(10)), std::chrono::seconds(10));
+      copts.io_timeout = io;
+      auto outcome = caller.call(
+          [res, reqs = std::move(reqs), known = std::move(known), uri, copts, io] {
+            try {
+              if (!res->conn) {
+                res->conn = std::shared_ptr<Connection>(make_connection(uri, copts));
+                res->conn->dialect().bound_session_statements(*res->conn, io);
+              }
+              res->connected = true;
+              res->renewed = renew_leases(*res->conn, reqs);
+              res->causes.resize(reqs.size());
+              for (std::size_t i = 0; i < reqs.size(); ++i)
+                if (!res->renewed[i])
+                  res->causes[i].first = diagnose_lease(*res->conn, reqs[i].name, reqs[i].owner, reqs[i].fence,
+                                                        known[i], &res->causes[i].second);
+            } catch (...) {
+              res->error = std::current_exception();
+            }
+          },
+          items[begin].valid_until - early,
+          [this] {
+            std::lock_guard<std::mutex> lk(renew_mu_);
+            return stop_;
+          });
+      if (outcome == BoundedCaller::Outcome::kStopped) return;
+      const auto now = steady_clock::now();
+      std::vector<std::pair<ClientLease*, std::pair<LossCause, std::string>>> lost;
+      std::unique_lock<std::mutex> lk(renew_mu_);
+      if (outcome == BoundedCaller::Outcome::kDone && !res->error) {
+        renew_conn_ = res->conn;
+        renew_conn_open_ = true;
+        ++renewal_statements_;
+        unknown = false;
+        for (std::size_t i = begin; i < end; ++i) {
+          Item& it = items[i];
+          auto* r = static_cast<Renewal*>(it.keep.get());
+          if (res->renewed[i - begin]) {
+            ++leases_renewed_;
+            const double lag = std::chrono::duration<double, std::milli>(start - it.due).count();
+            if (lag_ms_.size() < 4096) lag_ms_.push_back(std::max(lag, 0.0));
+            else lag_ms_[lag_next_++ % 4096] = std::max(lag, 0.0);
+            {
+              std::lock_guard<std::mutex> sl(it.lease->state->mu);
+              auto& st = *it.lease->state;
+              if (st.owner == it.owner && st.fence == it.fence && !st.lost)
+                st.valid_until = start + it.lease->options.ttl - it.lease->margin;
+            }
+            r->due = start + it.lease->period;
+          } else {
+            lost.emplace_back(it.lease, std::move(res->causes[i - begin]));
+          }
+        }
+      } else {
+        // Timed out (abandoned with its worker and connection) or failed.
+        const bool timed_out = outcome == BoundedCaller::Outcome::kTimedOut;
+        const bool conn_problem = timed_out || connection_problem(res->error);
+        const bool sent = res->connected.load();
+        if (conn_problem) {
+          renew_conn_.reset();
+          renew_conn_open_ = false;
+          unknown = sent || unknown;
+        }
+        if (!timed_out) {
+          ++metric::lock_renew_errors();
+          log(LogLevel::kInfo, "lock client renewal of " + std::to_string(end - begin) + " leases failed, retrying: " +
+                                   what_of(res->error));
+        }
+        for (std::size_t i = begin; i < end; ++i) {
+          Item& it = items[i];
+          auto* r = static_cast<Renewal*>(it.keep.get());
+          const milliseconds retry =
+              std::clamp<milliseconds>(it.lease->period / 4, milliseconds(10), milliseconds(1000));
+          if (it.valid_until - now <= retry * 2 || (timed_out && it.valid_until - early <= now)) {
+            const bool u = conn_problem ? unknown : false;
+            lost.emplace_back(it.lease, std::make_pair(u ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
+                                                       "no renewal of lease '" + it.lease->name +
+                                                           "' succeeded within its trust window: database " +
+                                                           (u ? "did not answer" : "unreachable")));
+          } else {
+            r->due = now + retry;
+          }
+        }
+      }
+      for (auto& [lease, cause] : lost) {
+        renewals_.erase(lease);
+        ++leases_lost_;
+      }
+      // on_lost runs outside the renewer's mutex (it may call into the client).
+      lk.unlock();
+      for (auto& [lease, cause] : lost) lease->state->mark_lost(cause.first, std::move(cause.second));
+    }
+    std::lock_guard<std::mutex> lk(renew_mu_);
+    ++renewal_rounds_;
+  }
+}
+
+}  // namespace sqlguard::detail

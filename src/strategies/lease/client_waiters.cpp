@@ -1,0 +1,395 @@
+// The lock client's waiters: every pending acquire of the client waits in a
+// queue per lock name (arrival order inside the process); one waiter thread
+// runs the heads' attempts, and one listener thread turns the dialect's
+// wake-ups (WaitPlan::make_listener) into "try now". A head without a
+// wake-up tries again after a full-jitter backoff capped by what the
+// holder's lease has left; names due together are polled with one
+// statement (lease_poll) and only the free ones tried.
+#include <algorithm>
+#include <set>
+
+#include "core/catalog.h"
+#include "sqlguard/validate.h"
+#include "strategies/lease/client_core.h"
+#include "strategies/lease/lease_util.h"
+#include "strategies/lease/plans.h"
+
+namespace sqlguard::detail {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+void ClientCore::start_waiter_threads() {
+  std::lock_guard<std::mutex> lk(wait_mu_);
+  if (waiter_threads_ || stop_) return;
+  waiter_threads_ = true;
+  waiter_ = std::thread([this] { waiter_loop(); });
+  listener_ = std::thread([this] { listener_loop(); });
+}
+
+void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, milliseconds wait, AcquireDone done) {
+  check_process();
+  check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
+  if (!done) throw Error(ErrorCode::kInvalidArgument, "acquire_async: the completion callback is empty");
+  int reentrant = 0;  // 1: held, one more hold; -1: holding a lost lease (release() it first)
+  {
+    std::lock_guard<std::mutex> lk(l->state->mu);
+    if (l->state->hold > 0) {
+      reentrant = l->state->valid_locked() ? 1 : -1;
+      if (reentrant > 0) ++l->state->hold;
+    }
+  }
+  if (reentrant != 0) {
+    done(reentrant > 0, nullptr);
+    return;
+  }
+  start_waiter_threads();
+  auto w = std::make_shared<ClientWait>();
+  w->lease = l;
+  w->deadline = steady_clock::now() + wait;
+  w->done = std::move(done);
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    if (l->waiting)
+      throw Error(ErrorCode::kInvalidArgument, "lease '" + l->name + "': an asynchronous acquire of this handle is "
+                                               "already pending");
+    l->waiting = true;
+    auto& q = queues_[l->name];
+    if (q.waits.empty()) {
+      q.channel = l->channel;
+      q.since = steady_clock::now();
+      q.next_try = q.since;
+      q.woken = true;
+      q.idle_wakes = 0;
+      q.backoff = l->options.backoff_initial;
+    }
+    q.waits.push_back(std::move(w));
+  }
+  wait_cv_.notify_all();
+}
+
+bool ClientCore::cancel_acquire(const std::shared_ptr<ClientLease>& l) {
+  std::shared_ptr<ClientWait> gone;
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    if (!l->waiting) return false;
+    auto qi = queues_.find(l->name);
+    if (qi == queues_.end()) return false;
+    auto& q = qi->second;
+    for (std::size_t i = 0; i < q.waits.size(); ++i) {
+      if (q.waits[i]->lease != l) continue;
+      if (i == 0 && q.busy) {
+        q.waits[0]->cancelled = true;  // its attempt is running: the waiter thread finishes it
+        gone = nullptr;
+      } else {
+        gone = q.waits[i];
+        q.waits.erase(q.waits.begin() + static_cast<std::ptrdiff_t>(i));
+        if (i == 0) {
+          q.since = steady_clock::now();
+          q.woken = true;
+        }
+        if (q.waits.empty()) queues_.erase(qi);
+      }
+      l->waiting = false;
+      break;
+    }
+  }
+  wait_cv_.notify_all();
+  if (gone) gone->done(false, nullptr);
+  return true;
+}
+
+void ClientCore::local_release(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    auto qi = queues_.find(name);
+    if (qi == queues_.end()) return;
+    qi->second.woken = true;
+  }
+  wait_cv_.notify_all();
+}
+
+void ClientCore::release_quietly(const std::shared_ptr<ClientLease>& l) noexcept {
+  std::string owner;
+  std::int64_t fence = 0;
+  int slot = -1;
+  {
+    std::lock_guard<std::mutex> lk(l->state->mu);
+    if (l->state->hold == 0) return;
+    owner = l->state->owner;
+    fence = l->state->fence;
+    slot = l->slot;
+    l->state->hold = 0;
+  }
+  renew_unregister(l.get());
+  try {
+    auto c = borrow(slot);
+    release_lease(*c, l->name, owner, fence, l->options.release_commit);
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarning, "releasing lease '" + l->name + "' after its acquire was cancelled failed (it expires by "
+                            "itself): " + e.what());
+  }
+  local_release(l->name);
+}
+
+namespace {
+// A completed wait: its callback runs outside the waiter thread's mutex.
+struct Completion {
+  std::shared_ptr<ClientWait> wait;
+  bool acquired;
+  std::exception_ptr error;
+};
+
+void complete(std::vector<Completion>& done) noexcept {
+  for (auto& c : done) {
+    try {
+      c.wait->done(c.acquired, c.error);
+    } catch (const std::exception& e) {
+      log(LogLevel::kError, std::string("an acquire_async callback threw: ") + e.what());
+    } catch (...) {
+      log(LogLevel::kError, "an acquire_async callback threw a non-standard exception");
+    }
+  }
+  done.clear();
+}
+
+std::exception_ptr timed_out_error(const ClientWait& w) {
+  if (w.outage) return std::make_exception_ptr(*w.outage);
+  return nullptr;
+}
+}  // namespace
+
+void ClientCore::waiter_loop() {
+  waiter_thread_id_ = std::this_thread::get_id();
+  std::vector<Completion> done;
+  std::unique_lock<std::mutex> lk(wait_mu_);
+  while (!stop_) {
+    auto now = steady_clock::now();
+    // Waits past their deadline leave (a head whose attempt runs finishes it first).
+    for (auto qi = queues_.begin(); qi != queues_.end();) {
+      auto& q = qi->second;
+      for (std::size_t i = 0; i < q.waits.size();) {
+        auto& w = q.waits[i];
+        if ((i == 0 && q.busy) || w->deadline > now) {
+          ++i;
+          continue;
+        }
+        w->lease->waiting = false;
+        done.push_back(Completion{w, false, timed_out_error(*w)});
+        q.waits.erase(q.waits.begin() + static_cast<std::ptrdiff_t>(i));
+        if (i == 0) {
+          q.since = now;
+          q.woken = true;
+        }
+      }
+      qi = q.waits.empty() && !q.busy ? queues_.erase(qi) : std::next(qi);
+    }
+    std::vector<std::string> woken, timed;
+    auto next = now + std::chrono::seconds(1);
+    for (auto& [name, q] : queues_) {
+      if (q.busy || q.waits.empty()) continue;
+      if (q.woken) woken.push_back(name);
+      else if (q.next_try <= now) timed.push_back(name);
+      else next = std::min(next, q.next_try);
+      for (const auto& w : q.waits) next = std::min(next, w->deadline);
+    }
+    if (woken.empty() && timed.empty()) {
+      if (!done.empty()) {
+        lk.unlock();
+        complete(done);
+        lk.lock();
+        continue;
+      }
+      wait_cv_.wait_until(lk, next);
+      continue;
+    }
+    lk.unlock();
+    complete(done);
+    // Several names due by their timers: one poll says which are free.
+    if (timed.size() > 1) {
+      std::set<std::string> free(timed.begin(), timed.end());
+      std::map<std::string, milliseconds> remaining;
+      try {
+        auto c = borrow();
+        for (std::size_t b = 0; b < timed.size(); b += kMaxRenewalBatch) {
+          const std::size_t e = std::min(timed.size(), b + kMaxRenewalBatch);
+          std::size_t places = 1;
+          while (places < e - b) places *= 2;
+          places = std::min(places, kMaxRenewalBatch);
+          const Catalog& cat = catalog(*c);
+          const std::string sql =
+              cat.render(Sql::lease_poll, {{"names", std::vector<std::string>(places, cat.render(Sql::lease_name_ref, {}))}});
+          Params values;
+          for (std::size_t i = b; i < e; ++i) values.emplace_back(timed[i]);
+          for (std::size_t i = e - b; i < places; ++i) values.emplace_back(std::string());
+          auto r = run_rendered(*c, Sql::lease_poll, sql, values);
+          {
+            std::lock_guard<std::mutex> g(wait_mu_);
+            ++polls_;
+          }
+          static constexpr auto kName = column(Sql::lease_poll, "name");
+          static constexpr auto kExpire = column(Sql::lease_poll, "expire_at");
+          static constexpr auto kNow = column(Sql::lease_poll, "db_now_ms");
+          for (const auto& row : r.rows) {
+            const std::int64_t left = cell(row, kExpire).as_int() - cell(row, kNow).as_int();
+            if (left > 0) {
+              const std::string n = cell(row, kName).as_string();
+              free.erase(n);
+              remaining[n] = milliseconds(left);
+            }
+          }
+        }
+      } catch (const Error& e) {
+        log(LogLevel::kDebug, std::string("lock client poll failed (the heads try instead): ") + e.what());
+      }
+      lk.lock();
+      now = steady_clock::now();
+      for (const auto& n : timed) {
+        auto qi = queues_.find(n);
+        if (qi == queues_.end() || free.count(n)) continue;
+        auto& q = qi->second;
+        const auto& o = q.waits.front()->lease->options;
+        q.holder_remaining = remaining[n];
+        const auto cap = std::min(q.backoff, std::max(q.holder_remaining, o.backoff_initial));
+        q.next_try = now + jitter(cap);
+        q.backoff = std::min(q.backoff * 2, o.backoff_max);
+      }
+      lk.unlock();
+      timed.assign(free.begin(), free.end());
+    }
+    // The heads try, one attempt each.
+    std::vector<std::string> order = woken;
+    order.insert(order.end(), timed.begin(), timed.end());
+    std::set<std::string> was_woken(woken.begin(), woken.end());
+    for (const auto& name : order) {
+      std::shared_ptr<ClientWait> w;
+      {
+        std::lock_guard<std::mutex> g(wait_mu_);
+        auto qi = queues_.find(name);
+        if (qi == queues_.end() || qi->second.busy || qi->second.waits.empty()) continue;
+        qi->second.busy = true;
+        qi->second.woken = false;
+        w = qi->second.waits.front();
+        ++attempts_;
+      }
+      bool ok = false;
+      std::exception_ptr err;
+      std::optional<Error> outage;
+      milliseconds holder{0};
+      try {
+        auto c = borrow();
+        const auto left = std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now());
+        ok = attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder);
+      } catch (const Error& e) {
+        // Unreachable, or no connection free: keep waiting, report it if the wait ends so.
+        if (is_outage(e) || e.code() == ErrorCode::kResourceExhausted) outage = e;
+        else err = std::current_exception();
+      } catch (...) {
+        err = std::current_exception();
+      }
+      bool release_now = false;
+      {
+        std::lock_guard<std::mutex> g(wait_mu_);
+        auto qi = queues_.find(name);
+        auto& q = qi->second;  // stays: a busy queue is not erased
+        q.busy = false;
+        const auto t = steady_clock::now();
+        const auto& o = w->lease->options;
+        if (w->cancelled || ok || err) {
+          q.waits.pop_front();
+          if (!w->cancelled) {
+            w->lease->waiting = false;
+            done.push_back(Completion{w, ok, err});
+          }
+          release_now = w->cancelled && ok;
+          // The next head: right after a local take-over the lease is ours,
+          // so it waits for the local release (or its timer).
+          q.since = t;
+          q.idle_wakes = 0;
+          q.backoff = q.waits.empty() ? o.backoff_initial : q.waits.front()->lease->options.backoff_initial;
+          q.holder_remaining = ok ? o.ttl : milliseconds(0);
+          q.woken = !ok;
+          q.next_try = t + (ok ? std::min(o.ttl, o.backoff_max) : milliseconds(0));
+          if (q.waits.empty()) queues_.erase(qi);
+        } else {
+          w->outage = outage;
+          if (!outage) w->outage.reset();
+          if (was_woken.count(name) && !outage) ++q.idle_wakes;
+          q.holder_remaining = holder;
+          const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(holder, o.backoff_initial));
+          q.next_try = t + jitter(cap);
+          q.backoff = std::min(q.backoff * 2, o.backoff_max);
+        }
+      }
+      if (release_now) release_quietly(w->lease);
+      complete(done);
+    }
+    lk.lock();
+  }
+  // Stopping: every pending wait ends unacquired.
+  for (auto& [name, q] : queues_)
+    for (auto& w : q.waits) {
+      w->lease->waiting = false;
+      done.push_back(Completion{w, false, nullptr});
+    }
+  queues_.clear();
+  lk.unlock();
+  complete(done);
+}
+
+void ClientCore::listener_loop() {
+  auto listener = wait_plan_->make_listener();
+  std::unique_ptr<Connection> conn;
+  bool listened = false;
+  const milliseconds slice(100);
+  std::unique_lock<std::mutex> lk(wait_mu_);
+  while (!stop_) {
+    std::vector<std::pair<steady_clock::time_point, WaitedName>> found;
+    for (const auto& [name, q] : queues_)
+      if (!q.waits.empty()) found.push_back({q.since, WaitedName{name, q.channel, q.idle_wakes >= 2}});
+    if (!listener) {  // no wake-up source (a transaction pooler): the heads poll
+      wait_cv_.wait_for(lk, std::chrono::seconds(1));
+      continue;
+    }
+    if (found.empty() && !listened) {
+      wait_cv_.wait_for(lk, slice * 2);
+      continue;
+    }
+    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<WaitedName> names;
+    for (auto& f : found) names.push_back(std::move(f.second));
+    lk.unlock();
+    std::vector<std::string> woken;
+    bool failed = false;
+    try {
+      if (!conn) {
+        conn = connect(false);
+        listener->session_lost();
+        std::lock_guard<std::mutex> g(wait_mu_);
+        listener_open_ = true;
+      }
+      // No names: one call with none stops listening to the old ones.
+      woken = listener->wait(*conn, names, names.empty() ? milliseconds(0) : slice);
+      listened = !names.empty();
+    } catch (const std::exception& e) {
+      log(LogLevel::kInfo, std::string("lock client wake-up listener failed (waiters poll meanwhile): ") + e.what());
+      conn.reset();
+      listened = false;
+      failed = true;
+    }
+    lk.lock();
+    if (!conn) listener_open_ = false;
+    bool any = false;
+    for (const auto& n : woken) {
+      auto qi = queues_.find(n);
+      if (qi == queues_.end()) continue;
+      qi->second.woken = true;
+      ++wakeups_;
+      any = true;
+    }
+    if (any) wait_cv_.notify_all();
+    if (failed) wait_cv_.wait_for(lk, slice * 5);
+  }
+}
+
+}  // namespace sqlguard::detail

@@ -1,0 +1,77 @@
+// The lock client's wake-up listeners (plans.h, WakeListener): one session
+// for every name the client's waiters wait on.
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "core/catalog.h"
+#include "strategies/lease/plans.h"
+
+namespace sqlguard::detail {
+namespace {
+
+using std::chrono::milliseconds;
+
+// PostgreSQL LISTEN (one session for every waited channel), SQLite futex
+// words (futex_waitv): Connection::wait_for_any_notify.
+class ChannelListener final : public WakeListener {
+ public:
+  std::vector<std::string> wait(Connection& conn, const std::vector<WaitedName>& names, milliseconds d) override {
+    std::vector<std::string> channels, woken;
+    bool fresh = false;
+    for (const auto& n : names) {
+      channels.push_back(n.channel);
+      if (listening_.insert(n.channel).second) fresh = true;
+    }
+    // Names it listens to from now on are answered at once (below); the
+    // others wait. Channels no longer named stop being listened to.
+    auto fired = conn.wait_for_any_notify(channels, fresh ? milliseconds(0) : d);
+    std::set<std::string> f(fired.begin(), fired.end());
+    std::set<std::string> now(channels.begin(), channels.end());
+    for (auto it = listening_.begin(); it != listening_.end();) it = now.count(*it) ? std::next(it) : listening_.erase(it);
+    for (const auto& n : names)
+      if (f.count(n.channel) || (fresh && !answered_.count(n.channel))) woken.push_back(n.name);
+    answered_ = listening_;
+    return woken;
+  }
+  void session_lost() noexcept override {
+    listening_.clear();
+    answered_.clear();
+  }
+
+ private:
+  std::set<std::string> listening_;  // channels named to the session
+  std::set<std::string> answered_;   // channels whose first answer was given
+};
+
+// MariaDB/Galera: the holder holds its lease's wake-up lock (GET_LOCK) and a
+// release frees it. One session waits on the wake-up lock of the
+// longest-waiting name whose wake-ups still find it free (GET_LOCK with a
+// timeout), frees it at once when granted (the head's take-over must take it
+// for the new holder), and answers that name. The other names are polled.
+class WakeupLockListener final : public WakeListener {
+ public:
+  std::vector<std::string> wait(Connection& conn, const std::vector<WaitedName>& names, milliseconds d) override {
+    auto it = std::find_if(names.begin(), names.end(), [](const WaitedName& n) { return !n.idle; });
+    if (it == names.end()) {
+      std::this_thread::sleep_for(d);
+      return {};
+    }
+    const double seconds = static_cast<double>(std::max<milliseconds>(d, milliseconds(1)).count()) / 1000.0;
+    auto r = run(conn, Sql::lease_wakeup_wait, {it->channel, seconds});
+    static constexpr auto kGranted = column(Sql::lease_wakeup_wait, "granted");
+    const bool granted =
+        !r.rows.empty() && !cell(r.rows[0], kGranted).is_null() && cell(r.rows[0], kGranted).as_int() == 1;
+    if (!granted) return {};
+    run(conn, Sql::lease_wakeup_signal, {it->channel});
+    return {it->name};
+  }
+  void session_lost() noexcept override {}
+};
+
+}  // namespace
+
+std::unique_ptr<WakeListener> make_channel_listener() { return std::make_unique<ChannelListener>(); }
+std::unique_ptr<WakeListener> make_wakeup_lock_listener() { return std::make_unique<WakeupLockListener>(); }
+
+}  // namespace sqlguard::detail

@@ -82,6 +82,7 @@ struct LockClientStats {
   std::size_t threads = 0;            // threads the client runs now
   std::size_t held_leases = 0;        // renewed by the client now
   std::size_t waiters = 0;            // asynchronous acquires pending now
+  std::size_t listening = 0;          // names the wake-up listener covers now (0 once no one waits)
   std::uint64_t renewal_rounds = 0;       // renewal rounds that sent something
   std::uint64_t renewal_statements = 0;   // renewal statements sent (<= 1000 leases each)
   std::uint64_t leases_renewed = 0;

@@ -130,18 +130,23 @@ SELECT name, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_
 -- lease_renew_batch_update, in the same transaction, extends exactly these. Causal on Galera
 -- (wsrep_sync_wait = 3: reads and writes see every take-over certified elsewhere).
 -- {refs} is one lease_ref per lease (at most 1000), joined by UNION ALL.
+-- The listed rows are reached by primary key from the list (STRAIGHT_JOIN, FORCE INDEX): on
+-- a small table the optimizer would otherwise scan it, and FOR UPDATE would lock (and wait
+-- for) every row it scans, such as one a guarded transaction holds, stalling the batch.
 -- returns: :many name, fence
 -- params: refs...
-SET STATEMENT wsrep_sync_wait = 3 FOR SELECT l.name, l.fence FROM sqlguard_lock l JOIN ({refs* UNION ALL }) v
-  ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
+SET STATEMENT wsrep_sync_wait = 3 FOR SELECT STRAIGHT_JOIN l.name, l.fence FROM ({refs* UNION ALL }) v
+  JOIN sqlguard_lock l FORCE INDEX (PRIMARY) ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
 WHERE l.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FOR UPDATE;
 
 -- name: lease_renew_batch_update
 -- Batched renewal, second half: extends what lease_renew_batch_lock locked, each with its own
--- ttl, never before min_release_at, on the database clock.
+-- ttl, never before min_release_at, on the database clock. By primary key from the list, as
+-- lease_renew_batch_lock.
 -- returns: :execrows
 -- params: refs...
-UPDATE sqlguard_lock l JOIN ({refs* UNION ALL }) v ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
+UPDATE ({refs* UNION ALL }) v STRAIGHT_JOIN sqlguard_lock l FORCE INDEX (PRIMARY)
+  ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
 SET l.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + v.ttl_ms, l.min_release_at), l.renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 WHERE l.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 

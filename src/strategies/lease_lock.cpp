@@ -488,6 +488,20 @@ bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
   // COMMIT outcome is never retried.
   Conn c(*this);
   Connection& conn = *c;
+  // A client handle: the renewer leaves this lease out while the transaction
+  // holds its row (a batch would wait for it), and renews it right after.
+  struct Guarded {
+    detail::ClientLease* lease;
+    detail::ClientCore* core;
+    explicit Guarded(LeaseLock& l) : lease(l.lease_.get()), core(l.client_ ? l.client_->core().get() : nullptr) {
+      if (core) ++lease->guarded;
+    }
+    ~Guarded() {
+      if (!core) return;
+      --lease->guarded;
+      core->renew_soon(lease);
+    }
+  } guarded(*this);
   return with_reconnect(
       conn, remaining(), "guarded transaction on lease '" + name_ + "'",
       [&](int) {

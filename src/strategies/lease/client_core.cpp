@@ -193,6 +193,7 @@ LockClientStats ClientCore::stats() const {
   {
     std::lock_guard<std::mutex> lk(wait_mu_);
     s.connections_open += listener_open_ ? 1 : 0;
+    s.listening = listening_;
     s.threads += waiter_threads_ ? 2 : 0;
     for (const auto& [name, q] : queues_) s.waiters += q.waits.size();
     s.wakeups = wakeups_;

@@ -44,6 +44,10 @@ struct ClientLease {
   // (WaitPlan::release_on_acquiring_session): that work slot, else -1.
   int slot = -1;  // guarded by state->mu
   bool waiting = false;  // an asynchronous acquire is pending; guarded by ClientCore::wait_mu_
+  // Inside run_guarded: its transaction holds the lease's row (or SQLite's
+  // write lock); a renewal statement would wait for it, and with it every
+  // lease of the batch. The renewer leaves it out until the transaction ends.
+  std::atomic<int> guarded{0};
 };
 
 using AcquireDone = std::function<void(bool acquired, std::exception_ptr error)>;
@@ -115,6 +119,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Cancels the lease's pending asynchronous acquire (its callback gets
   // false); false when none was pending.
   bool cancel_acquire(const std::shared_ptr<ClientLease>& lease);
+  // A guarded transaction of the lease ended: renew it now if it is due.
+  void renew_soon(const ClientLease* lease);
   // The renewer renews the lease while it is held (from now, every period).
   void renew_register(const std::shared_ptr<ClientLease>& lease);
   void renew_unregister(const ClientLease* lease);
@@ -174,6 +180,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::thread waiter_, listener_;
   bool waiter_threads_ = false;
   bool listener_open_ = false;
+  std::size_t listening_ = 0;  // names the listener covered in its last wait
   std::atomic<std::thread::id> waiter_thread_id_{};
   std::uint64_t wakeups_ = 0, polls_ = 0, attempts_ = 0;
   mutable std::atomic<std::uint64_t> exhausted_{0};

@@ -41,6 +41,16 @@ void ClientCore::renew_register(const std::shared_ptr<ClientLease>& l) {
   renew_cv_.notify_all();
 }
 
+void ClientCore::renew_soon(const ClientLease* l) {
+  {
+    std::lock_guard<std::mutex> lk(renew_mu_);
+    auto it = renewals_.find(l);
+    if (it == renewals_.end()) return;
+    it->second->due = std::min(it->second->due, steady_clock::now());
+  }
+  renew_cv_.notify_all();
+}
+
 void ClientCore::renew_unregister(const ClientLease* l) {
   std::lock_guard<std::mutex> lk(renew_mu_);
   renewals_.erase(l);
@@ -97,6 +107,7 @@ void ClientCore::renewer_loop() {
   bool unknown = false;  // the last failure was a sent renewal with no answer
   for (;;) {
     std::vector<Item> items;
+    std::vector<std::shared_ptr<ClientLease>> blocked;  // guarded past their trust window
     {
       std::unique_lock<std::mutex> lk(renew_mu_);
       for (;;) {
@@ -126,10 +137,28 @@ void ClientCore::renewer_loop() {
           it = renewals_.erase(it);  // released, lost or re-acquired (a new registration follows)
           continue;
         }
+        if (r->lease->guarded.load() > 0) {
+          // Its own guarded transaction holds the row: renewing it would
+          // stall the whole batch. Renewed when the transaction ends; lost
+          // if it outlasts the trust window (as a renewal blocked behind it).
+          if (st.valid_until - now <= milliseconds(20)) {
+            blocked.push_back(r->lease);
+            ++leases_lost_;
+            it = renewals_.erase(it);
+            continue;
+          }
+          r->due = now + std::clamp<milliseconds>(r->lease->period / 4, milliseconds(10), milliseconds(1000));
+          ++it;
+          continue;
+        }
         items.push_back(Item{r, r->lease.get(), r->owner, r->fence, st.expire_at, st.valid_until, r->due});
         ++it;
       }
     }
+    for (auto& l : blocked)
+      l->state->mark_lost(LossCause::kOutcomeUnknown,
+                          "lease '" + l->name + "' could not be renewed within its trust window: its own guarded "
+                          "transaction (run_guarded) held its row that long");
     if (items.empty()) continue;
     // Earliest trust window first: each statement waits only as long as its
     // first lease's window allows.

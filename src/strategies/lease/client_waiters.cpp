@@ -297,10 +297,8 @@ void ClientCore::waiter_loop() {
         const auto& o = w->lease->options;
         if (w->cancelled || ok || err) {
           q.waits.pop_front();
-          if (!w->cancelled) {
-            w->lease->waiting = false;
-            done.push_back(Completion{w, ok, err});
-          }
+          w->lease->waiting = false;
+          done.push_back(w->cancelled ? Completion{w, false, nullptr} : Completion{w, ok, err});
           release_now = w->cancelled && ok;
           // The next head: right after a local take-over the lease is ours,
           // so it waits for the local release (or its timer).
@@ -379,6 +377,7 @@ void ClientCore::listener_loop() {
     }
     lk.lock();
     if (!conn) listener_open_ = false;
+    listening_ = failed ? 0 : names.size();
     bool any = false;
     for (const auto& n : woken) {
       auto qi = queues_.find(n);

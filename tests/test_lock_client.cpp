@@ -1,0 +1,612 @@
+// The lock client (lock_client.h): many leases on a few connections and
+// threads, batched renewal, waiting without a thread, exhaustion that fails
+// new work and never held leases, fork, cancellation. On every dialect;
+// the server-limit and frozen-path cases on PostgreSQL and MariaDB.
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "fault_proxy.h"
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
+#include "test_context.h"
+#include "test_helpers.h"
+
+using namespace sqlguard;
+using namespace std::chrono_literals;
+using sgtest::ctx;
+
+namespace {
+
+struct Caught {
+  ErrorCode code = ErrorCode::kInternal;
+  bool thrown = false;
+  std::string what;
+};
+
+Caught catch_error(const std::function<void()>& f) {
+  Caught c;
+  try {
+    f();
+  } catch (const Error& e) {
+    c.code = e.code();
+    c.thrown = true;
+    c.what = e.what();
+  }
+  return c;
+}
+
+std::size_t process_threads() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+LeaseOptions short_lease(std::chrono::milliseconds ttl = 1500ms) {
+  LeaseOptions o;
+  o.ttl = ttl;
+  return o;
+}
+
+// Whether `lock`'s lease is the one the database holds now (owner and fence).
+bool held_in_db(Connection& c, const LeaseLock& lock) {
+  auto info = lease_info(c, lock.name());
+  return info && info->held() && info->owner == lock.owner() && info->fence == lock.fence();
+}
+
+// Runs `fn` until it is true or `limit` passes (behaviour, not timing: the
+// limit is generous).
+template <typename F>
+bool eventually(F fn, std::chrono::milliseconds limit = 20s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (fn()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return fn();
+}
+
+}  // namespace
+
+TEST_CASE("one lock client holds many renewed leases on at most 4 connections and a few threads; one renewal "
+          "statement per 1000 leases",
+          "[lock-client]") {
+  const int n = ctx().is_sqlite() ? 300 : 1200;
+  const std::size_t threads_before = process_threads();
+  auto client = LockClient::create(ctx().uri);
+  std::vector<std::unique_ptr<LeaseLock>> locks;
+  const std::string prefix = ctx().unique("many");
+  for (int i = 0; i < n; ++i) {
+    locks.push_back(std::make_unique<LeaseLock>(client, prefix + "_" + std::to_string(i), short_lease()));
+    REQUIRE(locks.back()->try_acquire());
+  }
+  const std::vector<std::int64_t> fences = [&] {
+    std::vector<std::int64_t> f;
+    for (auto& l : locks) f.push_back(l->fence());
+    return f;
+  }();
+  // Three ttls: every lease must have been renewed at least twice.
+  std::this_thread::sleep_for(4500ms);
+  auto s = client->stats();
+  INFO("connections " << s.connections_open << ", threads " << s.threads << ", rounds " << s.renewal_rounds
+                      << ", statements " << s.renewal_statements << ", renewed " << s.leases_renewed);
+  CHECK(s.connections_open <= 4);
+  CHECK(s.threads <= 4);
+  CHECK(process_threads() - threads_before <= 4);
+  CHECK(s.held_leases == static_cast<std::size_t>(n));
+  CHECK(s.leases_lost == 0);
+  CHECK(s.leases_renewed >= static_cast<std::uint64_t>(2 * n));
+  // One statement carries up to 1000 leases.
+  CHECK(s.renewal_statements <= s.renewal_rounds * static_cast<std::uint64_t>((n + 999) / 1000));
+  auto probe = ctx().connect();
+  int owned = 0, in_db = 0;
+  for (std::size_t i = 0; i < locks.size(); ++i) {
+    owned += locks[i]->owns() ? 1 : 0;
+    in_db += held_in_db(*probe, *locks[i]) && locks[i]->fence() == fences[i] ? 1 : 0;
+  }
+  CHECK(owned == n);
+  CHECK(in_db == n);
+  for (auto& l : locks) CHECK(l->release());
+  CHECK(client->stats().held_leases == 0);
+}
+
+TEST_CASE("a renewal batch in which one lease was force-released reports exactly that one lost, once", "[lock-client]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string prefix = ctx().unique("batchloss");
+  std::vector<std::unique_ptr<LeaseLock>> locks;
+  std::vector<std::atomic<int>> calls(12);
+  std::vector<std::optional<LossCause>> causes(12);
+  std::mutex mu;
+  for (int i = 0; i < 12; ++i) {
+    LeaseOptions o = short_lease(1200ms);
+    o.on_lost = [&, i](const LeaseLoss& loss) {
+      ++calls[i];
+      std::lock_guard<std::mutex> lk(mu);
+      causes[i] = loss.cause;
+    };
+    locks.push_back(std::make_unique<LeaseLock>(client, prefix + "_" + std::to_string(i), o));
+    REQUIRE(locks.back()->try_acquire());
+  }
+  auto admin = ctx().connect();
+  REQUIRE(force_release(*admin, locks[5]->name()));
+  REQUIRE(eventually([&] { return calls[5].load() > 0; }, 10s));
+  std::this_thread::sleep_for(1500ms);  // more rounds: nothing else is lost, nothing reported twice
+  for (int i = 0; i < 12; ++i) {
+    INFO("lease " << i);
+    CHECK(calls[i].load() == (i == 5 ? 1 : 0));
+    CHECK(locks[i]->owns() == (i != 5));
+  }
+  std::lock_guard<std::mutex> lk(mu);
+  REQUIRE(causes[5]);
+  CHECK(*causes[5] == LossCause::kTakenOver);
+  CHECK(client->stats().leases_lost == 1);
+}
+
+TEST_CASE("exhausted work connections fail new acquires with resource_exhausted; held leases keep being renewed",
+          "[lock-client][exhaustion]") {
+  LockClientOptions co;
+  co.max_connections = 3;  // renewal, listener, one work connection
+  co.borrow_timeout = 300ms;
+  auto client = LockClient::create(ctx().uri, co);
+  const std::string prefix = ctx().unique("busy");
+  std::vector<std::unique_ptr<LeaseLock>> held;
+  for (int i = 0; i < 5; ++i) {
+    held.push_back(std::make_unique<LeaseLock>(client, prefix + "_" + std::to_string(i), short_lease(1000ms)));
+    REQUIRE(held.back()->try_acquire());
+  }
+  LeaseLock newcomer(client, prefix + "_new", short_lease(1000ms));
+  if (ctx().is_sqlite()) {
+    // SQLite: a guarded transaction holds the database's write lock, which
+    // the renewals need too; keep the work connection busy with short calls
+    // from many threads instead, and borrow without waiting.
+    LockClientOptions now = co;
+    now.borrow_timeout = 0ms;
+    auto eager = LockClient::create(ctx().uri, now);
+    std::vector<std::unique_ptr<LeaseLock>> held2;
+    for (int i = 0; i < 5; ++i) {
+      held2.push_back(std::make_unique<LeaseLock>(eager, prefix + "_e" + std::to_string(i), short_lease(1000ms)));
+      REQUIRE(held2.back()->try_acquire());
+    }
+    std::atomic<bool> stop{false};
+    std::atomic<int> refusals{0}, other{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 6; ++t)
+      ts.emplace_back([&, t] {
+        LeaseLock mine(eager, prefix + "_h" + std::to_string(t), short_lease(1000ms));
+        while (!stop) {
+          try {
+            if (mine.try_acquire()) mine.release();
+          } catch (const Error& e) {
+            (e.code() == ErrorCode::kResourceExhausted ? refusals : other)++;
+          }
+        }
+      });
+    const bool refused = eventually([&] { return refusals.load() > 0; }, 10s);
+    std::this_thread::sleep_for(3000ms);  // three ttls of contention for the work connection
+    stop = true;
+    for (auto& t : ts) t.join();
+    CHECK(refused);
+    CHECK(other.load() == 0);
+    for (auto& l : held2) CHECK(l->owns());
+    CHECK(eager->stats().leases_lost == 0);
+    CHECK(eager->stats().exhausted >= 1);
+    return;
+  }
+  // A guarded transaction (of a lease with a long ttl: its own renewal waits
+  // for the transaction) keeps the only work connection busy.
+  LeaseLock guard(client, prefix + "_guard", short_lease(30s));
+  REQUIRE(guard.try_acquire());
+  std::promise<void> inside, leave;
+  auto blocker = std::async(std::launch::async, [&] {
+    return guard.run_guarded([&](Transaction&) {
+      inside.set_value();
+      leave.get_future().wait();
+    });
+  });
+  inside.get_future().wait();
+  auto refused = catch_error([&] { newcomer.try_acquire(); });
+  INFO(refused.what);
+  CHECK(refused.code == ErrorCode::kResourceExhausted);
+  CHECK_THAT(refused.what, Catch::Matchers::Contains("borrow_timeout"));
+  CHECK_FALSE(newcomer.owns());
+  // Three ttls with the work connection taken: the renewal connection is reserved.
+  std::this_thread::sleep_for(3000ms);
+  for (auto& l : held) CHECK(l->owns());
+  CHECK(client->stats().leases_lost == 0);
+  CHECK(client->stats().exhausted >= 1);
+  leave.set_value();
+  CHECK(blocker.get());
+  CHECK(newcomer.try_acquire());  // the connection is free again
+}
+
+TEST_CASE("a server that refuses new connections: one connection per lease loses held leases (negative control), the "
+          "lock client loses none and fails new work with resource_exhausted",
+          "[lock-client][exhaustion]") {
+  if (ctx().is_sqlite() || ctx().pooler) {
+    SUCCEED("needs a server's connection limit (SQLite has none; behind PgBouncer the pooler owns the server sessions)");
+    return;
+  }
+  auto admin = ctx().connect();
+  const std::string role = ctx().unique("sgcap");
+  std::string limited = ctx().uri;
+  const int limit = 6;
+  struct Restore {
+    std::function<void()> fn;
+    ~Restore() {
+      try {
+        if (fn) fn();
+      } catch (const std::exception& e) {
+        WARN("could not undo the connection limit: " << e.what());
+      }
+    }
+  } restore;
+  if (ctx().is(DialectKind::kPostgresql)) {
+    // A role with a CONNECTION LIMIT and the test tables: the server refuses
+    // its (limit+1)th session with 53300.
+    admin->execute_script("CREATE ROLE " + role + " LOGIN PASSWORD 'cap-Pw-1' CONNECTION LIMIT " +
+                          std::to_string(limit) + "; GRANT ALL ON ALL TABLES IN SCHEMA public TO " + role +
+                          "; GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO " + role);
+    restore.fn = [&] {
+      admin->execute_script("DROP OWNED BY " + role + "; DROP ROLE " + role);
+    };
+    const std::string base = ctx().uri.substr(0, ctx().uri.find("://") + 3);
+    limited = base + role + ":cap-Pw-1" + ctx().uri.substr(ctx().uri.find('@'));
+  } else {
+    // MariaDB: the test account's own connection limit (it cannot grant to a
+    // new account). Its sessions already open count against it; the server
+    // refuses the next one with 1226.
+    const std::string account = admin->execute("SELECT CURRENT_USER()").rows.at(0)[0].as_string();
+    const std::string user = account.substr(0, account.find('@'));
+    const std::string host = account.substr(account.find('@') + 1);
+    const std::string quoted = "'" + user + "'@'" + host + "'";
+    const auto mine =
+        admin->execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?", {user}).rows.at(0)[0].as_int();
+    admin->execute_script("ALTER USER " + quoted + " WITH MAX_USER_CONNECTIONS " + std::to_string(mine + limit));
+    restore.fn = [&, quoted] { admin->execute_script("ALTER USER " + quoted + " WITH MAX_USER_CONNECTIONS 0"); };
+  }
+  const std::string prefix = ctx().unique("cap");
+
+  SECTION("negative control: a watchdog connection per lease") {
+    auto conn = make_connection(limited);
+    std::vector<std::unique_ptr<LeaseLock>> locks;
+    std::atomic<int> lost{0};
+    for (int i = 0; i < limit + 2; ++i) {
+      LeaseOptions o = short_lease(1500ms);
+      o.watchdog_connection = [&] { return make_connection(limited); };
+      o.on_lost = [&](const LeaseLoss&) { ++lost; };
+      locks.push_back(std::make_unique<LeaseLock>(*conn, prefix + "_ctl" + std::to_string(i), o));
+      REQUIRE(locks.back()->try_acquire());
+    }
+    // The watchdogs beyond the limit cannot connect: their leases are lost.
+    REQUIRE(eventually([&] { return lost.load() > 0; }, 10s));
+    int owned = 0;
+    for (auto& l : locks) owned += l->owns() ? 1 : 0;
+    CHECK(owned < limit + 2);
+  }
+
+  SECTION("the lock client") {
+    LockClientOptions co;
+    co.max_connections = 4;
+    co.borrow_timeout = 300ms;
+    auto client = LockClient::create(limited, co);  // renewal + one work connection
+    std::vector<std::unique_ptr<LeaseLock>> locks;
+    std::atomic<int> lost{0};
+    for (int i = 0; i < 50; ++i) {
+      LeaseOptions o = short_lease(1500ms);
+      o.on_lost = [&](const LeaseLoss&) { ++lost; };
+      locks.push_back(std::make_unique<LeaseLock>(client, prefix + "_c" + std::to_string(i), o));
+      REQUIRE(locks.back()->try_acquire());
+    }
+    // Someone else takes every session the server still allows.
+    std::vector<std::unique_ptr<Connection>> hog;
+    for (int i = 0; i < limit; ++i) {
+      try {
+        hog.push_back(make_connection(limited));
+      } catch (const Error& e) {
+        REQUIRE(e.code() == ErrorCode::kResourceExhausted);
+        break;
+      }
+    }
+    auto refused = catch_error([&] { make_connection(limited); });
+    REQUIRE(refused.code == ErrorCode::kResourceExhausted);
+    // New work that needs a new connection fails clearly: a new client, and
+    // this client's second work connection (the first is kept busy).
+    auto second = catch_error([&] { LockClient::create(limited, co); });
+    INFO(second.what);
+    CHECK(second.code == ErrorCode::kResourceExhausted);
+    std::promise<void> inside, leave;
+    auto blocker = std::async(std::launch::async, [&] {
+      return locks[0]->run_guarded([&](Transaction&) {
+        inside.set_value();
+        leave.get_future().wait();
+      });
+    });
+    inside.get_future().wait();
+    LeaseLock newcomer(client, prefix + "_new", short_lease(1500ms));
+    auto busy = catch_error([&] { newcomer.try_acquire(); });
+    INFO(busy.what);
+    CHECK(busy.code == ErrorCode::kResourceExhausted);
+    leave.set_value();
+    CHECK(blocker.get());
+    // Three ttls with the server full: no held lease is lost.
+    std::this_thread::sleep_for(4500ms);
+    CHECK(lost.load() == 0);
+    int owned = 0, in_db = 0;
+    for (auto& l : locks) {
+      owned += l->owns() ? 1 : 0;
+      in_db += held_in_db(*admin, *l) ? 1 : 0;
+    }
+    CHECK(owned == 50);
+    CHECK(in_db == 50);
+    CHECK(client->stats().leases_lost == 0);
+    hog.clear();
+    locks.clear();
+  }
+}
+
+TEST_CASE("1,000 asynchronous waiters on one name are all served, one holder at a time, on the client's threads",
+          "[lock-client][async]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("hot");
+  const int n = 1000;
+  const std::size_t threads_before = process_threads();
+  std::vector<std::unique_ptr<LeaseLock>> locks;
+  for (int i = 0; i < n; ++i) {
+    LeaseOptions o = short_lease(10s);
+    locks.push_back(std::make_unique<LeaseLock>(client, name, o, Watchdog::kOff));
+  }
+  // A served waiter hands its lease to this thread, which releases it (a
+  // callback must not block the client's waiter thread).
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<int> served;
+  std::atomic<int> holders{0}, max_holders{0}, errors{0}, not_acquired{0};
+  for (int i = 0; i < n; ++i)
+    locks[i]->acquire_async(120s, [&, i](bool ok, std::exception_ptr e) {
+      if (e) ++errors;
+      if (!ok) {
+        ++not_acquired;
+        return;
+      }
+      const int h = ++holders;
+      int m = max_holders.load();
+      while (h > m && !max_holders.compare_exchange_weak(m, h)) {
+      }
+      std::lock_guard<std::mutex> lk(mu);
+      served.push_back(i);
+      cv.notify_one();
+    });
+  std::size_t peak_waiters = client->stats().waiters;
+  std::set<int> seen;
+  std::size_t peak_threads = 0;
+  while (static_cast<int>(seen.size()) + not_acquired.load() < n) {
+    int i;
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      if (!cv.wait_for(lk, 30s, [&] { return !served.empty(); })) break;
+      i = served.front();
+      served.pop_front();
+    }
+    CHECK(seen.insert(i).second);
+    peak_threads = std::max(peak_threads, process_threads() - threads_before);
+    --holders;
+    REQUIRE(locks[i]->release());
+  }
+  auto s = client->stats();
+  INFO("served " << seen.size() << ", not acquired " << not_acquired.load() << ", attempts " << s.attempts
+                 << ", wakeups " << s.wakeups << ", threads " << s.threads);
+  CHECK(static_cast<int>(seen.size()) == n);
+  CHECK(not_acquired.load() == 0);
+  CHECK(errors.load() == 0);
+  CHECK(max_holders.load() == 1);
+  CHECK(peak_waiters >= static_cast<std::size_t>(n - 1));
+  CHECK(s.waiters == 0);
+  CHECK(s.connections_open <= 4);
+  CHECK(s.threads <= 4);
+  CHECK(peak_threads <= 8);
+}
+
+TEST_CASE("a blocking acquire() of a client handle waits on the client's path and is served at a release",
+          "[lock-client][async]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("blk");
+  LeaseLock holder(client, name, short_lease(10s));
+  REQUIRE(holder.try_acquire());
+  LeaseLock waiter(client, name, short_lease(10s));
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(30s); });
+  REQUIRE(eventually([&] { return client->stats().waiters == 1; }));
+  CHECK(got.wait_for(200ms) == std::future_status::timeout);  // still held: not served
+  CHECK(holder.release());
+  CHECK(got.get());
+  CHECK(waiter.owns());
+  CHECK(waiter.fence() > holder.fence());
+  // Negative control: a wait that ends while the lease is held answers false.
+  LeaseLock third(client, name, short_lease(10s));
+  CHECK_FALSE(third.acquire(300ms));
+  CHECK(client->stats().waiters == 0);
+}
+
+TEST_CASE("a waiter woken by a release from another client (another process's) is served without waiting for its "
+          "backoff",
+          "[lock-client][async]") {
+  auto a = LockClient::create(ctx().uri);
+  auto b = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("xcl");
+  LeaseLock holder(a, name, short_lease(30s));
+  REQUIRE(holder.try_acquire());
+  LeaseOptions wo = short_lease(30s);
+  wo.backoff_initial = 5s;  // only a wake-up can serve it quickly
+  wo.backoff_max = 5s;
+  LeaseLock waiter(b, name, wo);
+  auto got = waiter.acquire_async(60s);
+  // Let it settle as a waiter (its listener set up) before the release.
+  REQUIRE(eventually([&] { return b->stats().waiters == 1; }));
+  std::this_thread::sleep_for(ctx().pooler ? 100ms : 500ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(holder.release());
+  REQUIRE(got.wait_for(30s) == std::future_status::ready);
+  CHECK(got.get());
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  if (!ctx().pooler) {
+    // Woken, not polled: served well inside its 5 s backoff.
+    CHECK(waited < 4s);
+    CHECK(b->stats().wakeups >= 1);
+  }
+}
+
+TEST_CASE("a handle destroyed while its acquire is pending cancels it: no queue place, listener or session lock is "
+          "left behind",
+          "[lock-client][async]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("cancel");
+  LeaseLock holder(client, name, short_lease(30s));
+  REQUIRE(holder.try_acquire());
+  std::promise<std::pair<bool, bool>> result;  // (acquired, error)
+  {
+    LeaseLock waiter(client, name, short_lease(30s));
+    waiter.acquire_async(60s, [&](bool ok, std::exception_ptr e) { result.set_value({ok, e != nullptr}); });
+    REQUIRE(eventually([&] { return client->stats().waiters == 1; }));
+    if (!ctx().pooler) REQUIRE(eventually([&] { return client->stats().listening == 1; }));
+  }
+  auto r = result.get_future();
+  REQUIRE(r.wait_for(5s) == std::future_status::ready);
+  CHECK(r.get() == std::make_pair(false, false));
+  CHECK(client->stats().waiters == 0);
+  CHECK(eventually([&] { return client->stats().listening == 0; }));
+  CHECK(holder.release());
+  auto other = ctx().connect();
+  if (ctx().is(DialectKind::kMysql)) {
+    // No wake-up lock (GET_LOCK) is left on any session of the client.
+    auto used = other->execute("SELECT IS_USED_LOCK(?)", {lease_wakeup_channel(name)});
+    CHECK(used.rows.at(0)[0].is_null());
+  }
+  // The name is free for anyone: nothing of the cancelled waiter holds it.
+  auto r2 = acquire_lease(*other, name, "someone-else", 5s);
+  CHECK(r2.acquired);
+  // cancel_acquire() with nothing pending is false; a second cancel too.
+  LeaseLock idle(client, name, short_lease(30s));
+  CHECK_FALSE(idle.cancel_acquire());
+}
+
+TEST_CASE("a forked child cannot use its parent's lock client (clear error), leaves the parent's lease alone, and makes "
+          "its own",
+          "[lock-client][fork]") {
+  const std::string name = ctx().unique("fork");
+  auto client = LockClient::create(ctx().uri);
+  LeaseLock lock(client, name, short_lease(10s));
+  REQUIRE(lock.try_acquire());
+  const std::int64_t fence = lock.fence();
+  const std::string uri = ctx().uri;
+  const std::string other = ctx().unique("forkchild");
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int code = 0;
+    try {
+      lock.try_acquire();
+      code = 10;  // must have thrown
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (e.code() != ErrorCode::kInvalidArgument || what.find("forked child") == std::string::npos) code = 11;
+    } catch (...) {
+      code = 12;
+    }
+    if (code == 0) {
+      try {
+        LeaseLock own(uri, other, short_lease(10s), Watchdog::kOn);  // a new process-wide client
+        if (!own.try_acquire()) code = 13;
+        else if (!own.release()) code = 14;
+      } catch (...) {
+        code = 15;
+      }
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // The child neither released nor renewed the parent's lease from its copy.
+  CHECK(lock.owns());
+  auto probe = ctx().connect();
+  CHECK(held_in_db(*probe, lock));
+  CHECK(lock.fence() == fence);
+  CHECK(lock.release());
+}
+
+TEST_CASE("LeaseLock(uri) handles of one URI share one process-wide client", "[lock-client]") {
+  const std::string prefix = ctx().unique("shared");
+  std::vector<std::unique_ptr<LeaseLock>> locks;
+  for (int i = 0; i < 40; ++i) {
+    locks.push_back(std::make_unique<LeaseLock>(ctx().uri, prefix + std::to_string(i), short_lease(3s), Watchdog::kOn));
+    REQUIRE(locks.back()->try_acquire());
+  }
+  ConnectOptions co;
+  co.io_timeout = 1000ms;  // what the URI constructor derives from a 3 s ttl
+  co.connect_timeout = 1000ms;
+  auto client = LockClient::shared(ctx().uri, co);
+  auto s = client->stats();
+  CHECK(s.held_leases == 40);
+  CHECK(s.connections_open <= 4);
+  for (auto& l : locks) CHECK(l->release());
+}
+
+TEST_CASE("a frozen database path: the lock client reports every held lease lost before its trust window ends",
+          "[lock-client][faultproxy]") {
+  if (ctx().is_sqlite()) {
+    SUCCEED("SQLite is embedded: no network path to freeze");
+    return;
+  }
+  faultproxy::ProxyOptions po;
+  std::tie(po.target_host, po.target_port) = faultproxy::uri_endpoint(ctx().uri);
+  po.lifetime = std::chrono::minutes(5);
+  faultproxy::FaultProxy proxy(po);
+  LockClientOptions co;
+  co.connect.io_timeout = 1000ms;
+  co.connect.connect_timeout = 1000ms;
+  auto client = LockClient::create(faultproxy::uri_via(ctx().uri, proxy.port()), co);
+  const std::string prefix = ctx().unique("frozen");
+  const int n = 20;
+  std::vector<std::unique_ptr<LeaseLock>> locks;
+  std::mutex mu;
+  std::vector<std::optional<LeaseLoss>> losses(n);
+  std::vector<std::chrono::steady_clock::time_point> lost_at(n);
+  for (int i = 0; i < n; ++i) {
+    LeaseOptions o = short_lease(2000ms);
+    o.on_lost = [&, i](const LeaseLoss& l) {
+      std::lock_guard<std::mutex> lk(mu);
+      losses[i] = l;
+      lost_at[i] = std::chrono::steady_clock::now();
+    };
+    locks.push_back(std::make_unique<LeaseLock>(client, prefix + std::to_string(i), o));
+    REQUIRE(locks.back()->try_acquire());
+  }
+  proxy.freeze();
+  const auto frozen_at = std::chrono::steady_clock::now();
+  REQUIRE(eventually(
+      [&] {
+        std::lock_guard<std::mutex> lk(mu);
+        return std::all_of(losses.begin(), losses.end(), [](const auto& l) { return l.has_value(); });
+      },
+      10s));
+  std::lock_guard<std::mutex> lk(mu);
+  for (int i = 0; i < n; ++i) {
+    INFO("lease " << i);
+    // Reported while some of its trust window was left (the window is at
+    // most ttl - margin after the last renewal, which came before the freeze).
+    CHECK(losses[i]->window_left > 0ms);
+    CHECK(lost_at[i] - frozen_at < 2000ms);
+    CHECK((losses[i]->cause == LossCause::kOutcomeUnknown || losses[i]->cause == LossCause::kUnreachable));
+    CHECK_FALSE(locks[i]->owns());
+  }
+  proxy.pass();
+}

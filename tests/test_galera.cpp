@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "sqlguard/admin.h"
 #include "sqlguard/idempotency.h"
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
 #include "sqlguard/migrate.h"
 #include "test_context.h"
 
@@ -401,6 +403,59 @@ TEST_CASE("the guarded transaction's write set holds the lock row: a take-over o
   };
   CHECK_FALSE(takeover_commits(false));  // run_guarded: the take-over is refused
   CHECK(takeover_commits(true));         // negative control: the old guard certifies nothing
+}
+
+TEST_CASE("lock clients on two Galera nodes: batched renewals keep every lease, a force-release on the third node is "
+          "reported lost for exactly that lease, and a waiter on node 2 is served when node 1's holder releases",
+          "[.][galera][galera-client]") {
+  auto nodes = node_uris();
+  auto a = LockClient::create(nodes[0]);
+  auto b = LockClient::create(nodes[1]);
+  const std::string prefix = ctx().unique("gclient");
+  std::vector<std::unique_ptr<LeaseLock>> locks;
+  std::vector<std::atomic<int>> lost(20);
+  for (int i = 0; i < 20; ++i) {
+    LeaseOptions o;
+    o.ttl = 1500ms;
+    o.on_lost = [&lost, i](const LeaseLoss&) { ++lost[i]; };
+    locks.push_back(std::make_unique<LeaseLock>(i % 2 ? b : a, prefix + "_" + std::to_string(i), o));
+    REQUIRE(locks.back()->try_acquire());
+  }
+  auto third = make_connection(nodes[2]);
+  REQUIRE(force_release(*third, locks[7]->name()));
+  std::this_thread::sleep_for(4500ms);  // three ttls of batched renewals on both nodes
+  for (int i = 0; i < 20; ++i) {
+    INFO("lease " << i);
+    CHECK(lost[i].load() == (i == 7 ? 1 : 0));
+    CHECK(locks[i]->owns() == (i != 7));
+  }
+  for (int i = 0; i < 20; ++i) {
+    if (i == 7) continue;
+    auto info = lease_info(*third, locks[i]->name());
+    REQUIRE(info);
+    CHECK(info->held());
+    CHECK(info->fence == locks[i]->fence());
+  }
+  CHECK(a->stats().leases_lost + b->stats().leases_lost == 1);
+  CHECK(a->stats().connections_open <= 4);
+  CHECK(b->stats().connections_open <= 4);
+
+  // A waiter on node 2 for a lease node 1 holds: served at the release (the
+  // wake-up lock is node-local, so node 2 polls: backoff_max bounds it).
+  const std::string hot = ctx().unique("ghot");
+  LeaseOptions ho;
+  ho.ttl = 30s;
+  LeaseLock holder(a, hot, ho);
+  REQUIRE(holder.try_acquire());
+  LeaseOptions wo = ho;
+  wo.backoff_max = 200ms;
+  LeaseLock waiter(b, hot, wo);
+  auto got = waiter.acquire_async(60s);
+  CHECK(got.wait_for(500ms) == std::future_status::timeout);
+  CHECK(holder.release());
+  REQUIRE(got.wait_for(20s) == std::future_status::ready);
+  CHECK(got.get());
+  CHECK(waiter.fence() > holder.fence());
 }
 
 TEST_CASE("a decision on node 2 sees what node 1 committed just before", "[.][galera]") {

@@ -30,6 +30,7 @@
 #include "sqlguard/fenced_write.h"
 #include "sqlguard/inbox.h"
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
 #include "sqlguard/transition.h"
 #include "sqlguard/version_cas.h"
 #include "sqlguard/validate.h"
@@ -225,12 +226,16 @@ class Worker {
       LeaseOptions o;
       // Negative control: a lease that outlives its holder by far.
       o.ttl = a_.control == Control::kLongLease ? ttl_ * 10 : ttl_;
-      std::string uri = global().db;
-      auto co = co_;
-      o.watchdog_connection = [uri, co] { return make_connection(uri, co); };
       Slot* s = &s_;
       o.on_lost = [s](const LeaseLoss&) { ++s->lease_losses; };
-      locks_[r] = std::make_unique<LeaseLock>(*conn_, n_.lock(r), o);
+      // One lock client per worker process, as a service instance has: its
+      // leases are renewed together on its reserved connection.
+      if (!client_) {
+        LockClientOptions lo;
+        lo.connect = co_;
+        client_ = LockClient::create(global().db, lo);
+      }
+      locks_[r] = std::make_unique<LeaseLock>(client_, n_.lock(r), o);
     }
     return *locks_[r];
   }
@@ -271,7 +276,9 @@ class Worker {
       bool ran = false;
       try {
         ran = lock.run_guarded([&](Transaction& tx) {
-          if (!fenced_write(*conn_, n_.lock(r), fence)) throw StaleFence{};
+          // Through the guarded transaction's own connection (a lock client's):
+          // the fence check commits with the write or not at all.
+          if (!fenced_write(tx.connection(), n_.lock(r), fence)) throw StaleFence{};
           write(tx, r, fence, start_ms, paused);
         });
       } catch (const StaleFence&) {
@@ -313,7 +320,7 @@ class Worker {
     tx.execute("UPDATE " + n_.res + " SET version = version + 1, last_fence = ?, last_worker = ? WHERE id = ?",
                {fence, a_.slot, r});
     auto seq = tx.execute("SELECT version FROM " + n_.res + " WHERE id = ?", {r}).rows.at(0)[0].as_int();
-    std::int64_t end_ms = conn_->db_now_ms();
+    std::int64_t end_ms = tx.connection().db_now_ms();
     tx.execute("INSERT INTO " + n_.audit +
                    " (resource, seq, fence, worker, pid, start_ms, end_ms, paused) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                {r, seq, fence, a_.slot, static_cast<std::int64_t>(getpid()), start_ms, end_ms, paused ? 1 : 0});
@@ -410,6 +417,7 @@ class Worker {
   steady_clock::time_point deadline_;
   ConnectOptions co_;
   std::unique_ptr<Connection> conn_;
+  std::shared_ptr<LockClient> client_;  // declared before locks_: handles go first
   std::unique_ptr<Inbox> inbox_;
   std::unique_ptr<GuardedUpdate> decrement_;
   std::unique_ptr<VersionCas> cas_;

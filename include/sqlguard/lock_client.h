@@ -91,7 +91,7 @@ struct LockClientStats {
   std::uint64_t polls = 0;                // lease_poll statements sent
   std::uint64_t attempts = 0;             // acquire attempts sent by the waiter thread
   std::uint64_t exhausted = 0;            // operations refused with kResourceExhausted
-  // How late renewals were sent after they were due, over the last 4096 leases renewed.
+  // How late renewals were sent after they were due, over the last 16384 leases renewed.
   double renewal_lag_p99_ms = 0;
   double renewal_lag_max_ms = 0;
 };

@@ -237,5 +237,14 @@ SELECT RELEASE_LOCK(?);
 -- params: channel, timeout_s
 SELECT GET_LOCK(?, ?);
 
+-- name: lease_wakeup_pass
+-- The lock client's listener (one session for every waited name): waits up to timeout_s
+-- for the holder's wake-up lock and frees it in the same statement when granted, so the
+-- head's take-over (lease_take: GET_LOCK(channel, 0)) finds it free for the new holder.
+-- 1 = the holder released (or nobody held it), 0 = timed out.
+-- returns: :one passed
+-- params: channel, timeout_s, channel
+SELECT IF(GET_LOCK(?, ?) = 1, RELEASE_LOCK(?), 0) AS passed;
+
 -- name: lease_queue_leave
 -- not needed: the wake-up lock is the queue (GET_LOCK waiters are granted one at a time)

@@ -211,6 +211,9 @@ DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE ex
 -- name: lease_wakeup_wait
 -- not needed: LISTEN/NOTIFY: lease_release sends the NOTIFY
 
+-- name: lease_wakeup_pass
+-- not needed: the lock client LISTENs (lease_release sends the NOTIFY)
+
 -- name: lease_queue_leave
 -- The waiters of one lease take turns: the waiter holding a session advisory lock (class
 -- 1397836871 = 'SQLG', key hashtext(channel); taken by lease_acquire with queue_role 'join')

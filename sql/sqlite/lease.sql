@@ -171,5 +171,8 @@ DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE ex
 -- name: lease_wakeup_wait
 -- not needed: the release statement wakes one waiter itself (sqlguard_wake(channel): a futex word in <db>-sqlguard-wake, woken after COMMIT)
 
+-- name: lease_wakeup_pass
+-- not needed: the lock client watches the futex words (sqlguard_wake in lease_release)
+
 -- name: lease_queue_leave
 -- not needed: a release wakes one waiter (FUTEX_WAKE 1), so there is no herd to queue

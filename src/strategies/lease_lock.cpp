@@ -143,7 +143,12 @@ void LeaseLock::init_client(bool renew) {
   lease_ = std::make_shared<detail::ClientLease>();
   lease_->name = name_;
   lease_->channel = lease_wakeup_channel(name_);
-  lease_->options = options_;
+  lease_->options.ttl = options_.ttl;
+  lease_->options.min_hold = options_.min_hold;
+  lease_->options.backoff_initial = options_.backoff_initial;
+  lease_->options.backoff_max = options_.backoff_max;
+  lease_->options.release_commit = options_.release_commit;
+  lease_->options.owner = options_.owner;
   lease_->margin = margin_;
   lease_->period = period_;
   lease_->renew = renew;

@@ -1,6 +1,8 @@
 // tests/doc_samples/run.sh: what every documentation fragment can use.
 #include <chrono>
 #include <cstdint>
+#include <future>
+#include <memory>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -13,6 +15,7 @@
 #include <sqlguard/inbox.h>
 #include <sqlguard/leader.h>
 #include <sqlguard/lease_lock.h>
+#include <sqlguard/lock_client.h>
 #include <sqlguard/migrate.h>
 #include <sqlguard/pool.h>
 #include <sqlguard/row_lock.h>

@@ -274,7 +274,7 @@ ClientCore::Borrowed ClientCore::borrow(int slot) {
 bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, milliseconds budget,
                             milliseconds* holder_remaining) {
   Connection& conn = *c;
-  const LeaseOptions& o = l->options;
+  const auto& o = l->options;
   const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
   const auto start = steady_clock::now();
   budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));

@@ -36,7 +36,13 @@ class WakeListener;
 struct ClientLease {
   std::string name;
   std::string channel;  // lease_wakeup_channel(name)
-  LeaseOptions options;
+  // What the client needs of the handle's LeaseOptions (not a copy of all of
+  // them: a held lease should cost rows, not kilobytes).
+  struct Options {
+    std::chrono::milliseconds ttl{0}, min_hold{0}, backoff_initial{0}, backoff_max{0};
+    ReleaseCommit release_commit = ReleaseCommit::kCoveredByNextAcquire;
+    std::string owner;  // fixed owner token, or empty
+  } options;
   std::chrono::milliseconds margin{0}, period{0};
   bool renew = true;  // the client renews it while held (Watchdog::kOn)
   std::shared_ptr<LeaseState> state = std::make_shared<LeaseState>();

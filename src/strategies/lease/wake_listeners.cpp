@@ -47,8 +47,9 @@ class ChannelListener final : public WakeListener {
 // MariaDB/Galera: the holder holds its lease's wake-up lock (GET_LOCK) and a
 // release frees it. One session waits on the wake-up lock of the
 // longest-waiting name whose wake-ups still find it free (GET_LOCK with a
-// timeout), frees it at once when granted (the head's take-over must take it
-// for the new holder), and answers that name. The other names are polled.
+// timeout) and frees it in the same statement when granted (the head's
+// take-over must take it for the new holder), and answers that name. The
+// other names are polled.
 class WakeupLockListener final : public WakeListener {
  public:
   std::vector<std::string> wait(Connection& conn, const std::vector<WaitedName>& names, milliseconds d) override {
@@ -58,12 +59,14 @@ class WakeupLockListener final : public WakeListener {
       return {};
     }
     const double seconds = static_cast<double>(std::max<milliseconds>(d, milliseconds(1)).count()) / 1000.0;
-    auto r = run(conn, Sql::lease_wakeup_wait, {it->channel, seconds});
-    static constexpr auto kGranted = column(Sql::lease_wakeup_wait, "granted");
-    const bool granted =
-        !r.rows.empty() && !cell(r.rows[0], kGranted).is_null() && cell(r.rows[0], kGranted).as_int() == 1;
-    if (!granted) return {};
-    run(conn, Sql::lease_wakeup_signal, {it->channel});
+    // Granted and freed in one statement: a round trip in between would be
+    // a window in which the head's take-over finds the lock taken (by this
+    // session) and holds the lease without it, so the next waits would be
+    // granted at once while the lease is still held.
+    auto r = run(conn, Sql::lease_wakeup_pass, {it->channel, seconds});
+    static constexpr auto kPassed = column(Sql::lease_wakeup_pass, "passed");
+    const bool passed = !r.rows.empty() && !cell(r.rows[0], kPassed).is_null() && cell(r.rows[0], kPassed).as_int() == 1;
+    if (!passed) return {};
     return {it->name};
   }
   void session_lost() noexcept override {}

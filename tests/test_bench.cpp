@@ -18,6 +18,23 @@ std::string field(const std::string& line, const std::string& key) {
   auto e = line[v] == '"' ? line.find('"', v + 1) + 1 : line.find_first_of(",}", v);
   return line.substr(v, e - v);
 }
+
+// The JSON lines of a run's stdout.
+std::vector<std::string> json_lines(const std::string& out) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  for (auto nl = out.find('\n'); nl != std::string::npos; start = nl + 1, nl = out.find('\n', start))
+    if (nl > start && out[start] == '{') lines.push_back(out.substr(start, nl - start));
+  return lines;
+}
+
+double number(const std::string& line, const std::string& key) {
+  const std::string v = field(line, key);
+  INFO(key << " in " << line);
+  REQUIRE(!v.empty());
+  REQUIRE(v != "null");
+  return std::stod(v);
+}
 }  // namespace
 
 TEST_CASE("bench reports one JSON cell with throughput, latency and the raw baseline", "[bench][cli]") {
@@ -47,8 +64,11 @@ TEST_CASE("every bench op runs on both paths without an error", "[bench][cli]") 
   // shows up here as raw_errors (it broke MariaDB's rowlock-decrement once).
   // Behind a transaction pooler only the sqlguard path: the raw baseline
   // prepares named statements, which such a pooler cannot keep per client.
+  // The op x clients matrix; the lock-client ops have tests of their own.
   std::vector<std::string> argv = {sgtest::cli_path(), "--db", ctx().uri, "--json", "bench", "--clients", "2",
-                                   "--duration", "300ms", "--warmup", "50ms"};
+                                   "--duration", "300ms", "--warmup", "50ms", "--ops",
+                                   "lease-distinct,lease-hot,handoff,guarded-decrement,rowlock-decrement,"
+                                   "cas-decrement,idem-first,idem-replay,inbox"};
   if (ctx().pooler) argv.push_back("--no-raw");
   std::string out;
   int rc = sgtest::run_process(argv, &out);
@@ -101,6 +121,101 @@ TEST_CASE("bench refuses bad input with one line and exit 2", "[bench][cli]") {
   CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--clients", "0"}) == 2);
   CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--duration", "soon"}) == 2);
   CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--scale-rows", "0"}) == 2);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--ops", "held-leases", "--held", "0"}) ==
+        2);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--ops", "waiters", "--waiters", "x"}) ==
+        2);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--held-ttl", "10ms"}) == 2);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--per-lease", "-1"}) == 2);
+}
+
+TEST_CASE("bench held-leases reports what one lock client's held leases cost beside the per-lease model",
+          "[bench][cli]") {
+  std::string out;
+  int rc = sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "--json", "bench", "--ops", "held-leases",
+                                "--held", "20", "--held-ttl", "1s", "--per-lease", "5"},
+                               &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  const auto lines = json_lines(out);
+  REQUIRE(lines.size() == 2);  // the lock client at 20, then today's model at 5
+  const bool server_counts = !ctx().is_sqlite() && !ctx().pooler;
+  for (const auto& line : lines) {
+    INFO(line);
+    CHECK(field(line, "op") == "\"held-leases\"");
+    CHECK(field(line, "dialect") == "\"" + ctx().name + "\"");
+    CHECK(field(line, "errors") == "0");
+    const double held = number(line, "held");
+    CHECK(number(line, "acquired") == held);
+    for (const char* k : {"acquire_s", "threads", "connections", "renewal_statements_per_period",
+                          "renew_sql_observed_per_period", "rss_per_lease_bytes", "rss_per_lease_held_bytes",
+                          "periods", "release_s"})
+      number(line, k);
+    // Still owned, by the handles and by the lock table: counts of this cell's leases.
+    CHECK(number(line, "owned_after") <= held);
+    CHECK(number(line, "db_owned_after") <= held);
+    CHECK(!field(line, "server_sessions_source").empty());
+    CHECK((field(line, "server_sessions") == "null") == !server_counts);
+  }
+  const auto& client = lines[0];
+  const auto& per_lease = lines[1];
+  CHECK(field(client, "model") == "\"lock-client\"");
+  CHECK(field(client, "held") == "20");
+  // The client's own account, within what its options allow.
+  CHECK(number(client, "connections") <= 4);
+  CHECK(number(client, "client_threads") <= 4);
+  number(client, "renewal_lag_p99_ms");
+  number(client, "renewal_rounds_per_period");
+  number(client, "renewal_statements_per_cycle");
+  number(client, "rss_fixed_bytes");
+  CHECK(field(per_lease, "model") == "\"per-lease\"");
+  CHECK(field(per_lease, "held") == "5");
+  CHECK(field(per_lease, "renewal_lag_p99_ms") == "null");
+  // The negative control of the outside counts: today's model runs a
+  // watchdog thread per held lease, and /proc/self/task sees each one.
+  CHECK(number(per_lease, "threads") >= 5);
+  if (ctx().is(sqlguard::DialectKind::kPostgresql) && !ctx().pooler) {
+    // PostgreSQL tells the cell's sessions apart by application_name: the
+    // lock client's stay within its limit; today's model has one per lease
+    // (the watchdogs') plus the shared one.
+    CHECK(number(client, "server_sessions") >= 1);
+    CHECK(number(client, "server_sessions") <= 4);
+    CHECK(number(per_lease, "server_sessions") >= 5);
+  }
+}
+
+TEST_CASE("bench waiters serves every waiting handle of one lock client in turn and reports hand-off and fairness",
+          "[bench][cli]") {
+  std::string out;
+  int rc = sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "--json", "bench", "--ops", "waiters",
+                                "--waiters", "50", "--duration", "300ms", "--warmup", "50ms"},
+                               &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  const auto lines = json_lines(out);
+  REQUIRE(lines.size() == 1);
+  const auto& line = lines[0];
+  CHECK(field(line, "op") == "\"waiters\"");
+  CHECK(field(line, "waiters") == "50");
+  CHECK(field(line, "clients") == "51");
+  CHECK(field(line, "errors") == "0");
+  // The hand-off fields and fairness fields, as the handoff op reports them.
+  for (const char* k : {"ops_per_s", "p50_ms", "p99_ms", "handoffs", "self_reacquired", "ceiling_release_ms",
+                        "ceiling_wakeup_ms", "ceiling_acquire_ms", "ceiling_per_s", "handoff_efficiency",
+                        "per_client_min", "per_client_max", "jain_index", "wait_p50_ms", "wait_p99_ms",
+                        "wait_max_ms", "timeouts", "timeouts_total", "threads", "client_threads", "connections",
+                        "attempts", "wakeups", "polls"})
+    number(line, k);
+  CHECK(!field(line, "server_sessions").empty());
+  CHECK(number(line, "wait_max_ms") >= number(line, "wait_p99_ms"));
+  // Measured in whole rounds, each handle once per round (first come, first
+  // served inside the client): every handle got its turns.
+  CHECK(number(line, "rounds") >= 2);
+  CHECK(number(line, "per_client_min") >= 1);
+  CHECK(number(line, "handoffs") + number(line, "self_reacquired") == Approx(number(line, "rounds") * 51));
+  CHECK(number(line, "timeouts_total") == 0);  // 60 s waits for rounds of 51 hand-offs
+  CHECK(number(line, "connections") <= 4);
+  CHECK(number(line, "client_threads") <= 4);  // renewal (+ its worker), waiter, listener
 }
 
 TEST_CASE("bench --emit-sql prints the statements of each op", "[bench][cli]") {

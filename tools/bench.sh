@@ -20,7 +20,10 @@
 # <dialect>.svg, <dialect>.txt (stderr/notes), settings.txt (run_id, machine,
 # durability settings).
 # Default matrix: 9 ops x clients 1,4,16, 2 s per cell and path, plus the
-# comparators' lease cells and the durable-release pass: about 10 min.
+# comparators' lease cells and the durable-release pass, plus the lock-client
+# ops once per dialect (held-leases 100,1000,10000 — SQLite 100,1000 — and
+# the per-lease model at 100, 3 s ttl held 9 s each; waiters 1000; about a
+# minute per dialect, --quick or not): about 15 min.
 #
 # Environment:
 #   SQLGUARD_BIN            the sqlguard binary (default: build/tools/sqlguard)

@@ -29,6 +29,14 @@ def hot(dialect, clients, ops, per_client, durability, flushes, run="r1", **extr
                 durability=durability, flushes_per_cycle=flushes, **extra)
 
 
+def held_cell(held, model="lock-client", run="r1", **extra):
+    c = {"dialect": "postgresql", "op": "held-leases", "clients": 1, "model": model, "held": held, "run_id": run,
+         "acquire_s": 1.0, "rss_per_lease_held_bytes": 950, "renewal_lag_p99_ms": 2.0, "owned_after": held,
+         "db_owned_after": held, "errors": 0}
+    c.update(extra)
+    return c
+
+
 def bench_tables_jain(x):
     return sum(x) ** 2 / (len(x) * sum(v * v for v in x))
 
@@ -78,6 +86,52 @@ def main():
             check(False, "a mixed run was rendered")
         except bench_tables.DataError as e:
             check("postgresql-durable-release.json" in str(e) and "r0" in str(e), "the error names the file: " + str(e))
+
+        # A run without lock-client cells says so instead of an empty table.
+        write_run(d, {"postgresql": pg, "postgresql-durable-release": durable})
+        check("No `held-leases` cells in this run" in render(d, "held-leases"), "no held-leases cells is stated")
+        check("No `waiters` cells in this run" in render(d, "waiters"), "no waiters cells is stated")
+
+    with tempfile.TemporaryDirectory() as d:
+        # The lock-client ops: their own tables, never rows of the matrix tables.
+        held = [
+            held_cell(100, connections=3, server_sessions=3, threads=2, renewal_statements_per_period=1.0,
+                      renewal_statements_per_cycle=1.0, rss_per_lease_bytes=900),
+            # One more round inside the hold than whole periods: one statement per cycle, not a miss.
+            held_cell(1000, connections=3, server_sessions=3, threads=2, renewal_statements_per_period=1.111,
+                      renewal_statements_per_cycle=1.0, rss_per_lease_bytes=1000),
+            held_cell(10000, connections=3, server_sessions=3, threads=5, renewal_statements_per_period=14.0,
+                      renewal_statements_per_cycle=12.5, rss_per_lease_bytes=3000, owned_after=10000,
+                      db_owned_after=9990),
+            held_cell(60, model="per-lease", connections=61, server_sessions=61, threads=120,
+                      renewal_statements_per_period=60.0, rss_per_lease_bytes=40000, renewal_lag_p99_ms=None,
+                      per_lease_requested=100, per_lease_limited_by="server max_connections 100"),
+        ]
+        waiters = [cell("postgresql", "waiters", 1001, 700.0, waiters=1000, handoff_efficiency=0.72, rounds=2.0,
+                        threads=3, connections=4, server_sessions=4, timeouts_total=0, jain_index=1.0,
+                        ceiling_per_s=970.0, hold_ms=1.0, ceiling_release_ms=0.1, ceiling_wakeup_ms=0.02,
+                        ceiling_acquire_ms=0.01, wait_p50_ms=1400.0, wait_p99_ms=1500.0, wait_max_ms=1600.0,
+                        errors=0)]
+        write_run(d, {"postgresql": [hot("postgresql", 1, 1000, [2000], PG, 1),
+                                     hot("postgresql", 4, 900, [600, 600, 600, 0], PG, 1)] + held + waiters})
+        t = bench_tables.tables(d)
+        h = t["held-leases"]
+        check("| PostgreSQL | one `LockClient` | 100 | 1.00 | 3 / 3 | 2 | 1.00 (1.00) | 900 B / 950 B | 2.00 | "
+              "100 / 100 | yes |" in h, "a lock-client row that meets every target:\n" + h)
+        check("| PostgreSQL | one `LockClient` | 1,000 |" in h and "| 1,000 / 1,000 | yes |" in h,
+              "a round more inside the hold is within the target:\n" + h)
+        check("**no**: 5 threads > 4; 12.50 renewal statements per cycle > 10; 3,000 B per lease > 2 KB; "
+              "10,000 / 9,990 of 10,000 still owned" in h, "every missed target is named:\n" + h)
+        check("| today: a watchdog connection + thread per lease | 60 (of 100: server max_connections 100) |" in h
+              and "| 61 / 61 | 120 | 60.00 (—) |" in h and "| — (the cost the client removes) |" in h,
+              "the per-lease row shows its cost and why it held fewer leases:\n" + h)
+        w = t["waiters"]
+        check("| PostgreSQL | 1,000 | 700 |" in w and "**no**: efficiency 0.72 < 0.8" in w
+              and "| 3 | 4 / 4 | 0 | 1.000 | 1400.00 / 1500.00 / 1600.00 |" in w,
+              "the waiters row and its missed target:\n" + w)
+        for region in ("main", "round-trips", "contention"):
+            check("held-leases" not in t[region] and "waiters" not in t[region] and "| 1001 |" not in t[region],
+                  "the lock-client cells stay out of the {} table:\n{}".format(region, t[region]))
 
         # An unknown region is an error, not left alone.
         try:

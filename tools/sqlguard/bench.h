@@ -27,8 +27,12 @@ inline constexpr std::int64_t kIdemLeaseMs = 30000, kIdemRetentionMs = 3600000;
 inline constexpr std::int64_t kInboxRetentionMs = 3600000;
 inline constexpr std::int64_t kRowLockTimeoutMs = 5000;
 inline constexpr std::int64_t kBigQty = 1000000000000LL;  // stock that never runs out
-inline constexpr const char* kAllOps[] = {"lease-distinct", "lease-hot",  "handoff",     "guarded-decrement",
-                                          "rowlock-decrement", "cas-decrement", "idem-first", "idem-replay", "inbox"};
+inline constexpr const char* kAllOps[] = {"lease-distinct",    "lease-hot",     "handoff",    "guarded-decrement",
+                                          "rowlock-decrement", "cas-decrement", "idem-first", "idem-replay",
+                                          "inbox",             "held-leases",   "waiters"};
+// The lock-client ops (bench_client.cpp): one cell per --held / --waiters
+// value in one process, not one per client count; no raw path.
+bool client_op(const std::string& op);
 
 // What one call of a client's operation did. `done` counts it as a completed
 // op (false: e.g. the lock was held by someone else); exceptions count as
@@ -134,10 +138,48 @@ struct Ceiling {
 Ceiling measure_ceiling(const std::string& name, const MakeContender& make, std::chrono::milliseconds warmup,
                         std::chrono::milliseconds duration, std::chrono::milliseconds hold);
 
+// Holds for exactly `hold` from `from` (sleeps to 0.1 ms before the end,
+// then yields): what an owner's work takes in the hand-off loops.
+void hold_for(std::chrono::milliseconds hold, std::chrono::steady_clock::time_point from);
+
+// ---- bench_client.cpp: the lock-client ops
+// What a lock-client cell needs from the run.
+struct ClientBench {
+  std::string uri;        // --db
+  ConnectOptions connect; // the global --connect-timeout applied
+  Connection* admin;      // the bench's own connection: server-side counts and the lock-table check
+  std::string prefix;     // the cell's lock names start with it (the run's tag: deleted at the end)
+  std::string tag;        // unique per cell: PostgreSQL application_name "sqlguard-bench-<tag>"
+};
+// How long each waiter of the `waiters` op waits before its acquire gives up
+// (a timeout): far longer than a round of 1000 hand-offs takes.
+inline constexpr std::chrono::milliseconds kWaiterWait{60000};
+// held-leases, the lock client's model: one LockClient (default options), `n`
+// handles acquired one by one with try_acquire(), held 3 ttl while the client
+// renews them (every ttl/3), checked, released.
+nlohmann::json held_leases_client(const ClientBench& b, std::size_t n, std::chrono::milliseconds ttl);
+// held-leases, today's per-lease model: `n` LeaseLock handles on one borrowed
+// connection whose watchdogs (options.watchdog_connection) open a connection
+// and run a thread per held lease; the same hold and checks.
+nlohmann::json held_leases_per_lease(const ClientBench& b, std::size_t n, std::chrono::milliseconds ttl);
+// The largest count <= `wanted` of per-lease leases the server (or, SQLite,
+// the descriptor limit) has room for with 10 connections to spare; `why`
+// says what it was computed from.
+std::size_t per_lease_fit(Connection& admin, std::size_t wanted, std::string* why);
+// waiters: one LockClient; `waiters` handles wait with acquire_async() on
+// one name that a first holder has, each taking it in turn, holding `hold`,
+// releasing and asking again; measured for whole rounds (every handle once
+// per round), at least 2 and at least `duration`, after a first round and
+// `warmup`. Hand-off fields as the handoff op's, with its ceiling measured on
+// a client of its own.
+nlohmann::json waiters_cell(const ClientBench& b, std::size_t waiters, std::chrono::milliseconds hold,
+                            std::chrono::milliseconds warmup, std::chrono::milliseconds duration);
+
 // ---- bench_report.cpp: output
 double r3(double v);  // rounded to 3 decimals, as the JSON reports numbers
 void print_table_header();
 void print_row(const nlohmann::json& j);  // one cell as a row of the text table
+void print_client_row(const nlohmann::json& j);  // a held-leases or waiters cell as one line of text
 // A cell's result fields: sqlguard path `st`, raw path `raw` (nullptr: --no-raw);
 // fairness fields for a contended op.
 void add_cell_fields(nlohmann::json& j, const std::string& op, Stats& st, Stats* raw);

@@ -55,6 +55,35 @@ void print_row(const json& j) {
   std::cout << "\n" << std::flush;
 }
 
+void print_client_row(const json& j) {
+  auto num = [&](const char* k, int prec) {
+    std::ostringstream o;
+    if (j.contains(k) && j[k].is_number()) o << std::fixed << std::setprecision(prec) << j[k].get<double>();
+    else o << "-";
+    return o.str();
+  };
+  const std::string op = j.value("op", "");
+  if (op == "held-leases") {
+    std::cout << "held-leases " << j.value("model", "") << " N=" << j.value("held", 0) << ": acquired "
+              << num("acquired", 0) << " in " << num("acquire_s", 2) << " s; connections " << num("connections", 0)
+              << " (server " << num("server_sessions", 0) << "), threads " << num("threads", 0)
+              << ", renewal statements/period " << num("renewal_statements_per_period", 2) << ", RSS/lease "
+              << num("rss_per_lease_bytes", 0) << " B (after 3 ttl " << num("rss_per_lease_held_bytes", 0)
+              << " B), renewal lag p99 " << num("renewal_lag_p99_ms", 1) << " ms; owned after 3 ttl "
+              << num("owned_after", 0) << " (lock table " << num("db_owned_after", 0) << "), errors "
+              << j.value("errors", 0) << "\n";
+  } else {
+    std::cout << "waiters N=" << j.value("waiters", 0) << ": " << num("ops_per_s", 0) << " hand-offs/s, efficiency "
+              << num("handoff_efficiency", 3) << ", " << num("rounds", 1) << " rounds; threads " << num("threads", 0)
+              << ", connections " << num("connections", 0) << " (server " << num("server_sessions", 0)
+              << "); wait p50/p99/max " << num("wait_p50_ms", 1) << " / " << num("wait_p99_ms", 1) << " / "
+              << num("wait_max_ms", 1) << " ms, jain " << num("jain_index", 3) << ", timed out "
+              << num("timeouts_total", 0) << ", errors " << j.value("errors", 0) << "\n";
+  }
+  if (j.contains("first_error")) std::cout << "  first error: " << j["first_error"].get<std::string>() << "\n";
+  std::cout << std::flush;
+}
+
 void add_fairness_fields(json& j, const std::string& prefix, Stats& st) {
   const auto [lo, hi] = std::minmax_element(st.per_client.begin(), st.per_client.end());
   j[prefix + "per_client_min"] = lo == st.per_client.end() ? json(nullptr) : json(*lo);

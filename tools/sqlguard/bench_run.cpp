@@ -182,20 +182,19 @@ Stats run_clients(int clients, bool processes, const std::function<OpFn(int clie
 }
 
 // ---- hand-off latency ------------------------------------------------------------
-namespace {
-// Holds for exactly `hold` from `from`: a plain sleep_for(1 ms) overshoots by
-// 0.07-0.12 ms here (timer slack and the VM's timer), which the hand-off
-// ceiling (hold + release commit + acquire commit) would charge to the lock.
-// Sleeps to 0.1 ms before the end, then yields until it.
+
+// A plain sleep_for(1 ms) overshoots by 0.07-0.12 ms here (timer slack and
+// the VM's timer), which the hand-off ceiling (hold + release commit +
+// acquire commit) would charge to the lock.
 void hold_for(milliseconds hold, Clock::time_point from) {
   const auto end = from + hold;
   const auto coarse = end - std::chrono::microseconds(100);
   if (Clock::now() < coarse) std::this_thread::sleep_until(coarse);
   while (Clock::now() < end) std::this_thread::yield();
 }
-}  // namespace
 
 bool contended(const std::string& op) { return op == "lease-hot" || op == "handoff"; }
+bool client_op(const std::string& op) { return op == "held-leases" || op == "waiters"; }
 
 OpFn contended_cycle(std::shared_ptr<Contender> c) {
   return [c]() -> OpResult {

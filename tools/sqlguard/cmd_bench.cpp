@@ -36,6 +36,11 @@ struct Opts {
   std::string plot, redis, etcd, run_id;
   std::int64_t scale_rows = 1000000;
   int scale_clients = 4;
+  // The lock-client ops.
+  std::string held;  // empty: 100,1000,10000 (SQLite: 100,1000)
+  std::string waiters = "1000";
+  std::string held_ttl = "3s";
+  int per_lease = 100;
 };
 
 // The validated timings of every cell.
@@ -51,6 +56,10 @@ void emit(json& j, const Opts& o, const std::string& label = "") {
   if (!o.run_id.empty()) j["run_id"] = o.run_id;
   if (global().json) {
     print_json(j);
+    return;
+  }
+  if (client_op(j.value("op", ""))) {
+    print_client_row(j);
     return;
   }
   if (!label.empty()) std::cout << label << " ";
@@ -120,6 +129,92 @@ std::vector<std::string> split(const std::string& s) {
   while (std::getline(in, cur, ','))
     if (!cur.empty()) out.push_back(cur);
   return out;
+}
+
+// A comma-separated list of counts in lo..hi (--clients, --held, --waiters).
+std::vector<int> counts_flag(const std::string& flag, const std::string& text, int lo, int hi, const char* what) {
+  std::vector<int> out;
+  for (const auto& c : split(text)) {
+    int n = 0;
+    try {
+      std::size_t used = 0;
+      n = std::stoi(c, &used);
+      if (used != c.size()) n = -1;
+    } catch (const std::exception&) {
+      n = -1;
+    }
+    if (n < lo || n > hi)
+      throw BadValue(flag, "'" + c + "' is not " + what + " in " + std::to_string(lo) + ".." + std::to_string(hi));
+    out.push_back(n);
+  }
+  if (out.empty()) throw BadValue(flag, "is empty");
+  return out;
+}
+
+// The lock-client ops' settings, validated before the database is touched.
+struct ClientPlan {
+  std::vector<int> held;  // empty: the dialect's default
+  std::vector<int> waiters;
+  milliseconds held_ttl{3000};
+  int per_lease = 100;
+};
+
+// The cells of one lock-client op (held-leases: one per --held value with
+// the lock client, then today's per-lease model at --per-lease leases, as
+// many as the server has room for; waiters: one per --waiters value).
+void run_client_op(const std::string& op, const ClientPlan& plan, const Opts& o, Connection& admin,
+                   const std::string& dialect, const std::string& run_tag, int& cell_no, const Timing& t) {
+  auto bench = [&] {
+    ++cell_no;
+    const std::string tag = random_hex(10);
+    return ClientBench{single_db(), connect_options(), &admin, run_tag + ":" + std::to_string(cell_no), tag};
+  };
+  // A cell that fails (the server ended the bench's session, ...) is
+  // reported as one with its error; the next cells still run.
+  auto emit_cell = [&](json head, const std::function<json()>& measure) {
+    json cell = {{"dialect", dialect}, {"op", op}, {"mode", "threads"}};
+    cell.update(head);
+    try {
+      cell.update(measure());
+    } catch (const std::exception& e) {
+      cell["errors"] = 1;
+      cell["first_error"] = e.what();
+      // The bench's own session may be the one that broke: the next cells need it.
+      try {
+        admin.reconnect();
+      } catch (const std::exception& r) {
+        cell["first_error"] = std::string(e.what()) + "; reconnecting the bench's session failed too: " + r.what();
+      }
+    }
+    if (!cell.contains("clients")) cell["clients"] = 1;
+    emit(cell, o);
+  };
+  if (op == "waiters") {
+    for (int n : plan.waiters)
+      emit_cell({{"waiters", n}, {"clients", n + 1}}, [&] {
+        return waiters_cell(bench(), static_cast<std::size_t>(n), t.hold, t.warmup, t.duration);
+      });
+    return;
+  }
+  std::vector<int> held = plan.held;
+  if (held.empty())
+    held = admin.kind() == DialectKind::kSqlite ? std::vector<int>{100, 1000} : std::vector<int>{100, 1000, 10000};
+  for (int n : held)
+    emit_cell({{"model", "lock-client"}, {"held", n}},
+              [&] { return held_leases_client(bench(), static_cast<std::size_t>(n), plan.held_ttl); });
+  if (plan.per_lease == 0) return;
+  // Today's model last, so that the hundreds of threads and connections it
+  // starts and stops cannot disturb the lock client's baselines.
+  emit_cell({{"model", "per-lease"}, {"held", plan.per_lease}}, [&] {
+    std::string why;
+    const std::size_t fit = per_lease_fit(admin, static_cast<std::size_t>(plan.per_lease), &why);
+    json j = fit > 0 ? held_leases_per_lease(bench(), fit, plan.held_ttl) : json{{"held", 0}, {"errors", 0}};
+    if (fit < static_cast<std::size_t>(plan.per_lease)) {
+      j["per_lease_requested"] = plan.per_lease;
+      j["per_lease_limited_by"] = why;
+    }
+    return j;
+  });
 }
 
 // --scale: cells continue the numbering at `cell_no`.
@@ -225,20 +320,12 @@ void run_bench(const Opts& o) {
     if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
   }
   if (ops.empty()) throw BadValue("--ops", "is empty");
-  std::vector<int> clients;
-  for (const auto& c : split(o.clients)) {
-    int n = 0;
-    try {
-      std::size_t used = 0;
-      n = std::stoi(c, &used);
-      if (used != c.size()) n = -1;
-    } catch (const std::exception&) {
-      n = -1;
-    }
-    if (n < 1 || n > 512) throw BadValue("--clients", "'" + c + "' is not a client count in 1..512");
-    clients.push_back(n);
-  }
-  if (clients.empty()) throw BadValue("--clients", "is empty");
+  const std::vector<int> clients = counts_flag("--clients", o.clients, 1, 512, "a client count");
+  ClientPlan plan;
+  if (!o.held.empty()) plan.held = counts_flag("--held", o.held, 1, 100000, "a lease count");
+  plan.waiters = counts_flag("--waiters", o.waiters, 1, 100000, "a waiter count");
+  plan.held_ttl = duration_flag("--held-ttl", o.held_ttl, {milliseconds(300), std::chrono::minutes(10)});
+  plan.per_lease = o.per_lease;
   auto duration = duration_flag("--duration", o.duration, {milliseconds(50), std::chrono::hours(1)});
   auto warmup = duration_flag("--warmup", o.warmup, {milliseconds(0), std::chrono::minutes(10)});
   auto hold = duration_flag("--hold", o.hold, {milliseconds(0), std::chrono::seconds(1)});
@@ -263,13 +350,16 @@ void run_bench(const Opts& o) {
   // statements_per_op (round trips, BEGIN/COMMIT included).
   std::map<std::string, Recorded> recorded;
   fill_stock(*admin, 0, 1);
+  std::vector<std::string> matrix_ops;  // the ops measured per client count
   for (const auto& op : ops) {
+    if (client_op(op)) continue;
+    matrix_ops.push_back(op);
     Cell cell{op, 1, run_tag + ":record:" + op, 0};
     cell.release_commit = commit;
     recorded[op] = record_op(op, cell);
   }
   if (o.emit_sql) {
-    emit_sql(dialect, admin->kind() == DialectKind::kPostgresql, ops, recorded);
+    emit_sql(dialect, admin->kind() == DialectKind::kPostgresql, matrix_ops, recorded);
     admin::delete_by_prefix(*admin, run_tag);
     return;
   }
@@ -280,7 +370,7 @@ void run_bench(const Opts& o) {
     std::cout << "sqlguard bench: " << mask_uri(g.db) << " (" << dialect << "), " << (o.processes ? "processes" : "threads")
               << ", " << format_duration(duration) << " per cell after " << format_duration(warmup) << " warm-up\n"
               << "lease cycle: " << durability.summary << "\n";
-    print_table_header();
+    if (!matrix_ops.empty()) print_table_header();
   }
   // Comparators first (same run, same client counts): every lease cell then
   // reports vs_<name> = its ops/s over the comparator's for the same op and clients.
@@ -295,6 +385,10 @@ void run_bench(const Opts& o) {
   std::map<std::string, double> one_client;  // op -> ops/s with 1 client (contention_ratio)
   int cell_no = 0;
   for (const auto& op : ops) {
+    if (client_op(op)) {
+      run_client_op(op, plan, o, *admin, dialect, run_tag, cell_no, timing);
+      continue;
+    }
     for (int n : clients) {
       ++cell_no;
       Cell cell{op, n, run_tag + ":" + std::to_string(cell_no), 0};
@@ -353,7 +447,7 @@ void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Throughput/latency per op and client count, against the raw driver baseline");
   cmd->add_option("--ops", o->ops,
                   "Comma-separated: lease-distinct, lease-hot, handoff, guarded-decrement, rowlock-decrement, "
-                  "cas-decrement, idem-first, idem-replay, inbox, or all")
+                  "cas-decrement, idem-first, idem-replay, inbox, held-leases, waiters, or all")
       ->capture_default_str();
   cmd->add_option("--clients", o->clients, "Comma-separated client counts (one connection each)")->capture_default_str();
   cmd->add_option("--duration", o->duration, "Measured time per cell and path")->capture_default_str();
@@ -379,6 +473,21 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--scale-clients", o->scale_clients, "Clients of the --scale measurements")
       ->check(CLI::Range(1, 512))
+      ->capture_default_str();
+  cmd->add_option("--held", o->held,
+                  "held-leases: comma-separated counts of leases one lock client holds (default 100,1000,10000; "
+                  "SQLite 100,1000)");
+  cmd->add_option("--held-ttl", o->held_ttl,
+                  "held-leases: the leases' ttl; they are held 3 ttl, renewed every ttl/3")
+      ->capture_default_str();
+  cmd->add_option("--per-lease", o->per_lease,
+                  "held-leases: leases held the per-lease way (a watchdog connection and thread each) for "
+                  "comparison, fewer if the server has no room; 0 = none")
+      ->check(CLI::Range(0, 2000))
+      ->capture_default_str();
+  cmd->add_option("--waiters", o->waiters,
+                  "waiters: comma-separated counts of handles of one lock client waiting with acquire_async() on "
+                  "one name")
       ->capture_default_str();
   cmd->add_flag("--keep", o->keep, "Keep the rows and the bench table afterwards");
   cmd->callback([o] {

@@ -344,7 +344,11 @@ void ClientCore::listener_loop() {
   while (!stop_) {
     std::vector<std::pair<steady_clock::time_point, WaitedName>> found;
     for (const auto& [name, q] : queues_)
-      if (!q.waits.empty()) found.push_back({q.since, WaitedName{name, q.channel, q.idle_wakes >= 2}});
+      // Not blocked on while its head is about to try or trying (a wake-up
+      // lock it waited for would be granted again at once, before the take-over
+      // takes it for the new holder), nor after two idle wake-ups in a row.
+      if (!q.waits.empty())
+        found.push_back({q.since, WaitedName{name, q.channel, q.idle_wakes >= 2 || q.woken || q.busy}});
     if (!listener) {  // no wake-up source (a transaction pooler): the heads poll
       wait_cv_.wait_for(lk, std::chrono::seconds(1));
       continue;

@@ -55,7 +55,9 @@ class WakeupLockListener final : public WakeListener {
   std::vector<std::string> wait(Connection& conn, const std::vector<WaitedName>& names, milliseconds d) override {
     auto it = std::find_if(names.begin(), names.end(), [](const WaitedName& n) { return !n.idle; });
     if (it == names.end()) {
-      std::this_thread::sleep_for(d);
+      // Nothing to block on now (heads trying, or names polled): look again
+      // soon, when a head's attempt has ended.
+      std::this_thread::sleep_for(std::min(d, milliseconds(5)));
       return {};
     }
     const double seconds = static_cast<double>(std::max<milliseconds>(d, milliseconds(1)).count()) / 1000.0;

@@ -41,6 +41,8 @@ packages=(
   procps iproute2
   # the reference service (examples/) and its test: HTTP, NATS JetStream, Prometheus
   nats-server libnats-dev libcpp-httplib-dev prometheus-cpp-dev prometheus curl
+  # Boost.Asio (headers): examples/async-waiters and the Asio sample of docs/async.md
+  libboost-dev
 )
 if (( with_servers || with_topologies )); then
   # redis-server and etcd-server: the bench's comparators (tools/bench.sh)

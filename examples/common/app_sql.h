@@ -47,6 +47,22 @@ inline constexpr const char* kTermInsert = "INSERT INTO eg_relay_terms (term, in
 inline constexpr const char* kAppliedInsert =
     "INSERT INTO eg_applied (msg_id, order_id, event, consumer) VALUES (?, ?, ?, ?)";
 
+// ---- async-waiters (examples/async-waiters) ------------------------------------
+// One counter per lock name, bumped by each waiter while it holds the lease,
+// and one row per served waiter (its primary key refuses a second serving).
+inline constexpr const char* kAsyncSchema[] = {
+    "CREATE TABLE IF NOT EXISTS eg_async_counter (name VARCHAR(64) NOT NULL PRIMARY KEY, served BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS eg_async_served (waiter BIGINT NOT NULL PRIMARY KEY, name VARCHAR(64) NOT NULL, "
+    "fence BIGINT NOT NULL)",
+};
+inline constexpr const char* kAsyncResetServed = "DELETE FROM eg_async_served";
+inline constexpr const char* kAsyncResetCounters = "DELETE FROM eg_async_counter";
+inline constexpr const char* kAsyncCounterInsert = "INSERT INTO eg_async_counter (name, served) VALUES (?, 0)";
+inline constexpr const char* kAsyncCounterBump = "UPDATE eg_async_counter SET served = served + 1 WHERE name = ?";
+inline constexpr const char* kAsyncServedInsert = "INSERT INTO eg_async_served (waiter, name, fence) VALUES (?, ?, ?)";
+inline constexpr const char* kAsyncCounterTotal = "SELECT COALESCE(SUM(served), 0) FROM eg_async_counter";
+inline constexpr const char* kAsyncServedCount = "SELECT COUNT(*), COUNT(DISTINCT waiter) FROM eg_async_served";
+
 // ---- order-load's checks ------------------------------------------------------
 inline constexpr const char* kCheckOrdersOf = "SELECT COUNT(*) FROM eg_orders WHERE client IN (?, ?)";
 inline constexpr const char* kCheckDuplicateKeys =

@@ -373,15 +373,12 @@ TEST_CASE("destroying the LeaseLock while a coroutine awaits it resumes the coro
   ex.run([&] { task.reset(); });
 }
 
-// ---- client defect (issue 26): reproductions, hidden until the client is fixed --
+// ---- a cancel while the handle's attempt runs (found by these tests) --------
 // LeaseLock::cancel_acquire() promises: "its callback gets (false, nullptr),
-// at once or, while its attempt runs, right after it". When the cancel comes
-// while the waiter thread's attempt for that handle runs, the callback is
-// never called (client_waiters.cpp: cancel_acquire() sets `cancelled` and
-// the waiter loop then drops the wait without completing it). Made
-// deterministic here: the client has one work connection, held by a guarded
-// transaction, so the head's attempt is stuck in borrow() when the cancel
-// comes. Run: sqlguard_tests "[client-defect]".
+// at once or, while its attempt runs, right after it". The waiter loop once
+// dropped such a wait without completing it. Made deterministic here: the
+// client has one work connection, held by a guarded transaction, so the
+// head's attempt is stuck in borrow() when the cancel comes.
 namespace {
 struct StuckAttempt {
   std::shared_ptr<sqlguard::LockClient> client;
@@ -417,7 +414,7 @@ struct StuckAttempt {
 }  // namespace
 
 TEST_CASE("a cancel while the handle's attempt runs completes its acquire_async callback with false",
-          "[.][client-defect]") {
+          "[lock-awaitable][cancel]") {
   StuckAttempt stuck;
   const std::string name = ctx().unique("await");
   sqlguard::LeaseLock lock(stuck.client, name);
@@ -427,14 +424,13 @@ TEST_CASE("a cancel while the handle's attempt runs completes its acquire_async 
   stuck.wait_for_attempt();
   CHECK(lock.cancel_acquire());
   stuck.unstick();
-  // Today: never called.
   REQUIRE(called_f.wait_for(10s) == std::future_status::ready);
   CHECK_FALSE(called_f.get());
   CHECK(lock.hold_count() == 0);
 }
 
 TEST_CASE("destroying the LeaseLock while its attempt runs resumes the awaiting coroutine with false",
-          "[.][client-defect]") {
+          "[lock-awaitable][cancel]") {
   StuckAttempt stuck;
   auto lock = std::make_unique<sqlguard::LeaseLock>(stuck.client, ctx().unique("await"));
   LoopExecutor ex;
@@ -446,7 +442,6 @@ TEST_CASE("destroying the LeaseLock while its attempt runs resumes the awaiting 
   stuck.wait_for_attempt();
   lock.reset();
   stuck.unstick();
-  // Today: the coroutine is never resumed.
   if (done.wait_for(10s) != std::future_status::ready) {
     ex.run([&] { task->h = {}; });  // leak the frame: its awaitable would cancel through the destroyed handle
     FAIL("the coroutine was not resumed after its LeaseLock was destroyed");

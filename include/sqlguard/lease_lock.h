@@ -186,8 +186,11 @@ class LeaseLock {
   // kNotSupported): the client's waiter thread tries for this handle, first
   // come first served among the client's waiters of the same name, woken by
   // releases. `done` runs once, on that thread (it must not block; never
-  // call a blocking acquire() from it). One pending acquire per handle.
-  // Destroying the handle cancels it.
+  // call a blocking acquire() from it) — except when the handle already
+  // holds the lease (re-entrant: one more hold, done(true)) or holds a lost
+  // one (done(false)): then at once, on the caller's thread, before
+  // acquire_async returns. One pending acquire per handle. Destroying the
+  // handle cancels it.
   void acquire_async(std::chrono::milliseconds wait, AcquireCallback done);
   std::future<bool> acquire_async(std::chrono::milliseconds wait);
   // Cancels a pending asynchronous acquire: its callback gets (false,

@@ -171,7 +171,7 @@ struct LeaderElector::State {
       std::lock_guard<std::mutex> lk(mu);
       done = std::move(lock);
     }
-    done.reset();  // closes both connections (never throws: ~LeaseLock logs)
+    done.reset();  // releases through the lock client (never throws: ~LeaseLock logs)
   }
 };
 

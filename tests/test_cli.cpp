@@ -354,6 +354,20 @@ TEST_CASE("a misplaced value gets a hint", "[cli]") {
   check_usage_message(cli({"--json", "lock", "list", "--all", "5"}), {"'--all' is a switch and takes no value"}, "5");
 }
 
+TEST_CASE("a URI typed where a flag belongs is quoted with its password masked, on stderr and in JSON", "[cli][uri]") {
+  // Before: "'mysql://u:Sekr1t@h/db' is not expected here" printed the password.
+  const std::string typed = "postgresql://app:Sekr1tPw@db.example:5432/app";
+  auto json = cli({"--json", "migrate", typed});
+  check_usage_message(json, {"is not expected here", "postgresql://***@db.example:5432/app"});
+  CHECK_THAT(json.out, !Catch::Matchers::Contains("Sekr1tPw"));
+  // stderr, human form (through sh to capture it).
+  std::string err;
+  const int rc = sgtest::run_process({"/bin/sh", "-c", "\"$0\" migrate \"$1\" 2>&1", sgtest::cli_path(), typed}, &err);
+  CHECK(rc == 2);
+  CHECK_THAT(err, Catch::Matchers::Contains("postgresql://***@db.example"));
+  CHECK_THAT(err, !Catch::Matchers::Contains("Sekr1tPw"));
+}
+
 TEST_CASE("--version prints the version and the dialects built in; --help lists the exit codes", "[cli]") {
   auto text = cli({"--version"});
   CHECK(text.rc == 0);

@@ -67,6 +67,10 @@ int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** 
   std::string message = e.what(), argument;
   if (auto* bad = dynamic_cast<const BadValue*>(&e)) argument = bad->argument();
   else if (auto d = diagnose(app, argc, argv)) message = d->message, argument = d->argument;
+  // The message may quote what was typed: a URI with its password, put
+  // where a flag should be ("'mysql://u:pw@h/db' is not expected here").
+  message = mask_uri(message);
+  argument = mask_uri(argument);
   std::cerr << "sqlguard: " << terminal_safe(message) << " (run with --help for usage)" << std::endl;
   if (global().json) {
     nlohmann::json err = {{"code", "usage"}, {"message", message}};

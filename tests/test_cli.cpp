@@ -488,6 +488,12 @@ TEST_CASE("run --json prints exactly one JSON object for every outcome, lock not
   CHECK(lines[0]["acquired"] == false);
   CHECK(lines[0]["lock"] == name);
   CHECK(lines[0]["exit_code"] == 75);
+  // --conflict-exit-code (flock -E): the code of a skip; 0 makes it a success.
+  auto skip = cli({"--json", "--db", db, "run", "--lock", name, "--conflict-exit-code", "0", "--", "/bin/false"});
+  CHECK(skip.rc == 0);
+  CHECK(json_lines(skip.out).at(0)["exit_code"] == 0);
+  CHECK(cli({"--db", db, "run", "--lock", name, "--conflict-exit-code", "42", "--", "/bin/true"}).rc == 42);
+  CHECK(cli({"--db", db, "run", "--lock", name, "--conflict-exit-code", "256", "--", "/bin/true"}).rc == 2);
   REQUIRE(cli({"--db", db, "lock", "release", name, "--force"}).rc == 0);
   auto ran = cli({"--json", "--db", db, "run", "--lock", name, "--", "/bin/sh", "-c", "exit 7"});
   CHECK(ran.rc == 7);

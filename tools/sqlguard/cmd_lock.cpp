@@ -325,6 +325,7 @@ int take_run_signal() {
 void add_run(CLI::App& app) {
   struct Opts {
     std::string name, ttl = "30s", wait = "0s", grace = "10s", min_hold = "0s";
+    int conflict_exit = kExitTempFail;
     std::vector<std::string> cmd;
   };
   auto o = std::make_shared<Opts>();
@@ -334,6 +335,10 @@ void add_run(CLI::App& app) {
   cmd->add_option("--wait", o->wait, "How long to wait for the lock; then exit 75")->capture_default_str();
   cmd->add_option("--kill-grace", o->grace, "Stopping CMD's tree: SIGKILL this long after SIGTERM")->capture_default_str();
   cmd->add_option("--min-hold", o->min_hold, "Keep the lease at least this long after CMD ends")->capture_default_str();
+  cmd->add_option("--conflict-exit-code", o->conflict_exit,
+                  "Exit code when the lock is held by someone else after --wait (flock -E; 0 makes a skip a success)")
+      ->check(CLI::Range(0, 255))
+      ->capture_default_str();
   cmd->add_option("CMD", o->cmd, "Command and arguments (after --)")->required();
   cmd->callback([o] {
     auto ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
@@ -358,8 +363,8 @@ void add_run(CLI::App& app) {
       std::cerr << "sqlguard run: lock '" << terminal_safe(o->name) << "' not acquired within " << format_duration(wait)
                 << "\n";
       if (global().json)
-        print_json({{"lock", o->name}, {"acquired", false}, {"waited_ms", wait.count()}, {"exit_code", kExitTempFail}});
-      exit_code() = kExitTempFail;
+        print_json({{"lock", o->name}, {"acquired", false}, {"waited_ms", wait.count()}, {"exit_code", o->conflict_exit}});
+      exit_code() = o->conflict_exit;
       return;
     }
     g_run_waiting = 0;

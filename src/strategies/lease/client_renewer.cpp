@@ -5,6 +5,7 @@
 // frozen server or a silent partition reports those leases lost in time,
 // and the others are retried on a fresh connection.
 #include <algorithm>
+#include <set>
 
 #include "core/metric_hooks.h"
 #include "dialect/dialect.h"
@@ -110,6 +111,7 @@ void ClientCore::renewer_loop() {
   bool unknown = false;  // the last failure was a sent renewal with no answer
   for (;;) {
     std::vector<Item> items;
+    std::vector<std::size_t> chunk_ends;  // where each statement's leases end in `items`
     std::vector<std::shared_ptr<ClientLease>> blocked;  // guarded past their trust window
     {
       std::unique_lock<std::mutex> lk(renew_mu_);
@@ -175,8 +177,30 @@ void ClientCore::renewer_loop() {
     // Earliest trust window first: each statement waits only as long as its
     // first lease's window allows.
     std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.valid_until < b.valid_until; });
-    for (std::size_t begin = 0; begin < items.size(); begin += kMaxRenewalBatch) {
-      const std::size_t end = std::min(items.size(), begin + kMaxRenewalBatch);
+    // Statements of at most 1000 leases in which no name appears twice (two
+    // handles of this client may hold the same name: one lease lost, not yet
+    // released, and its successor): a later duplicate goes to a later statement.
+    {
+      std::vector<Item> ordered, rest = std::move(items);
+      while (!rest.empty()) {
+        std::set<std::string> names;
+        std::vector<Item> later;
+        std::size_t taken = 0;
+        for (auto& it : rest) {
+          if (taken < kMaxRenewalBatch && names.insert(it.lease->name).second) {
+            ordered.push_back(std::move(it));
+            ++taken;
+          } else {
+            later.push_back(std::move(it));
+          }
+        }
+        chunk_ends.push_back(ordered.size());
+        rest = std::move(later);
+      }
+      items = std::move(ordered);
+    }
+    for (std::size_t c = 0, begin = 0; c < chunk_ends.size(); begin = chunk_ends[c++]) {
+      const std::size_t end = chunk_ends[c];
       std::vector<LeaseRenewal> reqs;
       reqs.reserve(end - begin);
       for (std::size_t i = begin; i < end; ++i)
@@ -270,10 +294,11 @@ void ClientCore::renewer_loop() {
               std::clamp<milliseconds>(it.lease->period / 4, milliseconds(10), milliseconds(1000));
           if (it.valid_until - now <= retry * 2 || (timed_out && it.valid_until - early <= now)) {
             const bool u = conn_problem ? unknown : false;
+            std::string why = conn_problem ? std::string("database ") + (u ? "did not answer" : "unreachable")
+                                           : "renewal failed: " + what_of(res->error);
             lost.emplace_back(it.lease, std::make_pair(u ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
                                                        "no renewal of lease '" + it.lease->name +
-                                                           "' succeeded within its trust window: database " +
-                                                           (u ? "did not answer" : "unreachable")));
+                                                           "' succeeded within its trust window: " + why));
           } else {
             r->due = now + retry;
           }

@@ -251,6 +251,10 @@ class Worker {
     s_.fence = fence;
     s_.resource = r;
     s_.phase = kHolding;
+    // From here the injector may stop this process "while holding": the
+    // pause is measured from now, so a stop that lands in the round trip
+    // below (slower behind a pooler) is seen by the first sleep step too.
+    const auto held_at = steady_clock::now();
     std::int64_t start_ms = conn_->db_now_ms();
 
     // The "work". Sometimes longer than the ttl: the watchdog must keep the
@@ -260,7 +264,7 @@ class Worker {
     milliseconds hold = slow ? ttl_ * 13 / 10 : milliseconds(pick(20, 150));
     if (slow) ++s_.slow_holds;
     bool paused = false;
-    auto t0 = steady_clock::now(), last = t0;
+    auto t0 = held_at, last = held_at;
     while (steady_clock::now() - t0 < hold) {
       sleep(milliseconds(10));
       auto now = steady_clock::now();

@@ -152,15 +152,17 @@ void ClientCore::check_process() const {
                     "(LockClient::shared() and the LeaseLock URI constructor do)");
 }
 
-std::unique_ptr<Connection> ClientCore::connect(bool renewal) const {
-  ConnectOptions o = options_.connect;
+std::unique_ptr<Connection> ClientCore::open_connection(const std::string& uri, ConnectOptions o, bool renewal) {
   const milliseconds io = std::min<milliseconds>(o.io_timeout.value_or(std::chrono::seconds(10)), std::chrono::seconds(10));
-  if (!o.io_timeout) o.io_timeout = io;
-  if (renewal) o.io_timeout = io;
+  if (!o.io_timeout || renewal) o.io_timeout = io;
+  auto c = make_connection(uri, o);
+  if (renewal) c->dialect().bound_session_statements(*c, io);
+  return c;
+}
+
+std::unique_ptr<Connection> ClientCore::connect(bool renewal) const {
   try {
-    auto c = make_connection(uri_, o);
-    if (renewal) c->dialect().bound_session_statements(*c, io);
-    return c;
+    return open_connection(uri_, options_.connect, renewal);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kResourceExhausted) ++exhausted_;
     throw;

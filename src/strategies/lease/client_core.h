@@ -140,6 +140,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
                   std::chrono::milliseconds* holder_remaining);
   void release_quietly(const std::shared_ptr<ClientLease>& lease) noexcept;
   std::unique_ptr<Connection> connect(bool renewal) const;
+ public:
+  // A connection of a client to `uri`: io_timeout = connect.io_timeout, at
+  // most 10 s (10 s when unset); the renewal connection's statements are
+  // bounded on the server too. The renewer's worker calls it without the
+  // client (it may outlive it).
+  static std::unique_ptr<Connection> open_connection(const std::string& uri, ConnectOptions connect, bool renewal);
+ private:
 
   // ---- renewer (client_renewer.cpp) ------------------------------------------
   void renewer_loop();

@@ -11,6 +11,7 @@
 #include "dialect/dialect.h"
 #include "strategies/lease/bounded_call.h"
 #include "strategies/lease/client_core.h"
+#include "strategies/lease/lease_util.h"
 
 namespace sqlguard::detail {
 
@@ -81,12 +82,13 @@ struct ChunkResult {
   std::exception_ptr error;
 };
 
+// The database could not be reached or did not answer (lease_util.h's
+// is_outage), or the error is not even a sqlguard::Error.
 bool connection_problem(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
   } catch (const Error& se) {
-    return se.code() == ErrorCode::kConnectionLost || se.code() == ErrorCode::kCommitInDoubt ||
-           se.code() == ErrorCode::kTimeout;
+    return is_outage(se);
   } catch (...) {
     return true;
   }
@@ -216,18 +218,10 @@ void ClientCore::renewer_loop() {
       for (std::size_t i = begin; i < end; ++i) known.push_back(items[i].known_expire_at);
       // The worker may outlive this client (abandoned on a hung call): it
       // captures copies only.
-      const std::string uri = uri_;
-      ConnectOptions copts = options_.connect;
-      const milliseconds io =
-          std::min<milliseconds>(copts.io_timeout.value_or(std::chrono::seconds(10)), std::chrono::seconds(10));
-      copts.io_timeout = io;
       auto outcome = caller.call(
-          [res, reqs = std::move(reqs), known = std::move(known), uri, copts, io] {
+          [res, reqs = std::move(reqs), known = std::move(known), uri = uri_, copts = options_.connect] {
             try {
-              if (!res->conn) {
-                res->conn = std::shared_ptr<Connection>(make_connection(uri, copts));
-                res->conn->dialect().bound_session_statements(*res->conn, io);
-              }
+              if (!res->conn) res->conn = std::shared_ptr<Connection>(open_connection(uri, copts, true));
               res->connected = true;
               res->renewed = renew_leases(*res->conn, reqs);
               res->causes.resize(reqs.size());

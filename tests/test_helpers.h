@@ -8,6 +8,7 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "sqlguard/errors.h"
 
@@ -51,6 +52,18 @@ inline std::optional<Failure> failure_within(std::chrono::milliseconds limit, co
   });
   if (fut.wait_for(limit) != std::future_status::ready) return std::nullopt;
   return fut.get();
+}
+
+// Runs `fn` until it is true or `limit` passes (behaviour, not timing: the
+// limit is generous); answers its last result.
+template <typename F>
+bool eventually(F fn, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (fn()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return fn();
 }
 
 }  // namespace sgtest

@@ -25,6 +25,7 @@
 using namespace sqlguard;
 using namespace std::chrono_literals;
 using sgtest::ctx;
+using sgtest::eventually;
 
 namespace {
 
@@ -64,17 +65,6 @@ bool held_in_db(Connection& c, const LeaseLock& lock) {
   return info && info->held() && info->owner == lock.owner() && info->fence == lock.fence();
 }
 
-// Runs `fn` until it is true or `limit` passes (behaviour, not timing: the
-// limit is generous).
-template <typename F>
-bool eventually(F fn, std::chrono::milliseconds limit = 20s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return fn();
-}
 
 }  // namespace
 

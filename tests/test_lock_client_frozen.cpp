@@ -12,22 +12,14 @@
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
 #include "test_context.h"
+#include "test_helpers.h"
 
 using namespace sqlguard;
 using namespace std::chrono_literals;
 using sgtest::ctx;
+using sgtest::eventually;
 
 namespace {
-template <typename F>
-bool eventually(F fn, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return fn();
-}
-
 LeaseOptions short_lease(std::chrono::milliseconds ttl) {
   LeaseOptions o;
   o.ttl = ttl;

@@ -22,13 +22,15 @@ struct CleanupOptions {
   int max_batches = 0;
   // Sleep between batches to leave room for other writers. Default: 0.
   std::chrono::milliseconds pause{0};
-  bool locks = true;        // sqlguard_lock
+  bool locks = true;        // sqlguard_lock, and the semaphore / read-write holdings and fair queue places
   bool idempotency = true;  // sqlguard_idempotency (retention expired)
   bool inbox = true;        // sqlguard_inbox (retention expired)
 };
 
 struct CleanupReport {
   std::int64_t locks_deleted = 0;
+  std::int64_t holdings_deleted = 0;      // sqlguard_sync_holder (semaphores, read-write leases)
+  std::int64_t queue_places_deleted = 0;  // sqlguard_lock_queue (fair leases' waiters)
   std::int64_t idempotency_deleted = 0;
   std::int64_t inbox_deleted = 0;
   int batches = 0;

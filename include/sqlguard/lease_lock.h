@@ -127,6 +127,22 @@ struct LeaseOptions {
   std::function<void(const LeaseLoss&)> on_lost;
   // How release() commits (see ReleaseCommit). Default: kCoveredByNextAcquire.
   ReleaseCommit release_commit = ReleaseCommit::kCoveredByNextAcquire;
+  // A fair (FIFO) lease: each waiting acquire takes a place in the name's
+  // queue (sqlguard_lock_queue) with a ticket the database assigns, one at a
+  // time per name in commit order, and the lease goes to the lowest live
+  // ticket. A holder that releases cannot take it again while others wait
+  // (it queues at the tail); try_acquire() succeeds only when nobody waits.
+  // A place expires on the database clock (place_ttl) unless the client
+  // renews it, so a waiter that gives up, is cancelled or dies leaves the
+  // queue. Every handle of the name must be fair (a non-fair handle does not
+  // look at the queue). Needs a lock-client handle (LeaseLock(client, ...) or
+  // from a URI); on a borrowed Connection it throws kNotSupported.
+  // Default: false.
+  bool fair = false;
+  // A fair waiter's queue place lasts this long past its last renewal (the
+  // client renews it every place_ttl / 3 while the waiter waits). Default
+  // (unset): ttl, within 300 ms .. 10 s. Range 300 ms .. 1 h.
+  std::optional<std::chrono::milliseconds> place_ttl;
 };
 
 // Validates options; throws Error(kInvalidArgument) naming the field.

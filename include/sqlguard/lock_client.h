@@ -80,7 +80,8 @@ struct LockClientStats {
   std::size_t connections_open = 0;   // now: renewal + listener + work
   std::size_t connections_max = 0;    // options.max_connections
   std::size_t threads = 0;            // threads the client runs now
-  std::size_t held_leases = 0;        // renewed by the client now
+  std::size_t held_leases = 0;        // renewed by the client now (leases, semaphore and read-write holdings)
+  std::size_t queue_places = 0;       // fair leases' waiters' queue places the client renews now
   std::size_t waiters = 0;            // asynchronous acquires pending now
   std::size_t listening = 0;          // names the wake-up listener covers now (0 once no one waits)
   std::uint64_t renewal_rounds = 0;       // renewal rounds that sent something

@@ -19,6 +19,12 @@ CleanupReport cleanup(Connection& conn, const CleanupOptions& o) {
     r.locks_deleted = detail::purge_in_batches(conn, "cleanup()", detail::Sql::lock_purge,
                                                {o.lock_grace.count()}, {o.batch_size, o.max_batches, o.pause},
                                                &r.batches);
+    r.holdings_deleted = detail::purge_in_batches(conn, "cleanup()", detail::Sql::sync_purge_all,
+                                                  {o.lock_grace.count()}, {o.batch_size, o.max_batches, o.pause},
+                                                  &r.batches);
+    r.queue_places_deleted = detail::purge_in_batches(conn, "cleanup()", detail::Sql::fair_purge_all,
+                                                      {o.lock_grace.count()}, {o.batch_size, o.max_batches, o.pause},
+                                                      &r.batches);
   }
   // The dedup tables have their own retention rules (a live in-progress
   // placeholder is never deleted): their purge functions own them.

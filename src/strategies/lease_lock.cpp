@@ -43,6 +43,11 @@ void validate(const LeaseOptions& o) {
   check_duration(o.backoff_initial, "backoff_initial", milliseconds(1), std::chrono::minutes(10));
   check_duration(o.backoff_max, "backoff_max", o.backoff_initial, std::chrono::minutes(10));
   if (!o.owner.empty()) validate_name(o.owner, "owner");
+  if (o.place_ttl) {
+    if (!o.fair)
+      throw Error(ErrorCode::kInvalidArgument, "place_ttl is set but fair is false: only a fair lease has queue places");
+    check_duration(*o.place_ttl, "place_ttl", milliseconds(300), std::chrono::hours(1));
+  }
 }
 
 // ---- LeaseLock ---------------------------------------------------------------
@@ -149,6 +154,9 @@ void LeaseLock::init_client(bool renew) {
   lease_->options.backoff_max = options_.backoff_max;
   lease_->options.release_commit = options_.release_commit;
   lease_->options.owner = options_.owner;
+  lease_->options.fair = options_.fair;
+  lease_->options.place_ttl =
+      options_.place_ttl.value_or(std::clamp<milliseconds>(options_.ttl, milliseconds(300), std::chrono::seconds(10)));
   lease_->margin = margin_;
   lease_->period = period_;
   lease_->renew = renew;
@@ -159,6 +167,10 @@ void LeaseLock::init_client(bool renew) {
 void LeaseLock::init(std::optional<milliseconds> wait_cap) {
   validate_name(name_, "lock name");
   validate(options_);
+  if (options_.fair)
+    throw Error(ErrorCode::kNotSupported, "a fair lease (options.fair) needs a lock-client handle (LeaseLock(client, "
+                                          "...) or from a URI): the client renews its waiters' queue places; a "
+                                          "LeaseLock on a borrowed connection (or in-memory SQLite) cannot");
   margin_ = options_.safety_margin.value_or(std::min<milliseconds>(options_.ttl / 10, std::chrono::seconds(2)));
   period_ = options_.renew_period.value_or(options_.ttl / 3);
   state_->on_lost = options_.on_lost;

@@ -465,10 +465,12 @@ void add_cleanup(CLI::App& app) {
       auto r = cleanup(*conn, co);
       ++rounds;
       if (global().json)
-        print_json({{"locks_deleted", r.locks_deleted}, {"idempotency_deleted", r.idempotency_deleted},
+        print_json({{"locks_deleted", r.locks_deleted}, {"holdings_deleted", r.holdings_deleted},
+                    {"queue_places_deleted", r.queue_places_deleted}, {"idempotency_deleted", r.idempotency_deleted},
                     {"inbox_deleted", r.inbox_deleted}, {"batches", r.batches}});
       else
-        std::cout << "cleanup: deleted " << r.locks_deleted << " lock, " << r.idempotency_deleted << " idempotency, "
+        std::cout << "cleanup: deleted " << r.locks_deleted << " lock, " << r.holdings_deleted << " holding, "
+                  << r.queue_places_deleted << " queue place, " << r.idempotency_deleted << " idempotency, "
                   << r.inbox_deleted << " inbox rows in " << r.batches << " batch(es)" << std::endl;
       auto until = steady_clock::now() + every;
       while (every.count() > 0 && !g_signal && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(20));

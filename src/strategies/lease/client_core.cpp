@@ -4,6 +4,8 @@
 // waiter and listener threads in client_waiters.cpp.
 #include "strategies/lease/client_core.h"
 
+#include <limits>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -180,7 +182,8 @@ LockClientStats ClientCore::stats() const {
     std::lock_guard<std::mutex> lk(renew_mu_);
     s.connections_open += renew_conn_open_ ? 1 : 0;
     s.threads += 1 + (renewer_worker_ ? 1 : 0);
-    s.held_leases = renewals_.size();
+    s.queue_places = places_registered_locked();
+    s.held_leases = renewals_.size() - s.queue_places;
     s.renewal_rounds = renewal_rounds_;
     s.renewal_statements = renewal_statements_;
     s.leases_renewed = leases_renewed_;
@@ -273,10 +276,86 @@ ClientCore::Borrowed ClientCore::borrow(int slot) {
 
 // ---- leases ---------------------------------------------------------------------
 
+std::shared_ptr<ClientLease> ClientCore::take_place(Connection& conn, const ClientLease& l) {
+  auto p = std::make_shared<ClientLease>();
+  p->kind = RowKind::kPlace;
+  p->name = l.name;
+  p->options.ttl = l.options.place_ttl;
+  p->margin = l.options.place_ttl / 10;
+  p->period = l.options.place_ttl / 3;
+  const std::string owner = make_owner_token();
+  const auto start = steady_clock::now();
+  const std::int64_t ticket = with_reconnect(conn, std::max<milliseconds>(l.options.place_ttl, milliseconds(1000)),
+                                             "joining the queue of fair lease '" + l.name + "'",
+                                             [&](int) { return fair_enqueue(conn, l.name, owner, l.options.place_ttl); });
+  {
+    std::lock_guard<std::mutex> lk(p->state->mu);
+    p->key = ticket;
+    p->state->hold = 1;
+    p->state->owner = owner;
+    p->state->fence = ticket;
+    p->state->valid_until = start + p->options.ttl - p->margin;
+  }
+  renew_register(p);
+  return p;
+}
+
+void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p) noexcept {
+  if (!p) return;
+  renew_unregister(p.get());
+  std::string owner;
+  std::int64_t ticket;
+  {
+    std::lock_guard<std::mutex> lk(p->state->mu);
+    if (p->state->hold == 0) return;
+    p->state->hold = 0;
+    owner = p->state->owner;
+    ticket = p->key;
+  }
+  try {
+    auto c = borrow();
+    fair_leave(*c, p->name, ticket, owner);
+  } catch (const std::exception& e) {
+    log(LogLevel::kDebug, "leaving the queue of fair lease '" + p->name + "' failed (the place expires by itself): " +
+                              e.what());
+  }
+}
+
 bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, milliseconds budget,
-                            milliseconds* holder_remaining) {
+                            milliseconds* holder_remaining, ClientWait* w) {
   Connection& conn = *c;
   const auto& o = l->options;
+  if (o.fair) {
+    // A fair lease: only the lowest live ticket may take it. A waiter whose
+    // place lapsed (it was gone longer than place_ttl) queues again at the
+    // tail; try_acquire (no place) only when nobody waits.
+    std::shared_ptr<ClientLease> place;
+    if (w) {
+      std::lock_guard<std::mutex> lk(wait_mu_);
+      place = w->place;
+    }
+    std::int64_t ticket = std::numeric_limits<std::int64_t>::max();
+    std::string place_owner;
+    if (place) {
+      std::lock_guard<std::mutex> lk(place->state->mu);
+      ticket = place->key;
+      place_owner = place->state->owner;
+    }
+    const FairTurn turn = with_reconnect(conn, std::max(budget, milliseconds(1)), "reading the queue of fair lease '" + l->name + "'",
+                                         [&](int) { return fair_turn(conn, l->name, ticket, place_owner); });
+    if (place && !turn.place_live) {
+      leave_place(place);
+      auto fresh = take_place(conn, *l);
+      std::lock_guard<std::mutex> lk(wait_mu_);
+      w->place = fresh;
+      *holder_remaining = o.backoff_initial;
+      return false;
+    }
+    if (turn.ahead > 0) {
+      *holder_remaining = o.ttl;  // paced by the backoff; a release wakes it
+      return false;
+    }
+  }
   const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
   const auto start = steady_clock::now();
   budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
@@ -311,6 +390,15 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     l->slot = session_bound_release_ ? c.slot() : -1;
   }
   if (l->renew) renew_register(l);
+  if (o.fair && w) {
+    std::shared_ptr<ClientLease> place;
+    {
+      std::lock_guard<std::mutex> lk(wait_mu_);
+      place = std::move(w->place);
+      w->place.reset();
+    }
+    leave_place(place);
+  }
   return true;
 }
 

@@ -31,9 +31,18 @@ namespace sqlguard::detail {
 class WaitPlan;
 class WakeListener;
 
+// What row a ClientLease keeps alive: a lease (sqlguard_lock), a holding of
+// a semaphore or read-write lease (sqlguard_sync_holder, key = its slot), or
+// a fair lease waiter's queue place (sqlguard_lock_queue, key = its ticket:
+// renewed while the waiter waits, never reported lost: the waiter finds a
+// lost place at its next turn and takes a new one).
+enum class RowKind { kLease, kHolding, kPlace };
+
 // One lease handle's lease, as the client sees it. Shared by the handle, the
 // renewer (while held and renewed) and the waiter thread (while waiting).
 struct ClientLease {
+  RowKind kind = RowKind::kLease;
+  std::int64_t key = 0;  // kHolding: slot; kPlace: ticket. Guarded by state->mu
   std::string name;
   std::string channel;  // lease_wakeup_channel(name)
   // What the client needs of the handle's LeaseOptions (not a copy of all of
@@ -42,6 +51,8 @@ struct ClientLease {
     std::chrono::milliseconds ttl{0}, min_hold{0}, backoff_initial{0}, backoff_max{0};
     ReleaseCommit release_commit = ReleaseCommit::kCoveredByNextAcquire;
     std::string owner;  // fixed owner token, or empty
+    bool fair = false;  // LeaseOptions::fair
+    std::chrono::milliseconds place_ttl{0};  // fair: of a waiter's queue place
   } options;
   std::chrono::milliseconds margin{0}, period{0};
   bool renew = true;  // the client renews it while held (Watchdog::kOn)
@@ -69,6 +80,10 @@ struct ClientWait {
   AcquireDone done;
   std::optional<Error> outage;  // the last attempt found the database unreachable (or no connection was free)
   bool cancelled = false;       // while its attempt runs
+  // A fair lease's queue place (kind kPlace, key = ticket), renewed while it
+  // waits; left when the wait ends. Guarded by ClientCore::wait_mu_ (the
+  // attempt replaces it when it finds it lapsed).
+  std::shared_ptr<ClientLease> place;
 };
 
 // The waiters of one name, in arrival order; only the head tries.
@@ -133,11 +148,27 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // A handle of this client released `name`: its local waiters try at once.
   void local_release(const std::string& name);
 
+  // ---- waits of semaphores and read-write leases (sync_handle.cpp): the
+  // caller's thread naps between attempts; a release by a handle of this
+  // client wakes the naps of the same key at once.
+  std::uint64_t sync_wait_begin(const std::string& key);
+  std::uint64_t sync_generation(const std::string& key);  // between begin and end
+  // Naps until `until` or a sync_notify(key) after generation `gen`.
+  void sync_wait(const std::string& key, std::uint64_t gen, std::chrono::steady_clock::time_point until);
+  void sync_wait_end(const std::string& key);
+  void sync_notify(const std::string& key);
+
  private:
   // One attempt on `conn` (no re-entrancy check); on success the lease's
   // state is set and its renewal registered. `holder_remaining` out.
   bool attempt_on(Borrowed& conn, const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds budget,
-                  std::chrono::milliseconds* holder_remaining);
+                  std::chrono::milliseconds* holder_remaining, ClientWait* wait = nullptr);
+  // A fair lease's waiter takes a place at the tail of the name's queue
+  // (registered for renewal); leave_place gives it up (errors: it expires).
+  std::shared_ptr<ClientLease> take_place(Connection& conn, const ClientLease& lease);
+ public:
+  void leave_place(const std::shared_ptr<ClientLease>& place) noexcept;
+ private:
   void release_quietly(const std::shared_ptr<ClientLease>& lease) noexcept;
   std::unique_ptr<Connection> connect(bool renewal) const;
  public:
@@ -150,6 +181,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   // ---- renewer (client_renewer.cpp) ------------------------------------------
   void renewer_loop();
+  std::size_t places_registered_locked() const;  // queue places among renewals_ (renew_mu_ held)
 
   // ---- waiters (client_waiters.cpp) --------------------------------------------
   void start_waiter_threads();
@@ -185,6 +217,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::vector<double> lag_ms_;  // ring of the last 4096 renewal lags
   std::size_t lag_next_ = 0;
   bool renewer_worker_ = false;  // the BoundedCaller worker exists
+
+  // Naps of semaphore / read-write lease waiters, per key: generation, nappers.
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  std::map<std::string, std::pair<std::uint64_t, int>> sync_naps_;
 
   // Waiters.
   mutable std::mutex wait_mu_;

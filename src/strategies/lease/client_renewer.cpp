@@ -12,6 +12,7 @@
 #include "strategies/lease/bounded_call.h"
 #include "strategies/lease/client_core.h"
 #include "strategies/lease/lease_util.h"
+#include "strategies/sync/sync_ops.h"
 
 namespace sqlguard::detail {
 
@@ -24,6 +25,7 @@ struct ClientCore::Renewal {
   std::shared_ptr<ClientLease> lease;
   std::string owner;
   std::int64_t fence = 0;
+  std::int64_t key = 0;
   steady_clock::time_point due;
 };
 
@@ -34,6 +36,7 @@ void ClientCore::renew_register(const std::shared_ptr<ClientLease>& l) {
     std::lock_guard<std::mutex> lk(l->state->mu);
     r->owner = l->state->owner;
     r->fence = l->state->fence;
+    r->key = l->key;
   }
   r->due = steady_clock::now() + l->period;
   {
@@ -53,6 +56,12 @@ void ClientCore::renew_soon(const ClientLease* l) {
   renew_cv_.notify_all();
 }
 
+std::size_t ClientCore::places_registered_locked() const {
+  std::size_t n = 0;
+  for (const auto& [k, r] : renewals_) n += r->lease->kind == RowKind::kPlace ? 1 : 0;
+  return n;
+}
+
 void ClientCore::renew_unregister(const ClientLease* l) {
   std::lock_guard<std::mutex> lk(renew_mu_);
   renewals_.erase(l);
@@ -69,6 +78,7 @@ struct Item {
   ClientLease* lease;
   std::string owner;
   std::int64_t fence;
+  std::int64_t key;
   std::int64_t known_expire_at;
   steady_clock::time_point valid_until, due;
 };
@@ -167,7 +177,7 @@ void ClientCore::renewer_loop() {
           ++it;
           continue;
         }
-        items.push_back(Item{r, r->lease.get(), r->owner, r->fence, st.expire_at, st.valid_until, r->due});
+        items.push_back(Item{r, r->lease.get(), r->owner, r->fence, r->key, st.expire_at, st.valid_until, r->due});
         ++it;
       }
     }
@@ -179,34 +189,43 @@ void ClientCore::renewer_loop() {
     // Earliest trust window first: each statement waits only as long as its
     // first lease's window allows.
     std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.valid_until < b.valid_until; });
-    // Statements of at most 1000 leases in which no name appears twice (two
-    // handles of this client may hold the same name: one lease lost, not yet
-    // released, and its successor): a later duplicate goes to a later statement.
+    // Statements of one row kind (leases, holdings, queue places) and at most
+    // 1000 rows in which no row appears twice (two handles of this client may
+    // hold the same name: one lease lost, not yet released, and its
+    // successor): a later duplicate goes to a later statement.
     {
-      std::vector<Item> ordered, rest = std::move(items);
-      while (!rest.empty()) {
-        std::set<std::string> names;
-        std::vector<Item> later;
-        std::size_t taken = 0;
-        for (auto& it : rest) {
-          if (taken < kMaxRenewalBatch && names.insert(it.lease->name).second) {
-            ordered.push_back(std::move(it));
-            ++taken;
-          } else {
-            later.push_back(std::move(it));
+      std::vector<Item> ordered;
+      for (RowKind kind : {RowKind::kLease, RowKind::kHolding, RowKind::kPlace}) {
+        std::vector<Item> rest;
+        for (auto& it : items)
+          if (it.lease->kind == kind) rest.push_back(std::move(it));
+        while (!rest.empty()) {
+          std::set<std::pair<std::string, std::int64_t>> rows;
+          std::vector<Item> later;
+          std::size_t taken = 0;
+          for (auto& it : rest) {
+            const std::int64_t key = kind == RowKind::kLease ? 0 : it.key;
+            if (taken < kMaxRenewalBatch && rows.insert({it.lease->name, key}).second) {
+              ordered.push_back(std::move(it));
+              ++taken;
+            } else {
+              later.push_back(std::move(it));
+            }
           }
+          chunk_ends.push_back(ordered.size());
+          rest = std::move(later);
         }
-        chunk_ends.push_back(ordered.size());
-        rest = std::move(later);
       }
       items = std::move(ordered);
     }
     for (std::size_t c = 0, begin = 0; c < chunk_ends.size(); begin = chunk_ends[c++]) {
       const std::size_t end = chunk_ends[c];
-      std::vector<LeaseRenewal> reqs;
+      const RowKind kind = items[begin].lease->kind;
+      std::vector<RowRenewal> reqs;
       reqs.reserve(end - begin);
       for (std::size_t i = begin; i < end; ++i)
-        reqs.push_back(LeaseRenewal{items[i].lease->name, items[i].owner, items[i].fence, items[i].lease->options.ttl});
+        reqs.push_back(RowRenewal{items[i].lease->name, items[i].key, items[i].owner, items[i].fence,
+                                  items[i].lease->options.ttl});
       const auto start = steady_clock::now();
       auto res = std::make_shared<ChunkResult>();
       {
@@ -214,21 +233,36 @@ void ClientCore::renewer_loop() {
         res->conn = renew_conn_;
         renewer_worker_ = true;
       }
-      std::vector<std::int64_t> known;
-      for (std::size_t i = begin; i < end; ++i) known.push_back(items[i].known_expire_at);
+      std::vector<std::int64_t> known;  // leases: acquire-time expiry; holdings: 1 = sent inside its trust window
+      for (std::size_t i = begin; i < end; ++i)
+        known.push_back(kind == RowKind::kLease ? items[i].known_expire_at : (items[i].valid_until > start ? 1 : 0));
       // The worker may outlive this client (abandoned on a hung call): it
       // captures copies only.
       auto outcome = caller.call(
-          [res, reqs = std::move(reqs), known = std::move(known), uri = uri_, copts = options_.connect] {
+          [res, kind, reqs = std::move(reqs), known = std::move(known), uri = uri_, copts = options_.connect] {
             try {
               if (!res->conn) res->conn = std::shared_ptr<Connection>(open_connection(uri, copts, true));
               res->connected = true;
-              res->renewed = renew_leases(*res->conn, reqs);
               res->causes.resize(reqs.size());
-              for (std::size_t i = 0; i < reqs.size(); ++i)
-                if (!res->renewed[i])
-                  res->causes[i].first = diagnose_lease(*res->conn, reqs[i].name, reqs[i].owner, reqs[i].fence,
-                                                        known[i], &res->causes[i].second);
+              if (kind == RowKind::kLease) {
+                std::vector<LeaseRenewal> leases;
+                leases.reserve(reqs.size());
+                for (const auto& r : reqs) leases.push_back(LeaseRenewal{r.name, r.owner, r.fence, r.ttl});
+                res->renewed = renew_leases(*res->conn, leases);
+              } else if (kind == RowKind::kHolding) {
+                res->renewed = renew_holdings(*res->conn, reqs);
+              } else {
+                renew_places(*res->conn, reqs);
+                res->renewed.assign(reqs.size(), true);
+              }
+              for (std::size_t i = 0; i < reqs.size(); ++i) {
+                if (res->renewed[i]) continue;
+                auto& [cause, why] = res->causes[i];
+                cause = kind == RowKind::kLease
+                            ? diagnose_lease(*res->conn, reqs[i].name, reqs[i].owner, reqs[i].fence, known[i], &why)
+                            : diagnose_holding(*res->conn, reqs[i].name, reqs[i].key, reqs[i].owner, reqs[i].fence,
+                                               known[i] != 0, &why);
+              }
             } catch (...) {
               res->error = std::current_exception();
             }
@@ -304,7 +338,16 @@ void ClientCore::renewer_loop() {
       }
       // on_lost runs outside the renewer's mutex (it may call into the client).
       lk.unlock();
-      for (auto& [lease, cause] : lost) lease->state->mark_lost(cause.first, std::move(cause.second));
+      for (auto& [lease, cause] : lost) {
+        if (lease->kind == RowKind::kPlace) {
+          // A queue place is not a lease: its waiter finds it gone at its
+          // next turn and queues again. Nothing to report.
+          std::lock_guard<std::mutex> sl(lease->state->mu);
+          lease->state->lost = true;
+          continue;
+        }
+        lease->state->mark_lost(cause.first, std::move(cause.second));
+      }
     }
     std::lock_guard<std::mutex> lk(renew_mu_);
     ++renewal_rounds_;

@@ -6,7 +6,9 @@
 // holder's lease has left; names due together are polled with one
 // statement (lease_poll) and only the free ones tried.
 #include <algorithm>
+#include <limits>
 #include <set>
+#include <utility>
 
 #include "core/catalog.h"
 #include "sqlguard/validate.h"
@@ -48,11 +50,26 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
   w->lease = l;
   w->deadline = steady_clock::now() + wait;
   w->done = std::move(done);
+  if (l->options.fair) {
+    {
+      std::lock_guard<std::mutex> lk(wait_mu_);
+      if (l->waiting)
+        throw Error(ErrorCode::kInvalidArgument, "lease '" + l->name + "': an asynchronous acquire of this handle is "
+                                                 "already pending");
+    }
+    // Its place in the name's queue: the database's ticket is its turn.
+    auto c = borrow();
+    w->place = take_place(*c, *l);
+  }
   {
-    std::lock_guard<std::mutex> lk(wait_mu_);
-    if (l->waiting)
+    std::unique_lock<std::mutex> lk(wait_mu_);
+    if (l->waiting) {
+      auto place = std::move(w->place);
+      lk.unlock();
+      leave_place(place);
       throw Error(ErrorCode::kInvalidArgument, "lease '" + l->name + "': an asynchronous acquire of this handle is "
                                                "already pending");
+    }
     l->waiting = true;
     auto& q = queues_[l->name];
     if (q.waits.empty()) {
@@ -63,7 +80,26 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
       q.idle_wakes = 0;
       q.backoff = l->options.backoff_initial;
     }
-    q.waits.push_back(std::move(w));
+    if (w->place) {
+      // Fair: the local queue keeps ticket order (two threads may take
+      // their places in the other order than they get here), so the local
+      // head is always this process's lowest ticket.
+      auto ticket = [](const std::shared_ptr<ClientWait>& x) {
+        if (!x->place) return std::numeric_limits<std::int64_t>::max();
+        std::lock_guard<std::mutex> g(x->place->state->mu);
+        return x->place->key;
+      };
+      const std::int64_t mine = ticket(w);
+      auto pos = q.waits.end();
+      for (auto it = q.waits.begin(); it != q.waits.end(); ++it)
+        if ((it != q.waits.begin() || !q.busy) && ticket(*it) > mine) {
+          pos = it;
+          break;
+        }
+      q.waits.insert(pos, std::move(w));
+    } else {
+      q.waits.push_back(std::move(w));
+    }
   }
   wait_cv_.notify_all();
 }
@@ -95,7 +131,10 @@ bool ClientCore::cancel_acquire(const std::shared_ptr<ClientLease>& l) {
     }
   }
   wait_cv_.notify_all();
-  if (gone) gone->done(false, nullptr);
+  if (gone) {
+    leave_place(gone->place);
+    gone->done(false, nullptr);
+  }
   return true;
 }
 
@@ -140,8 +179,10 @@ struct Completion {
   std::exception_ptr error;
 };
 
-void complete(std::vector<Completion>& done) noexcept {
+void complete(ClientCore& core, std::vector<Completion>& done) noexcept {
   for (auto& c : done) {
+    // A fair waiter leaves the queue when its wait ends (acquired: left already).
+    if (c.wait->place) core.leave_place(std::exchange(c.wait->place, nullptr));
     try {
       c.wait->done(c.acquired, c.error);
     } catch (const std::exception& e) {
@@ -196,7 +237,7 @@ void ClientCore::waiter_loop() {
     if (woken.empty() && timed.empty()) {
       if (!done.empty()) {
         lk.unlock();
-        complete(done);
+        complete(*this, done);
         lk.lock();
         continue;
       }
@@ -204,7 +245,7 @@ void ClientCore::waiter_loop() {
       continue;
     }
     lk.unlock();
-    complete(done);
+    complete(*this, done);
     // Several names due by their timers: one poll says which are free.
     if (timed.size() > 1) {
       std::set<std::string> free(timed.begin(), timed.end());
@@ -279,7 +320,7 @@ void ClientCore::waiter_loop() {
       try {
         auto c = borrow();
         const auto left = std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now());
-        ok = attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder);
+        ok = attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder, w.get());
       } catch (const Error& e) {
         // Unreachable, or no connection free: keep waiting, report it if the wait ends so.
         if (is_outage(e) || e.code() == ErrorCode::kResourceExhausted) outage = e;
@@ -320,7 +361,7 @@ void ClientCore::waiter_loop() {
         }
       }
       if (release_now) release_quietly(w->lease);
-      complete(done);
+      complete(*this, done);
     }
     lk.lock();
   }
@@ -332,7 +373,7 @@ void ClientCore::waiter_loop() {
     }
   queues_.clear();
   lk.unlock();
-  complete(done);
+  complete(*this, done);
 }
 
 void ClientCore::listener_loop() {

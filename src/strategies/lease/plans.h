@@ -19,6 +19,7 @@
 
 #include "sqlguard/connection.h"
 #include "sqlguard/lease_lock.h"
+#include "strategies/sync/sync_ops.h"
 
 namespace sqlguard::detail {
 
@@ -72,6 +73,10 @@ class RenewPlan {
   // names) and answers the (name, fence) of every lease it extended.
   virtual std::set<std::pair<std::string, std::int64_t>> renew(Connection& conn,
                                                                std::span<const LeaseRenewal> batch) const = 0;
+  // The same for holdings of semaphores and read-write leases (sync_renew_batch*,
+  // sync_ref: name, slot, owner, fence, ttl): answers the (name, slot) extended.
+  virtual std::set<std::pair<std::string, std::int64_t>> renew_holdings(Connection& conn,
+                                                                        std::span<const RowRenewal> batch) const = 0;
 };
 
 // One UPDATE ... RETURNING (lease_renew_batch). PostgreSQL, SQLite.

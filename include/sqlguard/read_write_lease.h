@@ -1,0 +1,98 @@
+// sqlguard/read_write_lease.h — a shared/exclusive lease: many shared holders
+// or one exclusive holder (flock -s / -x for a cluster; Redisson's
+// RReadWriteLock), with writer preference.
+//
+//   auto client = sqlguard::LockClient::shared("mysql://...");
+//   sqlguard::ReadWriteLease catalog(client, "catalog");
+//   { sqlguard::ReadWriteGuard read(catalog, sqlguard::LeaseMode::kShared, 5s);   ... read ... }
+//   { sqlguard::ReadWriteGuard write(catalog, sqlguard::LeaseMode::kExclusive, 5s); ... write, fenced by write.fence() ... }
+//
+// Invariants (SQLite, PostgreSQL, MariaDB, Galera, behind PgBouncer):
+//  * Never an exclusive holder together with shared holders or another
+//    exclusive holder, by the trust window: acquires of one name are decided
+//    one at a time (each writes the name's sqlguard_sync row first) against
+//    the live holdings on the database clock.
+//  * Each holder is one leased row (owner token, expiry on the database
+//    clock), renewed by the lock client and lost independently (on_lost).
+//  * Writer preference: a writer that finds the lease busy publishes its
+//    intent (sqlguard_sync.writer_until, on the database clock, refreshed at
+//    each of its attempts); new shared holders wait while it is live, so a
+//    stream of readers cannot starve writers. An exclusive acquisition
+//    withdraws it (another writer still waiting publishes again). A writer
+//    that gives up or dies stops refreshing it: it lapses after
+//    intent = max(1 s, 4 x backoff_max).
+//  * Fencing: each exclusive acquisition draws a new fence (strictly
+//    increasing per name); a shared holder's fence() is the fence of the
+//    last exclusive acquisition before it (what its reads saw).
+//  * Re-entrant per handle in the same mode; a handle never changes mode
+//    while holding (no upgrade: release, then acquire the other mode).
+//
+// Waiting: as Semaphore (semaphore.h): the caller's thread naps between
+// attempts; a release by a handle of the same client wakes its waiters.
+//
+// Thread safety: a handle is used from one thread at a time; owns(),
+// fence(), remaining() and last_loss() from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
+#include "sqlguard/semaphore.h"
+
+namespace sqlguard {
+
+enum class LeaseMode { kShared, kExclusive };
+std::string_view to_string(LeaseMode mode) noexcept;
+
+class ReadWriteLease {
+ public:
+  // A handle of `client`. options: as for LeaseLock; watchdog_connection,
+  // fair and place_ttl are refused.
+  ReadWriteLease(std::shared_ptr<LockClient> client, std::string name, LeaseOptions options = {},
+                 Watchdog watchdog = Watchdog::kOn);
+  // A handle of LockClient::shared(uri, connect).
+  ReadWriteLease(const std::string& uri, std::string name, LeaseOptions options = {},
+                 Watchdog watchdog = Watchdog::kOn, const ConnectOptions& connect = {});
+  ~ReadWriteLease();
+  ReadWriteLease(const ReadWriteLease&) = delete;
+  ReadWriteLease& operator=(const ReadWriteLease&) = delete;
+
+  bool try_acquire(LeaseMode mode);
+  bool acquire(LeaseMode mode, std::chrono::milliseconds wait);
+  bool release();
+
+  bool owns() const;
+  std::optional<LeaseMode> mode() const;  // of the current holding
+  std::int64_t fence() const;
+  std::string owner() const;
+  int hold_count() const;
+  std::chrono::milliseconds remaining() const;
+  std::optional<LeaseLoss> last_loss() const;
+  const std::string& name() const noexcept;
+  SynchronizerInfo info();
+
+ private:
+  std::unique_ptr<detail::SyncHandle> h_;
+};
+
+// RAII: acquires in `mode` (waiting up to `wait`), releases in the
+// destructor. Throws Error(kLockBusy) when not acquired in time.
+class ReadWriteGuard {
+ public:
+  ReadWriteGuard(ReadWriteLease& lease, LeaseMode mode, std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  ~ReadWriteGuard();
+  ReadWriteGuard(const ReadWriteGuard&) = delete;
+  ReadWriteGuard& operator=(const ReadWriteGuard&) = delete;
+  std::int64_t fence() const { return lease_.fence(); }
+  bool owns() const { return lease_.owns(); }
+
+ private:
+  ReadWriteLease& lease_;
+};
+
+}  // namespace sqlguard

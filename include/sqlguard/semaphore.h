@@ -1,0 +1,138 @@
+// sqlguard/semaphore.h — a counting semaphore with leased permits: at most
+// `permits` held at any instant, across processes and machines (Redisson's
+// RPermitExpirableSemaphore; a per-key cap such as "at most 2 jobs per
+// tenant" is a semaphore named after the key: it costs rows, not a table).
+//
+//   auto client = sqlguard::LockClient::shared("postgresql://...");
+//   sqlguard::Semaphore exports(client, "exports:tenant-42", 2);
+//   if (exports.acquire(1, std::chrono::seconds(10))) {
+//     ... at most 2 of these run at once for tenant 42 ...
+//     exports.release();
+//   }
+//
+// Invariants (SQLite, PostgreSQL, MariaDB, Galera, behind PgBouncer):
+//  * A holding (acquire(n)) is one leased row in sqlguard_sync_holder: its
+//    own owner token (unique per acquisition), fence (strictly increasing
+//    per semaphore name, from the lease lock's sequence) and expiry on the
+//    DATABASE clock, renewed by the lock client's batched renewal while held.
+//    acquire(n) takes n permits atomically or none.
+//  * Acquires of one name are decided one at a time (each writes the name's
+//    sqlguard_sync row first; on Galera a concurrent acquire on another node
+//    fails certification and is retried), counting the live holdings on the
+//    database clock: sum of permits held + n <= permits, or not acquired.
+//    So at most `permits` are held at any instant by the trust window
+//    (owns(): request start + ttl - safety margin, as for LeaseLock).
+//  * A dead holder's permits come back when its holding expires (ttl after
+//    its last renewal).
+//  * The permit count can change at runtime (set_permits): a smaller count
+//    lets holders above it keep their permits; nobody new gets one until
+//    the permits held fall below it ("shrinking waits for holders to leave").
+//    The count given to the constructor is used only when the name is new.
+//  * A lost holding (expired, force-deleted, unreachable past its trust
+//    window) fires options.on_lost once, on the client's renewal thread.
+//
+// Waiting: acquire(n, wait) tries, then naps with full-jitter backoff capped
+// by the earliest live holding's expiry and options.backoff_max; a release
+// by a handle of the same client wakes its waiters at once. The caller's
+// thread waits; no connection is held between attempts.
+//
+// Fair order among semaphore waiters is not offered yet (docs/support-matrix.md).
+//
+// Thread safety: a handle is used from one thread at a time; owns(),
+// fence(), remaining() and last_loss() from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
+
+namespace sqlguard {
+namespace detail {
+class SyncHandle;
+}
+
+// Where a semaphore or read-write lease stands now.
+struct SynchronizerInfo {
+  bool exists = false;        // false: no acquire of this name yet
+  std::string kind;           // "semaphore" or "rw"
+  std::int64_t permits = 0;   // semaphore: its permit count
+  std::int64_t in_use = 0;    // semaphore: permits held by live holdings
+  std::int64_t shared = 0;    // read-write lease: live shared holders
+  bool exclusive = false;     // read-write lease: a live exclusive holder
+  bool writer_waiting = false;  // read-write lease: a waiting writer blocks new shared holders
+  std::int64_t fence = 0;     // the last fence granted (read-write lease: of the last exclusive hold)
+};
+SynchronizerInfo synchronizer_info(Connection& conn, const std::string& name);
+
+class Semaphore {
+ public:
+  // A handle of `client`: no connection or thread of its own. `permits`
+  // (1 .. 1,000,000) is the count when the name is new. options: as for
+  // LeaseLock (ttl, renew_period, safety_margin, min_hold, wait, backoff,
+  // owner, on_lost); watchdog_connection, fair and place_ttl are refused.
+  // Watchdog::kOn: the client renews the holding while it is held; kOff: it
+  // runs out ttl after its acquire.
+  Semaphore(std::shared_ptr<LockClient> client, std::string name, std::int64_t permits, LeaseOptions options = {},
+            Watchdog watchdog = Watchdog::kOn);
+  // A handle of LockClient::shared(uri, connect).
+  Semaphore(const std::string& uri, std::string name, std::int64_t permits, LeaseOptions options = {},
+            Watchdog watchdog = Watchdog::kOn, const ConnectOptions& connect = {});
+  // Releases a held holding (errors go to the log hook).
+  ~Semaphore();
+  Semaphore(const Semaphore&) = delete;
+  Semaphore& operator=(const Semaphore&) = delete;
+
+  // One attempt for n permits (1 .. permits). A handle holds one holding at
+  // a time: asking again while holding the same n is re-entrant (one more
+  // hold, nothing sent); another n throws kInvalidArgument.
+  bool try_acquire(std::int64_t n = 1);
+  // Tries until acquired or `wait` passes.
+  bool acquire(std::int64_t n, std::chrono::milliseconds wait);
+  bool acquire(std::int64_t n = 1) { return acquire(n, options_wait()); }
+  // Drops one hold; the last gives the permits back (not before the minimum
+  // hold ends). False if the holding was no longer held.
+  bool release();
+
+  bool owns() const;                 // held and inside the trust window
+  std::int64_t held_permits() const;  // of the current holding; 0 when none
+  std::int64_t fence() const;
+  std::string owner() const;
+  int hold_count() const;
+  std::chrono::milliseconds remaining() const;
+  std::optional<LeaseLoss> last_loss() const;
+  const std::string& name() const noexcept;
+
+  // The permit count and how many are held now (one round trip).
+  SynchronizerInfo info();
+  // Changes the permit count (1 .. 1,000,000) at runtime, for every handle of
+  // the name.
+  void set_permits(std::int64_t permits);
+
+ private:
+  std::chrono::milliseconds options_wait() const;
+  std::unique_ptr<detail::SyncHandle> h_;
+  std::int64_t permits_;
+};
+
+// RAII: acquires n permits in the constructor (waiting up to `wait`),
+// releases in the destructor. Throws Error(kLockBusy) when not acquired.
+class SemaphoreGuard {
+ public:
+  explicit SemaphoreGuard(Semaphore& sem, std::int64_t n = 1,
+                          std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  ~SemaphoreGuard();
+  SemaphoreGuard(const SemaphoreGuard&) = delete;
+  SemaphoreGuard& operator=(const SemaphoreGuard&) = delete;
+  std::int64_t fence() const { return sem_.fence(); }
+  bool owns() const { return sem_.owns(); }
+
+ private:
+  Semaphore& sem_;
+};
+
+}  // namespace sqlguard

@@ -1,0 +1,172 @@
+-- sql/mysql/sync.sql — MariaDB >= 10.6 (mysqlcppconn 1.1). Session time zone is pinned to UTC.
+-- Semaphores (include/sqlguard/semaphore.h), shared/exclusive leases (read_write_lease.h) and
+-- the fair lease's queue (LeaseOptions::fair): src/strategies/sync/. Tables sqlguard_sync,
+-- sqlguard_sync_holder and sqlguard_lock_queue (migrations/mysql/0007_synchronizers.sql).
+-- Every time is the database clock in ms since the Unix epoch.
+-- The acquire protocol is one transaction (READ COMMITTED; SQLite: BEGIN IMMEDIATE):
+-- sync_open writes the name's row first, so acquires of one name run one at a time (its row
+-- lock; on Galera a concurrent acquire on another node fails certification and is retried);
+-- then sync_state and sync_holders read what is live on the database clock, the strategy
+-- decides, and sync_purge / sync_draw / sync_hold / sync_set write the outcome. A holder's
+-- row is a lease: owner token, fence, expiry, renewed by the lock client (sync_renew_batch).
+
+-- Galera: reads inside the acquire transaction need no causal wait: the transaction writes
+-- the name's row, so a decision made on a node that had not yet applied another node's
+-- acquire fails certification instead of committing.
+
+-- name: sync_open
+-- Creates the name's row (kind, permits) or bumps its version: the write that serializes
+-- acquires of the name. An existing row keeps its kind and permits (sync_state checks kind).
+-- returns: :execrows
+-- params: name, kind, permits
+INSERT INTO sqlguard_sync (name, kind, permits) VALUES (?, ?, ?)
+ON DUPLICATE KEY UPDATE version = version + 1;
+
+-- name: sync_state
+-- The name's row as sync_open left it (this transaction holds it), and the database clock.
+-- returns: :one kind, permits, fence, writer_until, version, db_now_ms
+-- params: name
+SELECT kind, permits, fence, writer_until, version, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms FROM sqlguard_sync WHERE name = ?;
+
+-- name: sync_holders
+-- The name's live holders (unexpired on the database clock), by slot.
+-- returns: :many slot, mode, permits, owner, fence, expire_at, db_now_ms
+-- params: name
+SELECT slot, mode, permits, owner, fence, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms
+FROM sqlguard_sync_holder WHERE name = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) ORDER BY slot;
+
+-- name: sync_purge
+-- Deletes the name's expired holder rows (a released holding expires at once, or when its
+-- minimum hold ends; a dead holder's at its expiry): its permits come back. Bounded by
+-- the name's holders.
+-- returns: :execrows
+-- params: name
+DELETE FROM sqlguard_sync_holder WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: sync_draw
+-- One value of the fence sequence (shared with the lease lock, NOCACHE). Two Galera nodes
+-- can draw the same value: the strategy takes max(value, the name's fence + 1).
+-- returns: :one value
+-- params: 
+SELECT NEXTVAL(sqlguard_fence_seq) AS value;
+
+-- name: sync_hold
+-- A new holding: its own slot, owner token, fence and expiry (ttl from now, not before the
+-- minimum hold ends).
+-- returns: :execrows
+-- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms
+INSERT INTO sqlguard_sync_holder (name, slot, mode, permits, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
+VALUES (?, ?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
+
+-- name: sync_set
+-- The name's last fence, and a waiting writer's intent (read-write lease): intent_ms > 0
+-- publishes it until now + intent_ms, 0 withdraws it, < 0 leaves it.
+-- returns: :execrows
+-- params: fence, intent_ms, intent_ms, name
+UPDATE sqlguard_sync SET fence = ?, writer_until = CASE WHEN ? < 0 THEN writer_until ELSE CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? END WHERE name = ?;
+
+-- name: sync_set_permits
+-- A semaphore's permit count, changed at runtime (inside the acquire protocol's transaction,
+-- after sync_open). Holders above a smaller count keep their permits; nobody new gets one
+-- until the live count is below it.
+-- returns: :execrows
+-- params: permits, name
+UPDATE sqlguard_sync SET permits = ? WHERE name = ?;
+
+-- name: sync_release
+-- Owner-, slot- and fence-checked; the row expires now, or when its minimum hold ends (the
+-- next acquire of the name purges it). 1 row = it was still held.
+-- returns: :execrows
+-- params: name, slot, owner, fence
+UPDATE sqlguard_sync_holder SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
+WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: sync_read
+-- One holding's row as it stands (why a renewal failed).
+-- returns: :one owner, fence, expire_at, db_now_ms
+-- params: name, slot
+SELECT owner, fence, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms FROM sqlguard_sync_holder WHERE name = ? AND slot = ?;
+
+-- name: sync_renew_batch
+-- not needed: no UPDATE ... RETURNING here; sync_renew_batch_lock + sync_renew_batch_update run instead
+
+-- name: sync_renew_batch_lock
+-- Batched renewal, first half: locks and answers the listed holdings still held (slot, owner,
+-- fence, unexpired), so that sync_renew_batch_update in the same transaction extends exactly
+-- these. Causal on Galera (wsrep_sync_wait = 3). By primary key from the list (STRAIGHT_JOIN,
+-- FORCE INDEX: FOR UPDATE must not lock rows it merely scans). {refs}: one sync_ref per holding.
+-- returns: :many name, slot
+-- params: refs...
+SET STATEMENT wsrep_sync_wait = 3 FOR SELECT STRAIGHT_JOIN h.name, h.slot FROM ({refs* UNION ALL }) v
+  JOIN sqlguard_sync_holder h FORCE INDEX (PRIMARY) ON h.name = v.name AND h.slot = v.slot AND h.owner = v.owner AND h.fence = v.fence
+WHERE h.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FOR UPDATE;
+
+-- name: sync_renew_batch_update
+-- Batched renewal, second half: extends what sync_renew_batch_lock locked, each by its own
+-- ttl, never before min_release_at, on the database clock.
+-- returns: :execrows
+-- params: refs...
+UPDATE ({refs* UNION ALL }) v STRAIGHT_JOIN sqlguard_sync_holder h FORCE INDEX (PRIMARY)
+  ON h.name = v.name AND h.slot = v.slot AND h.owner = v.owner AND h.fence = v.fence
+SET h.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + v.ttl_ms, h.min_release_at), h.renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+WHERE h.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- fragment: sync_ref
+SELECT ? AS name, ? AS slot, ? AS owner, ? AS fence, ? AS ttl_ms
+
+-- name: fair_enqueue
+-- A fair lease's waiter takes its place: the ticket is the name's sqlguard_sync version that
+-- sync_open drew in this transaction (tickets of a name are handed out one at a time, in
+-- commit order). The place expires on the database clock unless renewed (fair_renew_batch).
+-- returns: :execrows
+-- params: name, ticket, owner, ttl_ms
+INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at) VALUES (?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
+
+-- name: fair_purge
+-- The name's expired places (waiters that gave up without leaving, or died).
+-- returns: :execrows
+-- params: name
+DELETE FROM sqlguard_lock_queue WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: fair_gate
+-- Whether the caller's place is still live (mine = 1) and how many live places are ahead of
+-- it (ahead = 0: its turn). A plain read. try_acquire asks with the largest ticket: ahead = 0
+-- when nobody waits.
+-- Causal on Galera (wsrep_sync_wait = 1): sees places and leaves certified on other nodes.
+-- returns: :one mine, ahead, db_now_ms
+-- params: name, ticket, owner, name, ticket
+SET STATEMENT wsrep_sync_wait = 1 FOR SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) AS mine,
+       (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket < ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) AS ahead,
+       CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms;
+
+-- name: fair_leave
+-- The caller leaves the queue (it acquired, gave up or was cancelled).
+-- returns: :execrows
+-- params: name, ticket, owner
+DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
+
+-- name: fair_renew_batch
+-- Keeps many waiters' places (the lock client's renewal thread): each live place listed is
+-- extended by its own ttl. A place that expired stays gone (its waiter takes a new one). By
+-- primary key from the list (STRAIGHT_JOIN, FORCE INDEX).
+-- returns: :execrows
+-- params: refs...
+UPDATE ({refs* UNION ALL }) v STRAIGHT_JOIN sqlguard_lock_queue q FORCE INDEX (PRIMARY)
+  ON q.name = v.name AND q.ticket = v.ticket AND q.owner = v.owner
+SET q.expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + v.ttl_ms
+WHERE q.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- fragment: fair_ref
+SELECT ? AS name, ? AS ticket, ? AS owner, ? AS ttl_ms
+
+-- name: sync_purge_all
+-- cleanup(): one bounded batch (at most `batch` rows) of long-expired holder rows.
+-- returns: :execrows
+-- params: grace_ms, batch
+DELETE FROM sqlguard_sync_holder WHERE expire_at < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ? ORDER BY expire_at LIMIT ?;
+
+-- name: fair_purge_all
+-- cleanup(): one bounded batch (at most `batch` rows) of long-expired queue places.
+-- returns: :execrows
+-- params: grace_ms, batch
+DELETE FROM sqlguard_lock_queue WHERE expire_at < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ? ORDER BY expire_at LIMIT ?;

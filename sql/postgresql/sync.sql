@@ -1,0 +1,157 @@
+-- sql/postgresql/sync.sql — PostgreSQL 15 (libpqxx 6.4). `?` placeholders are numbered $1..$n by the driver.
+-- Semaphores (include/sqlguard/semaphore.h), shared/exclusive leases (read_write_lease.h) and
+-- the fair lease's queue (LeaseOptions::fair): src/strategies/sync/. Tables sqlguard_sync,
+-- sqlguard_sync_holder and sqlguard_lock_queue (migrations/postgresql/0007_synchronizers.sql).
+-- Every time is the database clock in ms since the Unix epoch.
+-- The acquire protocol is one transaction (READ COMMITTED; SQLite: BEGIN IMMEDIATE):
+-- sync_open writes the name's row first, so acquires of one name run one at a time (its row
+-- lock; on Galera a concurrent acquire on another node fails certification and is retried);
+-- then sync_state and sync_holders read what is live on the database clock, the strategy
+-- decides, and sync_purge / sync_draw / sync_hold / sync_set write the outcome. A holder's
+-- row is a lease: owner token, fence, expiry, renewed by the lock client (sync_renew_batch).
+
+-- name: sync_open
+-- Creates the name's row (kind, permits) or bumps its version: the write that serializes
+-- acquires of the name. An existing row keeps its kind and permits (sync_state checks kind).
+-- returns: :execrows
+-- params: name, kind, permits
+INSERT INTO sqlguard_sync (name, kind, permits) VALUES (?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET version = sqlguard_sync.version + 1;
+
+-- name: sync_state
+-- The name's row as sync_open left it (this transaction holds it), and the database clock.
+-- returns: :one kind, permits, fence, writer_until, version, db_now_ms
+-- params: name
+SELECT kind, permits, fence, writer_until, version, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms FROM sqlguard_sync WHERE name = ?;
+
+-- name: sync_holders
+-- The name's live holders (unexpired on the database clock), by slot.
+-- returns: :many slot, mode, permits, owner, fence, expire_at, db_now_ms
+-- params: name
+SELECT slot, mode, permits, owner, fence, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms
+FROM sqlguard_sync_holder WHERE name = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ORDER BY slot;
+
+-- name: sync_purge
+-- Deletes the name's expired holder rows (a released holding expires at once, or when its
+-- minimum hold ends; a dead holder's at its expiry): its permits come back. Bounded by
+-- the name's holders.
+-- returns: :execrows
+-- params: name
+DELETE FROM sqlguard_sync_holder WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+
+-- name: sync_draw
+-- One value of the fence sequence (shared with the lease lock: a fence never goes back).
+-- returns: :one value
+-- params: 
+SELECT nextval('sqlguard_fence_seq') AS value;
+
+-- name: sync_hold
+-- A new holding: its own slot, owner token, fence and expiry (ttl from now, not before the
+-- minimum hold ends).
+-- returns: :execrows
+-- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms
+INSERT INTO sqlguard_sync_holder (name, slot, mode, permits, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
+VALUES (?, ?, ?, ?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?);
+
+-- name: sync_set
+-- The name's last fence, and a waiting writer's intent (read-write lease): intent_ms > 0
+-- publishes it until now + intent_ms, 0 withdraws it, < 0 leaves it.
+-- returns: :execrows
+-- params: fence, intent_ms, intent_ms, name
+UPDATE sqlguard_sync SET fence = ?, writer_until = CASE WHEN ? < 0 THEN writer_until ELSE (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? END WHERE name = ?;
+
+-- name: sync_set_permits
+-- A semaphore's permit count, changed at runtime (inside the acquire protocol's transaction,
+-- after sync_open). Holders above a smaller count keep their permits; nobody new gets one
+-- until the live count is below it.
+-- returns: :execrows
+-- params: permits, name
+UPDATE sqlguard_sync SET permits = ? WHERE name = ?;
+
+-- name: sync_release
+-- Owner-, slot- and fence-checked; the row expires now, or when its minimum hold ends (the
+-- next acquire of the name purges it). 1 row = it was still held.
+-- returns: :execrows
+-- params: name, slot, owner, fence
+UPDATE sqlguard_sync_holder SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+
+-- name: sync_read
+-- One holding's row as it stands (why a renewal failed).
+-- returns: :one owner, fence, expire_at, db_now_ms
+-- params: name, slot
+SELECT owner, fence, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms FROM sqlguard_sync_holder WHERE name = ? AND slot = ?;
+
+-- name: sync_renew_batch
+-- Many holdings in one statement (the lock client's renewal thread), each checked (slot,
+-- owner, fence, unexpired) and extended by its own ttl, never before min_release_at; answers
+-- the renewed ones. {refs} is one sync_ref per holding (at most 1000).
+-- returns: :many name, slot
+-- params: refs...
+UPDATE sqlguard_sync_holder AS h SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + v.ttl_ms, h.min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+FROM (VALUES {refs*, }) AS v(name, slot, owner, fence, ttl_ms)
+WHERE h.name = v.name AND h.slot = v.slot AND h.owner = v.owner AND h.fence = v.fence AND h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+RETURNING h.name, h.slot;
+
+-- fragment: sync_ref
+(CAST(? AS VARCHAR), CAST(? AS BIGINT), CAST(? AS VARCHAR), CAST(? AS BIGINT), CAST(? AS BIGINT))
+
+-- name: sync_renew_batch_lock
+-- not needed: sync_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
+
+-- name: sync_renew_batch_update
+-- not needed: sync_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
+
+-- name: fair_enqueue
+-- A fair lease's waiter takes its place: the ticket is the name's sqlguard_sync version that
+-- sync_open drew in this transaction (tickets of a name are handed out one at a time, in
+-- commit order). The place expires on the database clock unless renewed (fair_renew_batch).
+-- returns: :execrows
+-- params: name, ticket, owner, ttl_ms
+INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at) VALUES (?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?);
+
+-- name: fair_purge
+-- The name's expired places (waiters that gave up without leaving, or died).
+-- returns: :execrows
+-- params: name
+DELETE FROM sqlguard_lock_queue WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+
+-- name: fair_gate
+-- Whether the caller's place is still live (mine = 1) and how many live places are ahead of
+-- it (ahead = 0: its turn). A plain read. try_acquire asks with the largest ticket: ahead = 0
+-- when nobody waits.
+-- returns: :one mine, ahead, db_now_ms
+-- params: name, ticket, owner, name, ticket
+SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) AS mine,
+       (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket < ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) AS ahead,
+       (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms;
+
+-- name: fair_leave
+-- The caller leaves the queue (it acquired, gave up or was cancelled).
+-- returns: :execrows
+-- params: name, ticket, owner
+DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
+
+-- name: fair_renew_batch
+-- Keeps many waiters' places (the lock client's renewal thread): each live place listed is
+-- extended by its own ttl. A place that expired stays gone (its waiter takes a new one).
+-- returns: :execrows
+-- params: refs...
+UPDATE sqlguard_lock_queue AS q SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + v.ttl_ms
+FROM (VALUES {refs*, }) AS v(name, ticket, owner, ttl_ms)
+WHERE q.name = v.name AND q.ticket = v.ticket AND q.owner = v.owner AND q.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+
+-- fragment: fair_ref
+(CAST(? AS VARCHAR), CAST(? AS BIGINT), CAST(? AS VARCHAR), CAST(? AS BIGINT))
+
+-- name: sync_purge_all
+-- cleanup(): one bounded batch (at most `batch` rows) of long-expired holder rows.
+-- returns: :execrows
+-- params: grace_ms, batch
+DELETE FROM sqlguard_sync_holder WHERE (name, slot) IN (SELECT name, slot FROM sqlguard_sync_holder WHERE expire_at < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ? LIMIT ?);
+
+-- name: fair_purge_all
+-- cleanup(): one bounded batch (at most `batch` rows) of long-expired queue places.
+-- returns: :execrows
+-- params: grace_ms, batch
+DELETE FROM sqlguard_lock_queue WHERE (name, ticket) IN (SELECT name, ticket FROM sqlguard_lock_queue WHERE expire_at < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ? LIMIT ?);

@@ -1,0 +1,162 @@
+-- sql/sqlite/sync.sql — SQLite >= 3.40.
+-- Semaphores (include/sqlguard/semaphore.h), shared/exclusive leases (read_write_lease.h) and
+-- the fair lease's queue (LeaseOptions::fair): src/strategies/sync/. Tables sqlguard_sync,
+-- sqlguard_sync_holder and sqlguard_lock_queue (migrations/sqlite/0007_synchronizers.sql).
+-- Every time is the database clock in ms since the Unix epoch.
+-- The acquire protocol is one transaction (READ COMMITTED; SQLite: BEGIN IMMEDIATE):
+-- sync_open writes the name's row first, so acquires of one name run one at a time (its row
+-- lock; on Galera a concurrent acquire on another node fails certification and is retried);
+-- then sync_state and sync_holders read what is live on the database clock, the strategy
+-- decides, and sync_purge / sync_draw / sync_hold / sync_set write the outcome. A holder's
+-- row is a lease: owner token, fence, expiry, renewed by the lock client (sync_renew_batch).
+
+-- name: sync_open
+-- Creates the name's row (kind, permits) or bumps its version: the write that serializes
+-- acquires of the name. An existing row keeps its kind and permits (sync_state checks kind).
+-- returns: :execrows
+-- params: name, kind, permits
+INSERT INTO sqlguard_sync (name, kind, permits) VALUES (?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET version = version + 1;
+
+-- name: sync_state
+-- The name's row as sync_open left it (this transaction holds it), and the database clock.
+-- returns: :one kind, permits, fence, writer_until, version, db_now_ms
+-- params: name
+SELECT kind, permits, fence, writer_until, version, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS db_now_ms FROM sqlguard_sync WHERE name = ?;
+
+-- name: sync_holders
+-- The name's live holders (unexpired on the database clock), by slot.
+-- returns: :many slot, mode, permits, owner, fence, expire_at, db_now_ms
+-- params: name
+SELECT slot, mode, permits, owner, fence, expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS db_now_ms
+FROM sqlguard_sync_holder WHERE name = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ORDER BY slot;
+
+-- name: sync_purge
+-- Deletes the name's expired holder rows (a released holding expires at once, or when its
+-- minimum hold ends; a dead holder's at its expiry): its permits come back. Bounded by
+-- the name's holders.
+-- returns: :execrows
+-- params: name
+DELETE FROM sqlguard_sync_holder WHERE name = ? AND expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+
+-- name: sync_draw
+-- One value of the fence sequence (shared with the lease lock). No row back when every
+-- value up to 2^63 - 1 was issued (never wraps): the strategy throws kResourceExhausted.
+-- returns: :one value
+-- params: 
+UPDATE sqlguard_fence_seq SET value = value + 1 WHERE id = 1 AND value < 9223372036854775807 RETURNING value;
+
+-- name: sync_hold
+-- A new holding: its own slot, owner token, fence and expiry (ttl from now, not before the
+-- minimum hold ends).
+-- returns: :execrows
+-- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms
+INSERT INTO sqlguard_sync_holder (name, slot, mode, permits, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
+VALUES (?, ?, ?, ?, ?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?);
+
+-- name: sync_set
+-- The name's last fence, and a waiting writer's intent (read-write lease): intent_ms > 0
+-- publishes it until now + intent_ms, 0 withdraws it, < 0 leaves it.
+-- returns: :execrows
+-- params: fence, intent_ms, intent_ms, name
+UPDATE sqlguard_sync SET fence = ?, writer_until = CASE WHEN ? < 0 THEN writer_until ELSE CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? END WHERE name = ?;
+
+-- name: sync_set_permits
+-- A semaphore's permit count, changed at runtime (inside the acquire protocol's transaction,
+-- after sync_open). Holders above a smaller count keep their permits; nobody new gets one
+-- until the live count is below it.
+-- returns: :execrows
+-- params: permits, name
+UPDATE sqlguard_sync SET permits = ? WHERE name = ?;
+
+-- name: sync_release
+-- Owner-, slot- and fence-checked; the row expires now, or when its minimum hold ends (the
+-- next acquire of the name purges it). 1 row = it was still held.
+-- returns: :execrows
+-- params: name, slot, owner, fence
+UPDATE sqlguard_sync_holder SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at)
+WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+
+-- name: sync_read
+-- One holding's row as it stands (why a renewal failed).
+-- returns: :one owner, fence, expire_at, db_now_ms
+-- params: name, slot
+SELECT owner, fence, expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS db_now_ms FROM sqlguard_sync_holder WHERE name = ? AND slot = ?;
+
+-- name: sync_renew_batch
+-- Many holdings in one statement (the lock client's renewal thread), each checked (slot,
+-- owner, fence, unexpired) and extended by its own ttl, never before min_release_at; answers
+-- the renewed ones. {refs} is one sync_ref per holding (at most 1000).
+-- returns: :many name, slot
+-- params: refs...
+WITH v(name, slot, owner, fence, ttl_ms) AS (VALUES {refs*, })
+UPDATE sqlguard_sync_holder SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + v.ttl_ms, sqlguard_sync_holder.min_release_at), renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+FROM v
+WHERE sqlguard_sync_holder.name = v.name AND sqlguard_sync_holder.slot = v.slot AND sqlguard_sync_holder.owner = v.owner
+  AND sqlguard_sync_holder.fence = v.fence AND sqlguard_sync_holder.expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+RETURNING sqlguard_sync_holder.name, sqlguard_sync_holder.slot;
+
+-- fragment: sync_ref
+(?, ?, ?, ?, ?)
+
+-- name: sync_renew_batch_lock
+-- not needed: sync_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
+
+-- name: sync_renew_batch_update
+-- not needed: sync_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
+
+-- name: fair_enqueue
+-- A fair lease's waiter takes its place: the ticket is the name's sqlguard_sync version that
+-- sync_open drew in this transaction (tickets of a name are handed out one at a time, in
+-- commit order). The place expires on the database clock unless renewed (fair_renew_batch).
+-- returns: :execrows
+-- params: name, ticket, owner, ttl_ms
+INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at) VALUES (?, ?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?);
+
+-- name: fair_purge
+-- The name's expired places (waiters that gave up without leaving, or died).
+-- returns: :execrows
+-- params: name
+DELETE FROM sqlguard_lock_queue WHERE name = ? AND expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+
+-- name: fair_gate
+-- Whether the caller's place is still live (mine = 1) and how many live places are ahead of
+-- it (ahead = 0: its turn). A plain read. try_acquire asks with the largest ticket: ahead = 0
+-- when nobody waits.
+-- returns: :one mine, ahead, db_now_ms
+-- params: name, ticket, owner, name, ticket
+SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)) AS mine,
+       (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket < ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)) AS ahead,
+       CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS db_now_ms;
+
+-- name: fair_leave
+-- The caller leaves the queue (it acquired, gave up or was cancelled).
+-- returns: :execrows
+-- params: name, ticket, owner
+DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
+
+-- name: fair_renew_batch
+-- Keeps many waiters' places (the lock client's renewal thread): each live place listed is
+-- extended by its own ttl. A place that expired stays gone (its waiter takes a new one).
+-- returns: :execrows
+-- params: refs...
+WITH v(name, ticket, owner, ttl_ms) AS (VALUES {refs*, })
+UPDATE sqlguard_lock_queue SET expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + v.ttl_ms
+FROM v
+WHERE sqlguard_lock_queue.name = v.name AND sqlguard_lock_queue.ticket = v.ticket AND sqlguard_lock_queue.owner = v.owner
+  AND sqlguard_lock_queue.expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+
+-- fragment: fair_ref
+(?, ?, ?, ?)
+
+-- name: sync_purge_all
+-- cleanup(): one bounded batch (at most `batch` rows) of long-expired holder rows.
+-- returns: :execrows
+-- params: grace_ms, batch
+DELETE FROM sqlguard_sync_holder WHERE (name, slot) IN (SELECT name, slot FROM sqlguard_sync_holder WHERE expire_at < CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) - ? LIMIT ?);
+
+-- name: fair_purge_all
+-- cleanup(): one bounded batch (at most `batch` rows) of long-expired queue places.
+-- returns: :execrows
+-- params: grace_ms, batch
+DELETE FROM sqlguard_lock_queue WHERE (name, ticket) IN (SELECT name, ticket FROM sqlguard_lock_queue WHERE expire_at < CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) - ? LIMIT ?);

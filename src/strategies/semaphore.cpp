@@ -1,0 +1,177 @@
+// Semaphore and ReadWriteLease: thin handles over detail::SyncHandle
+// (strategies/sync/sync_handle.h); the protocol is strategies/sync/sync_ops.cpp.
+#include "sqlguard/semaphore.h"
+
+#include "sqlguard/read_write_lease.h"
+#include "sqlguard/validate.h"
+#include "strategies/sync/sync_handle.h"
+#include "strategies/sync/sync_ops.h"
+
+namespace sqlguard {
+
+using detail::SyncHandle;
+using detail::SyncMode;
+using std::chrono::milliseconds;
+
+namespace {
+constexpr std::int64_t kMaxPermits = 1000000;
+
+void check_permits(std::int64_t permits, std::string_view what) {
+  if (permits < 1 || permits > kMaxPermits)
+    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " is " + std::to_string(permits) +
+                                                 "; it must be between 1 and " + std::to_string(kMaxPermits));
+}
+
+SynchronizerInfo to_info(const detail::SyncStatus& s) {
+  SynchronizerInfo i;
+  i.exists = s.exists;
+  i.kind = s.kind;
+  i.permits = s.permits;
+  i.in_use = s.in_use;
+  i.shared = s.shared;
+  i.exclusive = s.exclusive;
+  i.writer_waiting = s.writer_waiting;
+  i.fence = s.fence;
+  return i;
+}
+}  // namespace
+
+SynchronizerInfo synchronizer_info(Connection& conn, const std::string& name) {
+  return to_info(detail::sync_status(conn, name));
+}
+
+// ---- Semaphore -----------------------------------------------------------------
+
+Semaphore::Semaphore(std::shared_ptr<LockClient> client, std::string name, std::int64_t permits,
+                     LeaseOptions options, Watchdog watchdog)
+    : permits_(permits) {
+  check_permits(permits, "permits");
+  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
+                                    watchdog == Watchdog::kOn, "Semaphore");
+}
+
+Semaphore::Semaphore(const std::string& uri, std::string name, std::int64_t permits, LeaseOptions options,
+                     Watchdog watchdog, const ConnectOptions& connect)
+    : permits_(permits) {
+  check_permits(permits, "permits");
+  validate_name(name, "Semaphore name");
+  detail::validate_sync_options(options, "Semaphore");
+  auto client = detail::shared_client_for(uri, options, connect, "Semaphore");
+  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
+                                    watchdog == Watchdog::kOn, "Semaphore");
+}
+
+Semaphore::~Semaphore() = default;
+
+bool Semaphore::try_acquire(std::int64_t n) {
+  check_permits(n, "permits asked for");
+  return h_->try_acquire(SyncMode::kPermits, n, permits_);
+}
+
+bool Semaphore::acquire(std::int64_t n, milliseconds wait) {
+  check_permits(n, "permits asked for");
+  return h_->acquire(SyncMode::kPermits, n, permits_, wait);
+}
+
+bool Semaphore::release() { return h_->release(); }
+bool Semaphore::owns() const { return h_->owns(); }
+std::int64_t Semaphore::held_permits() const { return h_->held(); }
+std::int64_t Semaphore::fence() const { return h_->fence(); }
+std::string Semaphore::owner() const { return h_->owner(); }
+int Semaphore::hold_count() const { return h_->hold_count(); }
+milliseconds Semaphore::remaining() const { return h_->remaining(); }
+std::optional<LeaseLoss> Semaphore::last_loss() const { return h_->last_loss(); }
+const std::string& Semaphore::name() const noexcept { return h_->name(); }
+milliseconds Semaphore::options_wait() const { return h_->options().wait; }
+
+SynchronizerInfo Semaphore::info() {
+  auto c = h_->core().borrow();
+  return to_info(detail::sync_status(*c, h_->name()));
+}
+
+void Semaphore::set_permits(std::int64_t permits) {
+  check_permits(permits, "permits");
+  {
+    auto c = h_->core().borrow();
+    detail::sync_set_permits(*c, h_->name(), permits);
+  }
+  permits_ = permits;
+  h_->core().sync_notify("semaphore:" + h_->name());  // a larger count may let local waiters in
+}
+
+SemaphoreGuard::SemaphoreGuard(Semaphore& sem, std::int64_t n, milliseconds wait) : sem_(sem) {
+  if (!sem_.acquire(n, wait))
+    throw Error(ErrorCode::kLockBusy, "semaphore '" + printable(sem_.name(), 64) + "': " + std::to_string(n) +
+                                          " permit(s) not acquired within " + format_duration(wait));
+}
+
+SemaphoreGuard::~SemaphoreGuard() {
+  try {
+    sem_.release();
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarning, "SemaphoreGuard: release of '" + sem_.name() + "' failed (it expires by itself): " + e.what());
+  }
+}
+
+// ---- ReadWriteLease --------------------------------------------------------------
+
+std::string_view to_string(LeaseMode mode) noexcept { return mode == LeaseMode::kShared ? "shared" : "exclusive"; }
+
+namespace {
+SyncMode sync_mode(LeaseMode m) { return m == LeaseMode::kShared ? SyncMode::kShared : SyncMode::kExclusive; }
+}  // namespace
+
+ReadWriteLease::ReadWriteLease(std::shared_ptr<LockClient> client, std::string name, LeaseOptions options,
+                               Watchdog watchdog)
+    : h_(std::make_unique<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
+                                      watchdog == Watchdog::kOn, "ReadWriteLease")) {}
+
+ReadWriteLease::ReadWriteLease(const std::string& uri, std::string name, LeaseOptions options, Watchdog watchdog,
+                               const ConnectOptions& connect) {
+  validate_name(name, "ReadWriteLease name");
+  detail::validate_sync_options(options, "ReadWriteLease");
+  auto client = detail::shared_client_for(uri, options, connect, "ReadWriteLease");
+  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
+                                    watchdog == Watchdog::kOn, "ReadWriteLease");
+}
+
+ReadWriteLease::~ReadWriteLease() = default;
+
+bool ReadWriteLease::try_acquire(LeaseMode mode) { return h_->try_acquire(sync_mode(mode), 1, 0); }
+bool ReadWriteLease::acquire(LeaseMode mode, milliseconds wait) { return h_->acquire(sync_mode(mode), 1, 0, wait); }
+bool ReadWriteLease::release() { return h_->release(); }
+bool ReadWriteLease::owns() const { return h_->owns(); }
+std::optional<LeaseMode> ReadWriteLease::mode() const {
+  auto m = h_->mode();
+  if (!m) return std::nullopt;
+  return *m == SyncMode::kShared ? LeaseMode::kShared : LeaseMode::kExclusive;
+}
+std::int64_t ReadWriteLease::fence() const { return h_->fence(); }
+std::string ReadWriteLease::owner() const { return h_->owner(); }
+int ReadWriteLease::hold_count() const { return h_->hold_count(); }
+milliseconds ReadWriteLease::remaining() const { return h_->remaining(); }
+std::optional<LeaseLoss> ReadWriteLease::last_loss() const { return h_->last_loss(); }
+const std::string& ReadWriteLease::name() const noexcept { return h_->name(); }
+
+SynchronizerInfo ReadWriteLease::info() {
+  auto c = h_->core().borrow();
+  return to_info(detail::sync_status(*c, h_->name()));
+}
+
+ReadWriteGuard::ReadWriteGuard(ReadWriteLease& lease, LeaseMode mode, milliseconds wait) : lease_(lease) {
+  if (!lease_.acquire(mode, wait))
+    throw Error(ErrorCode::kLockBusy, "read-write lease '" + printable(lease_.name(), 64) + "': " +
+                                          std::string(to_string(mode)) + " hold not acquired within " +
+                                          format_duration(wait));
+}
+
+ReadWriteGuard::~ReadWriteGuard() {
+  try {
+    lease_.release();
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarning, "ReadWriteGuard: release of '" + lease_.name() + "' failed (it expires by itself): " +
+                                e.what());
+  }
+}
+
+}  // namespace sqlguard

@@ -1,0 +1,69 @@
+// Internal: what a Semaphore and a ReadWriteLease handle share: one holding
+// at a time (a leased row of sqlguard_sync_holder), its hold count and trust
+// window (LeaseState), renewal through the lock client (a ClientLease of
+// kind kHolding), and the blocking acquire loop.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
+#include "strategies/lease/client_core.h"
+#include "strategies/sync/sync_ops.h"
+
+namespace sqlguard::detail {
+
+class SyncHandle {
+ public:
+  // `kind`: "semaphore" or "rw"; `type`: the class name, for errors.
+  SyncHandle(std::shared_ptr<LockClient> client, std::string name, std::string kind, LeaseOptions options,
+             bool renew, std::string_view type);
+  ~SyncHandle();
+
+  // One attempt / attempts until `wait` passes. `capacity`: a semaphore's
+  // count when the name is new.
+  bool try_acquire(SyncMode mode, std::int64_t n, std::int64_t capacity);
+  bool acquire(SyncMode mode, std::int64_t n, std::int64_t capacity, std::chrono::milliseconds wait);
+  bool release();
+
+  bool owns() const;
+  std::optional<SyncMode> mode() const;
+  std::int64_t held() const;  // permits of the current holding; 0 when none
+  std::int64_t fence() const;
+  std::string owner() const;
+  int hold_count() const;
+  std::chrono::milliseconds remaining() const;
+  std::optional<LeaseLoss> last_loss() const;
+  const std::string& name() const noexcept { return lease_->name; }
+  const LeaseOptions& options() const noexcept { return options_; }
+  ClientCore& core() const { return *client_->core(); }
+
+ private:
+  // 1: acquired (or one more hold), 0: busy, -1: this handle holds a lost holding.
+  // `waiting`: a blocking acquire's attempt (a writer publishes its intent).
+  int attempt(SyncMode mode, std::int64_t n, std::int64_t capacity, std::chrono::milliseconds* holder_remaining,
+              bool waiting);
+
+  std::shared_ptr<LockClient> client_;
+  std::shared_ptr<ClientLease> lease_;
+  LeaseOptions options_;
+  std::string kind_, type_, wake_key_;
+  std::chrono::milliseconds intent_{0};
+  SyncMode mode_ = SyncMode::kPermits;  // guarded by lease_->state->mu
+  std::int64_t n_ = 0;                  // guarded by lease_->state->mu
+};
+
+// Options of a semaphore or read-write lease handle: LeaseOptions without the
+// fields that only a LeaseLock has. Throws kInvalidArgument naming the field.
+void validate_sync_options(const LeaseOptions& options, std::string_view type);
+
+// LockClient::shared() for a synchronizer made from a URI (connect options
+// bounded as a LeaseLock's from a URI).
+std::shared_ptr<LockClient> shared_client_for(const std::string& uri, const LeaseOptions& options,
+                                              const ConnectOptions& connect, std::string_view type);
+
+}  // namespace sqlguard::detail

@@ -1,0 +1,290 @@
+// The synchronizers' acquire protocol and the fair lease's queue (see
+// sync_ops.h and sql/<dialect>/sync.sql).
+#include "strategies/sync/sync_ops.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/catalog.h"
+#include "core/metric_hooks.h"
+#include "dialect/dialect.h"
+#include "sqlguard/validate.h"
+#include "strategies/lease/lease_util.h"
+#include "strategies/lease/plans.h"
+
+namespace sqlguard::detail {
+
+using std::chrono::milliseconds;
+
+namespace {
+
+struct Head {
+  std::string kind;
+  std::int64_t permits = 0, fence = 0, writer_until = 0, version = 0, now = 0;
+};
+
+Head read_head(Connection& conn, const std::string& name) {
+  auto r = run(conn, Sql::sync_state, {name});
+  if (r.rows.empty())
+    throw Error(ErrorCode::kInternal, "synchronizer '" + printable(name, 64) + "': its sqlguard_sync row is missing "
+                                      "inside the transaction that wrote it");
+  static constexpr auto kKind = column(Sql::sync_state, "kind");
+  static constexpr auto kPermits = column(Sql::sync_state, "permits");
+  static constexpr auto kFence = column(Sql::sync_state, "fence");
+  static constexpr auto kWriter = column(Sql::sync_state, "writer_until");
+  static constexpr auto kVersion = column(Sql::sync_state, "version");
+  static constexpr auto kNow = column(Sql::sync_state, "db_now_ms");
+  const auto& row = r.rows.front();
+  return Head{cell(row, kKind).as_string(), cell(row, kPermits).as_int(), cell(row, kFence).as_int(),
+              cell(row, kWriter).as_int(),  cell(row, kVersion).as_int(), cell(row, kNow).as_int()};
+}
+
+void check_kind(const Head& h, const std::string& name, std::string_view kind) {
+  if (h.kind == kind) return;
+  auto what = [](std::string_view k) -> std::string {
+    if (k == "semaphore") return "a semaphore";
+    if (k == "rw") return "a read-write lease";
+    if (k == "fair") return "a fair lease's queue";
+    return "'" + std::string(k) + "'";
+  };
+  throw Error(ErrorCode::kInvalidArgument, "'" + printable(name, 64) + "' is " + what(h.kind) + ", not " + what(kind) +
+                                               ": one name is one kind of lock (use another name)");
+}
+
+struct Live {
+  std::int64_t permits = 0, shared = 0;
+  bool exclusive = false;
+  std::int64_t count = 0;
+  std::int64_t earliest_left = 0;  // ms until the first live holding expires
+};
+
+Live read_live(Connection& conn, const std::string& name) {
+  static constexpr auto kMode = column(Sql::sync_holders, "mode");
+  static constexpr auto kPermits = column(Sql::sync_holders, "permits");
+  static constexpr auto kExpire = column(Sql::sync_holders, "expire_at");
+  static constexpr auto kNow = column(Sql::sync_holders, "db_now_ms");
+  Live l;
+  for (const auto& row : run(conn, Sql::sync_holders, {name}).rows) {
+    const std::string mode = cell(row, kMode).as_string();
+    ++l.count;
+    if (mode == "P") l.permits += cell(row, kPermits).as_int();
+    else if (mode == "S") ++l.shared;
+    else l.exclusive = true;
+    const std::int64_t left = cell(row, kExpire).as_int() - cell(row, kNow).as_int();
+    l.earliest_left = l.count == 1 ? left : std::min(l.earliest_left, left);
+  }
+  return l;
+}
+
+// The next fence of `name`: from the sequence, and above the name's last one
+// (two Galera nodes can draw the same NOCACHE value).
+std::int64_t draw_fence(Connection& conn, const Head& h) {
+  auto r = run(conn, Sql::sync_draw, {});
+  if (r.rows.empty())
+    throw Error(ErrorCode::kResourceExhausted,
+                "sqlguard_fence_seq exhausted: every fencing token up to 9223372036854775807 has been issued");
+  static constexpr auto kValue = column(Sql::sync_draw, "value");
+  return std::max(cell(r.rows.front(), kValue).as_int(), h.fence + 1);
+}
+
+}  // namespace
+
+SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
+  require_no_transaction(conn, "acquiring a synchronizer",
+                         "its rows would stay locked and invisible until it commits; use another connection");
+  ++metric::lock_attempts();
+  SyncGrant g;
+  try {
+    Transaction tx(conn, Isolation::kReadCommitted);
+    run(conn, Sql::sync_open, {req.name, std::string(req.kind), req.capacity});
+    const Head h = read_head(conn, req.name);
+    check_kind(h, req.name, req.kind);
+    const Live live = read_live(conn, req.name);
+    g.capacity = h.permits;
+    bool ok = false;
+    switch (req.mode) {
+      case SyncMode::kPermits: ok = live.permits + req.permits <= h.permits; break;
+      case SyncMode::kShared: ok = !live.exclusive && h.writer_until <= h.now; break;
+      case SyncMode::kExclusive: ok = live.count == 0; break;
+    }
+    if (!ok) {
+      if (req.mode == SyncMode::kExclusive && req.intent.count() > 0) {
+        run(conn, Sql::sync_set, {h.fence, static_cast<std::int64_t>(req.intent.count()), req.name});
+        tx.commit();
+      }
+      g.holder_remaining_ms = live.count > 0 ? live.earliest_left : std::max<std::int64_t>(h.writer_until - h.now, 0);
+      ++metric::lock_busy();
+      return g;
+    }
+    run(conn, Sql::sync_purge, {req.name});
+    if (req.mode == SyncMode::kShared) {
+      g.fence = h.fence;  // the last exclusive hold's: shared holders see it
+    } else {
+      g.fence = draw_fence(conn, h);
+      // An exclusive hold withdraws the writers' intent (a writer still
+      // waiting publishes it again at its next attempt).
+      run(conn, Sql::sync_set, {g.fence, std::int64_t{req.mode == SyncMode::kExclusive ? 0 : -1}, req.name});
+    }
+    g.slot = h.version;
+    run(conn, Sql::sync_hold,
+        {req.name, g.slot, std::string(1, static_cast<char>(req.mode)), req.permits, req.owner, g.fence,
+         static_cast<std::int64_t>(req.ttl.count()), static_cast<std::int64_t>(req.min_hold.count())});
+    tx.commit();
+    g.acquired = true;
+    g.expire_at = h.now + req.ttl.count();
+    ++metric::lock_acquired();
+    return g;
+  } catch (const Error& e) {
+    // Two acquires of one name at once: the loser is "not acquired" (a
+    // deadlock victim, a lock wait timeout, a Galera certification failure,
+    // SQLite busy), never an error.
+    if (!is_contention(e) || conn.in_transaction()) throw;
+    ++metric::lock_busy();
+    return SyncGrant{};
+  }
+}
+
+bool sync_release(Connection& conn, const std::string& name, std::int64_t slot, const std::string& owner,
+                  std::int64_t fence) {
+  const bool held = run(conn, Sql::sync_release, {name, slot, owner, fence}).affected > 0;
+  ++(held ? metric::lock_releases() : metric::lock_releases_not_held());
+  return held;
+}
+
+LossCause diagnose_holding(Connection& conn, const std::string& name, std::int64_t slot, const std::string& owner,
+                           std::int64_t fence, bool sent_in_window, std::string* detail) {
+  auto r = run(conn, Sql::sync_read, {name, slot});
+  const std::string what = "holding of '" + name + "' (fence " + std::to_string(fence) + ")";
+  if (r.rows.empty()) {
+    if (sent_in_window) {
+      *detail = what + " was ended by someone else: its row was deleted while it was held (an operator, or a "
+                       "cleanup), not expired";
+      return LossCause::kTakenOver;
+    }
+    *detail = what + " expired and its row was cleaned up";
+    return LossCause::kExpired;
+  }
+  static constexpr auto kOwner = column(Sql::sync_read, "owner");
+  static constexpr auto kFence = column(Sql::sync_read, "fence");
+  static constexpr auto kExpire = column(Sql::sync_read, "expire_at");
+  const auto& row = r.rows.front();
+  const std::int64_t expire_at = cell(row, kExpire).as_int();
+  if (cell(row, kOwner).as_string() != owner || cell(row, kFence).as_int() != fence) {
+    *detail = what + " was replaced by another holding";
+    return LossCause::kTakenOver;
+  }
+  if (sent_in_window && expire_at <= cell(row, column(Sql::sync_read, "db_now_ms")).as_int()) {
+    // Released by someone else (its own release unregisters it first).
+    *detail = what + " was ended by someone else while it was held, not expired";
+    return LossCause::kTakenOver;
+  }
+  *detail = what + " expired before it was renewed";
+  return LossCause::kExpired;
+}
+
+SyncStatus sync_status(Connection& conn, const std::string& name) {
+  validate_name(name, "name");
+  SyncStatus s;
+  auto r = run(conn, Sql::sync_state, {name});
+  if (r.rows.empty()) return s;
+  static constexpr auto kKind = column(Sql::sync_state, "kind");
+  static constexpr auto kPermits = column(Sql::sync_state, "permits");
+  static constexpr auto kFence = column(Sql::sync_state, "fence");
+  static constexpr auto kWriter = column(Sql::sync_state, "writer_until");
+  static constexpr auto kNow = column(Sql::sync_state, "db_now_ms");
+  const auto& row = r.rows.front();
+  s.exists = true;
+  s.kind = cell(row, kKind).as_string();
+  s.permits = cell(row, kPermits).as_int();
+  s.fence = cell(row, kFence).as_int();
+  s.writer_waiting = cell(row, kWriter).as_int() > cell(row, kNow).as_int();
+  const Live live = read_live(conn, name);
+  s.in_use = live.permits;
+  s.shared = live.shared;
+  s.exclusive = live.exclusive;
+  return s;
+}
+
+void sync_set_permits(Connection& conn, const std::string& name, std::int64_t permits) {
+  require_no_transaction(conn, "changing a semaphore's permits", "use another connection");
+  with_reconnect(conn, milliseconds(0), "changing semaphore permits", [&](int) {
+    Transaction tx(conn, Isolation::kReadCommitted);
+    run(conn, Sql::sync_open, {name, std::string("semaphore"), permits});
+    const Head h = read_head(conn, name);
+    check_kind(h, name, "semaphore");
+    run(conn, Sql::sync_set_permits, {permits, name});
+    tx.commit();
+  });
+}
+
+std::vector<bool> renew_holdings(Connection& conn, std::span<const RowRenewal> rows) {
+  const auto renewed = conn.dialect().plans().renew->renew_holdings(conn, rows);
+  std::vector<bool> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    const bool ok = renewed.count({r.name, r.key}) > 0;
+    if (ok) ++metric::lock_renewals();
+    out.push_back(ok);
+  }
+  return out;
+}
+
+void renew_places(Connection& conn, std::span<const RowRenewal> rows) {
+  if (rows.empty()) return;
+  std::size_t places = 1;
+  while (places < rows.size()) places *= 2;
+  places = std::min(places, kMaxRenewalBatch);
+  const Catalog& cat = catalog(conn);
+  const std::string sql =
+      cat.render(Sql::fair_renew_batch, {{"refs", std::vector<std::string>(places, cat.render(Sql::fair_ref, {}))}});
+  Params values;
+  values.reserve(places * 4);
+  for (const auto& r : rows) {
+    values.emplace_back(r.name);
+    values.emplace_back(r.key);
+    values.emplace_back(r.owner);
+    values.emplace_back(static_cast<std::int64_t>(r.ttl.count()));
+  }
+  for (std::size_t i = rows.size(); i < places; ++i) {
+    values.emplace_back(std::string());
+    values.emplace_back(std::int64_t{0});
+    values.emplace_back(std::string());
+    values.emplace_back(std::int64_t{0});
+  }
+  run_rendered(conn, Sql::fair_renew_batch, sql, values);
+}
+
+std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::string& owner, milliseconds place_ttl) {
+  require_no_transaction(conn, "joining a fair lease's queue", "use another connection");
+  for (int attempt = 0;; ++attempt) {
+    try {
+      Transaction tx(conn, Isolation::kReadCommitted);
+      run(conn, Sql::sync_open, {name, std::string("fair"), std::int64_t{0}});
+      const Head h = read_head(conn, name);
+      check_kind(h, name, "fair");
+      run(conn, Sql::fair_purge, {name});
+      run(conn, Sql::fair_enqueue, {name, h.version, owner, static_cast<std::int64_t>(place_ttl.count())});
+      tx.commit();
+      return h.version;
+    } catch (const Error& e) {
+      // Two waiters arriving at once (a deadlock victim, a Galera
+      // certification failure): the loser takes the next ticket.
+      if (!is_contention(e) || conn.in_transaction() || attempt >= 20) throw;
+      std::this_thread::sleep_for(jitter(milliseconds(2 << std::min(attempt, 6))));
+    }
+  }
+}
+
+FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner) {
+  auto r = run(conn, Sql::fair_gate, {name, ticket, owner});
+  static constexpr auto kMine = column(Sql::fair_gate, "mine");
+  static constexpr auto kAhead = column(Sql::fair_gate, "ahead");
+  const auto& row = r.rows.at(0);
+  return FairTurn{cell(row, kMine).as_int() > 0, cell(row, kAhead).as_int()};
+}
+
+void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner) {
+  run(conn, Sql::fair_leave, {name, ticket, owner});
+}
+
+}  // namespace sqlguard::detail

@@ -1,0 +1,106 @@
+// Internal: the acquire protocol of the synchronizers (semaphore.h,
+// read_write_lease.h) and the fair lease's queue (LeaseOptions::fair), on the
+// statements of sql/<dialect>/sync.sql. One transaction per attempt: the
+// name's sqlguard_sync row is written first (serializing acquires of the
+// name; conflicting at certification on Galera), then what is live is read on
+// the database clock and the strategy decides here.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sqlguard/connection.h"
+#include "sqlguard/lease_lock.h"
+
+namespace sqlguard::detail {
+
+// What a holding is: permits of a semaphore, or a shared / exclusive hold of
+// a read-write lease (the holder row's mode column).
+enum class SyncMode : char { kPermits = 'P', kShared = 'S', kExclusive = 'X' };
+
+struct SyncRequest {
+  const std::string& name;
+  std::string_view kind;      // "semaphore" or "rw" (the sqlguard_sync row's kind)
+  SyncMode mode;
+  std::int64_t permits;       // permits wanted (kPermits); 1 otherwise
+  std::int64_t capacity;      // semaphore: its permit count if the name is new; 0 otherwise
+  const std::string& owner;
+  std::chrono::milliseconds ttl, min_hold;
+  // kExclusive, when busy: the writer's intent is published until now +
+  // intent (new shared holders wait); 0 = publish none.
+  std::chrono::milliseconds intent{0};
+};
+
+struct SyncGrant {
+  bool acquired = false;
+  std::int64_t slot = 0, fence = 0;
+  std::int64_t expire_at = 0;          // DB clock (at least this late)
+  std::int64_t holder_remaining_ms = 0;  // busy: the earliest live holder's expiry from now
+  std::int64_t capacity = 0;           // semaphore: its permit count
+};
+
+// One attempt (one transaction). Contention (a deadlock victim, a Galera
+// certification failure, SQLite busy) is "not acquired". Throws
+// kInvalidArgument when the name is a synchronizer of another kind.
+SyncGrant sync_attempt(Connection& conn, const SyncRequest& req);
+// Owner-, slot- and fence-checked release; true if it was still held.
+bool sync_release(Connection& conn, const std::string& name, std::int64_t slot, const std::string& owner,
+                  std::int64_t fence);
+// Why a holding is no longer held. `sent_in_window`: the renewal that found
+// it gone was sent inside its trust window, which ends before its expiry on
+// the database clock: a missing row was then deleted by someone (an operator,
+// a cleanup with no grace), not expired.
+LossCause diagnose_holding(Connection& conn, const std::string& name, std::int64_t slot, const std::string& owner,
+                           std::int64_t fence, bool sent_in_window, std::string* detail);
+
+// A synchronizer as it stands now.
+struct SyncStatus {
+  bool exists = false;
+  std::string kind;
+  std::int64_t permits = 0;        // semaphore: the count
+  std::int64_t in_use = 0;         // semaphore: permits held by live holders
+  std::int64_t shared = 0;         // rw: live shared holders
+  bool exclusive = false;          // rw: a live exclusive holder
+  bool writer_waiting = false;     // rw: a waiting writer's intent is live
+  std::int64_t fence = 0;          // the last fence granted (rw: of the last exclusive hold)
+};
+SyncStatus sync_status(Connection& conn, const std::string& name);
+// Sets a semaphore's permit count (creating it with that count); throws
+// kInvalidArgument when the name is another kind.
+void sync_set_permits(Connection& conn, const std::string& name, std::int64_t permits);
+
+// One row the lock client's renewer keeps alive besides leases: a holding
+// (key = slot) or a fair waiter's queue place (key = ticket, fence unused).
+struct RowRenewal {
+  std::string name;
+  std::int64_t key = 0;
+  std::string owner;
+  std::int64_t fence = 0;
+  std::chrono::milliseconds ttl{};
+};
+// Renews holdings (at most kMaxRenewalBatch, distinct (name, slot)) with the
+// dialect's renew plan; answers, in order, whether each was still held.
+std::vector<bool> renew_holdings(Connection& conn, std::span<const RowRenewal> rows);
+// Extends live queue places (at most kMaxRenewalBatch); a place that expired
+// stays gone (its waiter finds out at its next turn).
+void renew_places(Connection& conn, std::span<const RowRenewal> rows);
+
+// ---- the fair lease's queue ---------------------------------------------------
+// Takes a place at the tail: the database assigns the ticket (one at a time
+// per name, in commit order). Returns the ticket.
+std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::string& owner,
+                          std::chrono::milliseconds place_ttl);
+struct FairTurn {
+  bool place_live = false;   // the caller's place is still there
+  std::int64_t ahead = 0;    // live places with a lower ticket
+};
+// A plain read: whether it is the caller's turn. ticket = INT64_MAX asks
+// whether anyone waits (try_acquire of a fair lease).
+FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner);
+void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner);
+
+}  // namespace sqlguard::detail

@@ -1,0 +1,607 @@
+// The synchronizers beyond the mutex (issue 28): Semaphore (semaphore.h),
+// ReadWriteLease (read_write_lease.h) and the fair lease (LeaseOptions::fair),
+// on every dialect (and through PgBouncer / on Galera in those steps). Each
+// invariant has a negative control showing its check can fire.
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
+#include "sqlguard/read_write_lease.h"
+#include "sqlguard/semaphore.h"
+#include "test_context.h"
+#include "test_helpers.h"
+
+using namespace sqlguard;
+using namespace std::chrono_literals;
+using sgtest::code_of;
+using sgtest::ctx;
+using sgtest::eventually;
+
+namespace {
+
+LeaseOptions opts(std::chrono::milliseconds ttl = 3s) {
+  LeaseOptions o;
+  o.ttl = ttl;
+  o.backoff_max = 50ms;
+  return o;
+}
+
+// Most holders seen at once by `threads` workers that each take `n` permits of
+// `permits` (through two clients) `rounds` times, holding a moment.
+int most_at_once(const std::string& name, std::int64_t permits, int threads, int rounds) {
+  auto a = LockClient::create(ctx().uri);
+  auto b = LockClient::create(ctx().uri);
+  std::atomic<int> inside{0}, most{0}, failures{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      try {
+        Semaphore sem(t % 2 ? a : b, name, permits, opts());
+        for (int r = 0; r < rounds; ++r) {
+          if (!sem.acquire(1, 20s)) {
+            ++failures;
+            continue;
+          }
+          const int now = ++inside;
+          int seen = most.load();
+          while (now > seen && !most.compare_exchange_weak(seen, now)) {
+          }
+          std::this_thread::sleep_for(3ms);
+          --inside;
+          sem.release();
+        }
+      } catch (const std::exception& e) {
+        ++failures;
+        UNSCOPED_INFO("worker " << t << ": " << e.what());
+      }
+    });
+  for (auto& t : ts) t.join();
+  REQUIRE(failures == 0);
+  return most;
+}
+
+}  // namespace
+
+// ---- Semaphore -------------------------------------------------------------------
+
+TEST_CASE("a semaphore of 3 permits admits 3 holders and refuses a fourth until one releases", "[semaphore]") {
+  auto client = LockClient::create(ctx().uri);
+  auto other = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("sem3");
+  std::vector<std::unique_ptr<Semaphore>> sems;
+  for (int i = 0; i < 4; ++i) sems.push_back(std::make_unique<Semaphore>(i % 2 ? client : other, name, 3, opts()));
+  CHECK(sems[0]->try_acquire());
+  CHECK(sems[1]->try_acquire());
+  CHECK(sems[2]->try_acquire());
+  CHECK_FALSE(sems[3]->try_acquire());
+  auto probe = ctx().connect();
+  auto info = synchronizer_info(*probe, name);
+  CHECK(info.kind == "semaphore");
+  CHECK(info.permits == 3);
+  CHECK(info.in_use == 3);
+  // Each holding has its own owner token and an increasing fence.
+  CHECK(sems[0]->owner() != sems[1]->owner());
+  CHECK(sems[0]->fence() < sems[1]->fence());
+  CHECK(sems[1]->fence() < sems[2]->fence());
+  CHECK(sems[1]->release());
+  CHECK(sems[3]->try_acquire());
+  CHECK(sems[3]->fence() > sems[2]->fence());
+  for (int i : {0, 2, 3}) CHECK(sems[i]->release());
+  CHECK(synchronizer_info(*probe, name).in_use == 0);
+}
+
+TEST_CASE("acquire(n) takes n permits at once or none", "[semaphore]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("semn");
+  Semaphore a(client, name, 5, opts()), b(client, name, 5, opts());
+  REQUIRE(a.try_acquire(3));
+  CHECK(a.held_permits() == 3);
+  CHECK_FALSE(b.try_acquire(3));  // 3 + 3 > 5: none taken
+  auto probe = ctx().connect();
+  CHECK(synchronizer_info(*probe, name).in_use == 3);
+  CHECK(b.try_acquire(2));
+  CHECK(synchronizer_info(*probe, name).in_use == 5);
+  CHECK(a.release());
+  CHECK(b.release());
+}
+
+TEST_CASE("concurrent holders of a semaphore never exceed its permits; with more permits the same check sees more",
+          "[semaphore]") {
+  const int threads = ctx().is_sqlite() ? 6 : 8;
+  const int rounds = ctx().is_sqlite() ? 8 : 15;
+  const int most3 = most_at_once(ctx().unique("semmax"), 3, threads, rounds);
+  CHECK(most3 <= 3);
+  // Negative control: the counter sees more than 3 holders at once when the
+  // semaphore allows it, so "<= 3" above could have failed.
+  const int most6 = most_at_once(ctx().unique("semmax6"), 6, threads, rounds);
+  CHECK(most6 > 3);
+}
+
+TEST_CASE("a dead holder's permits come back when its holding expires", "[semaphore]") {
+  const std::string name = ctx().unique("semdead");
+  const std::string uri = ctx().uri;
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      // A new process-wide client in the child; it dies holding: _exit runs
+      // no destructor, so the holding stays until it expires.
+      Semaphore sem(uri, name, 1, opts(1s), Watchdog::kOff);
+      ::_exit(sem.try_acquire() ? 0 : 20);
+    } catch (...) {
+      ::_exit(21);
+    }
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  auto client = LockClient::create(ctx().uri);
+  Semaphore sem(client, name, 1, opts());
+  CHECK_FALSE(sem.try_acquire());  // the dead holder's permit is still live
+  CHECK(sem.acquire(1, 10s));      // and comes back at its expiry
+  CHECK(sem.release());
+}
+
+TEST_CASE("a semaphore's permits change at runtime; shrinking waits for holders to leave", "[semaphore]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("semresize");
+  std::vector<std::unique_ptr<Semaphore>> s;
+  for (int i = 0; i < 4; ++i) s.push_back(std::make_unique<Semaphore>(client, name, 3, opts()));
+  for (int i = 0; i < 3; ++i) REQUIRE(s[i]->try_acquire());
+  s[0]->set_permits(1);
+  auto probe = ctx().connect();
+  CHECK(synchronizer_info(*probe, name).permits == 1);
+  CHECK(s[1]->owns());  // holders above the new count keep their permits
+  CHECK(s[0]->release());
+  CHECK_FALSE(s[3]->try_acquire());  // 2 held, count 1
+  CHECK(s[1]->release());
+  CHECK_FALSE(s[3]->try_acquire());  // 1 held, count 1
+  CHECK(s[2]->release());
+  CHECK(s[3]->try_acquire());
+  CHECK_FALSE(s[0]->try_acquire());
+  s[0]->set_permits(2);  // growing lets one more in at once
+  CHECK(s[0]->try_acquire());
+  CHECK(s[0]->release());
+  CHECK(s[3]->release());
+}
+
+TEST_CASE("a semaphore holding is renewed by the client and reported lost once when its row is deleted",
+          "[semaphore]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("semrenew");
+  std::atomic<int> lost{0};
+  std::optional<LossCause> cause;
+  std::mutex mu;
+  LeaseOptions o = opts(1200ms);
+  o.on_lost = [&](const LeaseLoss& l) {
+    ++lost;
+    std::lock_guard<std::mutex> lk(mu);
+    cause = l.cause;
+  };
+  Semaphore kept(client, name, 2, opts(1200ms)), doomed(client, name, 2, o);
+  REQUIRE(kept.try_acquire());
+  REQUIRE(doomed.try_acquire());
+  std::this_thread::sleep_for(2500ms);  // two ttls: only renewals keep them
+  CHECK(kept.owns());
+  CHECK(doomed.owns());
+  CHECK(client->stats().held_leases == 2);
+  sgtest::exec("DELETE FROM sqlguard_sync_holder WHERE name = ? AND fence = ?", {name, doomed.fence()});
+  CHECK(eventually([&] { return lost.load() > 0; }, 10s));
+  std::this_thread::sleep_for(1500ms);
+  CHECK(lost == 1);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    CHECK(cause == LossCause::kTakenOver);
+  }
+  CHECK_FALSE(doomed.owns());
+  CHECK(kept.owns());  // lost independently
+  CHECK_FALSE(doomed.release());
+  CHECK(kept.release());
+}
+
+TEST_CASE("a semaphore waiter is woken by a release of the same client and gets the permit", "[semaphore]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("semwait");
+  LeaseOptions o = opts();
+  o.backoff_max = 5s;  // a nap that only the wake-up can cut short
+  Semaphore holder(client, name, 1, o), waiter(client, name, 1, o);
+  REQUIRE(holder.try_acquire());
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(1, 30s); });
+  std::this_thread::sleep_for(300ms);
+  CHECK(got.wait_for(0ms) == std::future_status::timeout);
+  CHECK(holder.release());
+  REQUIRE(got.wait_for(20s) == std::future_status::ready);
+  CHECK(got.get());
+  CHECK(waiter.release());
+}
+
+TEST_CASE("semaphore bad input is refused with a clear error and sends nothing", "[semaphore]") {
+  auto client = LockClient::create(ctx().uri);
+  std::string what;
+  CHECK(code_of([&] { Semaphore s(client, ctx().unique("bad"), 0); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(what.find("permits") != std::string::npos);
+  CHECK(code_of([&] { Semaphore s(client, "", 2); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { Semaphore s(client, std::string(256, 'x'), 2); }) == ErrorCode::kInvalidArgument);
+  Semaphore ok(client, ctx().unique("badn"), 2, opts());
+  CHECK(code_of([&] { ok.try_acquire(0); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { ok.try_acquire(2000000); }) == ErrorCode::kInvalidArgument);
+  LeaseOptions fair;
+  fair.fair = true;
+  CHECK(code_of([&] { Semaphore s(client, ctx().unique("badfair"), 2, fair); }) == ErrorCode::kInvalidArgument);
+  // One name is one kind of lock.
+  const std::string name = ctx().unique("kind");
+  ReadWriteLease rw(client, name, opts());
+  REQUIRE(rw.try_acquire(LeaseMode::kShared));
+  Semaphore same(client, name, 2, opts());
+  CHECK(code_of([&] { same.try_acquire(); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(what.find("read-write lease") != std::string::npos);
+  CHECK(rw.release());
+  // A handle holds one holding at a time.
+  REQUIRE(ok.try_acquire(1));
+  CHECK(ok.try_acquire(1));  // re-entrant: same n
+  CHECK(ok.hold_count() == 2);
+  CHECK(code_of([&] { ok.try_acquire(2); }) == ErrorCode::kInvalidArgument);
+  CHECK(ok.release());
+  CHECK(ok.release());
+  CHECK(ok.hold_count() == 0);
+}
+
+TEST_CASE("SemaphoreGuard holds permits for its scope and throws kLockBusy when none are free", "[semaphore]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("semguard");
+  Semaphore a(client, name, 1, opts()), b(client, name, 1, opts());
+  {
+    SemaphoreGuard g(a);
+    CHECK(g.owns());
+    CHECK(code_of([&] { SemaphoreGuard g2(b, 1, 50ms); }) == ErrorCode::kLockBusy);
+  }
+  SemaphoreGuard g3(b);
+  CHECK(g3.owns());
+}
+
+// ---- ReadWriteLease ------------------------------------------------------------------
+
+TEST_CASE("a read-write lease has many shared holders or one exclusive holder", "[rw-lease]") {
+  auto client = LockClient::create(ctx().uri);
+  auto other = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("rw");
+  ReadWriteLease r1(client, name, opts()), r2(other, name, opts()), w(other, name, opts()), w2(client, name, opts());
+  REQUIRE(r1.try_acquire(LeaseMode::kShared));
+  REQUIRE(r2.try_acquire(LeaseMode::kShared));
+  CHECK(r1.mode() == LeaseMode::kShared);
+  CHECK_FALSE(w.try_acquire(LeaseMode::kExclusive));
+  auto probe = ctx().connect();
+  auto info = synchronizer_info(*probe, name);
+  CHECK(info.shared == 2);
+  CHECK_FALSE(info.exclusive);
+  CHECK(r1.release());
+  CHECK(r2.release());
+  REQUIRE(w.try_acquire(LeaseMode::kExclusive));
+  CHECK_FALSE(r1.try_acquire(LeaseMode::kShared));
+  CHECK_FALSE(w2.try_acquire(LeaseMode::kExclusive));
+  CHECK(synchronizer_info(*probe, name).exclusive);
+  CHECK(w.release());
+  CHECK(r1.try_acquire(LeaseMode::kShared));
+  CHECK(r1.release());
+}
+
+TEST_CASE("the fence increases per exclusive acquisition and shared holders see the last one", "[rw-lease]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("rwfence");
+  ReadWriteLease a(client, name, opts()), b(client, name, opts());
+  REQUIRE(a.try_acquire(LeaseMode::kExclusive));
+  const std::int64_t f1 = a.fence();
+  CHECK(a.release());
+  REQUIRE(b.try_acquire(LeaseMode::kShared));
+  CHECK(b.fence() == f1);
+  REQUIRE(a.try_acquire(LeaseMode::kShared));
+  CHECK(a.fence() == f1);
+  CHECK(a.release());
+  CHECK(b.release());
+  REQUIRE(a.try_acquire(LeaseMode::kExclusive));
+  CHECK(a.fence() > f1);
+  const std::int64_t f2 = a.fence();
+  CHECK(a.release());
+  REQUIRE(b.try_acquire(LeaseMode::kShared));
+  CHECK(b.fence() == f2);
+  CHECK(b.release());
+}
+
+TEST_CASE("a waiting writer blocks new readers (writer preference); without one a reader joins", "[rw-lease]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("rwpref");
+  ReadWriteLease r1(client, name, opts()), r2(client, name, opts()), w(client, name, opts());
+  REQUIRE(r1.try_acquire(LeaseMode::kShared));
+  // Negative control: with no writer waiting, a second reader joins at once.
+  REQUIRE(r2.try_acquire(LeaseMode::kShared));
+  CHECK(r2.release());
+  auto writer = std::async(std::launch::async, [&] { return w.acquire(LeaseMode::kExclusive, 30s); });
+  auto probe = ctx().connect();
+  REQUIRE(eventually([&] { return synchronizer_info(*probe, name).writer_waiting; }, 10s));
+  CHECK_FALSE(r2.try_acquire(LeaseMode::kShared));  // the waiting writer goes first
+  CHECK(r1.release());
+  REQUIRE(writer.wait_for(20s) == std::future_status::ready);
+  CHECK(writer.get());
+  CHECK_FALSE(synchronizer_info(*probe, name).writer_waiting);  // withdrawn by the exclusive acquisition
+  CHECK(w.release());
+  CHECK(r2.try_acquire(LeaseMode::kShared));
+  CHECK(r2.release());
+}
+
+TEST_CASE("concurrent shared and exclusive holders never overlap; the checker sees overlaps when they are allowed",
+          "[rw-lease]") {
+  auto run = [](const std::string& writers_name, const std::string& readers_name) {
+    auto a = LockClient::create(ctx().uri);
+    auto b = LockClient::create(ctx().uri);
+    std::atomic<int> readers{0}, writers{0}, violations{0}, failures{0}, shared_seen{0};
+    std::vector<std::thread> ts;
+    const int threads = ctx().is_sqlite() ? 6 : 8;
+    const int rounds = ctx().is_sqlite() ? 8 : 14;
+    for (int t = 0; t < threads; ++t)
+      ts.emplace_back([&, t] {
+        try {
+          const bool writer = t % 3 == 0;
+          ReadWriteLease l(t % 2 ? a : b, writer ? writers_name : readers_name, opts());
+          for (int r = 0; r < rounds; ++r) {
+            if (!l.acquire(writer ? LeaseMode::kExclusive : LeaseMode::kShared, 20s)) {
+              ++failures;
+              continue;
+            }
+            if (writer) {
+              if (++writers > 1 || readers.load() > 0) ++violations;
+            } else {
+              if (++readers > 1) ++shared_seen;
+              if (writers.load() > 0) ++violations;
+            }
+            std::this_thread::sleep_for(2ms);
+            --(writer ? writers : readers);
+            l.release();
+          }
+        } catch (const std::exception& e) {
+          ++failures;
+          UNSCOPED_INFO("worker " << t << ": " << e.what());
+        }
+      });
+    for (auto& t : ts) t.join();
+    REQUIRE(failures == 0);
+    return std::make_pair(violations.load(), shared_seen.load());
+  };
+  const std::string name = ctx().unique("rwmix");
+  auto [violations, shared_seen] = run(name, name);
+  CHECK(violations == 0);
+  CHECK(shared_seen > 0);  // readers did share
+  // Negative control: writers and readers on different names are not
+  // excluded, and the same checker counts the overlaps.
+  auto [control, unused] = run(ctx().unique("rwmix_w"), ctx().unique("rwmix_r"));
+  CHECK(control > 0);
+}
+
+TEST_CASE("each read-write holder is renewed and lost independently", "[rw-lease]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("rwlost");
+  std::atomic<int> lost_a{0}, lost_b{0};
+  LeaseOptions oa = opts(1200ms), ob = opts(1200ms);
+  oa.on_lost = [&](const LeaseLoss&) { ++lost_a; };
+  ob.on_lost = [&](const LeaseLoss&) { ++lost_b; };
+  ReadWriteLease a(client, name, oa), b(client, name, ob);
+  REQUIRE(a.try_acquire(LeaseMode::kShared));
+  REQUIRE(b.try_acquire(LeaseMode::kShared));
+  std::this_thread::sleep_for(2500ms);
+  CHECK(a.owns());
+  CHECK(b.owns());
+  sgtest::exec("DELETE FROM sqlguard_sync_holder WHERE name = ? AND owner = ?", {name, a.owner()});
+  CHECK(eventually([&] { return lost_a.load() > 0; }, 10s));
+  std::this_thread::sleep_for(1000ms);
+  CHECK(lost_a == 1);
+  CHECK(lost_b == 0);
+  CHECK(b.owns());
+  CHECK(b.release());
+}
+
+TEST_CASE("a read-write handle is re-entrant in its mode and never changes mode while holding", "[rw-lease]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("rwreent");
+  ReadWriteLease a(client, name, opts());
+  {
+    ReadWriteGuard g(a, LeaseMode::kShared);
+    CHECK(a.try_acquire(LeaseMode::kShared));
+    CHECK(a.hold_count() == 2);
+    CHECK(code_of([&] { a.try_acquire(LeaseMode::kExclusive); }) == ErrorCode::kInvalidArgument);
+    CHECK(a.release());
+  }
+  CHECK(a.hold_count() == 0);
+  ReadWriteGuard w(a, LeaseMode::kExclusive);
+  CHECK(w.owns());
+}
+
+// ---- fair lease ---------------------------------------------------------------------------
+
+namespace {
+LeaseOptions fair_opts(std::chrono::milliseconds ttl = 5s) {
+  LeaseOptions o = opts(ttl);
+  o.fair = true;
+  return o;
+}
+
+// The positions of `grants` that came before a grant of a smaller arrival
+// number (arrivals are 0, 1, 2, ...): FIFO keeps none.
+int out_of_order(const std::vector<int>& grants) {
+  int bad = 0;
+  for (std::size_t i = 1; i < grants.size(); ++i)
+    if (grants[i] < grants[i - 1]) ++bad;
+  return bad;
+}
+}  // namespace
+
+TEST_CASE("the FIFO checker counts a grant that overtook an earlier arrival", "[fair-lease]") {
+  CHECK(out_of_order({0, 1, 2, 3}) == 0);
+  CHECK(out_of_order({0, 2, 1, 3}) == 1);
+}
+
+TEST_CASE("a fair lease serves waiters in arrival order, across clients", "[fair-lease]") {
+  auto a = LockClient::create(ctx().uri);
+  auto b = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("fairorder");
+  LeaseLock holder(a, name, fair_opts());
+  REQUIRE(holder.try_acquire());
+  const int n = 6;
+  std::vector<std::unique_ptr<LeaseLock>> waiters;
+  for (int i = 0; i < n; ++i) waiters.push_back(std::make_unique<LeaseLock>(i % 2 ? a : b, name, fair_opts()));
+  std::mutex mu;
+  std::vector<int> grants;
+  std::vector<std::thread> ts;
+  auto probe = ctx().connect();
+  for (int i = 0; i < n; ++i) {
+    ts.emplace_back([&, i] {
+      if (waiters[i]->acquire(30s)) {
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          grants.push_back(i);
+        }
+        std::this_thread::sleep_for(20ms);
+        waiters[i]->release();
+      }
+    });
+    // Arrival i has its place before arrival i + 1 starts.
+    REQUIRE(eventually(
+        [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == i + 1; },
+        10s));
+  }
+  CHECK(holder.release());
+  for (auto& t : ts) t.join();
+  INFO("grant order: " << [&] {
+    std::string s;
+    for (int g : grants) s += std::to_string(g) + " ";
+    return s;
+  }());
+  CHECK(grants.size() == static_cast<std::size_t>(n));
+  CHECK(out_of_order(grants) == 0);
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 0);
+}
+
+TEST_CASE("a fair holder that releases cannot re-take while others wait; an unfair one can", "[fair-lease]") {
+  // Each round: a waiter of another client waits, the holder releases and
+  // at once tries again. Counted over rounds: the unfair lease's re-take
+  // races the woken waiter, so the negative control asks for one re-take in
+  // up to 10 rounds; the fair lease must never re-take.
+  auto retakes = [](bool fair, int rounds) {
+    auto a = LockClient::create(ctx().uri);
+    auto b = LockClient::create(ctx().uri);
+    const std::string name = ctx().unique(fair ? "fairretake" : "unfairretake");
+    LeaseOptions o = fair ? fair_opts() : opts(5s);
+    o.backoff_max = 2s;
+    LeaseLock holder(a, name, o), waiter(b, name, o);
+    int n = 0;
+    for (int r = 0; r < rounds; ++r) {
+      REQUIRE(holder.acquire(20s));
+      auto w = std::async(std::launch::async, [&] {
+        const bool ok = waiter.acquire(30s);
+        if (ok) waiter.release();
+        return ok;
+      });
+      if (fair) {
+        REQUIRE(eventually(
+            [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 1; },
+            10s));
+      } else {
+        std::this_thread::sleep_for(200ms);  // the waiter has tried and naps
+      }
+      REQUIRE(holder.release());
+      if (holder.try_acquire()) {
+        ++n;
+        holder.release();
+      }
+      REQUIRE(w.wait_for(20s) == std::future_status::ready);
+      CHECK(w.get());
+      if (!fair && n > 0) break;
+    }
+    return n;
+  };
+  CHECK(retakes(true, 3) == 0);
+  CHECK(retakes(false, 10) > 0);  // negative control
+}
+
+TEST_CASE("a fair waiter that gives up leaves the queue; the next one is served at once", "[fair-lease]") {
+  auto a = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("fairgiveup");
+  LeaseOptions o = fair_opts();
+  o.place_ttl = 20s;  // a place left behind would block the queue this long
+  LeaseLock holder(a, name, o), quitter(a, name, o), patient(a, name, o);
+  REQUIRE(holder.try_acquire());
+  auto q = std::async(std::launch::async, [&] { return quitter.acquire(400ms); });
+  REQUIRE(eventually(
+      [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 1; }, 10s));
+  auto p = std::async(std::launch::async, [&] { return patient.acquire(30s); });
+  CHECK_FALSE(q.get());
+  REQUIRE(eventually(
+      [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 1; }, 10s));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(holder.release());
+  REQUIRE(p.wait_for(15s) == std::future_status::ready);
+  CHECK(p.get());
+  // Served without waiting for the quitter's place to expire (20 s).
+  CHECK(std::chrono::steady_clock::now() - t0 < 15s);
+  CHECK(patient.release());
+}
+
+TEST_CASE("a dead fair waiter's place expires on the database clock and the queue moves on", "[fair-lease]") {
+  const std::string name = ctx().unique("fairdead");
+  const std::string uri = ctx().uri;
+  auto a = LockClient::create(ctx().uri);
+  LeaseOptions o = fair_opts();
+  o.place_ttl = 600ms;
+  LeaseLock holder(a, name, o), next(a, name, o);
+  REQUIRE(holder.try_acquire());
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      LeaseLock w(uri, name, o, Watchdog::kOn);
+      w.acquire(60s);  // waits in the queue until killed
+    } catch (...) {
+    }
+    ::_exit(3);
+  }
+  REQUIRE(eventually(
+      [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 1; }, 10s));
+  auto n = std::async(std::launch::async, [&] { return next.acquire(30s); });
+  REQUIRE(eventually(
+      [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 2; }, 10s));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(holder.release());
+  REQUIRE(n.wait_for(20s) == std::future_status::ready);
+  CHECK(n.get());
+  CHECK(next.release());
+}
+
+TEST_CASE("a fair lease keeps fencing, re-entrancy and try_acquire when nobody waits", "[fair-lease]") {
+  auto a = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("fairbasic");
+  LeaseLock l(a, name, fair_opts()), m(a, name, fair_opts());
+  REQUIRE(l.try_acquire());
+  const std::int64_t f1 = l.fence();
+  CHECK(l.try_acquire());
+  CHECK(l.hold_count() == 2);
+  CHECK(l.release());
+  CHECK(l.release());
+  REQUIRE(m.try_acquire());
+  CHECK(m.fence() > f1);
+  CHECK(m.release());
+  auto conn = ctx().connect();
+  CHECK(code_of([&] { LeaseLock borrowed(*conn, name, fair_opts()); }) == ErrorCode::kNotSupported);
+  LeaseOptions bad;
+  bad.place_ttl = 1s;  // without fair
+  CHECK(code_of([&] { LeaseLock x(a, name, bad); }) == ErrorCode::kInvalidArgument);
+}

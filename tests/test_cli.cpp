@@ -2,10 +2,12 @@
 // or after the subcommand, one JSON object per line for every outcome with
 // --json, exit 2 for a bad command line or value, never an abort on bad
 // bytes, and terminal-safe human output. Real processes of the real binary.
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -528,4 +530,57 @@ TEST_CASE("an authentication error keeps the user name and masks only the passwo
   CHECK(e["code"] == "unauthenticated");
   // Quoted as the server quotes it: "user" (PostgreSQL), 'user' (MySQL).
   CHECK((message.find("\"" + user + "\"") != std::string::npos || message.find("'" + user + "'") != std::string::npos));
+}
+
+TEST_CASE("elect refuses an empty or 256-byte NAME and a missing CMD with exit 2 naming the argument, before it "
+          "campaigns",
+          "[cli][elect]") {
+  const std::string& db = ctx().uri;
+  char dir[] = "/tmp/sgtest-elect-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  const std::string marker = std::string(dir) + "/started";
+  auto message_of = [](const Run& r) {
+    auto lines = json_lines(r.out);
+    return lines.empty() ? std::string() : lines[0]["error"].value("message", "");
+  };
+  auto empty = cli({"--json", "--db", db, "elect", "", "--", "/bin/sh", "-c", "touch " + marker});
+  check_usage_error(empty, "NAME");
+  CHECK_THAT(message_of(empty), Catch::Matchers::Contains("empty"));
+  auto longer = cli({"--json", "--db", db, "elect", std::string(256, 'n'), "--", "/bin/sh", "-c", "touch " + marker});
+  check_usage_error(longer, "NAME");
+  CHECK_THAT(message_of(longer), Catch::Matchers::Contains("256 bytes"));
+  auto no_cmd = cli({"--json", "--db", db, "elect", ctx().unique("elect")});
+  check_usage_error(no_cmd);
+  CHECK_THAT(message_of(no_cmd), Catch::Matchers::Contains("CMD"));
+  check_usage_error(cli({"--json", "--db", db, "elect"}));
+  check_usage_error(cli({"--json", "--db", db, "elect", "x", "--wait", "soon", "--", "/bin/true"}), "--wait");
+  check_usage_error(cli({"--json", "--db", db, "elect", "x", "--ttl", "5ms", "--", "/bin/true"}), "--ttl");
+  check_usage_error(cli({"--json", "--db", db, "elect", "x", "--candidate", std::string(250, 'c'), "--", "/bin/true"}),
+                    "--candidate");
+  check_usage_error(cli({"--json", "--db", db, "elect", "x", "--conflict-exit-code", "256", "--", "/bin/true"}));
+  // run's --lock is checked the same way (it was blamed on --db before).
+  check_usage_error(cli({"--json", "--db", db, "run", "--lock", "", "--", "/bin/sh", "-c", "touch " + marker}),
+                    "--lock");
+  CHECK_FALSE(std::filesystem::exists(marker));  // nothing ran
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("elect --json prints exactly one JSON object with the term, and returns CMD's status", "[cli][elect]") {
+  const std::string& db = ctx().uri;
+  const auto election = ctx().unique("electjson");
+  auto r = cli({"--json", "--db", db, "elect", election, "--", "/bin/sh", "-c", "echo $SQLGUARD_TERM >&2; exit 7"});
+  CHECK(r.rc == 7);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["election"] == election);
+  CHECK(lines[0]["elected"] == true);
+  CHECK(lines[0]["lost"] == false);
+  CHECK(lines[0]["exit_code"] == 7);
+  const auto term = lines[0]["term"].get<std::int64_t>();
+  CHECK(term > 0);
+  CHECK_FALSE(lines[0]["owner"].get<std::string>().empty());
+  // Resigned: the lease is free, and the next leader's term is larger.
+  auto again = cli({"--json", "--db", db, "elect", election, "--wait", "0s", "--", "/bin/true"});
+  CHECK(again.rc == 0);
+  CHECK(json_lines(again.out).at(0)["term"].get<std::int64_t>() > term);
 }

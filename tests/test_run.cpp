@@ -4,7 +4,8 @@
 // nothing behind; signals while waiting for the lock exit at once; a stopped
 // `run` cannot keep CMD running past its trust window. Real
 // processes; CMD records the pids of its tree in a file and the tests check
-// them with kill(pid, 0) (and /proc, for zombies).
+// them with kill(pid, 0) (and /proc, for zombies). `sqlguard elect` is the
+// same code path campaigning for an election: its tests are at the end.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -19,6 +20,8 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "process_helpers.h"
 #include "sqlguard/lease_lock.h"
@@ -337,4 +340,200 @@ TEST_CASE("a run stopped for less than its trust window keeps CMD running and th
   CHECK(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 128 + SIGTERM);
   CHECK_FALSE(any_alive(pids));
+}
+
+// ---- sqlguard elect: run's code path, campaigning for an election ---------
+
+namespace {
+
+std::vector<std::string> elect_argv(const std::string& election, std::vector<std::string> opts,
+                                    const std::string& script) {
+  std::vector<std::string> argv = {sgtest::cli_path(), "--db", ctx().uri, "elect", election};
+  argv.insert(argv.end(), opts.begin(), opts.end());
+  for (const char* a : {"--", "/bin/sh", "-c"}) argv.push_back(a);
+  argv.push_back(script);
+  return argv;
+}
+
+// One line a leader's CMD wrote: "start|end <candidate> <SQLGUARD_TERM>
+// <SQLGUARD_FENCE> <wall clock ns>".
+struct TermLine {
+  std::string what, candidate;
+  std::int64_t term = 0, fence = 0, ns = 0;
+};
+
+std::vector<TermLine> read_term_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<TermLine> out;
+  TermLine l;
+  while (in >> l.what >> l.candidate >> l.term >> l.fence >> l.ns) out.push_back(l);
+  return out;
+}
+
+// CMD of a candidate: records "start", waits until `go` exists (when given),
+// records "end", exits `code`.
+std::string term_script(const std::string& log, const std::string& candidate, const std::string& go, int code) {
+  std::string rec = " " + candidate + " $SQLGUARD_TERM $SQLGUARD_FENCE $(date +%s%N) >> " + log;
+  std::string s = "echo start" + rec + "; ";
+  if (!go.empty()) s += "while [ ! -e " + go + " ]; do sleep 0.02; done; ";
+  return s + "echo end" + rec + "; exit " + std::to_string(code);
+}
+
+}  // namespace
+
+TEST_CASE("of two elect candidates only the leader runs CMD; when its CMD exits it resigns and the other is elected "
+          "at once with a larger term",
+          "[elect]") {
+  TempDir dir;
+  const auto election = ctx().unique("elect");
+  const std::string log = dir.file("terms"), go = dir.file("go");
+  // ttl 10 s: were the first leader not to release on exit, the second
+  // would be elected only when the lease expires, 10 s later.
+  pid_t a = sgtest::spawn(elect_argv(election, {"--ttl", "10s", "--candidate", "cand-a"},
+                                     term_script(log, "a", go, 3)));
+  auto until = Clock::now() + 15s;
+  while (read_term_lines(log).empty() && Clock::now() < until) std::this_thread::sleep_for(10ms);
+  REQUIRE(read_term_lines(log).size() == 1);  // a leads
+  pid_t b = sgtest::spawn(elect_argv(election, {"--ttl", "10s", "--candidate", "cand-b"},
+                                     term_script(log, "b", "", 4)));
+  // b campaigns (no --wait: as long as it takes) while a's CMD runs.
+  std::this_thread::sleep_for(1500ms);
+  CHECK(alive(b));
+  CHECK(read_term_lines(log).size() == 1);  // b's CMD has not started
+  auto c = ctx().connect();
+  auto info = lease_info(*c, election);
+  REQUIRE(info);
+  CHECK(info->held());
+  CHECK(info->owner.rfind("cand-a/", 0) == 0);  // --candidate names the owner token
+  std::ofstream(go).put('\n');  // a's CMD ends
+  int st_a = wait_raw(a, 10s), st_b = wait_raw(b, 10s);
+  REQUIRE(st_a != -1);
+  REQUIRE(st_b != -1);
+  CHECK(WIFEXITED(st_a));
+  CHECK(WEXITSTATUS(st_a) == 3);  // CMD's status
+  CHECK(WIFEXITED(st_b));
+  CHECK(WEXITSTATUS(st_b) == 4);
+
+  auto lines = read_term_lines(log);
+  REQUIRE(lines.size() == 4);
+  std::vector<std::string> order;
+  for (const auto& l : lines) order.push_back(l.what + " " + l.candidate);
+  CHECK(order == std::vector<std::string>{"start a", "end a", "start b", "end b"});  // never both at once
+  const auto &a_end = lines[1], &b_start = lines[2];
+  CHECK(lines[0].term > 0);
+  CHECK(b_start.term > lines[0].term);  // terms increase across leaders
+  for (const auto& l : lines) CHECK(l.term == l.fence);  // SQLGUARD_TERM is the fencing token
+  const auto handover = std::chrono::milliseconds((b_start.ns - a_end.ns) / 1000000);
+  INFO("b's CMD started " << handover.count() << " ms after a's CMD ended");
+  CHECK(handover >= 0ms);
+  CHECK(handover < 2000ms);  // a resigned: b did not wait for the 10 s lease to expire
+  info = lease_info(*c, election);
+  CHECK_FALSE((info && info->held()));  // b resigned too
+}
+
+TEST_CASE("a leader that loses its lease stops CMD's whole tree and elect exits 5 without campaigning again",
+          "[elect]") {
+  TempDir dir;
+  const auto election = ctx().unique("elect");
+  const std::string pids = dir.file("pids"), term = dir.file("term"), out = dir.file("out");
+  pid_t e = sgtest::spawn({sgtest::cli_path(), "--db", ctx().uri, "--json", "elect", election, "--ttl", "3s",
+                           "--kill-grace", "500ms", "--", "/bin/sh", "-c",
+                           "echo $SQLGUARD_TERM > " + term + "; " + tree_script(pids)},
+                          out);
+  auto tree = wait_for_pids(pids, 4);
+  REQUIRE(tree.size() == 4);  // CMD, a grandchild, a TERM-ignoring grandchild, a setsid escapee
+  std::this_thread::sleep_for(300ms);
+  for (pid_t p : tree) CHECK(alive(p));
+  REQUIRE(alive(e));
+  // An operator ends the lease: the next renewal (every ttl/3) finds it gone.
+  auto t0 = Clock::now();
+  REQUIRE(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "lock", "release", election, "--force"}) == 0);
+  int st = wait_raw(e, 15s);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  INFO("elect exited " << took.count() << " ms after the force release");
+  REQUIRE(st != -1);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 5);
+  CHECK(took < 2500ms);  // a renewal period (1 s), the kill grace (500 ms), and some slack
+  for (pid_t p : tree) CHECK_FALSE(alive(p));
+  std::ifstream in(out);
+  std::string line, extra;
+  REQUIRE(std::getline(in, line));
+  CHECK_FALSE(std::getline(in, extra));  // exactly one JSON object
+  auto j = nlohmann::json::parse(line);
+  CHECK(j["election"] == election);
+  CHECK(j["elected"] == true);
+  CHECK(j["lost"] == true);
+  CHECK(j["exit_code"] == 5);
+  CHECK_FALSE(j["cause"].get<std::string>().empty());
+  std::ifstream term_in(term);
+  std::int64_t recorded = 0;
+  term_in >> recorded;
+  CHECK(j["term"] == recorded);
+  CHECK(recorded > 0);
+  auto c = ctx().connect();
+  auto info = lease_info(*c, election);
+  CHECK_FALSE((info && info->held()));  // it did not campaign again
+}
+
+TEST_CASE("elect --wait gives up with exit 75 when not elected in time and never starts CMD", "[elect]") {
+  TempDir dir;
+  const auto election = ctx().unique("elect");
+  auto c = ctx().connect();
+  REQUIRE(acquire_lease(*c, election, "the-leader", 60s).acquired);
+  const std::string marker = dir.file("started"), out = dir.file("out");
+  auto t0 = Clock::now();
+  pid_t e = sgtest::spawn({sgtest::cli_path(), "--db", ctx().uri, "--json", "elect", election, "--wait", "700ms",
+                           "--", "/bin/sh", "-c", "touch " + marker},
+                          out);
+  int st = wait_raw(e, 15s);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  REQUIRE(st != -1);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 75);
+  CHECK(took >= 700ms);  // it campaigned for the whole --wait
+  CHECK_FALSE(std::filesystem::exists(marker));
+  std::ifstream in(out);
+  std::string line, extra;
+  REQUIRE(std::getline(in, line));
+  CHECK_FALSE(std::getline(in, extra));
+  auto j = nlohmann::json::parse(line);
+  CHECK(j["elected"] == false);
+  CHECK(j["election"] == election);
+  CHECK(j["waited_ms"] == 700);
+  CHECK(j["exit_code"] == 75);
+  // --conflict-exit-code, as for run.
+  e = sgtest::spawn(elect_argv(election, {"--wait", "100ms", "--conflict-exit-code", "0"}, "touch " + marker));
+  CHECK(sgtest::wait_pid(e) == 0);
+  CHECK_FALSE(std::filesystem::exists(marker));
+  CHECK(lease_info(*c, election)->owner == "the-leader");
+}
+
+TEST_CASE("without --wait an elect candidate waits as long as the leader leads and is elected when it resigns",
+          "[elect]") {
+  TempDir dir;
+  const auto election = ctx().unique("elect");
+  auto c = ctx().connect();
+  auto leader = acquire_lease(*c, election, "the-leader", 60s);
+  REQUIRE(leader.acquired);
+  const std::string term = dir.file("term");
+  pid_t e = sgtest::spawn(elect_argv(election, {}, "echo $SQLGUARD_TERM $SQLGUARD_ELECTION > " + term));
+  std::this_thread::sleep_for(2500ms);
+  CHECK(alive(e));  // still a candidate
+  CHECK_FALSE(std::filesystem::exists(term));
+  auto t0 = Clock::now();
+  REQUIRE(release_lease(*c, election, "the-leader", leader.fence));
+  int st = wait_raw(e, 15s);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  INFO("elected and done " << took.count() << " ms after the leader resigned");
+  REQUIRE(st != -1);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+  CHECK(took < 2000ms);
+  std::ifstream in(term);
+  std::int64_t t = 0;
+  std::string name;
+  in >> t >> name;
+  CHECK(t > leader.fence);
+  CHECK(name == election);
 }

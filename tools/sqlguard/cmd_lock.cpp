@@ -1,23 +1,15 @@
 // sqlguard lock acquire|renew|release|list, sqlguard run, sqlguard cleanup.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <iostream>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "common.h"
-#include "process.h"
-#include "text.h"
+#include "leased_command.h"
 #include "run_supervisor.h"
+#include "text.h"
 #include "sqlguard/cleanup.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/validate.h"
@@ -255,73 +247,6 @@ void add_lock(CLI::App& app) {
   add_lock_list(lock);
 }
 
-namespace {
-
-// `run`'s signals. While it connects and waits for the lock nothing has
-// started, so SIGTERM/SIGINT/SIGHUP end it at once (128 + signal) from the
-// handler itself: a library call that blocks (a wait, a frozen server)
-// cannot delay that. Should the acquire have just committed, the lease
-// expires after its ttl with nobody renewing it. Once the lease is held,
-// the handler only hands the signal to the main loop through a pipe (any
-// thread may take it: the watchdog runs on its own).
-volatile sig_atomic_t g_run_waiting = 1;
-int g_run_wake[2] = {-1, -1};
-char g_run_lock_name[300];
-
-void write_all(int fd, const char* s) {
-  ssize_t n = ::write(fd, s, std::strlen(s));
-  (void)n;  // nothing to do about a failed diagnostic
-}
-
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGHUP: return "SIGHUP";
-  }
-  return "a signal";
-}
-
-void on_run_signal(int sig) {
-  if (g_run_waiting) {
-    write_all(STDERR_FILENO, "sqlguard run: ");
-    write_all(STDERR_FILENO, signal_name(sig));
-    write_all(STDERR_FILENO, " while waiting for lock '");
-    write_all(STDERR_FILENO, g_run_lock_name);
-    write_all(STDERR_FILENO, "'; CMD not started\n");
-    _exit(128 + sig);
-  }
-  unsigned char b = static_cast<unsigned char>(sig);
-  ssize_t n = ::write(g_run_wake[1], &b, 1);
-  (void)n;  // the pipe is full only if signals pile up: one is enough
-}
-
-void install_run_signals(const std::string& lock_name) {
-  std::snprintf(g_run_lock_name, sizeof g_run_lock_name, "%s", lock_name.c_str());
-  if (pipe2(g_run_wake, O_NONBLOCK | O_CLOEXEC) != 0)
-    throw Error(ErrorCode::kInternal, std::string("pipe failed: ") + std::strerror(errno));
-  struct sigaction sa {};
-  sa.sa_handler = on_run_signal;  // no SA_RESTART: poll() wakes up
-  sigemptyset(&sa.sa_mask);
-  sigset_t ours;
-  sigemptyset(&ours);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
-    sigaction(sig, &sa, nullptr);
-    sigaddset(&ours, sig);
-  }
-  sigprocmask(SIG_UNBLOCK, &ours, nullptr);  // whatever our parent blocked
-}
-
-// Signals that arrived since the last call (0: none).
-int take_run_signal() {
-  unsigned char b = 0;
-  int sig = 0;
-  while (::read(g_run_wake[0], &b, 1) == 1) sig = b;
-  return sig;
-}
-
-}  // namespace
-
 void add_run(CLI::App& app) {
   struct Opts {
     std::string name, ttl = "30s", wait = "0s", grace = "10s", min_hold = "0s";
@@ -341,101 +266,17 @@ void add_run(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("CMD", o->cmd, "Command and arguments (after --)")->required();
   cmd->callback([o] {
-    auto ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
-    auto wait = duration_flag("--wait", o->wait);
-    auto grace = duration_flag("--kill-grace", o->grace);
-    LeaseOptions lo;
-    lo.ttl = ttl;
-    lo.min_hold = duration_flag("--min-hold", o->min_hold, {milliseconds(0), ttl});
-    std::atomic<bool> lost{false};
-    auto loss = std::make_shared<std::string>();
-    auto loss_mu = std::make_shared<std::mutex>();
-    lo.on_lost = [&lost, loss, loss_mu](const LeaseLoss& l) {
-      std::lock_guard<std::mutex> lk(*loss_mu);
-      *loss = std::string(to_string(l.cause)) + ": " + l.detail;
-      lost = true;
-    };
-    install_run_signals(o->name);
-    auto lock_ptr = with_db_uri(
-        [&] { return std::make_unique<LeaseLock>(single_db(), o->name, lo, Watchdog::kOn, connect_options()); });
-    LeaseLock& lock = *lock_ptr;
-    if (!lock.acquire(wait)) {
-      std::cerr << "sqlguard run: lock '" << terminal_safe(o->name) << "' not acquired within " << format_duration(wait)
-                << "\n";
-      if (global().json)
-        print_json({{"lock", o->name}, {"acquired", false}, {"waited_ms", wait.count()}, {"exit_code", o->conflict_exit}});
-      exit_code() = o->conflict_exit;
-      return;
-    }
-    g_run_waiting = 0;
-    const auto held_fence = lock.fence();
-    const std::string held_owner = lock.owner();
-    if (int sig = take_run_signal()) {  // between the acquire and here: CMD never starts
-      lock.release();
-      std::cerr << "sqlguard run: " << signal_name(sig) << " before CMD started; lease released\n";
-      if (global().json)
-        print_json({{"lock", o->name}, {"acquired", true}, {"started", false}, {"signal", signal_name(sig)},
-                    {"exit_code", 128 + sig}});
-      exit_code() = 128 + sig;
-      return;
-    }
-    // If `run` dies, its supervisor stops the tree well before the lease
-    // (renewed every ttl/3) can run out; if `run` is stopped or hung, the
-    // supervisor stops it when the trust window ends: see run_supervisor.h.
-    auto orphan_grace = std::min({grace, ttl / 4, milliseconds(500)});
-    // The trust window's end on steady_clock, handed to the supervisor as
-    // its deadline. now() is read before remaining(), and remaining() rounds
-    // down, so the deadline is never later than the window's true end.
-    auto now = steady_clock::now();
-    auto window_end = now + lock.remaining();
-    SupervisedCommand child(o->cmd,
-                            {{"SQLGUARD_FENCE", std::to_string(lock.fence())},
-                             {"SQLGUARD_OWNER", lock.owner()},
-                             {"SQLGUARD_LOCK", o->name}},
-                            grace, orphan_grace, window_end);
-    bool stopped_for_loss = false;
-    while (!child.poll()) {
-      pollfd fds[2] = {{child.fd(), POLLIN, 0}, {g_run_wake[0], POLLIN, 0}};
-      ::poll(fds, 2, 10);  // also the tick for the lease check below
-      if (int sig = take_run_signal()) child.stop(sig);  // to the tree; SIGKILL after --kill-grace
-      if (!stopped_for_loss && (lost || !lock.owns())) {
-        stopped_for_loss = true;
-        child.stop(SIGTERM);
-      }
-      // After a renewal the window ends later: tell the supervisor. Not
-      // once it has ended: remaining() is 0 then, and "now" is no deadline.
-      if (!stopped_for_loss) {
-        now = steady_clock::now();
-        if (auto left = lock.remaining(); left > milliseconds(0)) child.extend(now + left);
-      }
-    }
-    if (!child.problem().empty()) std::cerr << "sqlguard run: " << child.problem() << "\n";
-    if (stopped_for_loss || child.expired()) {
-      std::string why;
-      {
-        std::lock_guard<std::mutex> lk(*loss_mu);
-        why = loss->empty() ? "trust window ended without a confirmed renewal" : *loss;
-      }
-      // The supervisor acted on its own: `run` was stopped, hung or late.
-      if (child.expired()) why += "; the supervisor stopped the tree when the trust window ended";
-      std::cerr << "sqlguard run: lease '" << o->name << "' lost (" << why << "); CMD's process tree was stopped"
-                << std::endl;
-      // Nothing is left to do with the database: the lease is gone and so is
-      // the tree. Leave without ~LeaseLock, which joins a watchdog that may
-      // sit in a renewal on a link that no longer answers (measured: without
-      // this, `run` hung until a frozen PostgreSQL path healed).
-      if (global().json)
-        print_json({{"lock", o->name}, {"acquired", true}, {"fence", held_fence}, {"owner", held_owner},
-                    {"started", true}, {"lost", true}, {"cause", why}, {"exit_code", kExitLeaseLost}});
-      std::cout.flush();
-      std::_Exit(kExitLeaseLost);
-    }
-    // Only now, with no process of CMD's tree left, may someone else start.
-    if (!lock.release()) std::cerr << "sqlguard run: warning: lease '" << o->name << "' was not held at release\n";
-    exit_code() = child.status() ? child.status()->code() : kExitError;
-    if (global().json)
-      print_json({{"lock", o->name}, {"acquired", true}, {"fence", held_fence}, {"owner", held_owner},
-                  {"started", true}, {"lost", false}, {"exit_code", exit_code()}});
+    check_name_arg("--lock", o->name);
+    LeasedCommand c;
+    c.words = {"run", "lock", "acquired", "fence", "lock", "acquired", "waiting for", "lease"};
+    c.name = o->name;
+    c.lease.ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
+    c.lease.min_hold = duration_flag("--min-hold", o->min_hold, {milliseconds(0), c.lease.ttl});
+    c.wait = duration_flag("--wait", o->wait);
+    c.kill_grace = duration_flag("--kill-grace", o->grace);
+    c.conflict_exit = o->conflict_exit;
+    c.cmd = o->cmd;
+    run_leased(c);
   });
   add_run_supervisor(app);
 }

@@ -43,9 +43,9 @@ void add_global_flags(CLI::App& app) {
       "  2   bad command line or value, including a malformed --db URI\n"
       "  3   renew/release: the lock is not held by this owner (and fence)\n"
       "  4   demo/chaos: an invariant was violated\n"
-      "  5   run: the lease was lost while CMD ran (CMD's group was stopped)\n"
-      "  75  lock acquire/run: the lock was not acquired within --wait (EX_TEMPFAIL)\n"
-      "  run passes on CMD's exit status; 128+N when ended by signal N");
+      "  5   run/elect: the lease (leadership) was lost while CMD ran (CMD's tree was stopped)\n"
+      "  75  lock acquire/run/elect: the lock was not acquired (not elected) within --wait (EX_TEMPFAIL)\n"
+      "  run and elect pass on CMD's exit status; 128+N when ended by signal N");
 }
 
 std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text, DurationRange range) {

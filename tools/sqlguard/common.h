@@ -15,14 +15,14 @@
 namespace sqlguard::cli {
 
 // Exit codes (documented in docs/cli.md; besides these, only
-// `run` passes on CMD's status — the CLI never aborts).
+// `run` and `elect` pass on CMD's status — the CLI never aborts).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;       // an error; one line on stderr
 inline constexpr int kExitUsage = 2;       // bad command line or bad value (BadValue, CLI11 parse errors)
 inline constexpr int kExitNotHeld = 3;     // renew/release: the caller does not hold the lock
 inline constexpr int kExitInvariant = 4;   // demo/chaos: an invariant was violated
-inline constexpr int kExitLeaseLost = 5;   // run: the lease was lost while CMD ran
-inline constexpr int kExitTempFail = 75;   // EX_TEMPFAIL: lock not acquired within --wait
+inline constexpr int kExitLeaseLost = 5;   // run/elect: the lease (leadership) was lost while CMD ran
+inline constexpr int kExitTempFail = 75;   // EX_TEMPFAIL: lock not acquired (not elected) within --wait
 
 struct Global {
   std::string db = "sqlite://sqlguard.db";
@@ -123,6 +123,7 @@ void add_migrate(CLI::App& app);
 void add_doctor(CLI::App& app);
 void add_lock(CLI::App& app);
 void add_run(CLI::App& app);
+void add_elect(CLI::App& app);
 void add_cleanup(CLI::App& app);
 void add_chaos(CLI::App& app);  // also registers the hidden chaos-worker
 void add_demo(CLI::App& app);

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   add_doctor(app);
   add_lock(app);
   add_run(app);
+  add_elect(app);
   add_cleanup(app);
   add_chaos(app);
   add_demo(app);

@@ -11,7 +11,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -536,4 +538,130 @@ TEST_CASE("without --wait an elect candidate waits as long as the leader leads a
   in >> t >> name;
   CHECK(t > leader.fence);
   CHECK(name == election);
+}
+
+// ---- run --permits / --shared / --exclusive / --fair (issue 28) -------------------------
+
+namespace {
+
+// One CMD's interval, from the lines "<tag> start <ns>" / "<tag> end <ns>"
+// that interval_script() writes.
+struct Interval {
+  std::string tag;
+  long long start = 0, end = 0;
+};
+
+std::string interval_script(const std::string& log, const std::string& tag, const std::string& hold = "0.3") {
+  return "echo \"" + tag + " start $(date +%s%N)\" >> " + log + "; sleep " + hold + "; echo \"" + tag +
+         " end $(date +%s%N)\" >> " + log;
+}
+
+std::vector<Interval> read_intervals(const std::string& log) {
+  std::map<std::string, Interval> by_tag;
+  std::ifstream in(log);
+  std::string tag, what;
+  long long ns = 0;
+  while (in >> tag >> what >> ns) {
+    auto& i = by_tag[tag];
+    i.tag = tag;
+    (what == "start" ? i.start : i.end) = ns;
+  }
+  std::vector<Interval> out;
+  for (auto& [t, i] : by_tag) out.push_back(i);
+  return out;
+}
+
+// Most intervals open at once.
+int most_at_once(const std::vector<Interval>& v) {
+  std::vector<std::pair<long long, int>> ev;
+  for (const auto& i : v) {
+    ev.push_back({i.start, +1});
+    ev.push_back({i.end, -1});
+  }
+  std::sort(ev.begin(), ev.end());  // at one instant an end (-1) sorts before a start
+  int now = 0, most = 0;
+  for (auto& [t, d] : ev) most = std::max(most, now += d);
+  return most;
+}
+
+// Intervals of tags starting with "x" that overlap any other interval.
+int exclusive_overlaps(const std::vector<Interval>& v) {
+  int n = 0;
+  for (const auto& a : v)
+    for (const auto& b : v)
+      if (&a != &b && a.tag[0] == 'x' && a.start < b.end && b.start < a.end) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("run --permits N runs at most N CMDs at once; with more permits the same check sees more", "[run-sync]") {
+  TempDir dir;
+  auto runs = [&](const std::string& name, const std::string& permits, const std::string& log) {
+    std::vector<std::vector<std::string>> argvs;
+    for (int i = 0; i < 5; ++i)
+      argvs.push_back(run_argv(name, {"--permits", permits, "--wait", "60s"}, interval_script(log, "p" + std::to_string(i))));
+    auto codes = sgtest::run_parallel(argvs);
+    for (int c : codes) CHECK(c == 0);
+    auto v = read_intervals(log);
+    REQUIRE(v.size() == 5);
+    return most_at_once(v);
+  };
+  CHECK(runs(ctx().unique("permits"), "2", dir.file("two")) <= 2);
+  CHECK(runs(ctx().unique("permits5"), "5", dir.file("five")) > 2);  // negative control
+  // Bad input: a count out of range is a bad command line.
+  CHECK(sgtest::run_process(run_argv(ctx().unique("permits"), {"--permits", "0"}, "true")) == 2);
+  CHECK(sgtest::run_process(run_argv(ctx().unique("permits"), {"--permits", "2", "--shared"}, "true")) == 2);
+}
+
+TEST_CASE("run --shared CMDs run together and run --exclusive alone; the checker sees overlaps across names",
+          "[run-sync]") {
+  TempDir dir;
+  auto runs = [&](const std::string& shared_name, const std::string& exclusive_name, const std::string& log) {
+    std::vector<std::vector<std::string>> argvs;
+    for (int i = 0; i < 4; ++i)
+      argvs.push_back(run_argv(shared_name, {"--shared", "--wait", "60s"}, interval_script(log, "s" + std::to_string(i))));
+    for (int i = 0; i < 2; ++i)
+      argvs.push_back(
+          run_argv(exclusive_name, {"--exclusive", "--wait", "60s"}, interval_script(log, "x" + std::to_string(i))));
+    auto codes = sgtest::run_parallel(argvs);
+    for (int c : codes) CHECK(c == 0);
+    auto v = read_intervals(log);
+    REQUIRE(v.size() == 6);
+    return std::make_pair(exclusive_overlaps(v), most_at_once(v));
+  };
+  const std::string name = ctx().unique("rwrun");
+  auto [overlaps, most] = runs(name, name, dir.file("one"));
+  CHECK(overlaps == 0);
+  CHECK(most >= 2);  // shared CMDs did run together
+  // Negative control: exclusive runs on another name overlap the shared ones.
+  auto [control, unused] = runs(ctx().unique("rwrun_s"), ctx().unique("rwrun_x"), dir.file("two"));
+  CHECK(control > 0);
+}
+
+TEST_CASE("run --fair serves waiting runs in arrival order", "[run-sync]") {
+  TempDir dir;
+  const std::string name = ctx().unique("fairrun"), log = dir.file("order");
+  pid_t first = sgtest::spawn(run_argv(name, {"--fair"}, interval_script(log, "a", "1.5")));
+  auto c = ctx().connect();
+  auto until = Clock::now() + 15s;
+  while (read_intervals(log).empty() && Clock::now() < until) std::this_thread::sleep_for(10ms);
+  REQUIRE(read_intervals(log).size() == 1);
+  std::vector<pid_t> waiters;
+  for (int i = 0; i < 4; ++i) {
+    waiters.push_back(sgtest::spawn(run_argv(name, {"--fair", "--wait", "60s"}, interval_script(log, "w" + std::to_string(i), "0.05"))));
+    // Arrival i has its place in the queue before arrival i + 1 starts.
+    auto deadline = Clock::now() + 15s;
+    while (sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) < i + 1 &&
+           Clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+  }
+  CHECK(sgtest::wait_pid(first) == 0);
+  for (pid_t w : waiters) CHECK(sgtest::wait_pid(w) == 0);
+  auto v = read_intervals(log);
+  REQUIRE(v.size() == 5);
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<std::string> order;
+  for (const auto& i : v) order.push_back(i.tag);
+  CHECK(order == std::vector<std::string>{"a", "w0", "w1", "w2", "w3"});
 }

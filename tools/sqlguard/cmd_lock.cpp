@@ -251,6 +251,8 @@ void add_run(CLI::App& app) {
   struct Opts {
     std::string name, ttl = "30s", wait = "0s", grace = "10s", min_hold = "0s";
     int conflict_exit = kExitTempFail;
+    bool shared = false, exclusive = false, fair = false;
+    std::int64_t permits = 0;
     std::vector<std::string> cmd;
   };
   auto o = std::make_shared<Opts>();
@@ -264,12 +266,34 @@ void add_run(CLI::App& app) {
                   "Exit code when the lock is held by someone else after --wait (flock -E; 0 makes a skip a success)")
       ->check(CLI::Range(0, 255))
       ->capture_default_str();
+  auto* shared = cmd->add_flag("--shared", o->shared,
+                               "Hold the read-write lease NAME shared (flock -s): many --shared runs at once, none "
+                               "with an --exclusive one");
+  auto* exclusive = cmd->add_flag("--exclusive", o->exclusive,
+                                  "Hold the read-write lease NAME exclusively (flock -x against --shared runs; a waiting "
+                                  "--exclusive run blocks new --shared ones)");
+  auto* permits = cmd->add_option("--permits", o->permits,
+                                  "Take one permit of the semaphore NAME of N permits: at most N runs at once (N is "
+                                  "used when NAME is new)")
+                      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
+  auto* fair = cmd->add_flag("--fair", o->fair,
+                             "A fair lease: waiting runs get it in arrival order (with --wait), and a run cannot "
+                             "overtake one that waits");
+  shared->excludes(exclusive)->excludes(permits)->excludes(fair);
+  exclusive->excludes(permits)->excludes(fair);
+  permits->excludes(fair);
   cmd->add_option("CMD", o->cmd, "Command and arguments (after --)")->required();
   cmd->callback([o] {
     check_name_arg("--lock", o->name);
     LeasedCommand c;
     c.words = {"run", "lock", "acquired", "fence", "lock", "acquired", "waiting for", "lease"};
     c.name = o->name;
+    c.kind = o->shared      ? HeldKind::kShared
+             : o->exclusive ? HeldKind::kExclusive
+             : o->permits   ? HeldKind::kPermit
+                            : HeldKind::kLease;
+    c.permits = o->permits;
+    c.lease.fair = o->fair;
     c.lease.ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
     c.lease.min_hold = duration_flag("--min-hold", o->min_hold, {milliseconds(0), c.lease.ttl});
     c.wait = duration_flag("--wait", o->wait);

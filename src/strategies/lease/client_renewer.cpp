@@ -274,7 +274,8 @@ void ClientCore::renewer_loop() {
           });
       if (outcome == BoundedCaller::Outcome::kStopped) return;
       const auto now = steady_clock::now();
-      std::vector<std::pair<ClientLease*, std::pair<LossCause, std::string>>> lost;
+      // (index in items, cause) of each lease this statement did not renew.
+      std::vector<std::pair<std::size_t, std::pair<LossCause, std::string>>> lost;
       std::unique_lock<std::mutex> lk(renew_mu_);
       if (outcome == BoundedCaller::Outcome::kDone && !res->error) {
         renew_conn_ = res->conn;
@@ -297,7 +298,7 @@ void ClientCore::renewer_loop() {
             }
             r->due = start + it.lease->period;
           } else {
-            lost.emplace_back(it.lease, std::move(res->causes[i - begin]));
+            lost.emplace_back(i, std::move(res->causes[i - begin]));
           }
         }
       } else {
@@ -324,7 +325,7 @@ void ClientCore::renewer_loop() {
             const bool u = conn_problem ? unknown : false;
             std::string why = conn_problem ? std::string("database ") + (u ? "did not answer" : "unreachable")
                                            : "renewal failed: " + what_of(res->error);
-            lost.emplace_back(it.lease, std::make_pair(u ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
+            lost.emplace_back(i, std::make_pair(u ? LossCause::kOutcomeUnknown : LossCause::kUnreachable,
                                                        "no renewal of lease '" + it.lease->name +
                                                            "' succeeded within its trust window: " + why));
           } else {
@@ -332,21 +333,30 @@ void ClientCore::renewer_loop() {
           }
         }
       }
-      for (auto& [lease, cause] : lost) {
-        renewals_.erase(lease);
-        ++leases_lost_;
+      // Only the registration this statement was for: the handle may have
+      // released and acquired again meanwhile (a new registration, a new
+      // fence), which this result says nothing about.
+      for (auto& [i, cause] : lost) {
+        auto f = renewals_.find(items[i].lease);
+        if (f != renewals_.end() && f->second.get() == items[i].keep.get()) renewals_.erase(f);
       }
       // on_lost runs outside the renewer's mutex (it may call into the client).
       lk.unlock();
-      for (auto& [lease, cause] : lost) {
+      std::size_t reported = 0;
+      for (auto& [i, cause] : lost) {
+        ClientLease* lease = items[i].lease;
         if (lease->kind == RowKind::kPlace) {
           // A queue place is not a lease: its waiter finds it gone at its
           // next turn and queues again. Nothing to report.
           std::lock_guard<std::mutex> sl(lease->state->mu);
-          lease->state->lost = true;
+          if (lease->state->owner == items[i].owner && lease->state->fence == items[i].fence) lease->state->lost = true;
           continue;
         }
-        lease->state->mark_lost(cause.first, std::move(cause.second));
+        reported += lease->state->mark_lost(cause.first, std::move(cause.second), &items[i].owner, items[i].fence) ? 1 : 0;
+      }
+      if (reported > 0) {
+        std::lock_guard<std::mutex> g(renew_mu_);
+        leases_lost_ += reported;
       }
     }
     std::lock_guard<std::mutex> lk(renew_mu_);

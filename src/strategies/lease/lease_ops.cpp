@@ -123,12 +123,13 @@ std::string make_owner_token() {
 
 namespace detail {
 
-void LeaseState::mark_lost(LossCause cause, std::string detail) {
+bool LeaseState::mark_lost(LossCause cause, std::string detail, const std::string* of_owner, std::int64_t of_fence) {
   std::function<void(const LeaseLoss&)> cb;
   LeaseLoss out;
   {
     std::lock_guard<std::mutex> lk(mu);
-    if (lost || hold == 0) return;
+    if (lost || hold == 0) return false;
+    if (of_owner && (owner != *of_owner || fence != of_fence)) return false;
     lost = true;
     auto left = std::chrono::duration_cast<milliseconds>(valid_until - std::chrono::steady_clock::now());
     out = LeaseLoss{cause, std::move(detail), fence, std::max(left, milliseconds(0))};
@@ -144,6 +145,7 @@ void LeaseState::mark_lost(LossCause cause, std::string detail) {
       log(LogLevel::kError, std::string("on_lost callback threw: ") + e.what());
     }
   }
+  return true;
 }
 
 LossCause diagnose_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,

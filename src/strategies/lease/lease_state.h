@@ -29,8 +29,10 @@ struct LeaseState {
 
   bool valid_locked() const { return hold > 0 && !lost && std::chrono::steady_clock::now() < valid_until; }
   // Records the loss of the held lease once, counts it, logs it and calls
-  // on_lost (outside the mutex). Nothing when not held or already lost.
-  void mark_lost(LossCause cause, std::string detail);
+  // on_lost (outside the mutex). Nothing when not held or already lost, or
+  // (`owner` given) when the held lease is another acquisition than (owner,
+  // fence). True if this call recorded the loss.
+  bool mark_lost(LossCause cause, std::string detail, const std::string* owner = nullptr, std::int64_t fence = 0);
 };
 
 // Why `owner` no longer holds lease `name`. `known_expire_at`: a DB-clock

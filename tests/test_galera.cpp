@@ -29,6 +29,8 @@
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
 #include "sqlguard/migrate.h"
+#include "sqlguard/read_write_lease.h"
+#include "sqlguard/semaphore.h"
 #include "test_context.h"
 
 namespace sgtest::detail {
@@ -456,6 +458,115 @@ TEST_CASE("lock clients on two Galera nodes: batched renewals keep every lease, 
   REQUIRE(got.wait_for(20s) == std::future_status::ready);
   CHECK(got.get());
   CHECK(waiter.fence() > holder.fence());
+}
+
+TEST_CASE("semaphore, read-write and fair lease holders on three Galera nodes keep their invariants",
+          "[.][galera][galera-sync]") {
+  auto nodes = node_uris();
+  std::vector<std::shared_ptr<LockClient>> clients;
+  for (const auto& n : nodes) clients.push_back(LockClient::create(n));
+  LeaseOptions o;
+  o.ttl = 3s;
+  o.backoff_max = 50ms;
+  // Semaphore of 2 permits, 6 workers on 3 nodes: never more than 2 inside.
+  {
+    const std::string name = ctx().unique("gsem");
+    std::atomic<int> inside{0}, most{0}, failures{0}, served{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 6; ++t)
+      ts.emplace_back([&, t] {
+        try {
+          Semaphore sem(clients[t % 3], name, 2, o);
+          for (int r = 0; r < 8; ++r) {
+            if (!sem.acquire(1, 30s)) {
+              ++failures;
+              continue;
+            }
+            const int now = ++inside;
+            int seen = most.load();
+            while (now > seen && !most.compare_exchange_weak(seen, now)) {
+            }
+            std::this_thread::sleep_for(5ms);
+            --inside;
+            ++served;
+            sem.release();
+          }
+        } catch (const std::exception& e) {
+          ++failures;
+          UNSCOPED_INFO("semaphore worker " << t << ": " << e.what());
+        }
+      });
+    for (auto& t : ts) t.join();
+    CHECK(failures == 0);
+    CHECK(served == 48);
+    CHECK(most <= 2);
+    CHECK(most >= 1);
+  }
+  // Read-write lease: writers on node 1, readers on nodes 2 and 3.
+  {
+    const std::string name = ctx().unique("grw");
+    std::atomic<int> readers{0}, writers{0}, violations{0}, failures{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 6; ++t)
+      ts.emplace_back([&, t] {
+        try {
+          const bool writer = t % 3 == 0;
+          ReadWriteLease l(clients[writer ? 0 : 1 + t % 2], name, o);
+          for (int r = 0; r < 8; ++r) {
+            if (!l.acquire(writer ? LeaseMode::kExclusive : LeaseMode::kShared, 30s)) {
+              ++failures;
+              continue;
+            }
+            if (writer ? (++writers > 1 || readers.load() > 0) : (++readers, writers.load() > 0)) ++violations;
+            std::this_thread::sleep_for(3ms);
+            --(writer ? writers : readers);
+            l.release();
+          }
+        } catch (const std::exception& e) {
+          ++failures;
+          UNSCOPED_INFO("rw worker " << t << ": " << e.what());
+        }
+      });
+    for (auto& t : ts) t.join();
+    CHECK(failures == 0);
+    CHECK(violations == 0);
+  }
+  // Fair lease: waiters on nodes 2, 3, 1, 2 in that arrival order are served in it.
+  {
+    const std::string name = ctx().unique("gfair");
+    LeaseOptions fo = o;
+    fo.fair = true;
+    LeaseLock holder(clients[0], name, fo);
+    REQUIRE(holder.try_acquire());
+    auto probe = make_connection(nodes[0]);
+    std::vector<std::unique_ptr<LeaseLock>> waiters;
+    std::vector<std::thread> ts;
+    std::mutex mu;
+    std::vector<int> grants;
+    for (int i = 0; i < 4; ++i) {
+      waiters.push_back(std::make_unique<LeaseLock>(clients[(i + 1) % 3], name, fo));
+      ts.emplace_back([&, i] {
+        if (waiters[i]->acquire(60s)) {
+          {
+            std::lock_guard<std::mutex> lk(mu);
+            grants.push_back(i);
+          }
+          std::this_thread::sleep_for(10ms);
+          waiters[i]->release();
+        }
+      });
+      const auto until = steady_clock::now() + 15s;
+      while (steady_clock::now() < until) {
+        auto r = probe->execute("SET STATEMENT wsrep_sync_wait = 1 FOR SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?",
+                                {name});
+        if (r.rows.at(0)[0].as_int() >= i + 1) break;
+        std::this_thread::sleep_for(10ms);
+      }
+    }
+    CHECK(holder.release());
+    for (auto& t : ts) t.join();
+    CHECK(grants == std::vector<int>{0, 1, 2, 3});
+  }
 }
 
 TEST_CASE("a decision on node 2 sees what node 1 committed just before", "[.][galera]") {

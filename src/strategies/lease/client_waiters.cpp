@@ -21,6 +21,15 @@ namespace sqlguard::detail {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
+namespace {
+// A fair waiter's ticket (its queue place's); other waits sort last.
+std::int64_t fair_ticket(const ClientWait& w) {
+  if (!w.place) return std::numeric_limits<std::int64_t>::max();
+  std::lock_guard<std::mutex> g(w.place->state->mu);
+  return w.place->key;
+}
+}  // namespace
+
 void ClientCore::start_waiter_threads() {
   std::lock_guard<std::mutex> lk(wait_mu_);
   if (waiter_threads_ || stop_) return;
@@ -84,15 +93,10 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
       // Fair: the local queue keeps ticket order (two threads may take
       // their places in the other order than they get here), so the local
       // head is always this process's lowest ticket.
-      auto ticket = [](const std::shared_ptr<ClientWait>& x) {
-        if (!x->place) return std::numeric_limits<std::int64_t>::max();
-        std::lock_guard<std::mutex> g(x->place->state->mu);
-        return x->place->key;
-      };
-      const std::int64_t mine = ticket(w);
+      const std::int64_t mine = fair_ticket(*w);
       auto pos = q.waits.end();
       for (auto it = q.waits.begin(); it != q.waits.end(); ++it)
-        if ((it != q.waits.begin() || !q.busy) && ticket(*it) > mine) {
+        if ((it != q.waits.begin() || !q.busy) && fair_ticket(**it) > mine) {
           pos = it;
           break;
         }
@@ -358,6 +362,15 @@ void ClientCore::waiter_loop() {
           const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(holder, o.backoff_initial));
           q.next_try = t + jitter(cap);
           q.backoff = std::min(q.backoff * 2, o.backoff_max);
+          // A fair head whose place had lapsed queued again at the tail (a
+          // new, higher ticket): the local queue goes back to ticket order,
+          // or the head would wait for a turn its followers hold.
+          if (w->place && q.waits.size() > 1) {
+            std::stable_sort(q.waits.begin(), q.waits.end(), [](const auto& a, const auto& b) {
+              return fair_ticket(*a) < fair_ticket(*b);
+            });
+            if (q.waits.front() != w) q.woken = true;
+          }
         }
       }
       if (release_now) release_quietly(w->lease);

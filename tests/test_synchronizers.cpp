@@ -227,6 +227,29 @@ TEST_CASE("a semaphore waiter is woken by a release of the same client and gets 
   CHECK(waiter.release());
 }
 
+TEST_CASE("a busy semaphore or read-write attempt is a read: the name's row is not written", "[semaphore][rw-lease]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string sem_name = ctx().unique("peeksem"), rw_name = ctx().unique("peekrw");
+  auto version = [](const std::string& n) {
+    return sgtest::query_int("SELECT version FROM sqlguard_sync WHERE name = ?", {n});
+  };
+  Semaphore a(client, sem_name, 1, opts()), b(client, sem_name, 1, opts());
+  REQUIRE(a.try_acquire());
+  const auto v0 = version(sem_name);
+  for (int i = 0; i < 5; ++i) CHECK_FALSE(b.try_acquire());
+  CHECK(version(sem_name) == v0);
+  CHECK(a.release());
+  CHECK(b.try_acquire());  // negative control: an acquire does write it
+  CHECK(version(sem_name) > v0);
+  CHECK(b.release());
+  ReadWriteLease w(client, rw_name, opts()), r(client, rw_name, opts());
+  REQUIRE(w.try_acquire(LeaseMode::kExclusive));
+  const auto v1 = version(rw_name);
+  for (int i = 0; i < 5; ++i) CHECK_FALSE(r.try_acquire(LeaseMode::kShared));
+  CHECK(version(rw_name) == v1);
+  CHECK(w.release());
+}
+
 TEST_CASE("semaphore bad input is refused with a clear error and sends nothing", "[semaphore]") {
   auto client = LockClient::create(ctx().uri);
   std::string what;

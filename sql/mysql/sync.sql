@@ -28,6 +28,21 @@ ON DUPLICATE KEY UPDATE version = version + 1;
 -- params: name
 SELECT kind, permits, fence, writer_until, version, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms FROM sqlguard_sync WHERE name = ?;
 
+-- name: sync_peek
+-- A plain read (no lock, no write) that decides a busy attempt without the acquire
+-- transaction: the name's row and its live holdings on the database clock. The transaction
+-- decides again; this only spares it (and its write of the name's row) when the answer is
+-- clearly "busy". No row: a name never acquired (the transaction creates it).
+-- Causal on Galera (wsrep_sync_wait = 1).
+-- returns: :one kind, permits, writer_until, db_now_ms, live_permits, live_shared, live_exclusive, earliest_expire_at
+-- params: name, name, name, name, name
+SET STATEMENT wsrep_sync_wait = 1 FOR SELECT s.kind, s.permits, s.writer_until, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms,
+  COALESCE((SELECT SUM(h.permits) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.mode = 'P' AND h.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)), 0) AS live_permits,
+  (SELECT COUNT(*) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.mode = 'S' AND h.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) AS live_shared,
+  (SELECT COUNT(*) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.mode = 'X' AND h.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) AS live_exclusive,
+  COALESCE((SELECT MIN(h.expire_at) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)), 0) AS earliest_expire_at
+FROM sqlguard_sync s WHERE s.name = ?;
+
 -- name: sync_holders
 -- The name's live holders (unexpired on the database clock), by slot.
 -- returns: :many slot, mode, permits, owner, fence, expire_at, db_now_ms

@@ -24,6 +24,20 @@ ON CONFLICT (name) DO UPDATE SET version = sqlguard_sync.version + 1;
 -- params: name
 SELECT kind, permits, fence, writer_until, version, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms FROM sqlguard_sync WHERE name = ?;
 
+-- name: sync_peek
+-- A plain read (no lock, no write) that decides a busy attempt without the acquire
+-- transaction: the name's row and its live holdings on the database clock. The transaction
+-- decides again; this only spares it (and its write of the name's row) when the answer is
+-- clearly "busy". No row: a name never acquired (the transaction creates it).
+-- returns: :one kind, permits, writer_until, db_now_ms, live_permits, live_shared, live_exclusive, earliest_expire_at
+-- params: name, name, name, name, name
+SELECT s.kind, s.permits, s.writer_until, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms,
+  COALESCE((SELECT SUM(h.permits) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.mode = 'P' AND h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT), 0) AS live_permits,
+  (SELECT COUNT(*) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.mode = 'S' AND h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) AS live_shared,
+  (SELECT COUNT(*) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.mode = 'X' AND h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) AS live_exclusive,
+  COALESCE((SELECT MIN(h.expire_at) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT), 0) AS earliest_expire_at
+FROM sqlguard_sync s WHERE s.name = ?;
+
 -- name: sync_holders
 -- The name's live holders (unexpired on the database clock), by slot.
 -- returns: :many slot, mode, permits, owner, fence, expire_at, db_now_ms

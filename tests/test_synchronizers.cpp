@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -248,6 +250,95 @@ TEST_CASE("a busy semaphore or read-write attempt is a read: the name's row is n
   for (int i = 0; i < 5; ++i) CHECK_FALSE(r.try_acquire(LeaseMode::kShared));
   CHECK(version(rw_name) == v1);
   CHECK(w.release());
+}
+
+TEST_CASE("asynchronous semaphore acquires wait without a thread each and are all served; cancelling one leaves "
+          "nothing behind",
+          "[semaphore]") {
+  LockClientOptions co;
+  co.max_connections = 4;
+  auto client = LockClient::create(ctx().uri, co);
+  const std::string name = ctx().unique("semasync");
+  const int n = ctx().is_sqlite() ? 60 : 120;
+  LeaseOptions o = opts();
+  Semaphore holder(client, name, 3, o);
+  REQUIRE(holder.try_acquire(3));  // everyone waits
+  std::vector<std::unique_ptr<Semaphore>> sems;
+  std::atomic<int> served{0}, inside{0}, most{0}, failed{0};
+  std::vector<std::future<bool>> futs;
+  for (int i = 0; i < n; ++i) sems.push_back(std::make_unique<Semaphore>(client, name, 3, o));
+  std::mutex mu;
+  std::vector<Semaphore*> to_release;
+  std::condition_variable cv;
+  for (int i = 0; i < n; ++i)
+    sems[i]->acquire_async(1, 60s, [&, i](bool ok, std::exception_ptr e) {
+      if (!ok || e) {
+        ++failed;
+        return;
+      }
+      const int now = ++inside;
+      int seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+      std::lock_guard<std::mutex> lk(mu);
+      to_release.push_back(sems[i].get());  // released by the test thread (callbacks must not block)
+      cv.notify_all();
+    });
+  auto stats = client->stats();
+  CHECK(stats.waiters == static_cast<std::size_t>(n));
+  CHECK(stats.threads <= 4);
+  // A cancelled wait leaves the queue at once and its callback says so.
+  Semaphore quitter(client, name, 3, o);
+  std::promise<bool> q;
+  quitter.acquire_async(1, 60s, [&](bool ok, std::exception_ptr) { q.set_value(ok); });
+  CHECK(quitter.cancel_acquire());
+  CHECK_FALSE(q.get_future().get());
+  CHECK(holder.release());
+  const auto end = std::chrono::steady_clock::now() + 60s;
+  while (served < n && std::chrono::steady_clock::now() < end) {
+    std::vector<Semaphore*> batch;
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait_for(lk, 100ms, [&] { return !to_release.empty(); });
+      batch.swap(to_release);
+    }
+    for (auto* s : batch) {
+      --inside;
+      CHECK(s->release());
+      ++served;
+    }
+  }
+  CHECK(served == n);
+  CHECK(failed == 0);
+  CHECK(most <= 3);
+  CHECK(client->stats().waiters == 0);
+  auto probe = ctx().connect();
+  CHECK(synchronizer_info(*probe, name).in_use == 0);
+}
+
+TEST_CASE("an asynchronous exclusive acquire waits for the shared holders; destroying a waiting handle cancels it",
+          "[rw-lease]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("rwasync");
+  ReadWriteLease reader(client, name, opts()), writer(client, name, opts());
+  REQUIRE(reader.try_acquire(LeaseMode::kShared));
+  auto w = writer.acquire_async(LeaseMode::kExclusive, 30s);
+  auto probe = ctx().connect();
+  REQUIRE(eventually([&] { return synchronizer_info(*probe, name).writer_waiting; }, 10s));
+  CHECK(w.wait_for(200ms) == std::future_status::timeout);
+  CHECK(reader.release());
+  REQUIRE(w.wait_for(20s) == std::future_status::ready);
+  CHECK(w.get());
+  CHECK(writer.mode() == LeaseMode::kExclusive);
+  {
+    ReadWriteLease doomed(client, name, opts());
+    doomed.acquire_async(LeaseMode::kShared, 30s, [](bool, std::exception_ptr) {});
+    CHECK(client->stats().waiters == 1);
+  }
+  // Cancelled: at once, or right after its attempt in flight ends.
+  CHECK(eventually([&] { return client->stats().waiters == 0; }, 10s));
+  CHECK(writer.release());
+  CHECK(synchronizer_info(*probe, name).shared == 0);
 }
 
 TEST_CASE("semaphore bad input is refused with a clear error and sends nothing", "[semaphore]") {

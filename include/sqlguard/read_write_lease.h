@@ -27,8 +27,9 @@
 //  * Re-entrant per handle in the same mode; a handle never changes mode
 //    while holding (no upgrade: release, then acquire the other mode).
 //
-// Waiting: as Semaphore (semaphore.h): the caller's thread naps between
-// attempts; a release by a handle of the same client wakes its waiters.
+// Waiting: as Semaphore (semaphore.h): acquire() naps on the caller's thread
+// between attempts; acquire_async waits without a thread; a release by a
+// handle of the same client wakes its waiters.
 //
 // Thread safety: a handle is used from one thread at a time; owns(),
 // fence(), remaining() and last_loss() from any thread.
@@ -36,6 +37,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +66,10 @@ class ReadWriteLease {
 
   bool try_acquire(LeaseMode mode);
   bool acquire(LeaseMode mode, std::chrono::milliseconds wait);
+  // Waits without a thread, as Semaphore::acquire_async (semaphore.h).
+  void acquire_async(LeaseMode mode, std::chrono::milliseconds wait, AcquireCallback done);
+  std::future<bool> acquire_async(LeaseMode mode, std::chrono::milliseconds wait);
+  bool cancel_acquire();
   bool release();
 
   bool owns() const;
@@ -77,7 +83,7 @@ class ReadWriteLease {
   SynchronizerInfo info();
 
  private:
-  std::unique_ptr<detail::SyncHandle> h_;
+  std::shared_ptr<detail::SyncHandle> h_;
 };
 
 // RAII: acquires in `mode` (waiting up to `wait`), releases in the

@@ -34,7 +34,8 @@
 // Waiting: acquire(n, wait) tries, then naps with full-jitter backoff capped
 // by the earliest live holding's expiry and options.backoff_max; a release
 // by a handle of the same client wakes its waiters at once. The caller's
-// thread waits; no connection is held between attempts.
+// thread waits; no connection is held between attempts. acquire_async waits
+// without a thread (a callback or a future).
 //
 // Fair order among semaphore waiters is not offered yet (docs/support-matrix.md).
 //
@@ -44,6 +45,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -94,6 +96,20 @@ class Semaphore {
   // Tries until acquired or `wait` passes.
   bool acquire(std::int64_t n, std::chrono::milliseconds wait);
   bool acquire(std::int64_t n = 1) { return acquire(n, options_wait()); }
+  // Waits without a thread (lease_lock.h's acquire_async contract): the
+  // lock client's waiter thread tries for this handle, first come first
+  // served among the client's waiters of this semaphore, woken by releases
+  // of the same client (others are seen at its next try, paced by the
+  // earliest holding's expiry and backoff_max). `done` runs once on that
+  // thread (it must not block); at once on the caller's thread when the
+  // handle already holds (re-entrant: done(true)) or holds a lost holding
+  // (done(false)). One pending acquire per handle; destroying the handle
+  // cancels it.
+  void acquire_async(std::int64_t n, std::chrono::milliseconds wait, AcquireCallback done);
+  std::future<bool> acquire_async(std::int64_t n, std::chrono::milliseconds wait);
+  // Cancels a pending asynchronous acquire (its callback gets false); false
+  // when none was pending.
+  bool cancel_acquire();
   // Drops one hold; the last gives the permits back (not before the minimum
   // hold ends). False if the holding was no longer held.
   bool release();
@@ -115,7 +131,7 @@ class Semaphore {
 
  private:
   std::chrono::milliseconds options_wait() const;
-  std::unique_ptr<detail::SyncHandle> h_;
+  std::shared_ptr<detail::SyncHandle> h_;
   std::int64_t permits_;
 };
 

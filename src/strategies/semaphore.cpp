@@ -46,7 +46,7 @@ Semaphore::Semaphore(std::shared_ptr<LockClient> client, std::string name, std::
                      LeaseOptions options, Watchdog watchdog)
     : permits_(permits) {
   check_permits(permits, "permits");
-  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
+  h_ = std::make_shared<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
                                     watchdog == Watchdog::kOn, "Semaphore");
 }
 
@@ -57,11 +57,28 @@ Semaphore::Semaphore(const std::string& uri, std::string name, std::int64_t perm
   validate_name(name, "Semaphore name");
   detail::validate_sync_options(options, "Semaphore");
   auto client = detail::shared_client_for(uri, options, connect, "Semaphore");
-  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
+  h_ = std::make_shared<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
                                     watchdog == Watchdog::kOn, "Semaphore");
 }
 
-Semaphore::~Semaphore() = default;
+Semaphore::~Semaphore() { h_->shutdown(); }
+
+void Semaphore::acquire_async(std::int64_t n, milliseconds wait, AcquireCallback done) {
+  check_permits(n, "permits asked for");
+  h_->acquire_async(SyncMode::kPermits, n, permits_, wait, std::move(done));
+}
+
+std::future<bool> Semaphore::acquire_async(std::int64_t n, milliseconds wait) {
+  auto p = std::make_shared<std::promise<bool>>();
+  auto f = p->get_future();
+  acquire_async(n, wait, [p](bool ok, std::exception_ptr e) {
+    if (e) p->set_exception(e);
+    else p->set_value(ok);
+  });
+  return f;
+}
+
+bool Semaphore::cancel_acquire() { return h_->cancel_acquire(); }
 
 bool Semaphore::try_acquire(std::int64_t n) {
   check_permits(n, "permits asked for");
@@ -123,7 +140,7 @@ SyncMode sync_mode(LeaseMode m) { return m == LeaseMode::kShared ? SyncMode::kSh
 
 ReadWriteLease::ReadWriteLease(std::shared_ptr<LockClient> client, std::string name, LeaseOptions options,
                                Watchdog watchdog)
-    : h_(std::make_unique<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
+    : h_(std::make_shared<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
                                       watchdog == Watchdog::kOn, "ReadWriteLease")) {}
 
 ReadWriteLease::ReadWriteLease(const std::string& uri, std::string name, LeaseOptions options, Watchdog watchdog,
@@ -131,11 +148,27 @@ ReadWriteLease::ReadWriteLease(const std::string& uri, std::string name, LeaseOp
   validate_name(name, "ReadWriteLease name");
   detail::validate_sync_options(options, "ReadWriteLease");
   auto client = detail::shared_client_for(uri, options, connect, "ReadWriteLease");
-  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
+  h_ = std::make_shared<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
                                     watchdog == Watchdog::kOn, "ReadWriteLease");
 }
 
-ReadWriteLease::~ReadWriteLease() = default;
+ReadWriteLease::~ReadWriteLease() { h_->shutdown(); }
+
+void ReadWriteLease::acquire_async(LeaseMode mode, milliseconds wait, AcquireCallback done) {
+  h_->acquire_async(sync_mode(mode), 1, 0, wait, std::move(done));
+}
+
+std::future<bool> ReadWriteLease::acquire_async(LeaseMode mode, milliseconds wait) {
+  auto p = std::make_shared<std::promise<bool>>();
+  auto f = p->get_future();
+  acquire_async(mode, wait, [p](bool ok, std::exception_ptr e) {
+    if (e) p->set_exception(e);
+    else p->set_value(ok);
+  });
+  return f;
+}
+
+bool ReadWriteLease::cancel_acquire() { return h_->cancel_acquire(); }
 
 bool ReadWriteLease::try_acquire(LeaseMode mode) { return h_->try_acquire(sync_mode(mode), 1, 0); }
 bool ReadWriteLease::acquire(LeaseMode mode, milliseconds wait) { return h_->acquire(sync_mode(mode), 1, 0, wait); }

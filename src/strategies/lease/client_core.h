@@ -44,7 +44,8 @@ struct ClientLease {
   RowKind kind = RowKind::kLease;
   std::int64_t key = 0;  // kHolding: slot; kPlace: ticket. Guarded by state->mu
   std::string name;
-  std::string channel;  // lease_wakeup_channel(name)
+  std::string channel;  // lease_wakeup_channel(name); empty: no wake-up channel (a semaphore or read-write lease)
+  std::string queue_key;  // the client's waiter queue it waits in; empty: `name` (a semaphore's: "semaphore:" + name)
   // What the client needs of the handle's LeaseOptions (not a copy of all of
   // them: a held lease should cost rows, not kilobytes).
   struct Options {
@@ -84,7 +85,16 @@ struct ClientWait {
   // waits; left when the wait ends. Guarded by ClientCore::wait_mu_ (the
   // attempt replaces it when it finds it lapsed).
   std::shared_ptr<ClientLease> place;
+  // A semaphore's or read-write lease's wait (sync_handle.cpp): its attempt
+  // (true: acquired) and the release of what an attempt took after the wait
+  // was cancelled. Empty for a lease.
+  std::function<bool(Connection&, std::chrono::milliseconds* holder_remaining)> attempt;
+  std::function<void()> release;
+  bool several = false;  // several may hold at once: after a grant the next head tries at once
 };
+
+// The waiter queue a lease handle's waits go to.
+inline const std::string& queue_key(const ClientLease& l) { return l.queue_key.empty() ? l.name : l.queue_key; }
 
 // The waiters of one name, in arrival order; only the head tries.
 struct NameQueue {
@@ -137,9 +147,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool try_acquire(const std::shared_ptr<ClientLease>& lease);
   bool acquire(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds wait);
   void acquire_async(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds wait, AcquireDone done);
+  // A semaphore's or read-write lease's asynchronous acquire: `w` carries
+  // its attempt and release (its lease, deadline and done are set here).
+  void acquire_async(std::shared_ptr<ClientWait> w, std::chrono::milliseconds wait, AcquireDone done);
   // Cancels the lease's pending asynchronous acquire (its callback gets
   // false); false when none was pending.
   bool cancel_acquire(const std::shared_ptr<ClientLease>& lease);
+  // Whether the lease's handle has an asynchronous acquire pending.
+  bool waiting(const ClientLease& lease) const;
   // A guarded transaction of the lease ended: renew it now if it is due.
   void renew_soon(const ClientLease* lease);
   // The renewer renews the lease while it is held (from now, every period).

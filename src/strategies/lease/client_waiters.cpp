@@ -54,9 +54,17 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
     done(reentrant > 0, nullptr);
     return;
   }
-  start_waiter_threads();
   auto w = std::make_shared<ClientWait>();
   w->lease = l;
+  acquire_async(std::move(w), wait, std::move(done));
+}
+
+void ClientCore::acquire_async(std::shared_ptr<ClientWait> w, milliseconds wait, AcquireDone done) {
+  check_process();
+  check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
+  if (!done) throw Error(ErrorCode::kInvalidArgument, "acquire_async: the completion callback is empty");
+  const std::shared_ptr<ClientLease> l = w->lease;
+  start_waiter_threads();
   w->deadline = steady_clock::now() + wait;
   w->done = std::move(done);
   if (l->options.fair) {
@@ -80,7 +88,7 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
                                                "already pending");
     }
     l->waiting = true;
-    auto& q = queues_[l->name];
+    auto& q = queues_[queue_key(*l)];
     if (q.waits.empty()) {
       q.channel = l->channel;
       q.since = steady_clock::now();
@@ -108,12 +116,17 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
   wait_cv_.notify_all();
 }
 
+bool ClientCore::waiting(const ClientLease& l) const {
+  std::lock_guard<std::mutex> lk(wait_mu_);
+  return l.waiting;
+}
+
 bool ClientCore::cancel_acquire(const std::shared_ptr<ClientLease>& l) {
   std::shared_ptr<ClientWait> gone;
   {
     std::lock_guard<std::mutex> lk(wait_mu_);
     if (!l->waiting) return false;
-    auto qi = queues_.find(l->name);
+    auto qi = queues_.find(queue_key(*l));
     if (qi == queues_.end()) return false;
     auto& q = qi->second;
     for (std::size_t i = 0; i < q.waits.size(); ++i) {
@@ -250,6 +263,21 @@ void ClientCore::waiter_loop() {
     }
     lk.unlock();
     complete(*this, done);
+    // Queues with no wake-up channel (semaphores, read-write leases) are
+    // not leases: their heads try without the poll.
+    std::vector<std::string> direct;
+    {
+      std::lock_guard<std::mutex> g(wait_mu_);
+      for (auto it = timed.begin(); it != timed.end();) {
+        auto qi = queues_.find(*it);
+        if (qi != queues_.end() && qi->second.channel.empty()) {
+          direct.push_back(*it);
+          it = timed.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
     // Several names due by their timers: one poll says which are free.
     if (timed.size() > 1) {
       std::set<std::string> free(timed.begin(), timed.end());
@@ -302,6 +330,7 @@ void ClientCore::waiter_loop() {
       lk.unlock();
       timed.assign(free.begin(), free.end());
     }
+    timed.insert(timed.end(), direct.begin(), direct.end());
     // The heads try, one attempt each.
     std::vector<std::string> order = woken;
     order.insert(order.end(), timed.begin(), timed.end());
@@ -324,7 +353,8 @@ void ClientCore::waiter_loop() {
       try {
         auto c = borrow();
         const auto left = std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now());
-        ok = attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder, w.get());
+        ok = w->attempt ? w->attempt(*c, &holder)
+                        : attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder, w.get());
       } catch (const Error& e) {
         // Unreachable, or no connection free: keep waiting, report it if the wait ends so.
         if (is_outage(e) || e.code() == ErrorCode::kResourceExhausted) outage = e;
@@ -345,14 +375,16 @@ void ClientCore::waiter_loop() {
           w->lease->waiting = false;
           done.push_back(w->cancelled ? Completion{w, false, nullptr} : Completion{w, ok, err});
           release_now = w->cancelled && ok;
-          // The next head: right after a local take-over the lease is ours,
-          // so it waits for the local release (or its timer).
           q.since = t;
           q.idle_wakes = 0;
           q.backoff = q.waits.empty() ? o.backoff_initial : q.waits.front()->lease->options.backoff_initial;
-          q.holder_remaining = ok ? o.ttl : milliseconds(0);
-          q.woken = !ok;
-          q.next_try = t + (ok ? std::min(o.ttl, o.backoff_max) : milliseconds(0));
+          // The next head: right after a local take-over the lease is ours,
+          // so it waits for the local release (or its timer) — unless
+          // several may hold at once (a semaphore, shared holders).
+          const bool wait_release = ok && !w->several;
+          q.holder_remaining = wait_release ? o.ttl : milliseconds(0);
+          q.woken = !wait_release;
+          q.next_try = t + (wait_release ? std::min(o.ttl, o.backoff_max) : milliseconds(0));
           if (q.waits.empty()) queues_.erase(qi);
         } else {
           w->outage = outage;
@@ -373,7 +405,10 @@ void ClientCore::waiter_loop() {
           }
         }
       }
-      if (release_now) release_quietly(w->lease);
+      if (release_now) {
+        if (w->release) w->release();
+        else release_quietly(w->lease);
+      }
       complete(*this, done);
     }
     lk.lock();
@@ -401,7 +436,7 @@ void ClientCore::listener_loop() {
       // Not blocked on while its head is about to try or trying (a wake-up
       // lock it waited for would be granted again at once, before the take-over
       // takes it for the new holder), nor after two idle wake-ups in a row.
-      if (!q.waits.empty())
+      if (!q.waits.empty() && !q.channel.empty())
         found.push_back({q.since, WaitedName{name, q.channel, q.idle_wakes >= 2 || q.woken || q.busy}});
     if (!listener) {  // no wake-up source (a transaction pooler): the heads poll
       wait_cv_.wait_for(lk, std::chrono::seconds(1));

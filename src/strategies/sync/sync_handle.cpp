@@ -54,11 +54,13 @@ SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, std
   lease_->renew = renew || static_cast<bool>(options_.on_lost);
   lease_->state->on_lost = options_.on_lost;
   wake_key_ = kind_ + ":" + lease_->name;
+  lease_->queue_key = wake_key_;
   intent_ = std::max<milliseconds>(milliseconds(1000), options_.backoff_max * 4);
 }
 
-SyncHandle::~SyncHandle() {
+void SyncHandle::shutdown() noexcept {
   if (!client_->core()->same_process()) return;  // a forked child: the holding is the parent's
+  client_->core()->cancel_acquire(lease_);
   {
     std::lock_guard<std::mutex> lk(lease_->state->mu);
     if (lease_->state->hold == 0) return;
@@ -72,35 +74,34 @@ SyncHandle::~SyncHandle() {
   }
 }
 
-int SyncHandle::attempt(SyncMode mode, std::int64_t n, std::int64_t capacity, milliseconds* holder_remaining,
-                        bool waiting) {
-  client_->core()->check_process();
+int SyncHandle::reenter(SyncMode mode, std::int64_t n) {
   auto& st = *lease_->state;
-  {
-    std::lock_guard<std::mutex> lk(st.mu);
-    if (st.hold > 0) {
-      if (!st.valid_locked()) return -1;
-      if (mode_ != mode || n_ != n)
-        throw Error(ErrorCode::kInvalidArgument,
-                    type_ + " '" + printable(lease_->name, 64) + "': this handle already holds " +
-                        (mode_ == SyncMode::kPermits ? std::to_string(n_) + " permit(s)"
-                                                     : std::string(mode_ == SyncMode::kShared ? "a shared" : "an exclusive") + " hold") +
-                        "; release it first (a handle holds one holding at a time and never changes it)");
-      ++st.hold;
-      return 1;
-    }
-  }
+  std::lock_guard<std::mutex> lk(st.mu);
+  if (st.hold == 0) return 0;
+  if (!st.valid_locked()) return -1;
+  if (mode_ != mode || n_ != n)
+    throw Error(ErrorCode::kInvalidArgument,
+                type_ + " '" + printable(lease_->name, 64) + "': this handle already holds " +
+                    (mode_ == SyncMode::kPermits ? std::to_string(n_) + " permit(s)"
+                                                 : std::string(mode_ == SyncMode::kShared ? "a shared" : "an exclusive") + " hold") +
+                    "; release it first (a handle holds one holding at a time and never changes it)");
+  ++st.hold;
+  return 1;
+}
+
+bool SyncHandle::attempt_on(Connection& conn, SyncMode mode, std::int64_t n, std::int64_t capacity,
+                            milliseconds* holder_remaining, bool waiting) {
   const std::string owner = options_.owner.empty() ? make_owner_token() : options_.owner;
   const auto start = steady_clock::now();
-  auto conn = client_->core()->borrow();
   const SyncRequest req{lease_->name, kind_, mode, n, capacity, owner, options_.ttl, options_.min_hold,
                         mode == SyncMode::kExclusive && waiting ? intent_ : milliseconds(0)};
-  const SyncGrant g = sync_attempt(*conn, req);
+  const SyncGrant g = sync_attempt(conn, req);
   if (!g.acquired) {
     if (holder_remaining) *holder_remaining = milliseconds(std::max<std::int64_t>(g.holder_remaining_ms, 0));
-    return 0;
+    return false;
   }
   {
+    auto& st = *lease_->state;
     std::lock_guard<std::mutex> lk(st.mu);
     st.hold = 1;
     st.owner = owner;
@@ -114,8 +115,53 @@ int SyncHandle::attempt(SyncMode mode, std::int64_t n, std::int64_t capacity, mi
     n_ = n;
   }
   if (lease_->renew) client_->core()->renew_register(lease_);
-  return 1;
+  return true;
 }
+
+int SyncHandle::attempt(SyncMode mode, std::int64_t n, std::int64_t capacity, milliseconds* holder_remaining,
+                        bool waiting) {
+  client_->core()->check_process();
+  if (int r = reenter(mode, n); r != 0) return r;
+  if (client_->core()->waiting(*lease_))
+    throw Error(ErrorCode::kInvalidArgument, type_ + " '" + printable(lease_->name, 64) + "': an asynchronous "
+                                             "acquire of this handle is still pending (cancel_acquire() it first)");
+  auto conn = client_->core()->borrow();
+  return attempt_on(*conn, mode, n, capacity, holder_remaining, waiting) ? 1 : 0;
+}
+
+void SyncHandle::acquire_async(SyncMode mode, std::int64_t n, std::int64_t capacity, milliseconds wait,
+                               AcquireCallback done) {
+  client_->core()->check_process();
+  if (!done) throw Error(ErrorCode::kInvalidArgument, "acquire_async: the completion callback is empty");
+  if (int r = reenter(mode, n); r != 0) {
+    done(r > 0, nullptr);
+    return;
+  }
+  auto w = std::make_shared<ClientWait>();
+  w->lease = lease_;
+  w->several = mode != SyncMode::kExclusive;
+  // The waiter thread runs these; the handle outlives them (its destructor
+  // cancels the wait, and a running attempt finishes before that returns).
+  auto self = shared_from_this();
+  w->attempt = [self, mode, n, capacity](Connection& conn, milliseconds* holder) {
+    return self->attempt_on(conn, mode, n, capacity, holder, true);
+  };
+  w->release = [self] {
+    try {
+      {
+        std::lock_guard<std::mutex> lk(self->lease_->state->mu);
+        self->lease_->state->hold = 1;
+      }
+      self->release();
+    } catch (const std::exception& e) {
+      log(LogLevel::kWarning, self->type_ + " '" + self->lease_->name + "': releasing what a cancelled acquire took "
+                              "failed (it expires by itself): " + e.what());
+    }
+  };
+  client_->core()->acquire_async(std::move(w), wait, std::move(done));
+}
+
+bool SyncHandle::cancel_acquire() { return client_->core()->cancel_acquire(lease_); }
 
 bool SyncHandle::try_acquire(SyncMode mode, std::int64_t n, std::int64_t capacity) {
   return attempt(mode, n, capacity, nullptr, false) > 0;
@@ -188,6 +234,7 @@ bool SyncHandle::release() {
                           [&](int) { return sync_release(*conn, lease_->name, slot, owner, fence); });
   }
   client_->core()->sync_notify(wake_key_);
+  client_->core()->local_release(wake_key_);
   if (!held)
     log(LogLevel::kWarning, "release of " + type_ + " '" + lease_->name + "' (fence " + std::to_string(fence) +
                                 "): it was no longer held");

@@ -17,18 +17,28 @@
 
 namespace sqlguard::detail {
 
-class SyncHandle {
+class SyncHandle : public std::enable_shared_from_this<SyncHandle> {
  public:
   // `kind`: "semaphore" or "rw"; `type`: the class name, for errors.
   SyncHandle(std::shared_ptr<LockClient> client, std::string name, std::string kind, LeaseOptions options,
              bool renew, std::string_view type);
-  ~SyncHandle();
+  // What the owning Semaphore / ReadWriteLease's destructor does: cancels a
+  // pending asynchronous acquire and releases a held holding (errors to the
+  // log hook). A waiter-thread attempt still running keeps the handle alive
+  // (make_shared) and releases what it took.
+  void shutdown() noexcept;
 
   // One attempt / attempts until `wait` passes. `capacity`: a semaphore's
   // count when the name is new.
   bool try_acquire(SyncMode mode, std::int64_t n, std::int64_t capacity);
   bool acquire(SyncMode mode, std::int64_t n, std::int64_t capacity, std::chrono::milliseconds wait);
   bool release();
+  // Waits without a thread: the client's waiter thread tries for this
+  // handle (lease_lock.h's acquire_async contract: `done` once, on that
+  // thread; at once on the caller's thread when re-entrant or lost).
+  void acquire_async(SyncMode mode, std::int64_t n, std::int64_t capacity, std::chrono::milliseconds wait,
+                     AcquireCallback done);
+  bool cancel_acquire();
 
   bool owns() const;
   std::optional<SyncMode> mode() const;
@@ -47,6 +57,11 @@ class SyncHandle {
   // `waiting`: a blocking acquire's attempt (a writer publishes its intent).
   int attempt(SyncMode mode, std::int64_t n, std::int64_t capacity, std::chrono::milliseconds* holder_remaining,
               bool waiting);
+  // The attempt on `conn` (no re-entrancy check): true when acquired.
+  bool attempt_on(Connection& conn, SyncMode mode, std::int64_t n, std::int64_t capacity,
+                  std::chrono::milliseconds* holder_remaining, bool waiting);
+  // The re-entrancy check: 1 one more hold, 0 none held, -1 holding a lost one.
+  int reenter(SyncMode mode, std::int64_t n);
 
   std::shared_ptr<LockClient> client_;
   std::shared_ptr<ClientLease> lease_;

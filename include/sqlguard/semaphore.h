@@ -49,6 +49,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
@@ -70,6 +71,22 @@ struct SynchronizerInfo {
   std::int64_t fence = 0;     // the last fence granted (read-write lease: of the last exclusive hold)
 };
 SynchronizerInfo synchronizer_info(Connection& conn, const std::string& name);
+
+// One live holding of a semaphore or read-write lease (operators, `sqlguard
+// lock list`).
+struct HoldingInfo {
+  std::string name;
+  std::string kind;   // "semaphore" or "rw"
+  std::string mode;   // "permits", "shared" or "exclusive"
+  std::int64_t permits = 0;
+  std::string owner;
+  std::int64_t fence = 0;
+  std::int64_t expire_at_ms = 0;  // DB clock
+  std::int64_t db_now_ms = 0;
+  std::int64_t remaining_ms() const { return expire_at_ms > db_now_ms ? expire_at_ms - db_now_ms : 0; }
+};
+// Every live holding, ordered by name.
+std::vector<HoldingInfo> list_holdings(Connection& conn);
 
 class Semaphore {
  public:

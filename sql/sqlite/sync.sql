@@ -91,6 +91,15 @@ UPDATE sqlguard_sync SET permits = ? WHERE name = ?;
 UPDATE sqlguard_sync_holder SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at)
 WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
 
+-- name: sync_list_held
+-- Operators (`sqlguard lock list`): every live holding of every semaphore and read-write
+-- lease, by name and slot.
+-- returns: :many name, kind, mode, permits, owner, fence, expire_at, db_now_ms
+-- params: 
+SELECT h.name, s.kind, h.mode, h.permits, h.owner, h.fence, h.expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS db_now_ms
+FROM sqlguard_sync_holder h JOIN sqlguard_sync s ON s.name = h.name
+WHERE h.expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ORDER BY h.name, h.slot;
+
 -- name: sync_read
 -- One holding's row as it stands (why a renewal failed).
 -- returns: :one owner, fence, expire_at, db_now_ms

@@ -4,6 +4,7 @@
 
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/validate.h"
+#include "core/catalog.h"
 #include "strategies/sync/sync_handle.h"
 #include "strategies/sync/sync_ops.h"
 
@@ -38,6 +39,35 @@ SynchronizerInfo to_info(const detail::SyncStatus& s) {
 
 SynchronizerInfo synchronizer_info(Connection& conn, const std::string& name) {
   return to_info(detail::sync_status(conn, name));
+}
+
+std::vector<HoldingInfo> list_holdings(Connection& conn) {
+  using detail::Sql;
+  using detail::cell;
+  using detail::column;
+  static constexpr auto kName = column(Sql::sync_list_held, "name");
+  static constexpr auto kKind = column(Sql::sync_list_held, "kind");
+  static constexpr auto kMode = column(Sql::sync_list_held, "mode");
+  static constexpr auto kPermits = column(Sql::sync_list_held, "permits");
+  static constexpr auto kOwner = column(Sql::sync_list_held, "owner");
+  static constexpr auto kFence = column(Sql::sync_list_held, "fence");
+  static constexpr auto kExpire = column(Sql::sync_list_held, "expire_at");
+  static constexpr auto kNow = column(Sql::sync_list_held, "db_now_ms");
+  std::vector<HoldingInfo> out;
+  for (const auto& row : detail::run(conn, Sql::sync_list_held, {}).rows) {
+    HoldingInfo h;
+    h.name = cell(row, kName).as_string();
+    h.kind = cell(row, kKind).as_string();
+    const std::string m = cell(row, kMode).as_string();
+    h.mode = m == "P" ? "permits" : m == "S" ? "shared" : "exclusive";
+    h.permits = cell(row, kPermits).as_int();
+    h.owner = cell(row, kOwner).as_string();
+    h.fence = cell(row, kFence).as_int();
+    h.expire_at_ms = cell(row, kExpire).as_int();
+    h.db_now_ms = cell(row, kNow).as_int();
+    out.push_back(std::move(h));
+  }
+  return out;
 }
 
 // ---- Semaphore -----------------------------------------------------------------

@@ -11,7 +11,9 @@
 #include "run_supervisor.h"
 #include "text.h"
 #include "sqlguard/cleanup.h"
+#include "sqlguard/semaphore.h"
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/semaphore.h"
 #include "sqlguard/validate.h"
 
 namespace sqlguard::cli {
@@ -34,6 +36,7 @@ void install_signal_handlers() {
 
 nlohmann::json info_json(const LeaseInfo& i) {
   return {{"name", i.name},
+          {"kind", "lease"},
           {"owner", i.owner},
           {"fence", i.fence},
           {"held", i.held()},
@@ -222,8 +225,27 @@ void add_lock_list(CLI::App* lock) {
   cmd->callback([all] {
     auto conn = open_db(existing_only());  // a look: never creates a database
     auto leases = list_leases(*conn, *all);
+    // Semaphore and read-write lease holdings (migration 0007; an older
+    // schema has none to show).
+    std::vector<HoldingInfo> holdings;
+    try {
+      holdings = list_holdings(*conn);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kSchemaMismatch) throw;
+    }
     if (global().json) {
       for (const auto& l : leases) print_json(info_json(l));
+      for (const auto& h : holdings)
+        print_json({{"name", h.name},
+                    {"kind", h.kind},
+                    {"mode", h.mode},
+                    {"permits", h.permits},
+                    {"owner", h.owner},
+                    {"fence", h.fence},
+                    {"held", true},
+                    {"expires_at", iso8601(h.expire_at_ms)},
+                    {"expire_at_ms", h.expire_at_ms},
+                    {"remaining_ms", h.remaining_ms()}});
       return;
     }
     // Names and owners are escaped: a newline in a name cannot forge a row,
@@ -233,6 +255,13 @@ void add_lock_list(CLI::App* lock) {
       std::printf("%-32s %-48s %12lld %12s\n", terminal_safe(l.name).c_str(),
                   l.held() ? terminal_safe(l.owner).c_str() : "(free)", static_cast<long long>(l.fence),
                   l.held() ? (std::to_string(l.remaining_ms()) + "ms").c_str() : "-");
+    if (holdings.empty()) return;
+    std::printf("\n%-32s %-10s %-9s %7s %-48s %12s %12s\n", "SEMAPHORE / READ-WRITE LEASE", "KIND", "MODE", "PERMITS",
+                "HOLDER", "FENCE", "REMAINING");
+    for (const auto& h : holdings)
+      std::printf("%-32s %-10s %-9s %7lld %-48s %12lld %12s\n", terminal_safe(h.name).c_str(), h.kind.c_str(),
+                  h.mode.c_str(), static_cast<long long>(h.permits), terminal_safe(h.owner).c_str(),
+                  static_cast<long long>(h.fence), (std::to_string(h.remaining_ms()) + "ms").c_str());
   });
 }
 

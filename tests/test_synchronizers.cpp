@@ -620,8 +620,14 @@ TEST_CASE("a fair holder that releases cannot re-take while others wait; an unfa
     int n = 0;
     for (int r = 0; r < rounds; ++r) {
       REQUIRE(holder.acquire(20s));
+      // The waiter keeps what it gets until the holder has tried again (a
+      // waiter that took it and let it go before that try would leave
+      // nobody waiting, and the holder may then take it, fairly).
+      std::promise<void> tried;
+      auto tried_f = tried.get_future();
       auto w = std::async(std::launch::async, [&] {
         const bool ok = waiter.acquire(30s);
+        tried_f.wait();
         if (ok) waiter.release();
         return ok;
       });
@@ -633,7 +639,9 @@ TEST_CASE("a fair holder that releases cannot re-take while others wait; an unfa
         std::this_thread::sleep_for(200ms);  // the waiter has tried and naps
       }
       REQUIRE(holder.release());
-      if (holder.try_acquire()) {
+      const bool retook = holder.try_acquire();
+      tried.set_value();
+      if (retook) {
         ++n;
         holder.release();
       }

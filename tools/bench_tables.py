@@ -424,7 +424,7 @@ def fair_targets(r):
     return misses([
         (jain is not None and jain >= 0.95, "Jain {} < 0.95".format(n3(jain))),
         (cycles is not None and cycles <= 2 * n, "max wait {} cycles > {}".format(n0(cycles), 2 * n)),
-        (ratio is not None and ratio >= 0.7, "{} × the unfair lease's cycles/s < 0.7".format(n2(ratio))),
+        (ratio is not None and ratio >= 0.7, "{} × the unfair lease's cycles/s < 0.7".format(n3(ratio))),
         (r.get("overlaps", 0) == 0 and r.get("unfair_overlaps", 0) == 0,
          "{} / {} overlapping holders".format(n0(r.get("overlaps")), n0(r.get("unfair_overlaps")))),
         (r.get("errors", 0) == 0 and r.get("unfair_errors", 0) == 0,

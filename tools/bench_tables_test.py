@@ -161,7 +161,7 @@ def main():
               in f, "the unfair side's row, without targets:\n" + f)
         check("| PostgreSQL | 16 | fair (`LeaseOptions::fair`) | 400 | 10 / 12 | 0.990 | 20.00 / 40.00 / 50.00 | 15 / 16 "
               "| 0 | 0.80 | yes |" in f, "a fair row that meets every target:\n" + f)
-        check("**no**: Jain 0.900 < 0.95; max wait 9 cycles > 8; 0.10 × the unfair lease's cycles/s < 0.7" in f,
+        check("**no**: Jain 0.900 < 0.95; max wait 9 cycles > 8; 0.100 × the unfair lease's cycles/s < 0.7" in f,
               "every missed target is named, max wait against 2 × the clients:\n" + f)
         check(f.index("| PostgreSQL | 4 |") < f.index("| PostgreSQL | 16 |"), "rows by client count:\n" + f)
         sm = t["semaphore-hot"]

@@ -127,6 +127,8 @@ TEST_CASE("bench refuses bad input with one line and exit 2", "[bench][cli]") {
         2);
   CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--held-ttl", "10ms"}) == 2);
   CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--per-lease", "-1"}) == 2);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--ops", "semaphore-hot", "--permits",
+                             "0"}) == 2);
 }
 
 TEST_CASE("bench held-leases reports what one lock client's held leases cost beside the per-lease model",
@@ -251,4 +253,102 @@ TEST_CASE("bench --durable-release releases with the flushed statement where the
   const bool pg = ctx().is(sqlguard::DialectKind::kPostgresql);
   CHECK((out.find("-- lease_release_flushed (sql/") != std::string::npos) == pg);
   CHECK((out.find("-- lease_release (sql/") != std::string::npos) == !pg);
+}
+
+// ---- the synchronizer ops (issue 28): a LockClient per client thread ----------------------
+
+namespace {
+// The one JSON cell of a synchronizer run, checked for what every such cell has.
+std::string sync_cell(const std::vector<std::string>& extra, const std::string& op, int clients) {
+  std::vector<std::string> argv = {sgtest::cli_path(), "--db", ctx().uri, "--json", "bench", "--ops", op,
+                                   "--duration", "500ms", "--warmup", "50ms"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  std::string out;
+  const int rc = sgtest::run_process(argv, &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  const auto lines = json_lines(out);
+  REQUIRE(lines.size() == 1);
+  const auto& line = lines[0];
+  INFO(line);
+  CHECK(field(line, "op") == "\"" + op + "\"");
+  CHECK(field(line, "dialect") == "\"" + ctx().name + "\"");
+  CHECK(field(line, "clients") == std::to_string(clients));
+  CHECK(field(line, "mode") == "\"threads\"");
+  CHECK(field(line, "client_model") == "\"a LockClient per client thread\"");
+  CHECK(field(line, "errors") == "0");
+  CHECK(field(line, "raw_ops_per_s") == "null");
+  // The bench's own count of holders never saw the invariant broken.
+  CHECK(field(line, "overlaps") == "0");
+  for (const char* k : {"ops_per_s", "p50_ms", "p99_ms", "ops", "per_client_min", "per_client_max", "wait_p50_ms",
+                        "wait_p99_ms", "wait_max_ms", "wait_p99_cycles", "wait_max_cycles", "timeouts", "hold_ms",
+                        "pause_ms", "acquire_wait_ms", "statements_per_op", "duration_s"})
+    number(line, k);
+  CHECK(!field(line, "jain_index").empty());  // null only when no cycle completed
+  CHECK(number(line, "wait_max_ms") >= number(line, "wait_p99_ms"));
+  CHECK(number(line, "wait_max_cycles") >= number(line, "wait_p99_cycles"));
+  CHECK(number(line, "acquire_wait_ms") == 5000);
+  return line;
+}
+}  // namespace
+
+TEST_CASE("bench fair-lease measures the unfair and the fair lease in one cell, waits also in cycles",
+          "[bench][cli]") {
+  // At 1 client there is no queue: only the 3-client cell is emitted.
+  const std::string line = sync_cell({"--clients", "1,3"}, "fair-lease", 3);
+  // The unfair side, under the same names with unfair_.
+  CHECK(field(line, "unfair_errors") == "0");
+  CHECK(field(line, "unfair_overlaps") == "0");
+  for (const char* k : {"unfair_ops_per_s", "unfair_p50_ms", "unfair_p99_ms", "unfair_ops", "unfair_per_client_min",
+                        "unfair_per_client_max", "unfair_wait_p99_ms", "unfair_wait_max_ms", "unfair_wait_p99_cycles",
+                        "unfair_wait_max_cycles", "unfair_timeouts"})
+    number(line, k);
+  CHECK(!field(line, "unfair_jain_index").empty());
+  CHECK(!field(line, "fair_vs_unfair").empty());
+  if (number(line, "unfair_ops_per_s") > 0)
+    CHECK(number(line, "fair_vs_unfair") == Approx(number(line, "ops_per_s") / number(line, "unfair_ops_per_s"))
+              .margin(0.002));
+}
+
+TEST_CASE("bench semaphore-hot never sees more holders than permits", "[bench][cli]") {
+  const std::string line = sync_cell({"--clients", "4", "--permits", "2"}, "semaphore-hot", 4);
+  CHECK(number(line, "permits") == 2);
+  CHECK(number(line, "max_holders") >= 0);
+  CHECK(number(line, "max_holders") <= 2);
+}
+
+TEST_CASE("bench rw-mixed reports each mode, the writers' longest wait and no overlapping holders", "[bench][cli]") {
+  const std::string line = sync_cell({"--clients", "3"}, "rw-mixed", 3);
+  CHECK(number(line, "exclusive_share") == Approx(0.1));
+  for (const char* k : {"shared_ops_per_s", "shared_ops", "shared_p50_ms", "shared_p99_ms", "shared_wait_max_ms",
+                        "shared_wait_max_cycles", "shared_timeouts", "exclusive_ops_per_s", "exclusive_ops",
+                        "exclusive_p50_ms", "exclusive_p99_ms", "exclusive_wait_max_ms", "exclusive_wait_max_cycles",
+                        "exclusive_timeouts", "writer_wait_max_ms", "max_shared_holders",
+                        "statements_per_exclusive_op"})
+    number(line, k);
+  CHECK(number(line, "shared_ops") + number(line, "exclusive_ops") == number(line, "ops"));
+  CHECK(number(line, "max_shared_holders") <= 3);
+}
+
+TEST_CASE("bench --emit-sql prints the synchronizer ops' statements from sync.sql", "[bench][cli]") {
+  std::string out;
+  REQUIRE(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--emit-sql", "--ops",
+                               "fair-lease,semaphore-hot,rw-mixed"},
+                              &out) == 0);
+  INFO(out);
+  const std::string sync = " (sql/" + ctx().name + "/sync.sql)";
+  for (const char* op : {"fair-lease", "semaphore-hot", "rw-mixed"})
+    CHECK(out.find(std::string("-- op: ") + op + " (") != std::string::npos);
+  // An uncontended fair acquire asks the queue first (nobody waits: its turn).
+  CHECK(out.find("-- fair_gate" + sync) != std::string::npos);
+  CHECK(out.find("-- sync_open" + sync) != std::string::npos);
+  CHECK(out.find("-- sync_hold" + sync) != std::string::npos);
+  CHECK(out.find("-- sync_release" + sync) != std::string::npos);
+  CHECK(out.find("-- an exclusive cycle (") != std::string::npos);
+  // What the run leaves behind: nothing of its names in the synchronizer tables.
+  auto conn = ctx().connect();
+  for (const char* table : {"sqlguard_sync", "sqlguard_sync_holder", "sqlguard_lock_queue"})
+    CHECK(conn->execute(std::string("SELECT COUNT(*) FROM ") + table + " WHERE name LIKE 'bench:%'")
+              .rows.at(0)[0]
+              .as_int() == 0);
 }

@@ -10,6 +10,7 @@
 #include "bench_stats.h"
 
 using sqlguard::bench::jain_index;
+using sqlguard::bench::percentile;
 using sqlguard::bench::percentile_ms;
 using sqlguard::bench::Stats;
 
@@ -50,6 +51,22 @@ TEST_CASE("percentiles are nearest-rank samples in milliseconds", "[bench]") {
   CHECK(percentile_ms(none, 0.5) == 0);
 }
 
+TEST_CASE("waits in lock cycles are nearest-rank counts: a FIFO queue's worst is about N, a starved one's far more",
+          "[bench]") {
+  // 16 clients served in turn: every wait is 15 grants to the others.
+  std::vector<std::int64_t> fifo(160, 15);
+  CHECK(percentile(fifo, 0.99) == 15);
+  CHECK(percentile(fifo, 1.0) == 15);
+  // Negative control: one client overtaken 300 times shows in the maximum only.
+  std::vector<std::int64_t> unfair(159, 1);
+  unfair.push_back(300);
+  CHECK(percentile(unfair, 0.5) == 1);
+  CHECK(percentile(unfair, 0.99) == 1);
+  CHECK(percentile(unfair, 1.0) == 300);
+  std::vector<std::int64_t> none;
+  CHECK(percentile(none, 1.0) == 0);
+}
+
 TEST_CASE("a tail the median hides shows in p99 and max", "[bench]") {
   // 98 fast acquires and two that waited 2 s (the timeouts of a starved waiter).
   std::vector<std::int64_t> wait(98, 1000000);
@@ -70,12 +87,14 @@ TEST_CASE("merging clients keeps each client's share, in client order", "[bench]
   b.first_error = "b failed";
   c.ops = 5;
   c.lat_ns = {4};
+  c.wait_cycles = {3, 15};
   for (const auto* s : {&a, &b, &c}) total.merge_client(*s);
   CHECK(total.per_client == std::vector<std::uint64_t>{10, 0, 5});
   CHECK(total.ops == 15);
   CHECK(total.timeouts == 3);
   CHECK(total.wait_ns.size() == 5);
   CHECK(total.lat_ns.size() == 1);
+  CHECK(total.wait_cycles == std::vector<std::int64_t>{3, 15});
   CHECK(total.first_error == "b failed");
   CHECK(*jain_index(total.per_client) < 1.0);  // the client with no success drags it down
 }

@@ -23,7 +23,10 @@
 # comparators' lease cells and the durable-release pass, plus the lock-client
 # ops once per dialect (held-leases 100,1000,10000 — SQLite 100,1000 — and
 # the per-lease model at 100, 3 s ttl held 9 s each; waiters 1000; about a
-# minute per dialect, --quick or not): about 15 min.
+# minute per dialect, --quick or not), plus the synchronizer ops (fair-lease
+# at 4 and 16 clients, each cell the unfair and the fair lease; semaphore-hot
+# and rw-mixed at 1, 4, 16: about 25 s per dialect with 2 s cells): about
+# 17 min.
 #
 # Environment:
 #   SQLGUARD_BIN            the sqlguard binary (default: build/tools/sqlguard)

@@ -11,7 +11,8 @@ postgresql-durable-release.json, settings.txt, optionally scale.json (the
 Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
 `<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff,
-comparators, scale, round-trips, held-leases, waiters. Each table ends with the run it comes from
+comparators, scale, round-trips, held-leases, waiters, fair-lease, semaphore-hot, rw-mixed. Each
+table ends with the run it comes from
 (date, machine, matrix); durability is stated in the rows. No number in those
 regions is typed by hand, so none can contradict the data.
 """
@@ -27,6 +28,9 @@ LEASE_OPS = ("lease-distinct", "lease-hot")
 # The lock-client ops: one cell per --held / --waiters value, not per client
 # count; they have tables of their own and stay out of the matrix tables.
 CLIENT_OPS = ("held-leases", "waiters")
+# The synchronizer ops (issue 28): op x clients cells, but each has a table of
+# its own (fair-lease holds two sides per cell) and none is in the main table.
+SYNC_OPS = ("fair-lease", "semaphore-hot", "rw-mixed")
 
 
 class DataError(Exception):
@@ -124,7 +128,7 @@ def table_main(run):
     ops = []
     for d in names:
         for r in run.rows(d):
-            if r.get("dialect") == d and matrix(r) and r["op"] not in ops:
+            if r.get("dialect") == d and matrix(r) and r["op"] not in ops and r["op"] not in SYNC_OPS:
                 ops.append(r["op"])
     out = [head, sep]
     for op in ops:
@@ -289,9 +293,14 @@ def table_round_trips(run):
     for op in ops:
         vals = []
         for d in names:
-            spo = [r.get("statements_per_op") for r in run.rows(d)
+            spo = [(r.get("statements_per_op"), r.get("statements_per_exclusive_op")) for r in run.rows(d)
                    if r.get("dialect") == d and r.get("op") == op and matrix(r)]
-            vals.append(str(spo[0]) if spo and spo[0] is not None else "—")
+            if not spo or spo[0][0] is None:
+                vals.append("—")
+            elif spo[0][1] is not None:  # rw-mixed: a shared cycle, then an exclusive one
+                vals.append("{} (exclusive {})".format(spo[0][0], spo[0][1]))
+            else:
+                vals.append(str(spo[0][0]))
         out.append("| `{}` | {} |".format(op, " | ".join(vals)))
     out += ["", run.footer(names)]
     return "\n".join(out)
@@ -401,12 +410,96 @@ def table_waiters(run):
     return "\n".join(out)
 
 
+def sync_cells(run, op):
+    """(dialect title, cell) of synchronizer op `op`, dialect by dialect, by client count."""
+    return [(title, r) for d, title in DIALECTS
+            for r in sorted((r for r in run.rows(d) if r.get("dialect") == d and r.get("op") == op and matrix(r)),
+                            key=lambda r: r["clients"])]
+
+
+def fair_targets(r):
+    """Issue 28's targets for the fair lease: reported, never asserted."""
+    n = r["clients"]
+    jain, cycles, ratio = num(r.get("jain_index")), num(r.get("wait_max_cycles")), num(r.get("fair_vs_unfair"))
+    return misses([
+        (jain is not None and jain >= 0.95, "Jain {} < 0.95".format(n3(jain))),
+        (cycles is not None and cycles <= 2 * n, "max wait {} cycles > {}".format(n0(cycles), 2 * n)),
+        (ratio is not None and ratio >= 0.7, "{} × the unfair lease's cycles/s < 0.7".format(n3(ratio))),
+        (r.get("overlaps", 0) == 0 and r.get("unfair_overlaps", 0) == 0,
+         "{} / {} overlapping holders".format(n0(r.get("overlaps")), n0(r.get("unfair_overlaps")))),
+        (r.get("errors", 0) == 0 and r.get("unfair_errors", 0) == 0,
+         "{} / {} errors".format(n0(r.get("errors")), n0(r.get("unfair_errors")))),
+    ])
+
+
+def table_fair_lease(run):
+    cells = sync_cells(run, "fair-lease")
+    if not cells:
+        return no_cells(run, "fair-lease")
+    out = ["| dialect | clients | lease | cycles/s | per-client cycles min / max | Jain index | acquire wait p50 / p99 "
+           "/ max ms | acquire wait p99 / max in cycles | timed out | fair ÷ unfair cycles/s | issue 28 targets met? |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for title, r in cells:
+        for p, label in (("unfair_", "unfair (default)"), ("", "fair (`LeaseOptions::fair`)")):
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                title, r["clients"], label, n0(r.get(p + "ops_per_s")),
+                slash(n0(r.get(p + "per_client_min")), n0(r.get(p + "per_client_max"))), n3(r.get(p + "jain_index")),
+                slash(n2(r.get(p + "wait_p50_ms")), n2(r.get(p + "wait_p99_ms")), n2(r.get(p + "wait_max_ms"))),
+                slash(n0(r.get(p + "wait_p99_cycles")), n0(r.get(p + "wait_max_cycles"))), n0(r.get(p + "timeouts")),
+                n2(r.get("fair_vs_unfair")) if not p else "", fair_targets(r) if not p else ""))
+    out += ["", run.footer([d for d, _ in DIALECTS])]
+    return "\n".join(out)
+
+
+def table_semaphore_hot(run):
+    cells = sync_cells(run, "semaphore-hot")
+    if not cells:
+        return no_cells(run, "semaphore-hot")
+    out = ["| dialect | permits | clients | cycles/s | acquire latency p50 / p99 ms | per-client cycles min / max | "
+           "Jain index | acquire wait max ms / cycles | timed out | most holders seen (≤ permits) | errors |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for title, r in cells:
+        held, permits = num(r.get("max_holders")), num(r.get("permits"))
+        seen = n0(held) if held is None or permits is None or (held <= permits and r.get("overlaps", 0) == 0) \
+            else "**{}** ({} overlapping grants)".format(n0(held), n0(r.get("overlaps")))
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            title, n0(permits), r["clients"], n0(r.get("ops_per_s")), slash(n2(r.get("p50_ms")), n2(r.get("p99_ms"))),
+            slash(n0(r.get("per_client_min")), n0(r.get("per_client_max"))), n3(r.get("jain_index")),
+            slash(n2(r.get("wait_max_ms")), n0(r.get("wait_max_cycles"))), n0(r.get("timeouts")), seen,
+            n0(r.get("errors"))))
+    out += ["", run.footer([d for d, _ in DIALECTS])]
+    return "\n".join(out)
+
+
+def table_rw_mixed(run):
+    cells = sync_cells(run, "rw-mixed")
+    if not cells:
+        return no_cells(run, "rw-mixed")
+    out = ["| dialect | clients | exclusive share | cycles/s: shared / exclusive | acquire latency p99 ms: shared / "
+           "exclusive | writer wait max ms | Jain index | most shared holders | overlapping grants | timed out: "
+           "shared / exclusive | errors |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for title, r in cells:
+        share = num(r.get("exclusive_share"))
+        overlaps = r.get("overlaps")
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            title, r["clients"], "—" if share is None else "{:.0f} %".format(share * 100),
+            slash(n0(r.get("shared_ops_per_s")), n0(r.get("exclusive_ops_per_s"))),
+            slash(n2(r.get("shared_p99_ms")), n2(r.get("exclusive_p99_ms"))), n2(r.get("writer_wait_max_ms")),
+            n3(r.get("jain_index")), n0(r.get("max_shared_holders")),
+            n0(overlaps) if not overlaps else "**{}**".format(n0(overlaps)),
+            slash(n0(r.get("shared_timeouts")), n0(r.get("exclusive_timeouts"))), n0(r.get("errors"))))
+    out += ["", run.footer([d for d, _ in DIALECTS])]
+    return "\n".join(out)
+
+
 def tables(d):
     run = Run(d)
     return {"run": table_run(run), "main": table_main(run), "contention": table_contention(run),
             "handoff": table_handoff(run), "comparators": table_comparators(run), "scale": table_scale(run),
             "round-trips": table_round_trips(run), "held-leases": table_held_leases(run),
-            "waiters": table_waiters(run)}
+            "waiters": table_waiters(run), "fair-lease": table_fair_lease(run),
+            "semaphore-hot": table_semaphore_hot(run), "rw-mixed": table_rw_mixed(run)}
 
 
 REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)

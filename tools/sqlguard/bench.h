@@ -18,6 +18,7 @@
 #include "bench_stats.h"
 #include "sqlguard/connection.h"
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
 
 namespace sqlguard::bench {
 
@@ -29,7 +30,8 @@ inline constexpr std::int64_t kRowLockTimeoutMs = 5000;
 inline constexpr std::int64_t kBigQty = 1000000000000LL;  // stock that never runs out
 inline constexpr const char* kAllOps[] = {"lease-distinct",    "lease-hot",     "handoff",    "guarded-decrement",
                                           "rowlock-decrement", "cas-decrement", "idem-first", "idem-replay",
-                                          "inbox",             "held-leases",   "waiters"};
+                                          "inbox",             "held-leases",   "waiters",    "fair-lease",
+                                          "semaphore-hot",     "rw-mixed"};
 // The lock-client ops (bench_client.cpp): one cell per --held / --waiters
 // value in one process, not one per client count; no raw path.
 bool client_op(const std::string& op);
@@ -47,9 +49,10 @@ struct OpResult {
 };
 using OpFn = std::function<OpResult()>;
 
-// The contended cells (lease-hot, handoff, and the synchronizers to come):
-// they report fairness (per-client successes, Jain's index, acquire waits,
-// acquires that timed out) besides throughput.
+// The contended cells (lease-hot, handoff): they report fairness
+// (per-client successes, Jain's index, acquire waits, acquires that timed
+// out) besides throughput. The synchronizer ops (sync_op) report the same
+// fields from their own loop.
 bool contended(const std::string& op);
 // How long a contended acquire waits before it gives up (a timeout).
 inline constexpr std::chrono::milliseconds kAcquireTimeout{2000};
@@ -90,6 +93,7 @@ struct Cell {
   std::string prefix;     // unique names of this cell
   std::int64_t key_base;  // stock rows key_base + client (sqlguard) and + 10000 + client (raw)
   ReleaseCommit release_commit = ReleaseCommit::kCoveredByNextAcquire;  // the lease ops' (--durable-release)
+  std::int64_t permits = 4;  // semaphore-hot (--permits)
 };
 
 // ---- bench_ops.cpp: the ops and their rows
@@ -175,11 +179,45 @@ std::size_t per_lease_fit(Connection& admin, std::size_t wanted, std::string* wh
 nlohmann::json waiters_cell(const ClientBench& b, std::size_t waiters, std::chrono::milliseconds hold,
                             std::chrono::milliseconds warmup, std::chrono::milliseconds duration);
 
+// ---- bench_sync.cpp: the synchronizer ops (issue 28)
+// fair-lease, semaphore-hot, rw-mixed: op x clients cells like lease-hot,
+// but every client is a thread with a LockClient of its own (one process's
+// client, as a deployment has one per process) and a handle of it, looping:
+// a waited acquire (kSyncAcquireWait), hold --hold, release, pause --hold.
+bool sync_op(const std::string& op);
+// How long a synchronizer op's acquire waits before it gives up (a timeout).
+inline constexpr std::chrono::milliseconds kSyncAcquireWait{5000};
+// rw-mixed: the share of cycles that ask for the exclusive mode.
+inline constexpr double kRwExclusiveShare = 0.1;
+// What a synchronizer cell needs from the run.
+struct SyncBench {
+  std::string uri;          // --db
+  ConnectOptions connect;   // the global --connect-timeout applied
+  std::string prefix;       // the cell's names start with it (the run's tag: deleted at the end)
+  int clients = 1;
+  std::int64_t permits = 4;  // semaphore-hot: --permits
+  std::chrono::milliseconds warmup{0}, duration{0}, hold{0};
+};
+// One cell of a synchronizer op. fair-lease: the unfair lease then the fair
+// one (LeaseOptions::fair), each with fresh clients on a name of its own;
+// the fair side's fields unprefixed, the unfair side's prefixed `unfair_`,
+// and fair_vs_unfair. Needs clients >= 2.
+nlohmann::json sync_cell(const std::string& op, const SyncBench& b);
+// One uncontended cycle of `op` (rw-mixed: `exclusive` picks the mode) on
+// `client`'s handle of name `name`, for --emit-sql and statements_per_op.
+// The handle is made on the first call and kept.
+std::function<void()> sync_solo_cycle(const std::string& op, std::shared_ptr<LockClient> client,
+                                      const std::string& name, std::int64_t permits, bool exclusive);
+// The run's rows in the synchronizer tables (sqlguard_sync, _sync_holder,
+// sqlguard_lock_queue), which admin::delete_by_prefix() does not cover.
+void delete_sync_rows(Connection& c, const std::string& prefix);
+
 // ---- bench_report.cpp: output
 double r3(double v);  // rounded to 3 decimals, as the JSON reports numbers
 void print_table_header();
 void print_row(const nlohmann::json& j);  // one cell as a row of the text table
 void print_client_row(const nlohmann::json& j);  // a held-leases or waiters cell as one line of text
+void print_sync_row(const nlohmann::json& j);    // a synchronizer cell's own figures, under its row
 // A cell's result fields: sqlguard path `st`, raw path `raw` (nullptr: --no-raw);
 // fairness fields for a contended op.
 void add_cell_fields(nlohmann::json& j, const std::string& op, Stats& st, Stats* raw);
@@ -189,6 +227,10 @@ void add_handoff_fields(nlohmann::json& j, Stats& st, const Ceiling& ceiling);
 // "raw_"): per_client_min/max, jain_index, wait_p50/p99/max_ms, timeouts.
 void add_fairness_fields(nlohmann::json& j, const std::string& prefix, Stats& st);
 void add_durability_fields(nlohmann::json& j, const Durability& d);
+// A synchronizer side's fields, each name prefixed by `prefix`: ops_per_s,
+// p50_ms/p99_ms (acquire latency of the acquires that succeeded), ops,
+// errors, the fairness fields and wait_p99_cycles/wait_max_cycles.
+void add_sync_fields(nlohmann::json& j, const std::string& prefix, Stats& st);
 nlohmann::json lat_json(const std::string& phase, const std::string& op, Stats& st);  // a --scale result
 void print_scale_row(const std::string& label, Stats& st);
 void print_cleanup_row(Stats& during, std::int64_t locks_deleted, std::int64_t idempotency_deleted,

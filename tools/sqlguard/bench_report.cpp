@@ -84,6 +84,36 @@ void print_client_row(const json& j) {
   std::cout << std::flush;
 }
 
+void print_sync_row(const json& j) {
+  auto num = [&](const std::string& k, int prec) {
+    std::ostringstream o;
+    if (j.contains(k) && j[k].is_number()) o << std::fixed << std::setprecision(prec) << j[k].get<double>();
+    else o << "-";
+    return o.str();
+  };
+  const std::string op = j.value("op", "");
+  std::cout << "  " << op << ": ";
+  if (op == "fair-lease") {
+    std::cout << "fair " << num("ops_per_s", 0) << " cycles/s, jain " << num("jain_index", 3) << ", wait max "
+              << num("wait_max_cycles", 0) << " cycles / " << num("wait_max_ms", 1) << " ms; unfair "
+              << num("unfair_ops_per_s", 0) << " cycles/s, jain " << num("unfair_jain_index", 3) << ", wait max "
+              << num("unfair_wait_max_cycles", 0) << " cycles / " << num("unfair_wait_max_ms", 1)
+              << " ms; fair/unfair " << num("fair_vs_unfair", 2) << ", overlaps " << num("overlaps", 0) << " / "
+              << num("unfair_overlaps", 0) << ", unfair errors " << num("unfair_errors", 0);
+  } else if (op == "semaphore-hot") {
+    std::cout << num("permits", 0) << " permits: most holders seen " << num("max_holders", 0) << ", overlaps "
+              << num("overlaps", 0) << ", wait max " << num("wait_max_cycles", 0) << " cycles";
+  } else {
+    std::cout << "shared " << num("shared_ops_per_s", 0) << "/s p99 " << num("shared_p99_ms", 2) << " ms; exclusive "
+              << num("exclusive_ops_per_s", 0) << "/s p99 " << num("exclusive_p99_ms", 2)
+              << " ms, writer wait max " << num("writer_wait_max_ms", 1) << " ms; most shared holders "
+              << num("max_shared_holders", 0) << ", overlaps " << num("overlaps", 0);
+  }
+  std::cout << "\n";
+  if (j.contains("first_error")) std::cout << "  first error: " << j["first_error"].get<std::string>() << "\n";
+  std::cout << std::flush;
+}
+
 void add_fairness_fields(json& j, const std::string& prefix, Stats& st) {
   const auto [lo, hi] = std::minmax_element(st.per_client.begin(), st.per_client.end());
   j[prefix + "per_client_min"] = lo == st.per_client.end() ? json(nullptr) : json(*lo);
@@ -94,6 +124,19 @@ void add_fairness_fields(json& j, const std::string& prefix, Stats& st) {
   j[prefix + "wait_p99_ms"] = r3(st.wait_pct_ms(0.99));
   j[prefix + "wait_max_ms"] = r3(st.wait_pct_ms(1.0));
   j[prefix + "timeouts"] = st.timeouts;
+}
+
+void add_sync_fields(json& j, const std::string& prefix, Stats& st) {
+  j[prefix + "ops_per_s"] = r3(st.ops_per_s());
+  j[prefix + "p50_ms"] = r3(st.pct_ms(0.5));
+  j[prefix + "p99_ms"] = r3(st.pct_ms(0.99));
+  j[prefix + "ops"] = st.ops;
+  j[prefix + "errors"] = st.errors;
+  add_fairness_fields(j, prefix, st);
+  j[prefix + "wait_p99_cycles"] = percentile(st.wait_cycles, 0.99);
+  j[prefix + "wait_max_cycles"] = percentile(st.wait_cycles, 1.0);
+  if (prefix.empty()) j["duration_s"] = r3(st.elapsed_s);
+  if (!st.first_error.empty()) j[prefix + "first_error"] = st.first_error;
 }
 
 void add_durability_fields(json& j, const Durability& d) {

@@ -1,9 +1,11 @@
 #include "bench_sql.h"
 
 #include <iostream>
+#include <mutex>
 
 #include "common.h"
 #include "sqlguard/catalog.h"
+#include "sqlguard/lock_client.h"
 #include "sqlguard/row_lock.h"
 #include "sqlguard/transition.h"
 #include "sqlguard/version_cas.h"
@@ -112,28 +114,75 @@ Durability lease_cycle_durability(Connection& c, ReleaseCommit commit) {
   }
 }
 
+namespace {
+
+// One recorded statement as --emit-sql prints it.
+std::string recorded_line(const StatementEvent& e) {
+  switch (e.kind) {
+    case StatementKind::kBegin: return "BEGIN";
+    case StatementKind::kCommit: return "COMMIT";
+    case StatementKind::kRollback: return "ROLLBACK";
+    case StatementKind::kStatement: break;
+  }
+  std::string line;
+  if (e.catalog_name.empty()) {
+    line = "-- the op's own business write (not sqlguard's)\n";
+  } else {
+    const auto& entry = sql_statement(e.dialect, e.catalog_name);
+    line = "-- " + entry.name + " (sql/" + entry.file + ")";
+    for (std::size_t i = 0; i < entry.params.size(); ++i) line += (i ? ", " : ": ") + entry.params[i];
+    line += "\n";
+  }
+  return line + std::string(e.sql);
+}
+
+// A synchronizer op's cycle on a lock client of its own: its connections
+// are the client's, so a process-wide observer records them (nothing else
+// runs meanwhile; the client's renewal thread has nothing due in a cycle).
+Recorded record_sync_op(const std::string& op, const Cell& cell) {
+  Recorded rec;
+  std::mutex mu;
+  std::vector<std::string>* into = nullptr;  // guarded by mu
+  set_global_statement_observer([&](const StatementEvent& e) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (into) into->push_back(recorded_line(e));
+  });
+  struct Off {
+    ~Off() { set_global_statement_observer({}); }
+  } off;
+  LockClientOptions co;
+  co.connect = cli::connect_options();
+  auto client = LockClient::create(cli::single_db(), co);
+  auto record = [&](bool exclusive, std::vector<std::string>& lines) {
+    auto cycle = sync_solo_cycle(op, client, cell.prefix + (exclusive ? ":x" : ":s"), cell.permits, exclusive);
+    cycle();  // creates what a first cycle creates (the name's row)
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      into = &lines;
+    }
+    cycle();
+    std::lock_guard<std::mutex> lk(mu);
+    into = nullptr;
+  };
+  record(op == "fair-lease", rec.lines);
+  rec.round_trips = static_cast<int>(rec.lines.size());
+  if (op == "rw-mixed") {
+    record(true, rec.exclusive_lines);
+    rec.round_trips_exclusive = static_cast<int>(rec.exclusive_lines.size());
+  }
+  return rec;
+}
+
+}  // namespace
+
 Recorded record_op(const std::string& op, const Cell& cell) {
+  if (sync_op(op)) return record_sync_op(op, cell);
   Recorded rec;
   bool on = false;
   auto observer = [&rec, &on](const StatementEvent& e) {
     if (!on) return;
     ++rec.round_trips;
-    switch (e.kind) {
-      case StatementKind::kBegin: rec.lines.emplace_back("BEGIN"); return;
-      case StatementKind::kCommit: rec.lines.emplace_back("COMMIT"); return;
-      case StatementKind::kRollback: rec.lines.emplace_back("ROLLBACK"); return;
-      case StatementKind::kStatement: break;
-    }
-    std::string line;
-    if (e.catalog_name.empty()) {
-      line = "-- the op's own business write (not sqlguard's)\n";
-    } else {
-      const auto& entry = sql_statement(e.dialect, e.catalog_name);
-      line = "-- " + entry.name + " (sql/" + entry.file + ")";
-      for (std::size_t i = 0; i < entry.params.size(); ++i) line += (i ? ", " : ": ") + entry.params[i];
-      line += "\n";
-    }
-    rec.lines.push_back(line + std::string(e.sql));
+    rec.lines.push_back(recorded_line(e));
   };
   Cell c = cell;
   if (op == "handoff") c.op = "lease-hot";  // the same statements; waiters add their wake-up wait
@@ -154,7 +203,12 @@ void emit_sql(const std::string& dialect, bool numbered, const std::vector<std::
   if (cli::global().json) {  // one object per op: {dialect, op, round_trips, statements[]}
     for (const auto& op : ops) {
       const auto& r = recorded.at(op);
-      cli::print_json({{"dialect", dialect}, {"op", op}, {"round_trips", r.round_trips}, {"statements", r.lines}});
+      nlohmann::json j = {{"dialect", dialect}, {"op", op}, {"round_trips", r.round_trips}, {"statements", r.lines}};
+      if (r.round_trips_exclusive >= 0) {
+        j["round_trips_exclusive"] = r.round_trips_exclusive;
+        j["statements_exclusive"] = r.exclusive_lines;
+      }
+      cli::print_json(j);
     }
     return;
   }
@@ -168,7 +222,20 @@ void emit_sql(const std::string& dialect, bool numbered, const std::vector<std::
     if (op == "handoff")
       std::cout << "-- waiters: between attempts they wait for a release by the dialect's wait plan (a wake-up lock,\n"
                    "-- NOTIFY to the head of the waiters, a futex word, or polling), with a backoff cap\n";
+    if (op == "fair-lease")
+      std::cout << "-- a waiter: its first busy attempt takes a place in the name's queue (fair_enqueue, a ticket in\n"
+                   "-- commit order), later attempts ask fair_gate whether it is its turn, it leaves with fair_leave;\n"
+                   "-- the client renews its place (fair_renew_batch) and wakes it by the dialect's wait plan\n";
+    if (op == "semaphore-hot" || op == "rw-mixed")
+      std::cout << "-- a waiter: each attempt is this protocol (sync_open writes the name's row first); between\n"
+                   "-- attempts it naps with full jitter up to backoff_max, woken early only by a release of a handle\n"
+                   "-- of the same lock client\n";
+    if (op == "rw-mixed") std::cout << "-- a shared cycle:\n";
     for (const auto& line : r.lines) std::cout << line << ";\n";
+    if (r.round_trips_exclusive >= 0) {
+      std::cout << "-- an exclusive cycle (" << r.round_trips_exclusive << " round trips):\n";
+      for (const auto& line : r.exclusive_lines) std::cout << line << ";\n";
+    }
   }
 }
 

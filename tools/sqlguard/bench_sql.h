@@ -42,9 +42,13 @@ struct Sql {
 struct Recorded {
   std::vector<std::string> lines;
   int round_trips = 0;
+  // rw-mixed: `lines` are a shared cycle's, these an exclusive one's (-1: none).
+  std::vector<std::string> exclusive_lines;
+  int round_trips_exclusive = -1;
 };
 // Runs the sqlguard path of `op` twice (stock row `cell.key_base` must
-// exist) and records the second run.
+// exist) and records the second run. The synchronizer ops: one uncontended
+// cycle on a lock client of their own, recorded by a process-wide observer.
 Recorded record_op(const std::string& op, const Cell& cell);
 
 // What one lease cycle (acquire + release) waits for on the server behind

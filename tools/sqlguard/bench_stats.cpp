@@ -5,13 +5,15 @@
 
 namespace sqlguard::bench {
 
-double percentile_ms(std::vector<std::int64_t>& ns, double q) {
-  if (ns.empty()) return 0;
-  if (!std::is_sorted(ns.begin(), ns.end())) std::sort(ns.begin(), ns.end());
-  auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ns.size())));
-  rank = std::clamp<std::size_t>(rank, 1, ns.size());
-  return static_cast<double>(ns[rank - 1]) / 1e6;
+std::int64_t percentile(std::vector<std::int64_t>& v, double q) {
+  if (v.empty()) return 0;
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+  auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  rank = std::clamp<std::size_t>(rank, 1, v.size());
+  return v[rank - 1];
 }
+
+double percentile_ms(std::vector<std::int64_t>& ns, double q) { return static_cast<double>(percentile(ns, q)) / 1e6; }
 
 std::optional<double> jain_index(const std::vector<std::uint64_t>& shares) {
   double sum = 0, squares = 0;
@@ -30,6 +32,7 @@ void Stats::merge_client(const Stats& from) {
   timeouts += from.timeouts;
   lat_ns.insert(lat_ns.end(), from.lat_ns.begin(), from.lat_ns.end());
   wait_ns.insert(wait_ns.end(), from.wait_ns.begin(), from.wait_ns.end());
+  wait_cycles.insert(wait_cycles.end(), from.wait_cycles.begin(), from.wait_cycles.end());
   per_client.push_back(from.ops);
   if (first_error.empty()) first_error = from.first_error;
 }

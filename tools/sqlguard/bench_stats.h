@@ -14,6 +14,9 @@ namespace sqlguard::bench {
 // smallest sample with at least q of all samples at or below it. 0 for no
 // samples. Sorts `ns`.
 double percentile_ms(std::vector<std::int64_t>& ns, double q);
+// The same nearest-rank q-quantile of plain counts (e.g. waits in lock
+// cycles), as a count. 0 for no samples. Sorts `v`.
+std::int64_t percentile(std::vector<std::int64_t>& v, double q);
 
 // Jain's fairness index of the clients' shares: (Σx)² / (n · Σx²). 1 when
 // every client got the same share, 1/n when one client got everything.
@@ -32,6 +35,10 @@ struct Stats {
   std::vector<std::uint64_t> per_client;
   std::vector<std::int64_t> wait_ns;
   std::uint64_t timeouts = 0;
+  // The synchronizer ops: each acquire's wait counted in lock cycles, i.e.
+  // how many grants of the name went to others between its call and its own
+  // grant (or its giving up). A FIFO lock with N clients keeps it near N.
+  std::vector<std::int64_t> wait_cycles;
 
   double ops_per_s() const { return elapsed_s > 0 ? static_cast<double>(ops) / elapsed_s : 0; }
   double pct_ms(double q) { return percentile_ms(lat_ns, q); }

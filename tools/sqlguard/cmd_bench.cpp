@@ -41,6 +41,8 @@ struct Opts {
   std::string waiters = "1000";
   std::string held_ttl = "3s";
   int per_lease = 100;
+  // The synchronizer ops.
+  int permits = 4;
 };
 
 // The validated timings of every cell.
@@ -64,6 +66,7 @@ void emit(json& j, const Opts& o, const std::string& label = "") {
   }
   if (!label.empty()) std::cout << label << " ";
   print_row(j);
+  if (sync_op(j.value("op", ""))) print_sync_row(j);
 }
 
 // A handoff cell of any system: the ceiling measured right before it on the
@@ -356,11 +359,13 @@ void run_bench(const Opts& o) {
     matrix_ops.push_back(op);
     Cell cell{op, 1, run_tag + ":record:" + op, 0};
     cell.release_commit = commit;
+    cell.permits = o.permits;
     recorded[op] = record_op(op, cell);
   }
   if (o.emit_sql) {
     emit_sql(dialect, admin->kind() == DialectKind::kPostgresql, matrix_ops, recorded);
     admin::delete_by_prefix(*admin, run_tag);
+    delete_sync_rows(*admin, run_tag);
     return;
   }
   const Durability durability = lease_cycle_durability(*admin, commit);
@@ -399,6 +404,11 @@ void run_bench(const Opts& o) {
         if (n < 2) continue;  // a hand-off needs a second client
         j["mode"] = "threads";
         j.update(handoff_cell(cell.prefix + ":handoff", n, sg_contender(open, commit), timing));
+      } else if (sync_op(op)) {
+        if (op == "fair-lease" && n < 2) continue;  // a queue needs a second client
+        j["mode"] = "threads";  // a LockClient per thread (bench_sync.cpp)
+        j.update(sync_cell(op, SyncBench{single_db(), connect_options(), cell.prefix, n, o.permits, warmup, duration,
+                                         hold}));
       } else {
         fill_stock(*admin, cell.key_base, n);
         fill_stock(*admin, cell.key_base + 10000, n);
@@ -411,6 +421,7 @@ void run_bench(const Opts& o) {
         add_cell_fields(j, op, st, have_raw ? &raw_st : nullptr);
       }
       j["statements_per_op"] = recorded[op].round_trips;
+      if (recorded[op].round_trips_exclusive >= 0) j["statements_per_exclusive_op"] = recorded[op].round_trips_exclusive;
       if (lease_op(op)) {
         add_durability_fields(j, durability);
         j["release_commit"] = o.durable_release ? "durable" : "covered_by_next_acquire";
@@ -436,6 +447,7 @@ void run_bench(const Opts& o) {
   if (!o.keep) {
     // Our rows only: everything this run created carries its tag.
     admin::delete_by_prefix(*admin, run_tag);
+    delete_sync_rows(*admin, run_tag);
     admin->execute_script(std::string("DROP TABLE IF EXISTS ") + kStock);
   }
 }
@@ -447,12 +459,19 @@ void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Throughput/latency per op and client count, against the raw driver baseline");
   cmd->add_option("--ops", o->ops,
                   "Comma-separated: lease-distinct, lease-hot, handoff, guarded-decrement, rowlock-decrement, "
-                  "cas-decrement, idem-first, idem-replay, inbox, held-leases, waiters, or all")
+                  "cas-decrement, idem-first, idem-replay, inbox, held-leases, waiters, fair-lease, semaphore-hot, "
+                  "rw-mixed, or all")
       ->capture_default_str();
   cmd->add_option("--clients", o->clients, "Comma-separated client counts (one connection each)")->capture_default_str();
   cmd->add_option("--duration", o->duration, "Measured time per cell and path")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Unmeasured warm-up per cell and path")->capture_default_str();
-  cmd->add_option("--hold", o->hold, "handoff: how long each owner holds the lock")->capture_default_str();
+  cmd->add_option("--hold", o->hold,
+                  "handoff, waiters and the synchronizer ops: how long each owner holds the lock (the synchronizer "
+                  "ops also pause this long before asking again)")
+      ->capture_default_str();
+  cmd->add_option("--permits", o->permits, "semaphore-hot: the semaphore's permits")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   cmd->add_flag("--processes", o->processes, "One forked process per client instead of threads");
   cmd->add_flag("--no-raw", o->no_raw, "Skip the raw driver baseline");
   cmd->add_flag("--emit-sql", o->emit_sql, "Print the exact statements per op and exit");

@@ -106,7 +106,7 @@ SELECT name, expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) 
 -- Owner- and fence-checked (a stale holder reusing an owner string cannot free a newer
 -- lease); the row stays (its fence history is the sequence) and expires now, or at
 -- min_release_at when a minimum hold was asked for. sqlguard_wake(channel) (a function
--- each sqlguard connection registers) wakes ONE waiter of this lease, on this host, once
+-- each sqlguard connection registers) wakes the waiters of this lease, on this host, once
 -- the release has committed (a futex word in <database>-sqlguard-wake; see
 -- src/dialect/sqlite/connection.cpp); it runs only if the row was released. 1 row = released.
 -- returns: :execrows

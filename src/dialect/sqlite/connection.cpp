@@ -12,6 +12,7 @@
 
 
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -218,9 +219,10 @@ class SqliteConnection final : public Connection {
   // file beside the database (<path>-sqlguard-wake, kWakeSlots 32-bit
   // counters, a channel hashed to one). The release statement calls
   // sqlguard_wake(channel) (sql/sqlite/lease.sql); after its COMMIT (the WAL
-  // hook) the counter is bumped and ONE waiter sleeping on it is woken: a
-  // release wakes one waiter, not every process of the host, and other
-  // commits wake no one. A waiter remembers the counter it last saw, so a
+  // hook) the counter is bumped and every waiter sleeping on it is woken
+  // (with lock clients, one listener per process; each checks with a read
+  // whether it may take the lock, a fair lease's waiter whether it is its
+  // turn); other commits wake no one. A waiter remembers the counter it last saw, so a
   // release between its attempt and its sleep is not missed (call with
   // timeout 0 before the attempt that may fail: that records it). Without
   // the file (read-only directory) it sleeps for `timeout` and returns false.
@@ -423,7 +425,10 @@ class SqliteConnection final : public Connection {
           for (const auto& ch : self->pending_wakes_) {
             if (std::uint32_t* w = self->wake_word(ch)) {
               __atomic_add_fetch(w, 1, __ATOMIC_RELEASE);
-              ::syscall(SYS_futex, w, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+              // Every waiter of the lock on this host: with lock clients
+              // that is one listener per process, and a fair lease's next
+              // ticket may be any of them (each checks its turn with a read).
+              ::syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
             }
           }
           self->pending_wakes_.clear();

@@ -351,6 +351,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       *holder_remaining = o.backoff_initial;
       return false;
     }
+    if (w) w->not_turn = turn.ahead > 0;
     if (turn.ahead > 0) {
       *holder_remaining = o.ttl;  // paced by the backoff; a release wakes it
       return false;

@@ -90,6 +90,7 @@ struct ClientWait {
   // was cancelled. Empty for a lease.
   std::function<bool(Connection&, std::chrono::milliseconds* holder_remaining)> attempt;
   std::function<void()> release;
+  bool not_turn = false;  // a fair waiter's last attempt found others ahead (not an idle wake-up)
   bool several = false;  // several may hold at once: after a grant the next head tries at once
 };
 

@@ -389,7 +389,10 @@ void ClientCore::waiter_loop() {
         } else {
           w->outage = outage;
           if (!outage) w->outage.reset();
-          if (was_woken.count(name) && !outage) ++q.idle_wakes;
+          // A fair waiter woken while others are ahead of it was woken
+          // rightly (the release was for the next ticket): the listener
+          // must keep waking it.
+          if (was_woken.count(name) && !outage && !w->not_turn) ++q.idle_wakes;
           q.holder_remaining = holder;
           const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(holder, o.backoff_initial));
           q.next_try = t + jitter(cap);

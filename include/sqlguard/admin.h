@@ -26,8 +26,9 @@ bool delete_fenced_resource(Connection& conn, const std::string& resource);
 // Deletes every inbox row of `consumer`; returns how many.
 std::int64_t delete_inbox_consumer(Connection& conn, const std::string& consumer);
 
-// Test / benchmark clean-up: deletes every lock row, idempotency key and
-// inbox message whose name / key / message id starts with `prefix` (1..255
+// Test / benchmark clean-up: deletes every lock row, semaphore / read-write
+// lease / fair queue row (and their holdings and places), idempotency key
+// and inbox message whose name / key / message id starts with `prefix` (1..255
 // bytes of ASCII). Returns the rows deleted.
 std::int64_t delete_by_prefix(Connection& conn, const std::string& prefix);
 

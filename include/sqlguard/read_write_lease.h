@@ -83,7 +83,7 @@ class ReadWriteLease {
   SynchronizerInfo info();
 
  private:
-  std::shared_ptr<detail::SyncHandle> h_;
+  std::unique_ptr<detail::SyncHandle> h_;
 };
 
 // RAII: acquires in `mode` (waiting up to `wait`), releases in the

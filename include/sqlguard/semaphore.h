@@ -148,7 +148,7 @@ class Semaphore {
 
  private:
   std::chrono::milliseconds options_wait() const;
-  std::shared_ptr<detail::SyncHandle> h_;
+  std::unique_ptr<detail::SyncHandle> h_;
   std::int64_t permits_;
 };
 

@@ -149,6 +149,23 @@ DELETE FROM sqlguard_inbox WHERE consumer = ?;
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_lock WHERE substr(name, 1, ?) = ?;
 
+-- name: admin_delete_prefix_sync
+-- Test and bench clean-up: semaphore / read-write lease / fair queue rows (the name's row)
+-- whose name starts with a prefix; admin_delete_prefix_holdings and _places delete theirs.
+-- returns: :execrows
+-- params: prefix_len, prefix
+DELETE FROM sqlguard_sync WHERE substr(name, 1, ?) = ?;
+
+-- name: admin_delete_prefix_holdings
+-- returns: :execrows
+-- params: prefix_len, prefix
+DELETE FROM sqlguard_sync_holder WHERE substr(name, 1, ?) = ?;
+
+-- name: admin_delete_prefix_places
+-- returns: :execrows
+-- params: prefix_len, prefix
+DELETE FROM sqlguard_lock_queue WHERE substr(name, 1, ?) = ?;
+
 -- name: admin_delete_prefix_idempotency
 -- returns: :execrows
 -- params: prefix_len, prefix

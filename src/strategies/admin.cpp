@@ -53,7 +53,8 @@ std::int64_t delete_by_prefix(Connection& conn, const std::string& prefix) {
   for (unsigned char c : prefix)
     if (c >= 0x80) throw Error(ErrorCode::kInvalidArgument, "delete_by_prefix(): the prefix must be ASCII");
   const Params p{static_cast<std::int64_t>(prefix.size()), prefix};
-  return run(conn, Sql::admin_delete_prefix_leases, p).affected +
+  return run(conn, Sql::admin_delete_prefix_leases, p).affected + run(conn, Sql::admin_delete_prefix_holdings, p).affected +
+         run(conn, Sql::admin_delete_prefix_places, p).affected + run(conn, Sql::admin_delete_prefix_sync, p).affected +
          run(conn, Sql::admin_delete_prefix_idempotency, p).affected +
          run(conn, Sql::admin_delete_prefix_inbox, p).affected;
 }

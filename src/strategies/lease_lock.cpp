@@ -357,7 +357,8 @@ bool LeaseLock::acquire(milliseconds wait) {
                                  options_.backoff_initial, options_.backoff_max, idle_wakes};
     const auto paused = w.pause(*conn_, args, outage);
     if (paused == PauseResult::kRetryNow) continue;
-    if (paused != PauseResult::kNapped) idle_wakes = paused == PauseResult::kWoken ? idle_wakes + 1 : 0;
+    if (paused != PauseResult::kNapped)
+      idle_wakes = paused == PauseResult::kWoken && !conn_->dialect().plans().wait->wakes_every_waiter() ? idle_wakes + 1 : 0;
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
   observe_wait(t0, true);

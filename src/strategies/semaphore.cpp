@@ -76,7 +76,7 @@ Semaphore::Semaphore(std::shared_ptr<LockClient> client, std::string name, std::
                      LeaseOptions options, Watchdog watchdog)
     : permits_(permits) {
   check_permits(permits, "permits");
-  h_ = std::make_shared<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
+  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
                                     watchdog == Watchdog::kOn, "Semaphore");
 }
 
@@ -87,11 +87,11 @@ Semaphore::Semaphore(const std::string& uri, std::string name, std::int64_t perm
   validate_name(name, "Semaphore name");
   detail::validate_sync_options(options, "Semaphore");
   auto client = detail::shared_client_for(uri, options, connect, "Semaphore");
-  h_ = std::make_shared<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
+  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
                                     watchdog == Watchdog::kOn, "Semaphore");
 }
 
-Semaphore::~Semaphore() { h_->shutdown(); }
+Semaphore::~Semaphore() = default;
 
 void Semaphore::acquire_async(std::int64_t n, milliseconds wait, AcquireCallback done) {
   check_permits(n, "permits asked for");
@@ -170,7 +170,7 @@ SyncMode sync_mode(LeaseMode m) { return m == LeaseMode::kShared ? SyncMode::kSh
 
 ReadWriteLease::ReadWriteLease(std::shared_ptr<LockClient> client, std::string name, LeaseOptions options,
                                Watchdog watchdog)
-    : h_(std::make_shared<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
+    : h_(std::make_unique<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
                                       watchdog == Watchdog::kOn, "ReadWriteLease")) {}
 
 ReadWriteLease::ReadWriteLease(const std::string& uri, std::string name, LeaseOptions options, Watchdog watchdog,
@@ -178,11 +178,11 @@ ReadWriteLease::ReadWriteLease(const std::string& uri, std::string name, LeaseOp
   validate_name(name, "ReadWriteLease name");
   detail::validate_sync_options(options, "ReadWriteLease");
   auto client = detail::shared_client_for(uri, options, connect, "ReadWriteLease");
-  h_ = std::make_shared<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
+  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
                                     watchdog == Watchdog::kOn, "ReadWriteLease");
 }
 
-ReadWriteLease::~ReadWriteLease() { h_->shutdown(); }
+ReadWriteLease::~ReadWriteLease() = default;
 
 void ReadWriteLease::acquire_async(LeaseMode mode, milliseconds wait, AcquireCallback done) {
   h_->acquire_async(sync_mode(mode), 1, 0, wait, std::move(done));

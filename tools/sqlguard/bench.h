@@ -208,9 +208,6 @@ nlohmann::json sync_cell(const std::string& op, const SyncBench& b);
 // The handle is made on the first call and kept.
 std::function<void()> sync_solo_cycle(const std::string& op, std::shared_ptr<LockClient> client,
                                       const std::string& name, std::int64_t permits, bool exclusive);
-// The run's rows in the synchronizer tables (sqlguard_sync, _sync_holder,
-// sqlguard_lock_queue), which admin::delete_by_prefix() does not cover.
-void delete_sync_rows(Connection& c, const std::string& prefix);
 
 // ---- bench_report.cpp: output
 double r3(double v);  // rounded to 3 decimals, as the JSON reports numbers

@@ -305,14 +305,5 @@ std::function<void()> sync_solo_cycle(const std::string& op, std::shared_ptr<Loc
   };
 }
 
-void delete_sync_rows(Connection& c, const std::string& prefix) {
-  // The bench's own clean-up of its names (bound values, one text for every
-  // dialect), as bulk_fill() writes its rows: the catalog's
-  // admin_delete_prefix_* entries cover the lock, idempotency and inbox
-  // tables only.
-  const Params p{static_cast<std::int64_t>(prefix.size()), prefix};
-  for (const char* table : {"sqlguard_sync_holder", "sqlguard_lock_queue", "sqlguard_sync"})
-    c.execute(std::string("DELETE FROM ") + table + " WHERE substr(name, 1, ?) = ?", p);
-}
 
 }  // namespace sqlguard::bench

@@ -365,7 +365,6 @@ void run_bench(const Opts& o) {
   if (o.emit_sql) {
     emit_sql(dialect, admin->kind() == DialectKind::kPostgresql, matrix_ops, recorded);
     admin::delete_by_prefix(*admin, run_tag);
-    delete_sync_rows(*admin, run_tag);
     return;
   }
   const Durability durability = lease_cycle_durability(*admin, commit);
@@ -447,7 +446,6 @@ void run_bench(const Opts& o) {
   if (!o.keep) {
     // Our rows only: everything this run created carries its tag.
     admin::delete_by_prefix(*admin, run_tag);
-    delete_sync_rows(*admin, run_tag);
     admin->execute_script(std::string("DROP TABLE IF EXISTS ") + kStock);
   }
 }

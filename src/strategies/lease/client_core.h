@@ -74,6 +74,8 @@ using AcquireDone = std::function<void(bool acquired, std::exception_ptr error)>
 // lock client cannot serve it.
 bool private_to_connection(const std::string& uri);
 
+class ClientCore;
+
 // One pending asynchronous acquire.
 struct ClientWait {
   std::shared_ptr<ClientLease> lease;
@@ -88,8 +90,8 @@ struct ClientWait {
   // A semaphore's or read-write lease's wait (sync_handle.cpp): its attempt
   // (true: acquired) and the release of what an attempt took after the wait
   // was cancelled. Empty for a lease.
-  std::function<bool(Connection&, std::chrono::milliseconds* holder_remaining)> attempt;
-  std::function<void()> release;
+  std::function<bool(ClientCore&, Connection&, std::chrono::milliseconds* holder_remaining)> attempt;
+  std::function<void(ClientCore&)> release;
   bool not_turn = false;  // a fair waiter's last attempt found others ahead (not an idle wake-up)
   bool several = false;  // several may hold at once: after a grant the next head tries at once
 };

@@ -353,7 +353,7 @@ void ClientCore::waiter_loop() {
       try {
         auto c = borrow();
         const auto left = std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now());
-        ok = w->attempt ? w->attempt(*c, &holder)
+        ok = w->attempt ? w->attempt(*this, *c, &holder)
                         : attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder, w.get());
       } catch (const Error& e) {
         // Unreachable, or no connection free: keep waiting, report it if the wait ends so.
@@ -392,7 +392,7 @@ void ClientCore::waiter_loop() {
           // A fair waiter woken while others are ahead of it was woken
           // rightly (the release was for the next ticket): the listener
           // must keep waking it.
-          if (was_woken.count(name) && !outage && !w->not_turn) ++q.idle_wakes;
+          if (was_woken.count(name) && !outage && !w->not_turn && !wait_plan_->wakes_every_waiter()) ++q.idle_wakes;
           q.holder_remaining = holder;
           const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(holder, o.backoff_initial));
           q.next_try = t + jitter(cap);
@@ -409,7 +409,7 @@ void ClientCore::waiter_loop() {
         }
       }
       if (release_now) {
-        if (w->release) w->release();
+        if (w->release) w->release(*this);
         else release_quietly(w->lease);
       }
       complete(*this, done);

@@ -132,6 +132,10 @@ class WaitPlan {
   // A release must run on the session that acquired (it frees a session
   // lock the acquire took): the lock client pins it to that connection.
   virtual bool release_on_acquiring_session() const noexcept { return false; }
+  // A release wakes every waiter of the lock (not one), and a wake-up always
+  // is a release: a woken waiter that then finds the lock taken lost a race
+  // (normal contention), which is no reason to stop listening.
+  virtual bool wakes_every_waiter() const noexcept { return false; }
 };
 
 // The head of the waiters (a session advisory lock taken by the acquire

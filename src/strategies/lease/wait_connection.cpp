@@ -1,5 +1,5 @@
-// Wait plan "connection wake-ups" (SQLite): the release statement wakes one
-// waiter of the lease on this host after its commit (a futex word, see
+// Wait plan "connection wake-ups" (SQLite): the release statement wakes the
+// waiters of the lease on this host after its commit (a futex word, see
 // src/dialect/sqlite/connection.cpp); a waiter watches it between attempts.
 #include "strategies/lease/waiter.h"
 
@@ -36,6 +36,7 @@ class ConnectionWakeups final : public WaitPlan {
     return std::make_unique<ConnectionWaiter>(std::move(channel));
   }
   std::unique_ptr<WakeListener> make_listener() const override { return make_channel_listener(); }
+  bool wakes_every_waiter() const noexcept override { return true; }
 
 };
 

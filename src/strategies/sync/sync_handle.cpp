@@ -34,99 +34,151 @@ std::shared_ptr<LockClient> shared_client_for(const std::string& uri, const Leas
   return LockClient::shared(uri, o);
 }
 
-SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, std::string kind, LeaseOptions options,
-                       bool renew, std::string_view type)
-    : client_(std::move(client)), options_(std::move(options)), kind_(std::move(kind)), type_(type) {
-  if (!client_) throw Error(ErrorCode::kInvalidArgument, type_ + ": the lock client is null");
-  validate_name(name, type_ + " name");
-  validate_sync_options(options_, type_);
-  client_->core()->check_process();
-  lease_ = std::make_shared<ClientLease>();
-  lease_->kind = RowKind::kHolding;
-  lease_->name = std::move(name);
-  lease_->options.ttl = options_.ttl;
-  lease_->options.min_hold = options_.min_hold;
-  lease_->options.backoff_initial = options_.backoff_initial;
-  lease_->options.backoff_max = options_.backoff_max;
-  lease_->options.owner = options_.owner;
-  lease_->margin = options_.safety_margin.value_or(std::min<milliseconds>(options_.ttl / 10, std::chrono::seconds(2)));
-  lease_->period = options_.renew_period.value_or(options_.ttl / 3);
-  lease_->renew = renew || static_cast<bool>(options_.on_lost);
-  lease_->state->on_lost = options_.on_lost;
-  wake_key_ = kind_ + ":" + lease_->name;
-  lease_->queue_key = wake_key_;
-  intent_ = std::max<milliseconds>(milliseconds(1000), options_.backoff_max * 4);
-}
+namespace {
 
-void SyncHandle::shutdown() noexcept {
-  if (!client_->core()->same_process()) return;  // a forked child: the holding is the parent's
-  client_->core()->cancel_acquire(lease_);
-  {
-    std::lock_guard<std::mutex> lk(lease_->state->mu);
-    if (lease_->state->hold == 0) return;
-    lease_->state->hold = 1;
-  }
-  try {
-    release();
-  } catch (const std::exception& e) {
-    log(LogLevel::kWarning, type_ + " '" + lease_->name + "': release in the destructor failed (the holding expires "
-                            "by itself): " + e.what());
-  }
-}
-
-int SyncHandle::reenter(SyncMode mode, std::int64_t n) {
-  auto& st = *lease_->state;
-  std::lock_guard<std::mutex> lk(st.mu);
-  if (st.hold == 0) return 0;
-  if (!st.valid_locked()) return -1;
-  if (mode_ != mode || n_ != n)
-    throw Error(ErrorCode::kInvalidArgument,
-                type_ + " '" + printable(lease_->name, 64) + "': this handle already holds " +
-                    (mode_ == SyncMode::kPermits ? std::to_string(n_) + " permit(s)"
-                                                 : std::string(mode_ == SyncMode::kShared ? "a shared" : "an exclusive") + " hold") +
-                    "; release it first (a handle holds one holding at a time and never changes it)");
-  ++st.hold;
-  return 1;
-}
-
-bool SyncHandle::attempt_on(Connection& conn, SyncMode mode, std::int64_t n, std::int64_t capacity,
-                            milliseconds* holder_remaining, bool waiting) {
-  const std::string owner = options_.owner.empty() ? make_owner_token() : options_.owner;
+// One attempt on `conn` (no re-entrancy check): true when acquired; the
+// holding is then registered with `core`'s renewer.
+bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode, std::int64_t n,
+                std::int64_t capacity, milliseconds* holder_remaining, bool waiting) {
+  const std::string owner = s.options.owner.empty() ? make_owner_token() : s.options.owner;
   const auto start = steady_clock::now();
-  const SyncRequest req{lease_->name, kind_, mode, n, capacity, owner, options_.ttl, options_.min_hold,
-                        mode == SyncMode::kExclusive && waiting ? intent_ : milliseconds(0)};
+  const SyncRequest req{s.lease->name, s.kind, mode, n, capacity, owner, s.options.ttl, s.options.min_hold,
+                        mode == SyncMode::kExclusive && waiting ? s.intent : milliseconds(0)};
   const SyncGrant g = sync_attempt(conn, req);
   if (!g.acquired) {
     if (holder_remaining) *holder_remaining = milliseconds(std::max<std::int64_t>(g.holder_remaining_ms, 0));
     return false;
   }
   {
-    auto& st = *lease_->state;
+    auto& st = *s.lease->state;
     std::lock_guard<std::mutex> lk(st.mu);
     st.hold = 1;
     st.owner = owner;
     st.fence = g.fence;
     st.expire_at = g.expire_at;
-    st.valid_until = start + options_.ttl - lease_->margin;
+    st.valid_until = start + s.options.ttl - s.lease->margin;
     st.lost = false;
     st.loss.reset();
-    lease_->key = g.slot;
-    mode_ = mode;
-    n_ = n;
+    s.lease->key = g.slot;
+    s.mode = mode;
+    s.n = n;
   }
-  if (lease_->renew) client_->core()->renew_register(lease_);
+  if (s.lease->renew) core.renew_register(s.lease);
   return true;
+}
+
+// Drops one hold; the last one releases the holding (owner-, slot- and
+// fence-checked) and wakes the client's waiters of the name.
+bool release_on(ClientCore& core, SyncShared& s) {
+  core.check_process();
+  auto& st = *s.lease->state;
+  std::string owner;
+  std::int64_t fence = 0, slot = 0;
+  bool lost = false;
+  {
+    std::lock_guard<std::mutex> lk(st.mu);
+    if (st.hold == 0) return false;
+    if (--st.hold > 0) return true;
+    owner = st.owner;
+    fence = st.fence;
+    slot = s.lease->key;
+    lost = st.lost;
+  }
+  core.renew_unregister(s.lease.get());
+  if (lost) {
+    log(LogLevel::kWarning, "release of " + s.type + " '" + s.lease->name + "': it was no longer held (" +
+                                std::string(to_string(st.loss ? st.loss->cause : LossCause::kExpired)) + ")");
+    return false;
+  }
+  bool held = false;
+  {
+    auto conn = core.borrow();
+    held = with_reconnect(*conn, std::max<milliseconds>(s.options.ttl / 3, milliseconds(1000)),
+                          "releasing " + s.type + " '" + s.lease->name + "'",
+                          [&](int) { return sync_release(*conn, s.lease->name, slot, owner, fence); });
+  }
+  core.sync_notify(s.wake_key);
+  core.local_release(s.wake_key);
+  if (!held)
+    log(LogLevel::kWarning, "release of " + s.type + " '" + s.lease->name + "' (fence " + std::to_string(fence) +
+                                "): it was no longer held");
+  return held;
+}
+
+}  // namespace
+
+SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, std::string kind, LeaseOptions options,
+                       bool renew, std::string_view type)
+    : client_(std::move(client)), s_(std::make_shared<SyncShared>()) {
+  s_->type = std::string(type);
+  if (!client_) throw Error(ErrorCode::kInvalidArgument, s_->type + ": the lock client is null");
+  validate_name(name, s_->type + " name");
+  validate_sync_options(options, s_->type);
+  client_->core()->check_process();
+  s_->options = std::move(options);
+  s_->kind = std::move(kind);
+  const LeaseOptions& o = s_->options;
+  auto lease = std::make_shared<ClientLease>();
+  lease->kind = RowKind::kHolding;
+  lease->name = std::move(name);
+  lease->options.ttl = o.ttl;
+  lease->options.min_hold = o.min_hold;
+  lease->options.backoff_initial = o.backoff_initial;
+  lease->options.backoff_max = o.backoff_max;
+  lease->options.owner = o.owner;
+  lease->margin = o.safety_margin.value_or(std::min<milliseconds>(o.ttl / 10, std::chrono::seconds(2)));
+  lease->period = o.renew_period.value_or(o.ttl / 3);
+  lease->renew = renew || static_cast<bool>(o.on_lost);
+  lease->state->on_lost = o.on_lost;
+  s_->wake_key = s_->kind + ":" + lease->name;
+  lease->queue_key = s_->wake_key;
+  s_->lease = std::move(lease);
+  s_->intent = std::max<milliseconds>(milliseconds(1000), o.backoff_max * 4);
+}
+
+SyncHandle::~SyncHandle() {
+  auto& core = *client_->core();
+  if (!core.same_process()) return;  // a forked child: the holding is the parent's
+  core.cancel_acquire(s_->lease);
+  {
+    std::lock_guard<std::mutex> lk(s_->lease->state->mu);
+    if (s_->lease->state->hold == 0) return;
+    s_->lease->state->hold = 1;
+  }
+  try {
+    release_on(core, *s_);
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarning, s_->type + " '" + s_->lease->name + "': release in the destructor failed (the holding "
+                            "expires by itself): " + e.what());
+  }
+}
+
+int SyncHandle::reenter(SyncMode mode, std::int64_t n) {
+  auto& st = *s_->lease->state;
+  std::lock_guard<std::mutex> lk(st.mu);
+  if (st.hold == 0) return 0;
+  if (!st.valid_locked()) return -1;
+  if (s_->mode != mode || s_->n != n)
+    throw Error(ErrorCode::kInvalidArgument,
+                s_->type + " '" + printable(s_->lease->name, 64) + "': this handle already holds " +
+                    (s_->mode == SyncMode::kPermits
+                         ? std::to_string(s_->n) + " permit(s)"
+                         : std::string(s_->mode == SyncMode::kShared ? "a shared" : "an exclusive") + " hold") +
+                    "; release it first (a handle holds one holding at a time and never changes it)");
+  ++st.hold;
+  return 1;
 }
 
 int SyncHandle::attempt(SyncMode mode, std::int64_t n, std::int64_t capacity, milliseconds* holder_remaining,
                         bool waiting) {
-  client_->core()->check_process();
+  auto& core = *client_->core();
+  core.check_process();
   if (int r = reenter(mode, n); r != 0) return r;
-  if (client_->core()->waiting(*lease_))
-    throw Error(ErrorCode::kInvalidArgument, type_ + " '" + printable(lease_->name, 64) + "': an asynchronous "
+  if (core.waiting(*s_->lease))
+    throw Error(ErrorCode::kInvalidArgument, s_->type + " '" + printable(s_->lease->name, 64) + "': an asynchronous "
                                              "acquire of this handle is still pending (cancel_acquire() it first)");
-  auto conn = client_->core()->borrow();
-  return attempt_on(*conn, mode, n, capacity, holder_remaining, waiting) ? 1 : 0;
+  auto conn = core.borrow();
+  return attempt_on(core, *s_, *conn, mode, n, capacity, holder_remaining, waiting) ? 1 : 0;
 }
 
 void SyncHandle::acquire_async(SyncMode mode, std::int64_t n, std::int64_t capacity, milliseconds wait,
@@ -138,30 +190,29 @@ void SyncHandle::acquire_async(SyncMode mode, std::int64_t n, std::int64_t capac
     return;
   }
   auto w = std::make_shared<ClientWait>();
-  w->lease = lease_;
+  w->lease = s_->lease;
   w->several = mode != SyncMode::kExclusive;
-  // The waiter thread runs these; the handle outlives them (its destructor
-  // cancels the wait, and a running attempt finishes before that returns).
-  auto self = shared_from_this();
-  w->attempt = [self, mode, n, capacity](Connection& conn, milliseconds* holder) {
-    return self->attempt_on(conn, mode, n, capacity, holder, true);
+  // Run on the client's waiter thread, with the client's core; they keep the
+  // shared state (never the client) alive.
+  w->attempt = [s = s_, mode, n, capacity](ClientCore& core, Connection& conn, milliseconds* holder) {
+    return attempt_on(core, *s, conn, mode, n, capacity, holder, true);
   };
-  w->release = [self] {
+  w->release = [s = s_](ClientCore& core) {
     try {
       {
-        std::lock_guard<std::mutex> lk(self->lease_->state->mu);
-        self->lease_->state->hold = 1;
+        std::lock_guard<std::mutex> lk(s->lease->state->mu);
+        s->lease->state->hold = 1;
       }
-      self->release();
+      release_on(core, *s);
     } catch (const std::exception& e) {
-      log(LogLevel::kWarning, self->type_ + " '" + self->lease_->name + "': releasing what a cancelled acquire took "
-                              "failed (it expires by itself): " + e.what());
+      log(LogLevel::kWarning, s->type + " '" + s->lease->name + "': releasing what a cancelled acquire took failed "
+                              "(it expires by itself): " + e.what());
     }
   };
   client_->core()->acquire_async(std::move(w), wait, std::move(done));
 }
 
-bool SyncHandle::cancel_acquire() { return client_->core()->cancel_acquire(lease_); }
+bool SyncHandle::cancel_acquire() { return client_->core()->cancel_acquire(s_->lease); }
 
 bool SyncHandle::try_acquire(SyncMode mode, std::int64_t n, std::int64_t capacity) {
   return attempt(mode, n, capacity, nullptr, false) > 0;
@@ -171,14 +222,14 @@ bool SyncHandle::acquire(SyncMode mode, std::int64_t n, std::int64_t capacity, m
   check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
   auto& core = *client_->core();
   const auto deadline = steady_clock::now() + wait;
-  milliseconds backoff = options_.backoff_initial;
-  const std::uint64_t first = core.sync_wait_begin(wake_key_);
+  milliseconds backoff = s_->options.backoff_initial;
+  const std::string& key = s_->wake_key;
+  std::uint64_t gen = core.sync_wait_begin(key);
   struct End {
     ClientCore& c;
     const std::string& k;
     ~End() { c.sync_wait_end(k); }
-  } end{core, wake_key_};
-  std::uint64_t gen = first;
+  } end{core, key};
   std::optional<Error> outage;
   for (;;) {
     milliseconds holder{0};
@@ -197,90 +248,56 @@ bool SyncHandle::acquire(SyncMode mode, std::int64_t n, std::int64_t capacity, m
       if (outage) throw *outage;
       return false;
     }
-    const milliseconds cap = outage ? backoff : std::min(backoff, std::max(holder, options_.backoff_initial));
+    const milliseconds cap = outage ? backoff : std::min(backoff, std::max(holder, s_->options.backoff_initial));
     const auto until = std::min(deadline, now + jitter(cap));
-    core.sync_wait(wake_key_, gen, until);
-    gen = core.sync_generation(wake_key_);
-    backoff = std::min(backoff * 2, options_.backoff_max);
+    core.sync_wait(key, gen, until);
+    gen = core.sync_generation(key);
+    backoff = std::min(backoff * 2, s_->options.backoff_max);
   }
 }
 
-bool SyncHandle::release() {
-  client_->core()->check_process();
-  auto& st = *lease_->state;
-  std::string owner;
-  std::int64_t fence = 0, slot = 0;
-  bool lost = false;
-  {
-    std::lock_guard<std::mutex> lk(st.mu);
-    if (st.hold == 0) return false;
-    if (--st.hold > 0) return true;
-    owner = st.owner;
-    fence = st.fence;
-    slot = lease_->key;
-    lost = st.lost;
-  }
-  client_->core()->renew_unregister(lease_.get());
-  if (lost) {
-    log(LogLevel::kWarning, "release of " + type_ + " '" + lease_->name + "': it was no longer held (" +
-                                std::string(to_string(st.loss ? st.loss->cause : LossCause::kExpired)) + ")");
-    return false;
-  }
-  bool held = false;
-  {
-    auto conn = client_->core()->borrow();
-    held = with_reconnect(*conn, std::max<milliseconds>(options_.ttl / 3, milliseconds(1000)),
-                          "releasing " + type_ + " '" + lease_->name + "'",
-                          [&](int) { return sync_release(*conn, lease_->name, slot, owner, fence); });
-  }
-  client_->core()->sync_notify(wake_key_);
-  client_->core()->local_release(wake_key_);
-  if (!held)
-    log(LogLevel::kWarning, "release of " + type_ + " '" + lease_->name + "' (fence " + std::to_string(fence) +
-                                "): it was no longer held");
-  return held;
-}
+bool SyncHandle::release() { return release_on(*client_->core(), *s_); }
 
 bool SyncHandle::owns() const {
-  std::lock_guard<std::mutex> lk(lease_->state->mu);
-  return lease_->state->valid_locked();
+  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
+  return s_->lease->state->valid_locked();
 }
 
 std::optional<SyncMode> SyncHandle::mode() const {
-  std::lock_guard<std::mutex> lk(lease_->state->mu);
-  if (lease_->state->hold == 0) return std::nullopt;
-  return mode_;
+  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
+  if (s_->lease->state->hold == 0) return std::nullopt;
+  return s_->mode;
 }
 
 std::int64_t SyncHandle::held() const {
-  std::lock_guard<std::mutex> lk(lease_->state->mu);
-  return lease_->state->hold > 0 ? n_ : 0;
+  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
+  return s_->lease->state->hold > 0 ? s_->n : 0;
 }
 
 std::int64_t SyncHandle::fence() const {
-  std::lock_guard<std::mutex> lk(lease_->state->mu);
-  return lease_->state->fence;
+  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
+  return s_->lease->state->fence;
 }
 
 std::string SyncHandle::owner() const {
-  std::lock_guard<std::mutex> lk(lease_->state->mu);
-  return lease_->state->owner;
+  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
+  return s_->lease->state->owner;
 }
 
 int SyncHandle::hold_count() const {
-  std::lock_guard<std::mutex> lk(lease_->state->mu);
-  return lease_->state->hold;
+  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
+  return s_->lease->state->hold;
 }
 
 milliseconds SyncHandle::remaining() const {
-  std::lock_guard<std::mutex> lk(lease_->state->mu);
-  if (!lease_->state->valid_locked()) return milliseconds(0);
-  return std::chrono::duration_cast<milliseconds>(lease_->state->valid_until - steady_clock::now());
+  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
+  if (!s_->lease->state->valid_locked()) return milliseconds(0);
+  return std::chrono::duration_cast<milliseconds>(s_->lease->state->valid_until - steady_clock::now());
 }
 
 std::optional<LeaseLoss> SyncHandle::last_loss() const {
-  std::lock_guard<std::mutex> lk(lease_->state->mu);
-  return lease_->state->loss;
+  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
+  return s_->lease->state->loss;
 }
 
 // ---- ClientCore's naps ---------------------------------------------------------

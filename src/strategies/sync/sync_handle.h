@@ -17,16 +17,28 @@
 
 namespace sqlguard::detail {
 
-class SyncHandle : public std::enable_shared_from_this<SyncHandle> {
+// What a handle's attempts and release need, owning no lock client: the
+// client's waiter thread keeps it while an asynchronous attempt runs (were it
+// to own the client, the last reference could drop there, and the client
+// would stop its own waiter thread from that thread).
+struct SyncShared {
+  std::shared_ptr<ClientLease> lease;
+  LeaseOptions options;
+  std::string kind, type, wake_key;
+  std::chrono::milliseconds intent{0};
+  SyncMode mode = SyncMode::kPermits;  // guarded by lease->state->mu
+  std::int64_t n = 0;                  // guarded by lease->state->mu
+};
+
+class SyncHandle {
  public:
   // `kind`: "semaphore" or "rw"; `type`: the class name, for errors.
   SyncHandle(std::shared_ptr<LockClient> client, std::string name, std::string kind, LeaseOptions options,
              bool renew, std::string_view type);
-  // What the owning Semaphore / ReadWriteLease's destructor does: cancels a
-  // pending asynchronous acquire and releases a held holding (errors to the
-  // log hook). A waiter-thread attempt still running keeps the handle alive
-  // (make_shared) and releases what it took.
-  void shutdown() noexcept;
+  // Cancels a pending asynchronous acquire and releases a held holding
+  // (errors go to the log hook). An attempt still running on the client's
+  // waiter thread finishes first and releases what it took.
+  ~SyncHandle();
 
   // One attempt / attempts until `wait` passes. `capacity`: a semaphore's
   // count when the name is new.
@@ -48,8 +60,8 @@ class SyncHandle : public std::enable_shared_from_this<SyncHandle> {
   int hold_count() const;
   std::chrono::milliseconds remaining() const;
   std::optional<LeaseLoss> last_loss() const;
-  const std::string& name() const noexcept { return lease_->name; }
-  const LeaseOptions& options() const noexcept { return options_; }
+  const std::string& name() const noexcept { return s_->lease->name; }
+  const LeaseOptions& options() const noexcept { return s_->options; }
   ClientCore& core() const { return *client_->core(); }
 
  private:
@@ -57,19 +69,11 @@ class SyncHandle : public std::enable_shared_from_this<SyncHandle> {
   // `waiting`: a blocking acquire's attempt (a writer publishes its intent).
   int attempt(SyncMode mode, std::int64_t n, std::int64_t capacity, std::chrono::milliseconds* holder_remaining,
               bool waiting);
-  // The attempt on `conn` (no re-entrancy check): true when acquired.
-  bool attempt_on(Connection& conn, SyncMode mode, std::int64_t n, std::int64_t capacity,
-                  std::chrono::milliseconds* holder_remaining, bool waiting);
   // The re-entrancy check: 1 one more hold, 0 none held, -1 holding a lost one.
   int reenter(SyncMode mode, std::int64_t n);
 
   std::shared_ptr<LockClient> client_;
-  std::shared_ptr<ClientLease> lease_;
-  LeaseOptions options_;
-  std::string kind_, type_, wake_key_;
-  std::chrono::milliseconds intent_{0};
-  SyncMode mode_ = SyncMode::kPermits;  // guarded by lease_->state->mu
-  std::int64_t n_ = 0;                  // guarded by lease_->state->mu
+  std::shared_ptr<SyncShared> s_;
 };
 
 // Options of a semaphore or read-write lease handle: LeaseOptions without the

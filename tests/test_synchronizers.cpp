@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "sqlguard/admin.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
 #include "sqlguard/read_write_lease.h"
@@ -769,4 +770,32 @@ TEST_CASE("a fair waiter whose place lapsed queues again at the tail and its fol
   CHECK(f1.get());
   CHECK(f2.get());
   CHECK(grants == std::vector<int>{2, 1});
+}
+
+TEST_CASE("a fair waiter that gives up right after its sessions were killed still leaves the queue", "[fair-lease]") {
+  if (ctx().is_sqlite() || ctx().pooler) {
+    SUCCEED("needs server sessions of its own to kill");
+    return;
+  }
+  const std::string name = ctx().unique("fairkilled");
+  LeaseOptions o = fair_opts(30s);
+  o.place_ttl = 20s;  // a place left behind would hold up the next waiter this long
+  o.backoff_initial = o.backoff_max = 1s;
+  auto a = LockClient::create(ctx().uri);
+  auto b = LockClient::create(ctx().uri);
+  LeaseLock holder(a, name, o), quitter(b, name, o);
+  REQUIRE(holder.try_acquire());
+  auto gave_up = quitter.acquire_async(1500ms);  // takes its place, waits behind the holder
+  std::this_thread::sleep_for(1300ms);           // after its last attempt, before it gives up
+  auto admin = ctx().connect();
+  CHECK(admin::terminate_sessions(*admin) > 0);
+  CHECK_FALSE(gave_up.get());
+  CHECK(holder.release());
+  auto c = LockClient::create(ctx().uri);
+  LeaseLock next(c, name, o);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(next.acquire(30s));
+  // Served at once, not after the quitter's place expired (20 s).
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  next.release();
 }

@@ -313,8 +313,12 @@ void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p) noexcept {
     ticket = p->key;
   }
   try {
+    // Idempotent: retried on a fresh connection (a killed session, a
+    // restart), or the place would hold up the queue until it expires.
     auto c = borrow();
-    fair_leave(*c, p->name, ticket, owner);
+    with_reconnect(*c, std::clamp<milliseconds>(p->options.ttl / 3, milliseconds(100), milliseconds(2000)),
+                   "leaving the queue of fair lease '" + p->name + "'",
+                   [&](int) { fair_leave(*c, p->name, ticket, owner); });
   } catch (const std::exception& e) {
     log(LogLevel::kDebug, "leaving the queue of fair lease '" + p->name + "' failed (the place expires by itself): " +
                               e.what());

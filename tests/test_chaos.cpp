@@ -44,9 +44,25 @@ Run chaos(std::vector<std::string> extra) {
 const std::vector<std::string> kInvariants = {"fence_order", "overlap",      "stock",       "inbox_effects",
                                               "stale_lock",  "lost_commits", "worker_exits"};
 
-// Every invariant but those in `except` counted 0.
-void check_invariants_hold(const std::string& out, const std::vector<std::string>& except = {}) {
-  for (const auto& inv : kInvariants) {
+// The invariants a run with --lock-kind KIND reports: a semaphore's holders
+// overlap by design (permit_limit replaces overlap); the others add theirs.
+std::vector<std::string> invariants_of(const std::string& kind) {
+  std::vector<std::string> v = kInvariants;
+  if (kind.rfind("semaphore:", 0) == 0) {
+    v.erase(std::find(v.begin(), v.end(), "overlap"));
+    v.push_back("permit_limit");
+  } else if (kind == "rw") {
+    v.push_back("rw_exclusion");
+  } else if (kind == "fair") {
+    v.push_back("fifo_order");
+  }
+  return v;
+}
+
+// Every invariant (of `keys`) but those in `except` counted 0.
+void check_invariants_hold(const std::string& out, const std::vector<std::string>& except = {},
+                           const std::vector<std::string>& keys = kInvariants) {
+  for (const auto& inv : keys) {
     if (std::find(except.begin(), except.end(), inv) != except.end()) continue;
     INFO(inv);
     CHECK(field(out, inv) == 0);
@@ -56,17 +72,39 @@ void check_invariants_hold(const std::string& out, const std::vector<std::string
 // A short run with one negative control: the checker must report its
 // invariant (exit 4), and only the invariants that control can break.
 void control_is_caught(const std::string& control, const std::string& invariant, std::vector<std::string> extra,
-                       const std::vector<std::string>& may_also = {}) {
+                       const std::vector<std::string>& may_also = {}, const std::string& kind = "lease") {
   std::vector<std::string> args = {"--workers", "4", "--ttl", "500ms", "--seed", "21", "--control", control};
+  if (kind != "lease") args.insert(args.end(), {"--lock-kind", kind});
   args.insert(args.end(), extra.begin(), extra.end());
   auto r = chaos(args);
   INFO(r.out);
   CHECK(r.rc == 4);
   CHECK(r.out.find("\"control\":\"" + control + "\"") != std::string::npos);
+  CHECK(r.out.find("\"lock_kind\":\"" + kind + "\"") != std::string::npos);
   CHECK(field(r.out, invariant) > 0);
   std::vector<std::string> except = may_also;
   except.push_back(invariant);
-  check_invariants_hold(r.out, except);
+  check_invariants_hold(r.out, except, invariants_of(kind));
+}
+
+// A run of --lock-kind KIND under every fault that applies here except
+// server restarts (the first test case restarts the server once per
+// dialect; these add none): its invariants hold. Returns the JSON.
+std::string kind_run_holds(const std::string& kind) {
+  auto r = chaos({"--lock-kind", kind, "--duration", "8s", "--workers", "6", "--ttl", "500ms", "--seed", "42",
+                  "--no-server-restarts"});
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("\"lock_kind\":\"" + kind + "\"") != std::string::npos);
+  CHECK(field(r.out, "violations") == 0);
+  check_invariants_hold(r.out, {}, invariants_of(kind));
+  CHECK(field(r.out, "unexpected_worker_exits") == 0);
+  CHECK(field(r.out, "kills") >= 2);
+  CHECK(field(r.out, "pauses") >= 1);
+  CHECK(field(r.out, "acquisitions") > 0);
+  CHECK(field(r.out, "late_writes_accepted") == 0);
+  if (!ctx().is_sqlite()) CHECK(field(r.out, "connection_kills") >= 1);
+  return r.out;
 }
 
 // Whether a SIGKILL of the server process can lose commits it acknowledged:
@@ -109,6 +147,74 @@ TEST_CASE("a fenced chaos run keeps every invariant under kill -9, pauses past t
   // Whatever happened, the server is up again for the tests that follow.
   auto c = ctx().connect();
   CHECK(c->execute("SELECT 1").rows.at(0)[0].as_int() == 1);
+}
+
+TEST_CASE("chaos --lock-kind semaphore:2: never more than 2 permits held at an instant under kill -9, pauses past the "
+          "ttl, killed sessions and partitions; permit holders' writes are fenced",
+          "[chaos][lock-kind]") {
+  const std::string out = kind_run_holds("semaphore:2");
+  INFO(out);
+  CHECK(field(out, "permit_limit") == 0);
+  // Not vacuous: the journal has holds and they did fill both permits.
+  CHECK(field(out, "holds_journaled") > 0);
+  CHECK(field(out, "max_permits_held") == 2);
+  CHECK(field(out, "fenced_writes_accepted") > 0);
+  // Writes of older holdings after a newer one's (late ones after a pause among them) were refused.
+  CHECK(field(out, "stale_writes_rejected") >= 1);
+}
+
+TEST_CASE("chaos --lock-kind rw: never a writer with readers or another writer under kill -9, pauses past the ttl, "
+          "killed sessions and partitions; writers' writes are fenced",
+          "[chaos][lock-kind]") {
+  const std::string out = kind_run_holds("rw");
+  INFO(out);
+  CHECK(field(out, "rw_exclusion") == 0);
+  CHECK(field(out, "overlap") == 0);
+  CHECK(field(out, "exclusive_holds") > 0);
+  CHECK(field(out, "shared_overlaps") > 0);  // not vacuous: readers did share
+  CHECK(field(out, "fenced_writes_accepted") > 0);
+}
+
+TEST_CASE("chaos --lock-kind fair: grants follow arrival order except past lapsed places, under kill -9, pauses of "
+          "holders and waiters, killed sessions and partitions",
+          "[chaos][lock-kind]") {
+  const std::string out = kind_run_holds("fair");
+  INFO(out);
+  CHECK(field(out, "fifo_order") == 0);
+  CHECK(field(out, "waits_granted") > 0);
+  CHECK(field(out, "fifo_pairs_checked") > 0);  // not vacuous: some arrivals were ordered and checked
+  CHECK(field(out, "fenced_writes_accepted") > 0);
+}
+
+TEST_CASE("negative control: a semaphore holder that never asks owns() is caught by the permit-limit invariant",
+          "[chaos][control][lock-kind]") {
+  // Its hold runs on through a pause that lost it, while others take the permits.
+  control_is_caught("semaphore-ignores-owns", "permit_limit", {"--duration", "5s", "--faults", "kill,pause"}, {},
+                    "semaphore:2");
+}
+
+TEST_CASE("negative control: semaphore holders that write without the fence are caught by the fence-order invariant",
+          "[chaos][control][lock-kind]") {
+  control_is_caught("no-fencing", "fence_order", {"--duration", "3s", "--faults", "kill"}, {}, "semaphore:2");
+}
+
+TEST_CASE("negative control: a semaphore holding that outlives its killed holder is caught by the stale-lock "
+          "invariant",
+          "[chaos][control][lock-kind]") {
+  control_is_caught("long-lease", "stale_lock", {"--duration", "4s", "--faults", "kill"}, {}, "semaphore:2");
+}
+
+TEST_CASE("negative control: writers that take a shared hold are caught by the read-write exclusion invariant",
+          "[chaos][control][lock-kind]") {
+  // Their writes carry no fence (a shared hold's is the last exclusive one's): fence order and the writers'
+  // overlap fire too.
+  control_is_caught("rw-writer-shares", "rw_exclusion", {"--duration", "3s", "--faults", "kill"},
+                    {"fence_order", "overlap"}, "rw");
+}
+
+TEST_CASE("negative control: waiters of a fair lease that jump the queue are caught by the FIFO invariant",
+          "[chaos][control][lock-kind]") {
+  control_is_caught("fair-queue-jump", "fifo_order", {"--duration", "4s", "--faults", "kill"}, {}, "fair");
 }
 
 TEST_CASE("a partition longer than the ttl cuts lease holders off the server and no invariant is violated",
@@ -251,6 +357,12 @@ TEST_CASE("chaos refuses bad input with a one-line error and a non-zero exit", "
       {{"--faults", ""}, "--faults"},
       {{"--control", "frobnicate"}, "--control"},
       {{"--control", "long-lease", "--no-fencing"}, "--control"},
+      {{"--lock-kind", "frobnicate"}, "--lock-kind"},
+      {{"--lock-kind", "semaphore:0"}, "--lock-kind"},
+      {{"--lock-kind", "semaphore:"}, "--lock-kind"},
+      {{"--lock-kind", "semaphore:1001"}, "--lock-kind"},
+      {{"--control", "fair-queue-jump"}, "--control"},  // needs --lock-kind fair
+      {{"--lock-kind", "rw", "--control", "semaphore-ignores-owns"}, "--control"},
   };
   for (const auto& c : cases) {
     // Validation happens before any connection: no database is touched.
@@ -261,7 +373,8 @@ TEST_CASE("chaos refuses bad input with a one-line error and a non-zero exit", "
     int rc = sgtest::run_process({"/bin/sh", "-c", cmd}, &err);
     INFO(cmd << "\n-> rc " << rc << ": " << err);
     CHECK(rc != 0);
-    if (c.mentions == "--faults" || c.mentions == "--control") CHECK(rc == 2);  // a usage error
+    if (c.mentions == "--faults" || c.mentions == "--control" || c.mentions == "--lock-kind")
+      CHECK(rc == 2);  // a usage error
     CHECK(err.find(c.mentions) != std::string::npos);
     // One line (CLI11 adds a "Run with --help" hint line for parse errors).
     CHECK(std::count(err.begin(), err.end(), '\n') <= 2);

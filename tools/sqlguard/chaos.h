@@ -32,11 +32,36 @@ enum class Control {
   kEffectsOutsideInbox,  // the effect row commits before, not inside, the dedup transaction: inbox_effects
   kLongLease,            // leases of 10 x --ttl, outliving a killed holder: stale_lock
   kWorkerCrash,          // every worker aborts 300 ms into each life: worker_exits
+  // --lock-kind semaphore:N: a permit holder that never asks owns(): it
+  // records its hold as ending after a pause that lost it: permit_limit
+  kSemaphoreIgnoresOwns,
+  // --lock-kind rw: writers take a SHARED hold and write anyway: rw_exclusion
+  kRwWriterShares,
+  // --lock-kind fair: workers take the lease with a non-fair handle (it
+  // does not look at the queue): fifo_order
+  kFairQueueJump,
 };
 // "no-fencing", "unguarded-decrement", ... ; "" for kNone.
 const char* control_name(Control c);
 // Throws CLI::ValidationError (exit 2) for an unknown name.
 Control parse_control(const std::string& name);
+
+// What the workers hold (`sqlguard chaos --lock-kind`): the lease (default,
+// the mutex), the fair lease (LeaseOptions::fair), a semaphore of N permits,
+// or a read-write lease (1 in 3 lock operations exclusive).
+enum class LockKind { kLease, kFair, kSemaphore, kReadWrite };
+struct KindSpec {
+  LockKind kind = LockKind::kLease;
+  std::int64_t permits = 0;  // kSemaphore: N
+  // "lease", "fair", "semaphore:N", "rw"
+  std::string name() const;
+  // Whether its holders are rows of sqlguard_lock (lease_info() sees them).
+  bool lease_rows() const { return kind == LockKind::kLease || kind == LockKind::kFair; }
+};
+// Throws BadValue("--lock-kind") (exit 2) for a bad value.
+KindSpec parse_lock_kind(const std::string& text);
+// The kind a negative control needs (kLease: any kind).
+LockKind control_kind(Control c);
 
 // One slot per worker index, in a file both sides mmap (MAP_SHARED). Only
 // lock-free 32/64-bit atomics, so it is address-free across processes. A
@@ -64,6 +89,9 @@ struct alignas(64) Slot {
   std::atomic<std::int64_t> errors{0};
   std::atomic<std::int64_t> reconnects{0};
   std::atomic<std::int64_t> lease_losses{0};
+  // --lock-kind other than lease:
+  std::atomic<std::int64_t> wait_seq{0};           // lock operations started (a paused waiter is not paused twice)
+  std::atomic<std::int64_t> holds_unconfirmed{0};  // owns() was false at the end of the hold: not journaled
 };
 static_assert(std::atomic<std::int64_t>::is_always_lock_free, "shared-memory counters need lock-free atomics");
 
@@ -72,6 +100,8 @@ struct Names {
   std::string run;
   std::string prefix;    // chaos_<run>_
   std::string res, audit, stock, sale, effect;
+  std::string hold;  // --lock-kind semaphore / rw: confirmed hold intervals
+  std::string wait;  // --lock-kind fair: every wait (arrival, place taken, outcome)
   std::string consumer;  // inbox consumer name
   std::string lock(int resource) const { return prefix + "res" + std::to_string(resource); }
   explicit Names(std::string run_id);
@@ -89,6 +119,7 @@ struct WorkerArgs {
   int messages = 100;
   std::uint64_t seed = 1;
   Control control = Control::kNone;
+  KindSpec kind;
 };
 
 }  // namespace sqlguard::cli::chaos

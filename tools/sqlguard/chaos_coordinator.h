@@ -58,6 +58,8 @@ struct Opts {
   int workers = 4;
   std::uint64_t seed = 0;
   Control control = Control::kNone;  // --control / --no-fencing: a negative control
+  std::string lock_kind = "lease";   // --lock-kind
+  KindSpec kind;                     // parsed from lock_kind
   bool no_restarts = false, keep = false;
   std::string faults;  // --faults; empty: the default set
   FaultSet fault_set;  // parsed from `faults`
@@ -130,7 +132,7 @@ class Db {
 // Gathered in one place, text unchanged, to move behind the public API later.
 // The workers' own statements are in chaos_worker.cpp.
 struct ChaosSql {
-  explicit ChaosSql(const Names& n);
+  ChaosSql(const Names& n, const KindSpec& kind);
   std::vector<std::string> create_tables;  // in order
   std::string insert_resource;             // id
   std::string insert_stock;                // id, qty, initial_qty
@@ -143,6 +145,10 @@ struct ChaosSql {
   std::string select_stock;         // id, qty, initial_qty, sold
   std::string select_effects;       // message, count
   std::string count_worker_effects;  // effect rows the workers wrote (not the final redelivery's)
+  // --lock-kind semaphore / rw: resource, mode, permits, fence, start_ms, end_ms, seen_fence, worker
+  std::string select_hold;
+  // --lock-kind fair: resource, worker, fence, arrive_ms, queued_ms, wait_ms, end_ms, stalled
+  std::string select_wait;
 };
 
 // ---- chaos_workers.cpp ---------------------------------------------------------------
@@ -157,6 +163,7 @@ struct Worker {
   std::chrono::steady_clock::time_point respawn_at{};
   bool respawn_pending = false;
   std::int64_t last_paused_fence = -1;                    // never pause the same lease twice
+  std::int64_t last_paused_wait = -1;                     // nor the same wait (Slot::wait_seq)
   std::chrono::steady_clock::time_point no_kill_until{};  // let a resumed worker make its late write
 };
 
@@ -165,6 +172,7 @@ struct WorkerTotals {
   std::int64_t acquisitions = 0, writes = 0, by_lease = 0, by_fence = 0, late = 0, late_rejected = 0, slow = 0, sales_g = 0,
                sales_c = 0, cas_conf = 0, deliveries = 0, processed = 0, dups = 0, errors = 0, reconnects = 0,
                losses = 0;
+  std::int64_t holds_unconfirmed = 0;
 };
 
 class Workers {
@@ -185,6 +193,9 @@ class Workers {
   void resume_and_respawn(std::chrono::steady_clock::time_point now);
   // A live, running (not paused, not partitioned) worker in one of `phases`, or -1.
   int pick_target(std::initializer_list<std::int32_t> phases, bool need_lease, bool for_pause = false);
+  // A live, running worker waiting for a fair lease (kAcquiring) whose wait
+  // was not paused yet, or -1.
+  int pick_waiter();
   int paused_count() const;
   int partitioned_count() const;
   // End of the run: wake paused workers, wait for all to exit by themselves
@@ -382,13 +393,20 @@ struct Verdict {
   std::int64_t sold_total = 0, left_total = 0, initial_total = 0, effect_rows = 0;
   int verified_in_row = 0, verified_by_takeover = 0;
   std::int64_t max_orphan_ms = 0;
+  // --lock-kind other than lease: what the kind's checks saw (JSON "holds").
+  nlohmann::json holds = nlohmann::json::object();
 };
 
 // Runs once every worker has exited: redelivers every inbox message once
 // more, then checks fence order, overlap, stock, exactly-one effect and
 // stale locks from what the database recorded, lost commits (rows the
 // workers saw commit that are not there), and counts the workers' unexpected
-// exits. Unchecked kill records are read here.
+// exits. Unchecked kill records are read here. Per --lock-kind also:
+// permit_limit (semaphore:N: never more than N permits held at an instant,
+// from the journaled hold intervals; replaces overlap), rw_exclusion (rw:
+// never an exclusive hold with another hold; no reader saw a write of a
+// later exclusive holder), fifo_order (fair: no grant overtook an earlier
+// arrival whose queue place was live). See docs/chaos-summary.md.
 Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, const Workers& w);
 
 }  // namespace sqlguard::cli::chaos

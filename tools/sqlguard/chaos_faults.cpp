@@ -103,7 +103,9 @@ void Faults::kill(int slot) {
   w_.at(slot).killed_by_us = true;
   ++kills;
   std::int64_t at = run_.db_now_ms();
-  if (res >= 0 && (phase == kHolding || phase == kWriting))
+  // Semaphore holdings and read-write holds are not lease rows: checked at
+  // the end of the run instead (chaos_check.cpp).
+  if (res >= 0 && (phase == kHolding || phase == kWriting) && run_.o.kind.lease_rows())
     kill_records.push_back({slot, res, fence, at, steady_clock::now() + milliseconds(200)});
   std::string detail = std::string("kill -9 while ") + phase_name(phase);
   if (res >= 0) detail += " (lease " + run_.names.lock(res) + ", fence " + std::to_string(fence) + ")";
@@ -140,6 +142,7 @@ void Faults::pause(int slot) {
   k.proc.signal(SIGSTOP);
   k.paused = true;
   k.last_paused_fence = s.fence.load();
+  k.last_paused_wait = s.wait_seq.load();
   k.resume_at = steady_clock::now() + len;
   ++pauses;
   w_.fault("pause", slot,

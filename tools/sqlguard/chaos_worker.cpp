@@ -10,6 +10,10 @@
 //     version CAS, each with its sale row in the same transaction.
 //   * inbox: redelivered messages processed through sqlguard::Inbox; the
 //     effect row is written in the dedup transaction.
+// --lock-kind swaps what the first workload holds: a fair lease (the same
+// fenced write; each wait is journaled for the FIFO check), a semaphore of
+// N permits or a read-write lease (sync_work: a fenced write or a read,
+// and the hold interval journaled while owns() confirms it).
 // --control NAME (chaos.h) swaps one of these for a broken variant: the
 // negative controls the checker must catch.
 // Every error is counted and the connection re-established; the worker
@@ -19,7 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <future>
 #include <iostream>
 #include <random>
 #include <thread>
@@ -31,6 +38,8 @@
 #include "sqlguard/inbox.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
+#include "sqlguard/read_write_lease.h"
+#include "sqlguard/semaphore.h"
 #include "sqlguard/transition.h"
 #include "sqlguard/version_cas.h"
 #include "sqlguard/validate.h"
@@ -57,8 +66,56 @@ constexpr std::pair<Control, const char*> kControls[] = {
     {Control::kEffectsOutsideInbox, "effects-outside-inbox"},
     {Control::kLongLease, "long-lease"},
     {Control::kWorkerCrash, "worker-crash"},
+    {Control::kSemaphoreIgnoresOwns, "semaphore-ignores-owns"},
+    {Control::kRwWriterShares, "rw-writer-shares"},
+    {Control::kFairQueueJump, "fair-queue-jump"},
 };
 }  // namespace
+
+std::string KindSpec::name() const {
+  switch (kind) {
+    case LockKind::kLease: return "lease";
+    case LockKind::kFair: return "fair";
+    case LockKind::kSemaphore: return "semaphore:" + std::to_string(permits);
+    case LockKind::kReadWrite: return "rw";
+  }
+  return "?";
+}
+
+KindSpec parse_lock_kind(const std::string& text) {
+  KindSpec k;
+  if (text == "lease") return k;
+  if (text == "fair") {
+    k.kind = LockKind::kFair;
+    return k;
+  }
+  if (text == "rw") {
+    k.kind = LockKind::kReadWrite;
+    return k;
+  }
+  const std::string sem = "semaphore:";
+  if (text.rfind(sem, 0) == 0) {
+    const std::string n = text.substr(sem.size());
+    // 1..1000: more permits than workers could ever hold tests nothing.
+    if (!n.empty() && n.size() <= 4 && n.find_first_not_of("0123456789") == std::string::npos && std::stoi(n) >= 1 &&
+        std::stoi(n) <= 1000) {
+      k.kind = LockKind::kSemaphore;
+      k.permits = std::stoi(n);
+      return k;
+    }
+    throw BadValue("--lock-kind", "'" + text + "': N of semaphore:N must be a number from 1 to 1000");
+  }
+  throw BadValue("--lock-kind", "unknown lock kind '" + text + "'; known: lease, fair, semaphore:N, rw");
+}
+
+LockKind control_kind(Control c) {
+  switch (c) {
+    case Control::kSemaphoreIgnoresOwns: return LockKind::kSemaphore;
+    case Control::kRwWriterShares: return LockKind::kReadWrite;
+    case Control::kFairQueueJump: return LockKind::kFair;
+    default: return LockKind::kLease;
+  }
+}
 
 const char* control_name(Control c) {
   for (auto [k, name] : kControls)
@@ -82,8 +139,10 @@ Names::Names(std::string run_id) : run(std::move(run_id)) {
   stock = prefix + "stock";
   sale = prefix + "sale";
   effect = prefix + "effect";
+  hold = prefix + "hold";
+  wait = prefix + "wait";
   consumer = "chaos_" + run;
-  for (const auto* t : {&res, &audit, &stock, &sale, &effect}) validate_identifier(*t, "chaos table");
+  for (const auto* t : {&res, &audit, &stock, &sale, &effect, &hold, &wait}) validate_identifier(*t, "chaos table");
 }
 
 namespace {
@@ -101,12 +160,15 @@ class Worker {
     co_.connect_timeout = milliseconds(2000);
     co_.busy_timeout = milliseconds(10000);
     co_.io_timeout = milliseconds(15000);
+    place_ttl_ = std::clamp(a.control == Control::kLongLease ? ttl_ * 10 : ttl_, milliseconds(300), milliseconds(10000));
   }
 
   int run() {
     // false: the deadline passed while the database was away
     if (!connect() || !prepare()) return 0;
     locks_.resize(a_.resources);
+    sems_.resize(a_.resources);
+    rws_.resize(a_.resources);
     const auto born = steady_clock::now();
     while (!past_deadline()) {
       // Negative control: an unexpected death (the coordinator must count it).
@@ -115,7 +177,7 @@ class Worker {
       int op = pick(0, 99);
       try {
         if (op < 45)
-          lease_write();
+          lock_op();
         else if (op < 75)
           inventory();
         else
@@ -135,6 +197,8 @@ class Worker {
       sleep(milliseconds(pick(1, 6)));
     }
     locks_.clear();  // releases what is still held
+    sems_.clear();
+    rws_.clear();
     s_.phase = kExited;
     return 0;
   }
@@ -193,8 +257,15 @@ class Worker {
   // make the connection usable again (a killed session, a restarted server).
   void recover() {
     for (auto& l : locks_) {
+      // A fair wait cut short by an error (its future abandoned) is still
+      // pending on the handle: cancel it, or the next acquire_async throws.
+      if (l) l->cancel_acquire();
       if (l && l->hold_count() > 0) l.reset();  // destructor: release (errors to the log hook) + stop watchdog
     }
+    for (auto& h : sems_)
+      if (h && h->hold_count() > 0) h.reset();
+    for (auto& h : rws_)
+      if (h && h->hold_count() > 0) h.reset();
     while (!past_deadline()) {
       try {
         if (conn_->in_transaction()) conn_->rollback();
@@ -221,23 +292,250 @@ class Worker {
     }
   }
 
+  LeaseOptions lease_options() {
+    LeaseOptions o;
+    // Negative control: a lease that outlives its holder by far.
+    o.ttl = a_.control == Control::kLongLease ? ttl_ * 10 : ttl_;
+    Slot* s = &s_;
+    o.on_lost = [s](const LeaseLoss&) { ++s->lease_losses; };
+    return o;
+  }
+
+  // One lock client per worker process, as a service instance has: its
+  // leases (and holdings, and queue places) are renewed together on its
+  // reserved connection.
+  const std::shared_ptr<LockClient>& client() {
+    if (!client_) {
+      LockClientOptions lo;
+      lo.connect = co_;
+      client_ = LockClient::create(global().db, lo);
+    }
+    return client_;
+  }
+
   LeaseLock& lock_for(int r) {
     if (!locks_[r]) {
-      LeaseOptions o;
-      // Negative control: a lease that outlives its holder by far.
-      o.ttl = a_.control == Control::kLongLease ? ttl_ * 10 : ttl_;
-      Slot* s = &s_;
-      o.on_lost = [s](const LeaseLoss&) { ++s->lease_losses; };
-      // One lock client per worker process, as a service instance has: its
-      // leases are renewed together on its reserved connection.
-      if (!client_) {
-        LockClientOptions lo;
-        lo.connect = co_;
-        client_ = LockClient::create(global().db, lo);
-      }
-      locks_[r] = std::make_unique<LeaseLock>(client_, n_.lock(r), o);
+      LeaseOptions o = lease_options();
+      // Negative control fair-queue-jump: a non-fair handle, which does not
+      // look at the queue.
+      // The place's ttl is the default (the ttl within 300 ms .. 10 s): a
+      // paused waiter's place (2 x ttl + 500 ms) lapses.
+      if (a_.kind.kind == LockKind::kFair && a_.control != Control::kFairQueueJump) o.fair = true;
+      locks_[r] = std::make_unique<LeaseLock>(client(), n_.lock(r), o);
     }
     return *locks_[r];
+  }
+
+  // Semaphores and read-write leases wait on this thread between attempts:
+  // naps short against the ttl, so a wait of one ttl sees several tries.
+  LeaseOptions sync_options() {
+    LeaseOptions o = lease_options();
+    o.backoff_max = std::clamp(ttl_ / 10, milliseconds(10), milliseconds(100));
+    return o;
+  }
+
+  Semaphore& semaphore_for(int r) {
+    if (!sems_[r]) sems_[r] = std::make_unique<Semaphore>(client(), n_.lock(r), a_.kind.permits, sync_options());
+    return *sems_[r];
+  }
+
+  ReadWriteLease& rw_for(int r) {
+    if (!rws_[r]) rws_[r] = std::make_unique<ReadWriteLease>(client(), n_.lock(r), sync_options());
+    return *rws_[r];
+  }
+
+  void lock_op() {
+    if (a_.kind.kind == LockKind::kSemaphore || a_.kind.kind == LockKind::kReadWrite)
+      sync_work();
+    else
+      lease_write();  // the lease, or the fair lease
+  }
+
+  // A fair wait, journaled for the FIFO check (chaos_check.cpp): the
+  // database time before the call (arrival) and after acquire_async
+  // returned (its place is taken by then, so its ticket was drawn between
+  // the two), the wait, the time after it ended and the grant's fence (0:
+  // not granted). `stalled`: its place may have lapsed while it waited —
+  // the client's renewals (LockClientStats::leases_renewed: while it waits
+  // the client holds nothing else) stopped for 2/3 of the place's ttl (it
+  // lapses after a whole one unrenewed; they come every third), or this
+  // thread stood still for a third of it (a SIGSTOP stops the renewals too).
+  // A non-fair handle (fair-queue-jump) has no place: only the latter.
+  bool fair_acquire(LeaseLock& lock, int r, milliseconds left) {
+    ++s_.wait_seq;
+    const milliseconds wait = std::min(ttl_ * 3, left);
+    const std::int64_t arrive_ms = conn_->db_now_ms();
+    auto got = lock.acquire_async(wait);
+    // From here a killed session must not end the wait (its cancel would
+    // leave a place behind when the client's own connections are dead too):
+    // a later reading is still an upper bound.
+    const std::int64_t queued_ms = db_now_retrying();
+    const bool place = lock.options().fair;
+    bool stalled = false;
+    auto last = steady_clock::now(), renewed_at = last;
+    std::uint64_t renewed = client()->stats().leases_renewed;
+    for (;;) {
+      const bool ready = got.wait_for(milliseconds(10)) == std::future_status::ready;
+      const auto now = steady_clock::now();
+      if (now - last > place_ttl_ / 3) stalled = true;
+      last = now;
+      const std::uint64_t r = client_->stats().leases_renewed;
+      if (r != renewed) {
+        renewed = r;
+        renewed_at = now;
+      } else if (place && now - renewed_at > place_ttl_ * 2 / 3) {
+        stalled = true;
+      }
+      if (ready) break;
+    }
+    const bool ok = got.get();  // throws what ended the wait (the database stayed away)
+    const std::int64_t end_ms = db_now_retrying();
+    conn_->execute("INSERT INTO " + n_.wait +
+                       " (resource, worker, pid, fence, arrive_ms, queued_ms, wait_ms, end_ms, stalled) VALUES (?, ?, "
+                       "?, ?, ?, ?, ?, ?, ?)",
+                   {r, a_.slot, static_cast<std::int64_t>(getpid()), ok ? lock.fence() : 0, arrive_ms, queued_ms,
+                    static_cast<std::int64_t>(wait.count()), end_ms, stalled ? 1 : 0});
+    return ok;
+  }
+
+  // The database clock on the main connection, reconnecting after a killed
+  // session (or a restart) until the deadline.
+  std::int64_t db_now_retrying() {
+    for (;;) {
+      try {
+        return conn_->db_now_ms();
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kConnectionLost && e.code() != ErrorCode::kCommitInDoubt &&
+            e.code() != ErrorCode::kTimeout)
+          throw;
+        count_error(e);
+        if (past_deadline()) throw;
+        sleep(milliseconds(20));
+        try {
+          conn_->reconnect();
+          ++s_.reconnects;
+          note_session();
+        } catch (const Error&) {  // still away: try again
+        }
+      }
+    }
+  }
+
+  // The "work" of a holder: 20-150 ms, or (1 in 8) 1.3 x ttl, which the
+  // renewal must cover. A SIGSTOP from the injector shows up as one sleep
+  // step that took far longer than asked (CLOCK_MONOTONIC runs on while
+  // stopped): returns whether that happened.
+  bool work(steady_clock::time_point held_at) {
+    bool slow = pick(0, 7) == 0;
+    milliseconds hold = slow ? ttl_ * 13 / 10 : milliseconds(pick(20, 150));
+    if (slow) ++s_.slow_holds;
+    bool paused = false;
+    auto t0 = held_at, last = held_at;
+    while (steady_clock::now() - t0 < hold) {
+      sleep(milliseconds(10));
+      auto now = steady_clock::now();
+      if (now - last > std::max(ttl_ / 2, milliseconds(200))) paused = true;
+      last = now;
+    }
+    return paused;
+  }
+
+  // --lock-kind semaphore:N / rw. Takes the kind's hold (a semaphore: 1
+  // permit, or 2 in 1 of 4 when N >= 2; a read-write lease: exclusive in 1
+  // of 3, else shared), "works", then writes (permit holders and
+  // exclusive holders) or reads the resource's last fence (shared
+  // holders), then journals the hold [start_ms, end_ms] on the database
+  // clock if owns() is still true after end_ms was read: by the trust
+  // window the interval lies inside the hold, so the checker can count the
+  // holders of every instant.
+  void sync_work() {
+    const int r = pick(0, a_.resources - 1);
+    const bool sem = a_.kind.kind == LockKind::kSemaphore;
+    std::int64_t permits = 1;
+    bool writer = true;
+    if (sem)
+      permits = a_.kind.permits >= 2 && pick(0, 3) == 0 ? 2 : 1;
+    else
+      writer = pick(0, 2) == 0;
+    Semaphore* sp = sem ? &semaphore_for(r) : nullptr;
+    ReadWriteLease* rp = sem ? nullptr : &rw_for(r);
+    auto owns = [&] { return sp ? sp->owns() : rp->owns(); };
+    s_.phase = kAcquiring;
+    ++s_.wait_seq;
+    auto left = std::chrono::duration_cast<milliseconds>(deadline_ - steady_clock::now());
+    if (left.count() <= 0) return;
+    const milliseconds wait = std::min(ttl_, left);
+    // Negative control rw-writer-shares: a writer that takes a shared hold.
+    const LeaseMode mode =
+        writer && a_.control != Control::kRwWriterShares ? LeaseMode::kExclusive : LeaseMode::kShared;
+    if (!(sp ? sp->acquire(permits, wait) : rp->acquire(mode, wait))) return;
+    ++s_.acquisitions;
+    const std::int64_t fence = sp ? sp->fence() : rp->fence();
+    s_.fence = fence;
+    s_.resource = r;
+    s_.phase = kHolding;
+    const auto held_at = steady_clock::now();
+    const std::int64_t start_ms = conn_->db_now_ms();
+    const bool paused = work(held_at);
+    std::int64_t seen = -1;
+    if (writer) {
+      s_.phase = kWriting;
+      if (paused) ++s_.late_attempts;
+      if (sync_write(r, fence, start_ms, paused, owns))
+        ++s_.writes_committed;
+      else if (paused)
+        ++s_.late_rejected;
+    } else {
+      seen = conn_->execute("SELECT last_fence FROM " + n_.res + " WHERE id = ?", {r}).rows.at(0)[0].as_int();
+    }
+    const std::int64_t end_ms = conn_->db_now_ms();
+    // Negative control semaphore-ignores-owns: never asks.
+    const bool confirmed = a_.control == Control::kSemaphoreIgnoresOwns || owns();
+    s_.phase = kIdle;
+    s_.resource = -1;
+    if (confirmed) {
+      conn_->execute("INSERT INTO " + n_.hold +
+                         " (resource, worker, pid, mode, permits, fence, start_ms, end_ms, seen_fence, paused) VALUES "
+                         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     {r, a_.slot, static_cast<std::int64_t>(getpid()), std::string(writer ? "x" : "s"),
+                      sem ? permits : 1, fence, start_ms, end_ms, seen, paused ? 1 : 0});
+    } else {
+      ++s_.holds_unconfirmed;
+    }
+    bool released = false;
+    try {
+      released = sp ? sp->release() : rp->release();
+    } catch (const Error&) {
+    }
+    if (!released || (sp ? sp->hold_count() : rp->hold_count()) > 0) {
+      if (sp) sems_[r].reset();
+      else rws_[r].reset();
+    }
+  }
+
+  // The write of a semaphore holder or an exclusive holder of a read-write
+  // lease. There is no run_guarded for these (no lock row to lock while
+  // the write commits), so the write presents the holding's fence
+  // (fenced_write: refused once a holding of the name with a larger fence
+  // wrote; with N permits that includes a concurrent newer holder) and
+  // commits only if owns() is still true after it. With --no-fencing: a
+  // plain transaction. With rw-writer-shares: no fence (a shared hold's
+  // fence is the last exclusive one's, 0 before any), owns() still asked.
+  bool sync_write(int r, std::int64_t fence, std::int64_t start_ms, bool paused, const std::function<bool()>& owns) {
+    Transaction tx(*conn_);
+    if (a_.control != Control::kNoFencing && a_.control != Control::kRwWriterShares) {
+      if (!fenced_write(*conn_, n_.lock(r), fence)) {
+        ++s_.rejected_by_fence;
+        return false;  // rolls back
+      }
+    }
+    write(tx, r, fence, start_ms, paused);
+    if (a_.control != Control::kNoFencing && !owns()) {
+      ++s_.rejected_by_lease;
+      return false;
+    }
+    tx.commit();
+    return true;
   }
 
   void lease_write() {
@@ -245,7 +543,13 @@ class Worker {
     LeaseLock& lock = lock_for(r);
     s_.phase = kAcquiring;
     auto left = std::chrono::duration_cast<milliseconds>(deadline_ - steady_clock::now());
-    if (left.count() <= 0 || !lock.acquire(std::min(milliseconds(50), left))) return;
+    if (left.count() <= 0) return;
+    if (a_.kind.kind == LockKind::kFair) {
+      // Long enough to queue behind a few holders (and a dead one's ttl).
+      if (!fair_acquire(lock, r, left)) return;
+    } else if (!lock.acquire(std::min(milliseconds(50), left))) {
+      return;
+    }
     ++s_.acquisitions;
     std::int64_t fence = lock.fence();
     s_.fence = fence;
@@ -258,19 +562,8 @@ class Worker {
     std::int64_t start_ms = conn_->db_now_ms();
 
     // The "work". Sometimes longer than the ttl: the watchdog must keep the
-    // lease. A SIGSTOP from the injector shows up as one sleep step that
-    // took far longer than asked (CLOCK_MONOTONIC runs on while stopped).
-    bool slow = pick(0, 7) == 0;
-    milliseconds hold = slow ? ttl_ * 13 / 10 : milliseconds(pick(20, 150));
-    if (slow) ++s_.slow_holds;
-    bool paused = false;
-    auto t0 = held_at, last = held_at;
-    while (steady_clock::now() - t0 < hold) {
-      sleep(milliseconds(10));
-      auto now = steady_clock::now();
-      if (now - last > std::max(ttl_ / 2, milliseconds(200))) paused = true;
-      last = now;
-    }
+    // lease.
+    const bool paused = work(held_at);
 
     s_.phase = kWriting;
     if (paused) ++s_.late_attempts;
@@ -426,6 +719,9 @@ class Worker {
   std::unique_ptr<GuardedUpdate> decrement_;
   std::unique_ptr<VersionCas> cas_;
   std::vector<std::unique_ptr<LeaseLock>> locks_;
+  std::vector<std::unique_ptr<Semaphore>> sems_;
+  std::vector<std::unique_ptr<ReadWriteLease>> rws_;
+  milliseconds place_ttl_;  // of a fair waiter's queue place (LeaseOptions::place_ttl's default)
 };
 
 int run_worker(const WorkerArgs& a) {
@@ -473,8 +769,11 @@ void add_chaos_worker(CLI::App& app) {
   cmd->add_option("--seed", a->seed);
   auto control = std::make_shared<std::string>();
   cmd->add_option("--control", *control);
-  cmd->callback([a, control] {
+  auto kind = std::make_shared<std::string>("lease");
+  cmd->add_option("--lock-kind", *kind);
+  cmd->callback([a, control, kind] {
     if (!control->empty()) a->control = parse_control(*control);
+    a->kind = parse_lock_kind(*kind);
     if (a->run.size() != 8 || a->resources < 1 || a->items < 1 || a->messages < 1 || a->ttl_ms < 10)
       throw CLI::ValidationError("chaos-worker", "bad internal arguments");
     exit_code() = run_worker(*a);

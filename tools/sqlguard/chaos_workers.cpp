@@ -76,6 +76,10 @@ void Workers::spawn(int slot) {
     args.push_back("--control");
     args.push_back(control_name(run_.o.control));
   }
+  if (run_.o.kind.kind != LockKind::kLease) {
+    args.push_back("--lock-kind");
+    args.push_back(run_.o.kind.name());
+  }
   proc::SpawnOptions so;
   // The URI travels in the environment (SQLGUARD_DB), not on the command
   // line where `ps` would show its password.
@@ -152,6 +156,18 @@ int Workers::pick_target(std::initializer_list<std::int32_t> phases, bool need_l
   return c[run_.pick(0, static_cast<int>(c.size()) - 1)];
 }
 
+int Workers::pick_waiter() {
+  std::vector<int> c;
+  for (std::size_t i = 0; i < kids_.size(); ++i) {
+    const auto& k = kids_[i];
+    if (!k.proc.running() || k.paused || k.partitioned || slots_[i].pid.load() != k.proc.pid()) continue;
+    if (slots_[i].phase.load() != kAcquiring || slots_[i].wait_seq.load() == k.last_paused_wait) continue;
+    c.push_back(static_cast<int>(i));
+  }
+  if (c.empty()) return -1;
+  return c[run_.pick(0, static_cast<int>(c.size()) - 1)];
+}
+
 int Workers::paused_count() const {
   return static_cast<int>(std::count_if(kids_.begin(), kids_.end(), [](const Worker& k) { return k.paused; }));
 }
@@ -219,6 +235,7 @@ WorkerTotals Workers::totals() const {
     t.errors += s.errors;
     t.reconnects += s.reconnects;
     t.losses += s.lease_losses;
+    t.holds_unconfirmed += s.holds_unconfirmed;
   }
   return t;
 }

@@ -119,14 +119,14 @@ volatile sig_atomic_t g_stop = 0;
 void on_stop_signal(int) { g_stop = 1; }
 
 void create_tables(const Run& run, Connection& c) {
-  const ChaosSql sql(run.names);
+  const ChaosSql sql(run.names, run.o.kind);
   for (const auto& ddl : sql.create_tables) c.execute_script(ddl);
   for (int r = 0; r < run.resources; ++r) c.execute(sql.insert_resource, {r});
   for (int i = 0; i < run.items; ++i) c.execute(sql.insert_stock, {i, run.initial_qty, run.initial_qty});
 }
 
 void drop_tables(Run& run, Db& db) {
-  const ChaosSql sql(run.names);
+  const ChaosSql sql(run.names, run.o.kind);
   for (const auto& t : sql.tables) {
     try {
       db.with([&](Connection& c) { c.execute_script(ChaosSql::drop_table(t)); return 0; });
@@ -160,6 +160,7 @@ void inject(Run& run, Workers& w, Faults& f) {
   auto next_kill = run.t0 + run.jitter(kill_every, 0.5, 1.0);
   auto next_conn_kill = run.t0 + run.jitter(conn_kill_every, 0.5, 1.0);
   auto next_restart = run.t0 + run.duration * 45 / 100;
+  bool pause_waiter_next = run.o.kind.kind == LockKind::kFair;
   auto next_crash = run.t0 + run.duration * 25 / 100;
   auto next_partition = run.t0 + std::max(milliseconds(500), run.duration / 6);
   auto next_node_kill = run.t0 + std::max(milliseconds(2000), run.duration / 10);
@@ -182,8 +183,14 @@ void inject(Run& run, Workers& w, Faults& f) {
     // the deadline, so the late write happens inside the run.
     bool long_fault_fits = now + pause_len + milliseconds(300) <= run.deadline;
     if (fs.pause && long_fault_fits && now >= next_pause && out_now < max_out) {
-      int t = w.pick_target({kHolding}, true, /*for_pause=*/true);
+      // --lock-kind fair: every other pause stops a waiter in the queue (its
+      // place lapses and the others must be served past it).
+      int t = pause_waiter_next ? w.pick_waiter() : -1;
+      bool waiter = t >= 0;
+      if (t < 0) t = w.pick_target({kHolding}, true, /*for_pause=*/true);
+      if (t < 0 && run.o.kind.kind == LockKind::kFair) waiter = (t = w.pick_waiter()) >= 0;
       if (t >= 0) {
+        if (run.o.kind.kind == LockKind::kFair) pause_waiter_next = !waiter;
         f.pause(t);
         ++out_now;
         next_pause = now + run.jitter(pause_len, 0.6, 1.2);
@@ -258,6 +265,7 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v,
       {"workers", o.workers},
       {"seed", o.seed},
       {"ttl_ms", run.ttl.count()},
+      {"lock_kind", o.kind.name()},
       {"fencing", o.control != Control::kNoFencing},
       {"control", o.control == Control::kNone ? json(nullptr) : json(control_name(o.control))},
       {"acquisitions", t.acquisitions},
@@ -301,6 +309,7 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v,
                  {"duplicates", t.dups}, {"drained_at_end", v.drained}, {"effect_rows", v.effect_rows}}},
       {"stale_lock_checks", {{"killed_holders", f.kill_records.size()}, {"still_in_row", v.verified_in_row},
                              {"taken_over", v.verified_by_takeover}, {"max_orphan_ms", v.max_orphan_ms}}},
+      {"holds", v.holds},
       {"violations", v.violations},
       {"invariants", v.invariants},
       {"violation_examples", v.examples},
@@ -312,7 +321,8 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v,
   } else {
     auto& out = std::cout;
     out << "sqlguard chaos: " << j["dialect"].get<std::string>() << ", " << secs << " s, " << o.workers
-        << " workers, ttl " << format_duration(run.ttl) << ", seed " << o.seed << control_banner(o) << "\n";
+        << " workers, " << o.kind.name() << ", ttl " << format_duration(run.ttl) << ", seed " << o.seed
+        << control_banner(o) << "\n";
     out << "  faults:     " << f.kills << " kill -9, " << f.pauses << " pauses past ttl, " << f.connection_kills
         << " connection kills (" << f.sessions_terminated << " sessions), " << f.server_restarts
         << " server restarts, " << f.server_crashes << " server crashes, " << f.partitions << " partitions, "
@@ -327,6 +337,11 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v,
         << (t.by_lease + t.by_fence) << " stale writes rejected (" << t.by_lease << " by the lease re-check, "
         << t.by_fence << " by the fence); late writes after a pause: " << t.late << " (" << t.late_rejected
         << " rejected)\n";
+    if (!v.holds.empty()) {
+      out << "  " << o.kind.name() << ":";
+      for (auto& [k, n] : v.holds.items()) out << " " << k << "=" << n.dump();
+      out << "\n";
+    }
     out << "  stock:      initial " << v.initial_total << ", sold " << v.sold_total << ", left " << v.left_total
         << "\n";
     out << "  inbox:      " << run.messages << " messages, " << t.deliveries << " deliveries, " << t.dups
@@ -446,9 +461,16 @@ void add_chaos(CLI::App& app) {
   cmd->add_option("--control", *control,
                   "Negative control, for tests: a worker mode that breaks one guarantee so the checker must report "
                   "it (exit 4): no-fencing (fence_order, overlap), unguarded-decrement (stock), "
-                  "effects-outside-inbox (inbox_effects), long-lease (stale_lock), worker-crash (worker_exits)")
+                  "effects-outside-inbox (inbox_effects), long-lease (stale_lock), worker-crash (worker_exits); "
+                  "with --lock-kind semaphore:N semaphore-ignores-owns (permit_limit), rw rw-writer-shares "
+                  "(rw_exclusion), fair fair-queue-jump (fifo_order)")
       ->excludes(no_fencing);
   cmd->add_flag("--no-server-restarts", o->no_restarts, "Do not restart the database server (= leave out restart)");
+  cmd->add_option("--lock-kind", o->lock_kind,
+                  "What the workers hold: lease (the mutex), fair (the fair lease: FIFO checked), semaphore:N (N "
+                  "permits, 1..1000: never more than N holders checked) or rw (a read-write lease, 1 in 3 holds "
+                  "exclusive: never a writer with another holder checked)")
+      ->capture_default_str();
   auto* faults = cmd->add_option("--faults", o->faults,
                   "Comma-separated faults to inject: kill, pause, session-kill, restart, crash, partition, node-kill, "
                   "failover (default: all that apply to the dialect, except crash and failover; crash is a SIGKILL "
@@ -468,6 +490,13 @@ void add_chaos(CLI::App& app) {
     if (o->no_restarts) o->fault_set.restart = false;
     if (no_fencing->count() > 0) o->control = chaos::Control::kNoFencing;
     if (!control->empty()) o->control = chaos::parse_control(*control);
+    o->kind = chaos::parse_lock_kind(o->lock_kind);
+    const chaos::LockKind needs = chaos::control_kind(o->control);
+    if (needs != chaos::LockKind::kLease && needs != o->kind.kind)
+      throw BadValue("--control", std::string(chaos::control_name(o->control)) + " needs --lock-kind " +
+                                      (needs == chaos::LockKind::kSemaphore ? "semaphore:N"
+                                       : needs == chaos::LockKind::kReadWrite ? "rw"
+                                                                               : "fair"));
     exit_code() = chaos::run_chaos(*o, duration, ttl);
   });
   chaos::add_chaos_worker(app);

@@ -96,8 +96,11 @@ TEST_CASE("one lock client holds many renewed leases on at most 4 connections an
   CHECK(s.held_leases == static_cast<std::size_t>(n));
   CHECK(s.leases_lost == 0);
   CHECK(s.leases_renewed >= static_cast<std::uint64_t>(2 * n));
-  // One statement carries up to 1000 leases.
-  CHECK(s.renewal_statements <= s.renewal_rounds * static_cast<std::uint64_t>((n + 999) / 1000));
+  // One statement carries up to 1000 leases. A round is counted when its
+  // last statement is done, so the snapshot may hold the first statements
+  // of a round not yet counted (seen in CI: 19 statements, 9 rounds, 1200
+  // leases): at most one round more.
+  CHECK(s.renewal_statements <= (s.renewal_rounds + 1) * static_cast<std::uint64_t>((n + 999) / 1000));
   auto probe = ctx().connect();
   int owned = 0, in_db = 0;
   for (std::size_t i = 0; i < locks.size(); ++i) {

@@ -300,7 +300,7 @@ std::shared_ptr<ClientLease> ClientCore::take_place(Connection& conn, const Clie
   return p;
 }
 
-void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p) noexcept {
+void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p, Connection* held) noexcept {
   if (!p) return;
   renew_unregister(p.get());
   std::string owner;
@@ -315,10 +315,14 @@ void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p) noexcept {
   try {
     // Idempotent: retried on a fresh connection (a killed session, a
     // restart), or the place would hold up the queue until it expires.
-    auto c = borrow();
-    with_reconnect(*c, std::clamp<milliseconds>(p->options.ttl / 3, milliseconds(100), milliseconds(2000)),
+    // On the caller's connection when it holds one (an attempt: borrowing a
+    // second could wait for the only work connection, its own).
+    std::optional<Borrowed> own;
+    if (!held) own.emplace(borrow());
+    Connection& c = held ? *held : **own;
+    with_reconnect(c, std::clamp<milliseconds>(p->options.ttl / 3, milliseconds(100), milliseconds(2000)),
                    "leaving the queue of fair lease '" + p->name + "'",
-                   [&](int) { fair_leave(*c, p->name, ticket, owner); });
+                   [&](int) { fair_leave(c, p->name, ticket, owner); });
   } catch (const std::exception& e) {
     log(LogLevel::kDebug, "leaving the queue of fair lease '" + p->name + "' failed (the place expires by itself): " +
                               e.what());
@@ -348,7 +352,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     const FairTurn turn = with_reconnect(conn, std::max(budget, milliseconds(1)), "reading the queue of fair lease '" + l->name + "'",
                                          [&](int) { return fair_turn(conn, l->name, ticket, place_owner); });
     if (place && !turn.place_live) {
-      leave_place(place);
+      leave_place(place, &conn);
       auto fresh = take_place(conn, *l);
       std::lock_guard<std::mutex> lk(wait_mu_);
       w->place = fresh;
@@ -402,7 +406,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       place = std::move(w->place);
       w->place.reset();
     }
-    leave_place(place);
+    leave_place(place, &conn);
   }
   return true;
 }

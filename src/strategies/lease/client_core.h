@@ -185,7 +185,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // (registered for renewal); leave_place gives it up (errors: it expires).
   std::shared_ptr<ClientLease> take_place(Connection& conn, const ClientLease& lease);
  public:
-  void leave_place(const std::shared_ptr<ClientLease>& place) noexcept;
+  // `held`: a connection the caller already holds (an attempt's), used
+  // instead of borrowing another.
+  void leave_place(const std::shared_ptr<ClientLease>& place, Connection* held = nullptr) noexcept;
  private:
   void release_quietly(const std::shared_ptr<ClientLease>& lease) noexcept;
   std::unique_ptr<Connection> connect(bool renewal) const;

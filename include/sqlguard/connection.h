@@ -286,6 +286,16 @@ class Connection {
   // asks wait_for_notify() of each channel (kNotSupported where it is).
   virtual std::vector<std::string> wait_for_any_notify(const std::vector<std::string>& channels,
                                                        std::chrono::milliseconds timeout);
+  // A channel that fired and what its wake-ups said: PostgreSQL each
+  // NOTIFY's payload, in order (at most 64; more collapse into one ""),
+  // elsewhere one "".
+  struct Wakeup {
+    std::string channel;
+    std::vector<std::string> payloads;
+  };
+  // wait_for_any_notify() answering the payloads too.
+  virtual std::vector<Wakeup> wait_for_any_wakeup(const std::vector<std::string>& channels,
+                                                  std::chrono::milliseconds timeout);
 
  protected:
   Connection() = default;

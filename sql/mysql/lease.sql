@@ -167,6 +167,13 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 -- name: lease_release_flushed
 -- not needed: lease_release does not change how its commit is flushed (server-wide on MariaDB)
 
+-- name: lease_release_fair
+-- not needed: a fair lease's release is lease_release and fair_leave in one transaction; the
+-- wake-up names no ticket (PostgreSQL's NOTIFY payload has no equivalent here)
+
+-- name: lease_release_fair_flushed
+-- not needed: as lease_release_fair
+
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
 -- Causal on Galera (wsrep_sync_wait = 2): ends a lease just taken on another node too.

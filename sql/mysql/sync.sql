@@ -169,6 +169,9 @@ SET STATEMENT wsrep_sync_wait = 1 FOR SELECT (SELECT COUNT(*) FROM sqlguard_lock
 -- params: name, ticket, owner
 DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 
+-- name: fair_leave_wake
+-- not needed: fair_leave; waiters are not woken per ticket here (lease_release_fair)
+
 -- name: fair_renew_batch
 -- Keeps many waiters' places (the lock client's renewal thread): each live place listed is
 -- extended by its own ttl. A place that expired stays gone (its waiter takes a new one). By

@@ -156,6 +156,45 @@ WITH released AS (
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM released;
 
+-- name: lease_release_fair
+-- A fair lease's release (LeaseOptions::fair): lease_release that also removes the queue
+-- place the holder was acquired from (ticket, place_owner; an empty place_owner: none) in the same
+-- commit, and whose NOTIFY carries the queue's next ticket as its payload (the lowest other
+-- live place as this statement sees it; empty: nobody waits). The lock client's listener
+-- wakes only the waiter holding that ticket, not every waiter of the name (each of which
+-- would read the queue to learn it is not next). 1 row = released.
+-- returns: :execrows
+-- params: name, owner, fence, name, ticket, place_owner, name, ticket
+WITH released AS (
+  UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+  WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  RETURNING name),
+left_place AS (
+  DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?),
+next_place AS (
+  SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q
+  WHERE q.name = ? AND q.ticket <> ? AND q.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
+SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24), COALESCE(n.ticket::TEXT, '')),
+       set_config('synchronous_commit', 'off', true)
+FROM released r CROSS JOIN next_place n;
+
+-- name: lease_release_fair_flushed
+-- lease_release_fair whose commit is flushed like every other commit of the session (inside
+-- a caller's transaction, or ReleaseCommit::kDurable), as lease_release_flushed.
+-- returns: :execrows
+-- params: name, owner, fence, name, ticket, place_owner, name, ticket
+WITH released AS (
+  UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+  WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  RETURNING name),
+left_place AS (
+  DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?),
+next_place AS (
+  SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q
+  WHERE q.name = ? AND q.ticket <> ? AND q.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
+SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24), COALESCE(n.ticket::TEXT, ''))
+FROM released r CROSS JOIN next_place n;
+
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold);
 -- wakes waiters like lease_release. 1 row = ended.

@@ -155,6 +155,22 @@ SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? A
 -- params: name, ticket, owner
 DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 
+-- name: fair_leave_wake
+-- A waiter that gives up or is cancelled leaves the queue (fair_leave) and, when it was the
+-- lowest live place, NOTIFYs the name's channel with the next ticket as payload
+-- (lease_release_fair): the lease may be free with nobody else woken. 1 row = it left.
+-- returns: :execrows
+-- params: name, ticket, owner
+WITH gone AS (DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? RETURNING name, ticket),
+next_place AS (
+  SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q JOIN gone g ON q.name = g.name
+  WHERE q.ticket > g.ticket AND q.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+    AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue a WHERE a.name = g.name AND a.ticket < g.ticket
+                    AND a.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT))
+SELECT CASE WHEN n.ticket IS NOT NULL
+            THEN pg_notify('sqlguard_' || left(encode(sha256(convert_to(g.name, 'UTF8')), 'hex'), 24), n.ticket::TEXT) END
+FROM gone g CROSS JOIN next_place n;
+
 -- name: fair_renew_batch
 -- Keeps many waiters' places (the lock client's renewal thread): each live place listed is
 -- extended by its own ttl. A place that expired stays gone (its waiter takes a new one).

@@ -118,6 +118,13 @@ RETURNING sqlguard_wake(?);
 -- name: lease_release_flushed
 -- not needed: lease_release does not change how its commit is flushed
 
+-- name: lease_release_fair
+-- not needed: a fair lease's release is lease_release and fair_leave in one transaction; the
+-- wake-up names no ticket (PostgreSQL's NOTIFY payload has no equivalent here)
+
+-- name: lease_release_fair_flushed
+-- not needed: as lease_release_fair
+
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
 -- Wakes a waiter like lease_release. 1 row = ended.

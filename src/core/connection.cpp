@@ -100,6 +100,13 @@ std::vector<std::string> Connection::wait_for_any_notify(const std::vector<std::
   return fired;
 }
 
+std::vector<Connection::Wakeup> Connection::wait_for_any_wakeup(const std::vector<std::string>& channels,
+                                                                std::chrono::milliseconds timeout) {
+  std::vector<Wakeup> out;
+  for (auto& ch : wait_for_any_notify(channels, timeout)) out.push_back(Wakeup{std::move(ch), {std::string()}});
+  return out;
+}
+
 std::string Dialect::quote(std::string_view validated) const {
   std::string out;
   out.reserve(validated.size() + 4);

@@ -197,9 +197,10 @@ LeaseLock::~LeaseLock() {
     fence = state_->fence;
     state_->hold = 0;
   }
+  const detail::HeldPlace place = lease_ ? detail::take_held_place(*lease_) : detail::HeldPlace{};
   try {
     Conn c(*this, true);
-    if (!release_lease(*c, name_, owner, fence, options_.release_commit))
+    if (!detail::release_lease(*c, name_, owner, fence, options_.release_commit, options_.fair, place))
       log(LogLevel::kWarning, "lease '" + name_ + "' was no longer held when its LeaseLock was destroyed");
   } catch (const std::exception& e) {
     log(LogLevel::kWarning, "releasing lease '" + name_ + "' in ~LeaseLock failed (it expires by itself): " + e.what());
@@ -432,6 +433,7 @@ bool LeaseLock::release() {
     fence = state_->fence;
   }
   stop_renewing();
+  const detail::HeldPlace place = lease_ ? detail::take_held_place(*lease_) : detail::HeldPlace{};
   Conn c(*this, true);
   Connection& conn = *c;
   // Idempotent by owner token: retried on a fresh connection; if it still
@@ -439,7 +441,8 @@ bool LeaseLock::release() {
   // the destructor tries once more) rather than forget one that may be held.
   bool ok = with_reconnect(conn, std::min<milliseconds>(options_.ttl, std::chrono::seconds(10)),
                            "releasing lease '" + name_ + "'", [&](int attempt) {
-                             bool released = release_lease(conn, name_, owner, fence, options_.release_commit);
+                             bool released = detail::release_lease(conn, name_, owner, fence,
+                                                                   options_.release_commit, options_.fair, place);
                              if (released || attempt == 1) return released;
                              // An earlier attempt's answer was lost: did it release?
                              auto info = lease_info(conn, name_);

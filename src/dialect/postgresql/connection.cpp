@@ -91,8 +91,14 @@ using detail::number_placeholders;
 class Receiver final : public pqxx::notification_receiver {
  public:
   Receiver(pqxx::connection_base& c, const std::string& ch) : pqxx::notification_receiver(c, ch) {}
-  void operator()(const std::string&, int) override { fired = true; }
+  void operator()(const std::string& payload, int) override {
+    fired = true;
+    // Bounded: past 64, one "" stands for "woken, payloads unknown".
+    if (payloads.size() < 64) payloads.push_back(payload);
+    else payloads.assign(1, std::string());
+  }
   bool fired = false;
+  std::vector<std::string> payloads;
 };
 
 // A failed connect, classified; PgConnection::connect() adds the masked URI
@@ -374,6 +380,13 @@ class PgConnection final : public Connection {
 
   std::vector<std::string> wait_for_any_notify(const std::vector<std::string>& channels,
                                                std::chrono::milliseconds timeout) override {
+    std::vector<std::string> fired;
+    for (auto& w : wait_for_any_wakeup(channels, timeout)) fired.push_back(std::move(w.channel));
+    return fired;
+  }
+
+  std::vector<Wakeup> wait_for_any_wakeup(const std::vector<std::string>& channels,
+                                          std::chrono::milliseconds timeout) override {
     if (pooler_) dialect().not_supported("LISTEN behind a transaction pooler (?pooler=transaction)");
     if (tx_) throw Error(ErrorCode::kInvalidArgument, "wait_for_any_notify() inside a transaction", "postgresql");
     try {
@@ -384,11 +397,11 @@ class PgConnection final : public Connection {
       for (const auto& ch : want)
         if (!receivers_.count(ch)) receivers_.emplace(ch, std::make_unique<Receiver>(c, ch));
       auto collect = [&] {
-        std::vector<std::string> fired;
+        std::vector<Wakeup> fired;
         for (auto& [ch, r] : receivers_)
           if (r->fired) {
             r->fired = false;
-            fired.push_back(ch);
+            fired.push_back(Wakeup{ch, std::exchange(r->payloads, {})});
           }
         return fired;
       };
@@ -420,6 +433,7 @@ class PgConnection final : public Connection {
       }
       bool fired = r.fired;
       r.fired = false;
+      r.payloads.clear();
       return fired;
     } catch (...) {
       rethrow("LISTEN", false);

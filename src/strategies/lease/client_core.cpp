@@ -300,7 +300,7 @@ std::shared_ptr<ClientLease> ClientCore::take_place(Connection& conn, const Clie
   return p;
 }
 
-void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p, Connection* held) noexcept {
+void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p, Connection* held, bool wake) noexcept {
   if (!p) return;
   renew_unregister(p.get());
   std::string owner;
@@ -322,7 +322,7 @@ void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p, Connection* 
     Connection& c = held ? *held : **own;
     with_reconnect(c, std::clamp<milliseconds>(p->options.ttl / 3, milliseconds(100), milliseconds(2000)),
                    "leaving the queue of fair lease '" + p->name + "'",
-                   [&](int) { fair_leave(c, p->name, ticket, owner); });
+                   [&](int) { fair_leave(c, p->name, ticket, owner, wake); });
   } catch (const std::exception& e) {
     log(LogLevel::kDebug, "leaving the queue of fair lease '" + p->name + "' failed (the place expires by itself): " +
                               e.what());
@@ -352,14 +352,17 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     const FairTurn turn = with_reconnect(conn, std::max(budget, milliseconds(1)), "reading the queue of fair lease '" + l->name + "'",
                                          [&](int) { return fair_turn(conn, l->name, ticket, place_owner); });
     if (place && !turn.place_live) {
-      leave_place(place, &conn);
+      leave_place(place, &conn, false);
       auto fresh = take_place(conn, *l);
       std::lock_guard<std::mutex> lk(wait_mu_);
       w->place = fresh;
       *holder_remaining = o.backoff_initial;
       return false;
     }
-    if (w) w->not_turn = turn.ahead > 0;
+    if (w) {
+      std::lock_guard<std::mutex> lk(wait_mu_);
+      w->not_turn = turn.ahead > 0;
+    }
     if (turn.ahead > 0) {
       *holder_remaining = o.ttl;  // paced by the backoff; a release wakes it
       return false;
@@ -397,16 +400,29 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     l->state->loss.reset();
     l->state->stop = false;
     l->slot = session_bound_release_ ? c.slot() : -1;
+    l->held_place = HeldPlace{};
   }
   if (l->renew) renew_register(l);
   if (o.fair && w) {
+    // The place stays until the release removes it in its own commit: the
+    // next waiter is still behind it, and the hand-off costs no commit of
+    // its own. It is not renewed any more (a holder that dies leaves it to
+    // expire at place_ttl, as a waiter's).
     std::shared_ptr<ClientLease> place;
     {
       std::lock_guard<std::mutex> lk(wait_mu_);
       place = std::move(w->place);
       w->place.reset();
     }
-    leave_place(place, &conn);
+    HeldPlace kept;
+    if (place) {
+      renew_unregister(place.get());
+      std::lock_guard<std::mutex> lk(place->state->mu);
+      if (place->state->hold > 0) kept = HeldPlace{place->key, place->state->owner};
+      place->state->hold = 0;
+    }
+    std::lock_guard<std::mutex> lk(l->state->mu);
+    l->held_place = std::move(kept);
   }
   return true;
 }

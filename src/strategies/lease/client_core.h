@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sqlguard/lease_lock.h"
@@ -61,6 +62,10 @@ struct ClientLease {
   // Where the dialect's release must run on the session that acquired
   // (WaitPlan::release_on_acquiring_session): that work slot, else -1.
   int slot = -1;  // guarded by state->mu
+  // A fair lease acquired from its queue place keeps the place (no longer
+  // renewed: it expires by itself) until the release removes it in the same
+  // commit. Guarded by state->mu.
+  HeldPlace held_place;
   bool waiting = false;  // an asynchronous acquire is pending; guarded by ClientCore::wait_mu_
   // Inside run_guarded: its transaction holds the lease's row (or SQLite's
   // write lock); a renewal statement would wait for it, and with it every
@@ -95,6 +100,12 @@ struct ClientWait {
   bool not_turn = false;  // a fair waiter's last attempt found others ahead (not an idle wake-up)
   bool several = false;  // several may hold at once: after a grant the next head tries at once
 };
+
+// The place a fair lease was acquired from, for its release (and forgotten).
+inline HeldPlace take_held_place(ClientLease& l) {
+  std::lock_guard<std::mutex> lk(l.state->mu);
+  return std::exchange(l.held_place, HeldPlace{});
+}
 
 // The waiter queue a lease handle's waits go to.
 inline const std::string& queue_key(const ClientLease& l) { return l.queue_key.empty() ? l.name : l.queue_key; }
@@ -187,7 +198,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
   // `held`: a connection the caller already holds (an attempt's), used
   // instead of borrowing another.
-  void leave_place(const std::shared_ptr<ClientLease>& place, Connection* held = nullptr) noexcept;
+  // `wake`: it gave up or was cancelled (not: it acquired), so the next
+  // waiter may be due (fair_leave).
+  void leave_place(const std::shared_ptr<ClientLease>& place, Connection* held = nullptr, bool wake = true) noexcept;
  private:
   void release_quietly(const std::shared_ptr<ClientLease>& lease) noexcept;
   std::unique_ptr<Connection> connect(bool renewal) const;

@@ -28,6 +28,23 @@ std::int64_t fair_ticket(const ClientWait& w) {
   std::lock_guard<std::mutex> g(w.place->state->mu);
   return w.place->key;
 }
+
+// Whether a wake-up is for this queue's head: a fair head's when it names no
+// ticket, the head's own, or a later one (the head's place lapsed: it queues
+// again); every wake-up for other heads.
+bool wakes_head(const NameQueue& q, const std::vector<std::string>& payloads) {
+  if (q.waits.empty() || !q.waits.front()->place) return true;
+  const std::int64_t mine = fair_ticket(*q.waits.front());
+  for (const auto& p : payloads) {
+    if (p.empty()) return true;
+    try {
+      if (std::stoll(p) >= mine) return true;
+    } catch (const std::exception&) {
+      return true;
+    }
+  }
+  return false;
+}
 }  // namespace
 
 void ClientCore::start_waiter_threads() {
@@ -180,7 +197,7 @@ void ClientCore::release_quietly(const std::shared_ptr<ClientLease>& l) noexcept
   renew_unregister(l.get());
   try {
     auto c = borrow(slot);
-    release_lease(*c, l->name, owner, fence, l->options.release_commit);
+    release_lease(*c, l->name, owner, fence, l->options.release_commit, l->options.fair, take_held_place(*l));
   } catch (const std::exception& e) {
     log(LogLevel::kWarning, "releasing lease '" + l->name + "' after its acquire was cancelled failed (it expires by "
                             "itself): " + e.what());
@@ -264,13 +281,14 @@ void ClientCore::waiter_loop() {
     lk.unlock();
     complete(*this, done);
     // Queues with no wake-up channel (semaphores, read-write leases) are
-    // not leases: their heads try without the poll.
+    // not leases: their heads try without the poll. Nor do fair heads poll:
+    // a held lease says nothing of their turn.
     std::vector<std::string> direct;
     {
       std::lock_guard<std::mutex> g(wait_mu_);
       for (auto it = timed.begin(); it != timed.end();) {
         auto qi = queues_.find(*it);
-        if (qi != queues_.end() && qi->second.channel.empty()) {
+        if (qi != queues_.end() && (qi->second.channel.empty() || qi->second.waits.front()->place)) {
           direct.push_back(*it);
           it = timed.erase(it);
         } else {
@@ -397,6 +415,13 @@ void ClientCore::waiter_loop() {
           const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(holder, o.backoff_initial));
           q.next_try = t + jitter(cap);
           q.backoff = std::min(q.backoff * 2, o.backoff_max);
+          if (w->place && w->not_turn && !outage && wait_plan_->wakes_fair_by_ticket()) {
+            // Its ticket's wake-up comes when it is next: the timer only
+            // covers a waiter ahead that died (its place expires), so the
+            // waiters in line do not poll the queue.
+            const auto net = std::max(o.backoff_max, o.backoff_initial);
+            q.next_try = t + net / 2 + jitter(net / 2);
+          }
           // A fair head whose place had lapsed queued again at the tail (a
           // new, higher ticket): the local queue goes back to ticket order,
           // or the head would wait for a turn its followers hold.
@@ -440,7 +465,8 @@ void ClientCore::listener_loop() {
       // lock it waited for would be granted again at once, before the take-over
       // takes it for the new holder), nor after two idle wake-ups in a row.
       if (!q.waits.empty() && !q.channel.empty())
-        found.push_back({q.since, WaitedName{name, q.channel, q.idle_wakes >= 2 || q.woken || q.busy}});
+        found.push_back({q.since, WaitedName{name, q.channel,
+                                             q.idle_wakes >= 2 || q.woken || q.busy}});
     if (!listener) {  // no wake-up source (a transaction pooler): the heads poll
       wait_cv_.wait_for(lk, std::chrono::seconds(1));
       continue;
@@ -453,7 +479,7 @@ void ClientCore::listener_loop() {
     std::vector<WaitedName> names;
     for (auto& f : found) names.push_back(std::move(f.second));
     lk.unlock();
-    std::vector<std::string> woken;
+    std::vector<WokenName> woken;
     bool failed = false;
     try {
       if (!conn) {
@@ -476,8 +502,8 @@ void ClientCore::listener_loop() {
     listening_ = failed ? 0 : names.size();
     bool any = false;
     for (const auto& n : woken) {
-      auto qi = queues_.find(n);
-      if (qi == queues_.end()) continue;
+      auto qi = queues_.find(n.name);
+      if (qi == queues_.end() || !wakes_head(qi->second, n.payloads)) continue;
       qi->second.woken = true;
       ++wakeups_;
       any = true;

@@ -270,14 +270,50 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
 
 bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
                    ReleaseCommit commit) {
+  return detail::release_lease(conn, name, owner, fence, commit, false, {});
+}
+
+bool detail::release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
+                           ReleaseCommit commit, bool fair, const HeldPlace& place) {
   check_lease_ref(name, owner, fence);
   // On its own a release may skip the commit flush (PostgreSQL); inside the
   // caller's transaction, or when asked to be durable, the _flushed form
   // leaves durability alone.
-  const bool flushed = conn.in_transaction() || commit == ReleaseCommit::kDurable;
-  const auto id = flushed && conn.dialect().release_skips_commit_flush() ? Sql::lease_release_flushed
-                                                                         : Sql::lease_release;
-  if (run(conn, id, {name, owner, fence, lease_wakeup_channel(name)}).affected == 1) {
+  const bool flushed = (conn.in_transaction() || commit == ReleaseCommit::kDurable) &&
+                       conn.dialect().release_skips_commit_flush();
+  const bool by_ticket = fair && conn.dialect().plans().wait->wakes_fair_by_ticket();
+  const auto id = by_ticket ? (flushed ? Sql::lease_release_fair_flushed : Sql::lease_release_fair)
+                            : (flushed ? Sql::lease_release_flushed : Sql::lease_release);
+  Params values{name, owner, fence, lease_wakeup_channel(name)};
+  if (by_ticket) {
+    values.emplace_back(place.ticket);
+    values.emplace_back(place.owner);
+  }
+  bool released;
+  if (by_ticket || place.owner.empty()) {
+    released = run(conn, id, values).affected == 1;  // lease_release_fair removes the place itself
+  } else if (conn.in_transaction()) {
+    released = run(conn, id, values).affected == 1;
+    run(conn, Sql::fair_leave, {name, place.ticket, place.owner});
+  } else {
+    // The release and the place's removal in one commit: the next waiter,
+    // woken by the release, finds the place gone.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        Transaction tx(conn, Isolation::kReadCommitted);
+        released = run(conn, id, values).affected == 1;
+        run(conn, Sql::fair_leave, {name, place.ticket, place.owner});
+        tx.commit();
+        break;
+      } catch (const Error& e) {
+        // A deadlock victim or a Galera certification failure: both
+        // statements are idempotent, so the transaction runs again.
+        if (!detail::is_contention(e) || conn.in_transaction() || attempt >= 20) throw;
+        std::this_thread::sleep_for(detail::jitter(milliseconds(2 << std::min(attempt, 6))));
+      }
+    }
+  }
+  if (released) {
     ++metric::lock_releases();
     conn.dialect().plans().wait->wake_waiters(conn, name);
     return true;

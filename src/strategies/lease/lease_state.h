@@ -42,6 +42,20 @@ struct LeaseState {
 LossCause diagnose_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
                          std::int64_t known_expire_at, std::string* detail);
 
+// The queue place a fair lease was acquired from: kept until the release
+// removes it in the same commit, so a hand-off costs one commit (the
+// acquire's), not two. An empty owner: none (tickets start at 0).
+struct HeldPlace {
+  std::int64_t ticket = -1;
+  std::string owner;
+};
+
+// release_lease() of a fair lease (LeaseOptions::fair): removes the place it
+// was acquired from in the same commit, and where the wait plan wakes fair
+// waiters by ticket, names the queue's next one in the wake-up.
+bool release_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,
+                   ReleaseCommit commit, bool fair, const HeldPlace& place = {});
+
 // acquire_lease() with the caller's waiter queue seat (plans.h), counted in
 // the metrics; contention is retried briefly, then reported as not acquired.
 struct QueueSeat;

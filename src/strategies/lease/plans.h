@@ -94,6 +94,13 @@ struct WaitedName {
   bool idle;            // its last wake-ups found the lease still held: do not block on it
 };
 
+// A name woken, with what its wake-ups said (a NOTIFY's payload; "" when a
+// wake-up says nothing).
+struct WokenName {
+  std::string name;
+  std::vector<std::string> payloads;
+};
+
 // The lock client's one wake-up source for every name its waiters wait on
 // (lock_client.h), on the client's listener session, from one thread.
 class WakeListener {
@@ -103,8 +110,8 @@ class WakeListener {
   // and answers the names woken. A name it was not yet listening to is
   // answered at once (it listens from now on, so the head's next attempt
   // cannot miss a release in between). May throw an outage.
-  virtual std::vector<std::string> wait(Connection& conn, const std::vector<WaitedName>& names,
-                                        std::chrono::milliseconds d) = 0;
+  virtual std::vector<WokenName> wait(Connection& conn, const std::vector<WaitedName>& names,
+                                      std::chrono::milliseconds d) = 0;
   // The listener session was replaced: it listens to nothing.
   virtual void session_lost() noexcept = 0;
 };
@@ -136,6 +143,13 @@ class WaitPlan {
   // is a release: a woken waiter that then finds the lock taken lost a race
   // (normal contention), which is no reason to stop listening.
   virtual bool wakes_every_waiter() const noexcept { return false; }
+  // A fair lease's release names the queue's next ticket in its wake-up
+  // (lease_release_fair, fair_leave_wake: the NOTIFY payload), and the lock
+  // client's listener wakes only the waiter with that ticket. Otherwise,
+  // unless every release wakes every waiter anyway, a fair waiter that is
+  // not nearly next is left out of the wake-ups and checks its turn at a
+  // time paced by how fast the queue moves.
+  virtual bool wakes_fair_by_ticket() const noexcept { return false; }
 };
 
 // The head of the waiters (a session advisory lock taken by the acquire

@@ -111,6 +111,7 @@ class NotifyQueueHead final : public WaitPlan {
     return std::make_unique<NotifyQueueWaiter>(std::move(channel));
   }
   std::unique_ptr<WakeListener> make_listener() const override { return make_channel_listener(); }
+  bool wakes_fair_by_ticket() const noexcept override { return true; }
 
 };
 

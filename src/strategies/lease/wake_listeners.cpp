@@ -1,6 +1,7 @@
 // The lock client's wake-up listeners (plans.h, WakeListener): one session
 // for every name the client's waiters wait on.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -16,8 +17,9 @@ using std::chrono::milliseconds;
 // words (futex_waitv): Connection::wait_for_any_notify.
 class ChannelListener final : public WakeListener {
  public:
-  std::vector<std::string> wait(Connection& conn, const std::vector<WaitedName>& names, milliseconds d) override {
-    std::vector<std::string> channels, woken;
+  std::vector<WokenName> wait(Connection& conn, const std::vector<WaitedName>& names, milliseconds d) override {
+    std::vector<std::string> channels;
+    std::vector<WokenName> woken;
     bool fresh = false;
     for (const auto& n : names) {
       channels.push_back(n.channel);
@@ -25,12 +27,15 @@ class ChannelListener final : public WakeListener {
     }
     // Names it listens to from now on are answered at once (below); the
     // others wait. Channels no longer named stop being listened to.
-    auto fired = conn.wait_for_any_notify(channels, fresh ? milliseconds(0) : d);
-    std::set<std::string> f(fired.begin(), fired.end());
+    std::map<std::string, std::vector<std::string>> f;
+    for (auto& w : conn.wait_for_any_wakeup(channels, fresh ? milliseconds(0) : d)) f[w.channel] = std::move(w.payloads);
     std::set<std::string> now(channels.begin(), channels.end());
     for (auto it = listening_.begin(); it != listening_.end();) it = now.count(*it) ? std::next(it) : listening_.erase(it);
-    for (const auto& n : names)
-      if (f.count(n.channel) || (fresh && !answered_.count(n.channel))) woken.push_back(n.name);
+    for (const auto& n : names) {
+      auto fi = f.find(n.channel);
+      if (fresh && !answered_.count(n.channel)) woken.push_back(WokenName{n.name, {std::string()}});
+      else if (fi != f.end()) woken.push_back(WokenName{n.name, fi->second});
+    }
     answered_ = listening_;
     return woken;
   }
@@ -52,7 +57,7 @@ class ChannelListener final : public WakeListener {
 // other names are polled.
 class WakeupLockListener final : public WakeListener {
  public:
-  std::vector<std::string> wait(Connection& conn, const std::vector<WaitedName>& names, milliseconds d) override {
+  std::vector<WokenName> wait(Connection& conn, const std::vector<WaitedName>& names, milliseconds d) override {
     auto it = std::find_if(names.begin(), names.end(), [](const WaitedName& n) { return !n.idle; });
     if (it == names.end()) {
       // Nothing to block on now (heads trying, or names polled): look again
@@ -69,7 +74,7 @@ class WakeupLockListener final : public WakeListener {
     static constexpr auto kPassed = column(Sql::lease_wakeup_pass, "passed");
     const bool passed = !r.rows.empty() && !cell(r.rows[0], kPassed).is_null() && cell(r.rows[0], kPassed).as_int() == 1;
     if (!passed) return {};
-    return {it->name};
+    return {WokenName{it->name, {std::string()}}};
   }
   void session_lost() noexcept override {}
 };

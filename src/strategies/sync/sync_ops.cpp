@@ -322,8 +322,9 @@ FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticke
   return FairTurn{cell(row, kMine).as_int() > 0, cell(row, kAhead).as_int()};
 }
 
-void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner) {
-  run(conn, Sql::fair_leave, {name, ticket, owner});
+void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner, bool wake) {
+  const bool by_ticket = wake && conn.dialect().plans().wait->wakes_fair_by_ticket();
+  run(conn, by_ticket ? Sql::fair_leave_wake : Sql::fair_leave, {name, ticket, owner});
 }
 
 }  // namespace sqlguard::detail

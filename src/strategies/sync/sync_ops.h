@@ -101,6 +101,9 @@ struct FairTurn {
 // A plain read: whether it is the caller's turn. ticket = INT64_MAX asks
 // whether anyone waits (try_acquire of a fair lease).
 FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner);
-void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner);
+// Leaves the queue. `wake`: the waiter gave up or was cancelled (not: it
+// acquired); where fair waiters are woken by ticket, the next one is woken if
+// this place was the lowest (fair_leave_wake).
+void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner, bool wake);
 
 }  // namespace sqlguard::detail

@@ -550,6 +550,15 @@ LeaseOptions fair_opts(std::chrono::milliseconds ttl = 5s) {
   return o;
 }
 
+// The name's live queue places (on the database clock). A fair release may
+// end its place by expiring it (MariaDB: in the release statement itself); the
+// next enqueue purges it.
+std::int64_t live_places(const std::string& name) {
+  auto c = ctx().connect();
+  return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND expire_at > ?",
+                           {name, c->db_now_ms()});
+}
+
 // The positions of `grants` that came before a grant of a smaller arrival
 // number (arrivals are 0, 1, 2, ...): FIFO keeps none.
 int out_of_order(const std::vector<int>& grants) {
@@ -591,7 +600,7 @@ TEST_CASE("a fair lease serves waiters in arrival order, across clients", "[fair
     });
     // Arrival i has its place before arrival i + 1 starts.
     REQUIRE(eventually(
-        [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == i + 1; },
+        [&] { return live_places(name) == i + 1; },
         10s));
   }
   CHECK(holder.release());
@@ -603,7 +612,7 @@ TEST_CASE("a fair lease serves waiters in arrival order, across clients", "[fair
   }());
   CHECK(grants.size() == static_cast<std::size_t>(n));
   CHECK(out_of_order(grants) == 0);
-  CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 0);
+  CHECK(live_places(name) == 0);
 }
 
 TEST_CASE("a fair holder that releases cannot re-take while others wait; an unfair one can", "[fair-lease]") {
@@ -634,7 +643,7 @@ TEST_CASE("a fair holder that releases cannot re-take while others wait; an unfa
       });
       if (fair) {
         REQUIRE(eventually(
-            [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 1; },
+            [&] { return live_places(name) == 1; },
             10s));
       } else {
         std::this_thread::sleep_for(200ms);  // the waiter has tried and naps
@@ -665,11 +674,11 @@ TEST_CASE("a fair waiter that gives up leaves the queue; the next one is served 
   REQUIRE(holder.try_acquire());
   auto q = std::async(std::launch::async, [&] { return quitter.acquire(400ms); });
   REQUIRE(eventually(
-      [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 1; }, 10s));
+      [&] { return live_places(name) == 1; }, 10s));
   auto p = std::async(std::launch::async, [&] { return patient.acquire(30s); });
   CHECK_FALSE(q.get());
   REQUIRE(eventually(
-      [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 1; }, 10s));
+      [&] { return live_places(name) == 1; }, 10s));
   const auto t0 = std::chrono::steady_clock::now();
   CHECK(holder.release());
   REQUIRE(p.wait_for(15s) == std::future_status::ready);
@@ -698,10 +707,10 @@ TEST_CASE("a dead fair waiter's place expires on the database clock and the queu
     ::_exit(3);
   }
   REQUIRE(eventually(
-      [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 1; }, 10s));
+      [&] { return live_places(name) == 1; }, 10s));
   auto n = std::async(std::launch::async, [&] { return next.acquire(30s); });
   REQUIRE(eventually(
-      [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 2; }, 10s));
+      [&] { return live_places(name) == 2; }, 10s));
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -755,12 +764,12 @@ TEST_CASE("a fair waiter whose place lapsed queues again at the tail and its fol
   };
   auto f1 = waiter(first, 1);
   REQUIRE(eventually(
-      [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 1; }, 10s));
+      [&] { return live_places(name) == 1; }, 10s));
   const std::int64_t first_ticket =
       sgtest::query_int("SELECT MIN(ticket) FROM sqlguard_lock_queue WHERE name = ?", {name});
   auto f2 = waiter(second, 2);
   REQUIRE(eventually(
-      [&] { return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 2; }, 10s));
+      [&] { return live_places(name) == 2; }, 10s));
   // The first waiter's place is gone (as if its process had been stopped
   // past place_ttl): it must queue again behind the second.
   sgtest::exec("DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ?", {name, first_ticket});

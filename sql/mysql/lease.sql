@@ -168,11 +168,19 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 -- not needed: lease_release does not change how its commit is flushed (server-wide on MariaDB)
 
 -- name: lease_release_fair
--- not needed: a fair lease's release is lease_release and fair_leave in one transaction; the
--- wake-up names no ticket (PostgreSQL's NOTIFY payload has no equivalent here)
+-- A fair lease's release (LeaseOptions::fair): lease_release that also ends the queue place
+-- the holder was acquired from (ticket, place_owner; none: no row joins) in the same
+-- statement and commit, so the next waiter, woken by the release, finds it gone (the next
+-- enqueue's fair_purge deletes it). Rows affected: 1 or 2 = released, 0 = not held.
+-- returns: :execrows
+-- params: ticket, place_owner, name, owner, fence
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock l
+LEFT JOIN sqlguard_lock_queue q ON q.name = l.name AND q.ticket = ? AND q.owner = ?
+SET l.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.min_release_at), q.expire_at = 0
+WHERE l.name = ? AND l.owner = ? AND l.fence = ? AND l.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: lease_release_fair_flushed
--- not needed: as lease_release_fair
+-- not needed: lease_release_fair does not change how its commit is flushed (server-wide on MariaDB)
 
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).

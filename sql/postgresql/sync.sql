@@ -142,11 +142,13 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND expire_at <= (EXTRACT(EPOCH F
 -- name: fair_gate
 -- Whether the caller's place is still live (mine = 1) and how many live places are ahead of
 -- it (ahead = 0: its turn). A plain read. try_acquire asks with the largest ticket: ahead = 0
--- when nobody waits.
--- returns: :one mine, ahead, db_now_ms
--- params: name, ticket, owner, name, ticket
+-- when nobody waits. holder_expire_at: the lease's expiry (NULL: never taken), so a waiter
+-- whose turn it is learns in the same read whether the lease is free yet.
+-- returns: :one mine, ahead, holder_expire_at, db_now_ms
+-- params: name, ticket, owner, name, ticket, name
 SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) AS mine,
        (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket < ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) AS ahead,
+       (SELECT expire_at FROM sqlguard_lock WHERE name = ?) AS holder_expire_at,
        (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms;
 
 -- name: fair_leave

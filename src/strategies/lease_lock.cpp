@@ -433,7 +433,9 @@ bool LeaseLock::release() {
     fence = state_->fence;
   }
   stop_renewing();
-  const detail::HeldPlace place = lease_ ? detail::take_held_place(*lease_) : detail::HeldPlace{};
+  // Kept until the release went through: a release that throws can be
+  // called again (or the destructor tries), and must still end the place.
+  const detail::HeldPlace place = lease_ ? detail::peek_held_place(*lease_) : detail::HeldPlace{};
   Conn c(*this, true);
   Connection& conn = *c;
   // Idempotent by owner token: retried on a fresh connection; if it still
@@ -448,6 +450,7 @@ bool LeaseLock::release() {
                              auto info = lease_info(conn, name_);
                              return info && info->owner == owner && info->fence == fence && !info->held();
                            });
+  if (lease_) (void)detail::take_held_place(*lease_);
   if (waiter_) waiter_->released(conn);
   if (client_) client_->core()->local_release(name_);
   if (!ok) {

@@ -20,7 +20,8 @@ class ReadThenUpsertReturning final : public AcquirePlan {
     static constexpr auto kNow = column(Sql::lease_take, "db_now_ms");
     static constexpr auto kWakeLock = column(Sql::lease_take, "wake_lock");
     bool missing = false;
-    if (auto held = precheck(conn, req, missing)) return *held;
+    if (!req.seen_free)
+      if (auto held = precheck(conn, req, missing)) return *held;
     const std::string channel = lease_wakeup_channel(req.name);
     auto r = run(conn, Sql::lease_take, {req.name, req.owner, req.ttl.count(), req.min_hold.count(), channel});
     if (r.rows.empty()) return busy(req.owner, 0);

@@ -333,6 +333,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
                             milliseconds* holder_remaining, ClientWait* w) {
   Connection& conn = *c;
   const auto& o = l->options;
+  bool seen_free = false;
   if (o.fair) {
     // A fair lease: only the lowest live ticket may take it. A waiter whose
     // place lapsed (it was gone longer than place_ttl) queues again at the
@@ -356,17 +357,36 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       auto fresh = take_place(conn, *l);
       std::lock_guard<std::mutex> lk(wait_mu_);
       w->place = fresh;
+      w->ahead = -1;
       *holder_remaining = o.backoff_initial;
       return false;
     }
     if (w) {
       std::lock_guard<std::mutex> lk(wait_mu_);
+      const auto now = steady_clock::now();
+      if (w->ahead > turn.ahead) {
+        // The fastest turn seen since its last check: a check paced by it
+        // is seldom late (a late one leaves the lease free with nobody woken
+        // for it).
+        const auto per = std::chrono::duration_cast<std::chrono::microseconds>(now - w->ahead_since) /
+                         (w->ahead - turn.ahead);
+        w->fastest_turn = w->fastest_turn.count() > 0 ? std::min(w->fastest_turn, per) : per;
+        l->fair_turn = w->fastest_turn;
+      }
+      w->ahead = turn.ahead;
+      w->ahead_since = now;
       w->not_turn = turn.ahead > 0;
     }
     if (turn.ahead > 0) {
       *holder_remaining = o.ttl;  // paced by the backoff; a release wakes it
       return false;
     }
+    if (turn.holder_left_ms > 0) {
+      // Its turn, but the lease is still held: the same read said so.
+      *holder_remaining = milliseconds(turn.holder_left_ms);
+      return false;
+    }
+    seen_free = true;
   }
   const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
   const auto start = steady_clock::now();
@@ -383,7 +403,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
           return AcquireResult{true, cell(mine.rows[0], kFence).as_int(), cell(mine.rows[0], kExpireAt).as_int(), owner};
       }
     }
-    return acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, nullptr);
+    return acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, nullptr, seen_free && attempt == 1);
   });
   if (!r.acquired) {
     *holder_remaining = r.holder_remaining_ms > 0 ? milliseconds(r.holder_remaining_ms) : o.ttl;

@@ -67,6 +67,9 @@ struct ClientLease {
   // commit. Guarded by state->mu.
   HeldPlace held_place;
   bool waiting = false;  // an asynchronous acquire is pending; guarded by ClientCore::wait_mu_
+  // A fair lease: the last turn of its queue its waits saw (ClientWait::
+  // fastest_turn), the first guess of its next wait. Guarded by wait_mu_.
+  std::chrono::microseconds fair_turn{0};
   // Inside run_guarded: its transaction holds the lease's row (or SQLite's
   // write lock); a renewal statement would wait for it, and with it every
   // lease of the batch. The renewer leaves it out until the transaction ends.
@@ -98,13 +101,24 @@ struct ClientWait {
   std::function<bool(ClientCore&, Connection&, std::chrono::milliseconds* holder_remaining)> attempt;
   std::function<void(ClientCore&)> release;
   bool not_turn = false;  // a fair waiter's last attempt found others ahead (not an idle wake-up)
+  // A fair waiter's last count of live places ahead of its own (-1: not yet),
+  // since when, and the fastest turn of the queue it saw (0: none yet).
+  // Guarded by ClientCore::wait_mu_ (see far_in_line in client_waiters.cpp).
+  std::int64_t ahead = -1;
+  std::chrono::steady_clock::time_point ahead_since{};
+  std::chrono::microseconds fastest_turn{0};
   bool several = false;  // several may hold at once: after a grant the next head tries at once
 };
 
-// The place a fair lease was acquired from, for its release (and forgotten).
+// The place a fair lease was acquired from, for its release: forgotten
+// (take) or kept for a release that may fail and be called again (peek).
 inline HeldPlace take_held_place(ClientLease& l) {
   std::lock_guard<std::mutex> lk(l.state->mu);
   return std::exchange(l.held_place, HeldPlace{});
+}
+inline HeldPlace peek_held_place(ClientLease& l) {
+  std::lock_guard<std::mutex> lk(l.state->mu);
+  return l.held_place;
 }
 
 // The waiter queue a lease handle's waits go to.

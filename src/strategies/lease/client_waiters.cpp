@@ -29,6 +29,24 @@ std::int64_t fair_ticket(const ClientWait& w) {
   return w.place->key;
 }
 
+// Where wake-ups neither name the next ticket nor reach every waiter for free
+// (MariaDB's wake-up lock: each woken listener costs a statement, and its
+// waiter a read of the queue), a fair head with kFarInLine or more places
+// ahead is left out of them: the listener does not block on its name and a
+// wake-up does not make it try. It checks its turn again at a time paced by
+// the fastest turn of the queue it saw, halfway to being near (never late:
+// a check after its turn came would leave the lease free with nobody woken).
+constexpr std::int64_t kFarInLine = 2;
+// ... and never later than this: a check late by a misjudged pace costs the
+// queue at most this long.
+constexpr std::chrono::milliseconds kFarCheckMax{20};
+
+bool far_in_line(const NameQueue& q, const WaitPlan& plan) {
+  if (q.waits.empty() || plan.wakes_fair_by_ticket() || plan.wakes_every_waiter()) return false;
+  const auto& w = *q.waits.front();
+  return w.place && w.ahead >= kFarInLine;
+}
+
 // Whether a wake-up is for this queue's head: a fair head's when it names no
 // ticket, the head's own, or a later one (the head's place lapsed: it queues
 // again); every wake-up for other heads.
@@ -263,7 +281,7 @@ void ClientCore::waiter_loop() {
     auto next = now + std::chrono::seconds(1);
     for (auto& [name, q] : queues_) {
       if (q.busy || q.waits.empty()) continue;
-      if (q.woken) woken.push_back(name);
+      if (q.woken && !far_in_line(q, *wait_plan_)) woken.push_back(name);
       else if (q.next_try <= now) timed.push_back(name);
       else next = std::min(next, q.next_try);
       for (const auto& w : q.waits) next = std::min(next, w->deadline);
@@ -421,6 +439,22 @@ void ClientCore::waiter_loop() {
             // waiters in line do not poll the queue.
             const auto net = std::max(o.backoff_max, o.backoff_initial);
             q.next_try = t + net / 2 + jitter(net / 2);
+          } else if (w->place && w->not_turn && !outage && !wait_plan_->wakes_every_waiter()) {
+            const auto turn = w->fastest_turn.count() > 0   ? w->fastest_turn
+                              : w->lease->fair_turn.count() > 0 ? w->lease->fair_turn
+                                                                : std::chrono::microseconds(1000);
+            if (far_in_line(q, *wait_plan_)) {
+              // Back before it is next: 4/5 of the turns until then, by the
+              // fastest turn seen (early rather than late: a late check
+              // leaves the lease free with nobody woken for it).
+              const auto pace = std::chrono::duration_cast<milliseconds>(turn * (w->ahead - 1) * 4 / 5);
+              q.next_try = t + std::clamp(pace, milliseconds(1), kFarCheckMax);
+            } else {
+              // Next in line: the release wakes it; the timer only covers a
+              // wake-up it missed.
+              const auto net = std::chrono::duration_cast<milliseconds>(turn * 4);
+              q.next_try = t + std::clamp(net, o.backoff_initial, kFarCheckMax);
+            }
           }
           // A fair head whose place had lapsed queued again at the tail (a
           // new, higher ticket): the local queue goes back to ticket order,
@@ -433,6 +467,7 @@ void ClientCore::waiter_loop() {
           }
         }
       }
+      wait_cv_.notify_all();  // the listener may block on this name again
       if (release_now) {
         if (w->release) w->release(*this);
         else release_quietly(w->lease);
@@ -466,13 +501,20 @@ void ClientCore::listener_loop() {
       // takes it for the new holder), nor after two idle wake-ups in a row.
       if (!q.waits.empty() && !q.channel.empty())
         found.push_back({q.since, WaitedName{name, q.channel,
-                                             q.idle_wakes >= 2 || q.woken || q.busy}});
+                                             q.idle_wakes >= 2 || q.woken || q.busy || far_in_line(q, *wait_plan_)}});
     if (!listener) {  // no wake-up source (a transaction pooler): the heads poll
       wait_cv_.wait_for(lk, std::chrono::seconds(1));
       continue;
     }
     if (found.empty() && !listened) {
       wait_cv_.wait_for(lk, slice * 2);
+      continue;
+    }
+    if (conn && listener->waits_on_active_only() &&
+        std::none_of(found.begin(), found.end(), [](const auto& f) { return !f.second.idle; })) {
+      // Nothing to block on now (heads trying, or names left out): look
+      // again when a head's attempt ends (the waiter thread notifies).
+      wait_cv_.wait_for(lk, std::chrono::milliseconds(5));
       continue;
     }
     std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

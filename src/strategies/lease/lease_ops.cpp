@@ -178,7 +178,7 @@ LossCause diagnose_lease(Connection& conn, const std::string& name, const std::s
 }
 
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
-                                   milliseconds ttl, milliseconds min_hold, QueueSeat* seat) {
+                                   milliseconds ttl, milliseconds min_hold, QueueSeat* seat, bool seen_free) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
@@ -186,7 +186,7 @@ AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, co
   require_no_transaction(conn, "acquiring a lease",
                          "the lock row would stay locked and invisible until it commits; use another connection");
   const AcquirePlan& plan = *conn.dialect().plans().acquire;
-  const LeaseRequest req{name, owner, ttl, min_hold};
+  const LeaseRequest req{name, owner, ttl, min_hold, seen_free};
   // MariaDB hot names: the take-over can still be picked as a deadlock victim
   // against cleanup; that is contention, retried briefly and then reported as
   // "not acquired", never as an error.
@@ -281,36 +281,40 @@ bool detail::release_lease(Connection& conn, const std::string& name, const std:
   // leaves durability alone.
   const bool flushed = (conn.in_transaction() || commit == ReleaseCommit::kDurable) &&
                        conn.dialect().release_skips_commit_flush();
-  const bool by_ticket = fair && conn.dialect().plans().wait->wakes_fair_by_ticket();
-  const auto id = by_ticket ? (flushed ? Sql::lease_release_fair_flushed : Sql::lease_release_fair)
-                            : (flushed ? Sql::lease_release_flushed : Sql::lease_release);
+  // A fair lease's release ends the place it was acquired from in the same
+  // statement (lease_release_fair) where the dialect has one (and names the
+  // next ticket in its wake-up), else in the same transaction.
+  const bool one_statement = fair && catalog(conn).has(Sql::lease_release_fair);
+  const auto id = one_statement ? (flushed ? Sql::lease_release_fair_flushed : Sql::lease_release_fair)
+                                : (flushed ? Sql::lease_release_flushed : Sql::lease_release);
   Params values{name, owner, fence, lease_wakeup_channel(name)};
-  if (by_ticket) {
+  if (one_statement) {
     values.emplace_back(place.ticket);
     values.emplace_back(place.owner);
   }
-  bool released;
-  if (by_ticket || place.owner.empty()) {
-    released = run(conn, id, values).affected == 1;  // lease_release_fair removes the place itself
-  } else if (conn.in_transaction()) {
-    released = run(conn, id, values).affected == 1;
-    run(conn, Sql::fair_leave, {name, place.ticket, place.owner});
-  } else {
-    // The release and the place's removal in one commit: the next waiter,
-    // woken by the release, finds the place gone.
-    for (int attempt = 0;; ++attempt) {
-      try {
+  bool released = false;
+  const bool own_tx = !one_statement && !place.owner.empty() && !conn.in_transaction();
+  for (int attempt = 0;; ++attempt) {
+    try {
+      if (own_tx) {
+        // The release and the place's removal in one commit: the next
+        // waiter, woken by the release, finds the place gone.
         Transaction tx(conn, Isolation::kReadCommitted);
         released = run(conn, id, values).affected == 1;
         run(conn, Sql::fair_leave, {name, place.ticket, place.owner});
         tx.commit();
-        break;
-      } catch (const Error& e) {
-        // A deadlock victim or a Galera certification failure: both
-        // statements are idempotent, so the transaction runs again.
-        if (!detail::is_contention(e) || conn.in_transaction() || attempt >= 20) throw;
-        std::this_thread::sleep_for(detail::jitter(milliseconds(2 << std::min(attempt, 6))));
+      } else {
+        released = run(conn, id, values).affected >= 1;  // lease_release_fair: 2 with the place
+        if (!one_statement && !place.owner.empty()) run(conn, Sql::fair_leave, {name, place.ticket, place.owner});
       }
+      break;
+    } catch (const Error& e) {
+      // A deadlock victim (InnoDB: the release's row locks against an
+      // enqueue's or a take-over's) or a Galera certification failure: the
+      // statements are idempotent (owner- and fence-checked), so they run
+      // again. Inside the caller's transaction the caller decides.
+      if (!detail::is_contention(e) || conn.in_transaction() || attempt >= 20) throw;
+      std::this_thread::sleep_for(detail::jitter(milliseconds(2 << std::min(attempt, 6))));
     }
   }
   if (released) {

@@ -60,6 +60,7 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
 // the metrics; contention is retried briefly, then reported as not acquired.
 struct QueueSeat;
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
-                                   std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat);
+                                   std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
+                                   bool seen_free = false);
 
 }  // namespace sqlguard::detail

@@ -29,6 +29,10 @@ struct LeaseRequest {
   const std::string& owner;
   std::chrono::milliseconds ttl;
   std::chrono::milliseconds min_hold;
+  // The caller's own read found the lease free just now (a fair waiter's
+  // turn, fair_gate): a plan may skip its deciding read. Never unsafe: the
+  // take-over still decides on the database clock.
+  bool seen_free = false;
 };
 
 // A waiter's place in a queue that rides the acquire statement (the
@@ -114,6 +118,9 @@ class WakeListener {
                                       std::chrono::milliseconds d) = 0;
   // The listener session was replaced: it listens to nothing.
   virtual void session_lost() noexcept = 0;
+  // It waits only on names that are not idle (WaitedName::idle): with none,
+  // the client waits for a head's attempt to end instead of calling wait().
+  virtual bool waits_on_active_only() const noexcept { return false; }
 };
 
 // Connection::wait_for_any_notify (PostgreSQL LISTEN, SQLite futex words).

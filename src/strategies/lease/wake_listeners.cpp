@@ -77,6 +77,7 @@ class WakeupLockListener final : public WakeListener {
     return {WokenName{it->name, {std::string()}}};
   }
   void session_lost() noexcept override {}
+  bool waits_on_active_only() const noexcept override { return true; }
 };
 
 }  // namespace

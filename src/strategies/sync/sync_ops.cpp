@@ -318,8 +318,12 @@ FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticke
   auto r = run(conn, Sql::fair_gate, {name, ticket, owner});
   static constexpr auto kMine = column(Sql::fair_gate, "mine");
   static constexpr auto kAhead = column(Sql::fair_gate, "ahead");
+  static constexpr auto kHolder = column(Sql::fair_gate, "holder_expire_at");
+  static constexpr auto kNow = column(Sql::fair_gate, "db_now_ms");
   const auto& row = r.rows.at(0);
-  return FairTurn{cell(row, kMine).as_int() > 0, cell(row, kAhead).as_int()};
+  const Value& holder = cell(row, kHolder);
+  const std::int64_t left = holder.is_null() ? 0 : std::max<std::int64_t>(0, holder.as_int() - cell(row, kNow).as_int());
+  return FairTurn{cell(row, kMine).as_int() > 0, cell(row, kAhead).as_int(), left};
 }
 
 void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner, bool wake) {

@@ -97,6 +97,7 @@ std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::
 struct FairTurn {
   bool place_live = false;   // the caller's place is still there
   std::int64_t ahead = 0;    // live places with a lower ticket
+  std::int64_t holder_left_ms = 0;  // how long the lease is still held (0: free, or never taken)
 };
 // A plain read: whether it is the caller's turn. ticket = INT64_MAX asks
 // whether anyone waits (try_acquire of a fair lease).

@@ -615,6 +615,57 @@ TEST_CASE("a fair lease serves waiters in arrival order, across clients", "[fair
   CHECK(live_places(name) == 0);
 }
 
+TEST_CASE("a fair hand-off ends the holder's place with its release and wakes the next waiters only",
+          "[fair-lease]") {
+  // Holder H (no place: it took the free lease), then waiters W0..W4, each on
+  // a client of its own, queued in that order. Two hand-offs: H -> W0 -> W1.
+  auto h = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("fairhandoff");
+  LeaseLock holder(h, name, fair_opts(10s));
+  REQUIRE(holder.try_acquire());
+  const int n = 5;
+  std::vector<std::shared_ptr<LockClient>> clients;
+  std::vector<std::unique_ptr<LeaseLock>> ws;
+  std::vector<std::future<bool>> got;
+  for (int i = 0; i < n; ++i) {
+    clients.push_back(LockClient::create(ctx().uri));
+    ws.push_back(std::make_unique<LeaseLock>(clients.back(), name, fair_opts(10s)));
+    got.push_back(ws.back()->acquire_async(30s));
+    REQUIRE(eventually([&] { return live_places(name) == i + 1; }, 10s));
+  }
+  std::this_thread::sleep_for(300ms);  // every waiter has read its turn once
+  auto wakeups = [&](int i) { return clients[static_cast<std::size_t>(i)]->stats().wakeups; };
+  const auto w1_before = wakeups(1), w3_before = wakeups(3), w4_before = wakeups(4);
+
+  CHECK(holder.release());
+  REQUIRE(got[0].wait_for(10s) == std::future_status::ready);
+  REQUIRE(got[0].get());
+  // W0 keeps its place while it holds (W1 is still behind it) ...
+  CHECK(live_places(name) == n);
+  CHECK(ws[0]->release());
+  // ... and its release ended it: no separate commit after the acquire.
+  REQUIRE(got[1].wait_for(10s) == std::future_status::ready);
+  REQUIRE(got[1].get());
+  CHECK(live_places(name) == n - 1);
+  std::this_thread::sleep_for(100ms);
+  // Control: W1's client counted the wake-up that served it (the counter
+  // fires) ...
+  CHECK(wakeups(1) > w1_before);
+  if (!ctx().is_sqlite()) {
+    // ... and the waiters three and four places back were not woken by
+    // either release (SQLite wakes every waiter of the host: a futex word).
+    CHECK(wakeups(3) == w3_before);
+    CHECK(wakeups(4) == w4_before);
+  }
+  CHECK(ws[1]->release());
+  for (int i = 2; i < n; ++i) {
+    REQUIRE(got[static_cast<std::size_t>(i)].wait_for(10s) == std::future_status::ready);
+    CHECK(got[static_cast<std::size_t>(i)].get());
+    CHECK(ws[static_cast<std::size_t>(i)]->release());
+  }
+  CHECK(live_places(name) == 0);
+}
+
 TEST_CASE("a fair holder that releases cannot re-take while others wait; an unfair one can", "[fair-lease]") {
   // Each round: a waiter of another client waits, the holder releases and
   // at once tries again. Counted over rounds: the unfair lease's re-take

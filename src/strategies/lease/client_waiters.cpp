@@ -33,9 +33,10 @@ std::int64_t fair_ticket(const ClientWait& w) {
 // (MariaDB's wake-up lock: each woken listener costs a statement, and its
 // waiter a read of the queue), a fair head with kFarInLine or more places
 // ahead is left out of them: the listener does not block on its name and a
-// wake-up does not make it try. It checks its turn again at a time paced by
-// the fastest turn of the queue it saw, halfway to being near (never late:
-// a check after its turn came would leave the lease free with nobody woken).
+// wake-up does not make it try. It checks its turn again after 4/5 of the
+// turns until it is next, timed by the fastest turn of the queue it saw (a
+// check after its turn came would leave the lease free with nobody woken, so
+// early beats late). Only the next in line blocks on the wake-up lock.
 constexpr std::int64_t kFarInLine = 2;
 // ... and never later than this: a check late by a misjudged pace costs the
 // queue at most this long.
@@ -514,6 +515,8 @@ void ClientCore::listener_loop() {
         std::none_of(found.begin(), found.end(), [](const auto& f) { return !f.second.idle; })) {
       // Nothing to block on now (heads trying, or names left out): look
       // again when a head's attempt ends (the waiter thread notifies).
+      listening_ = 0;
+      listened = false;
       wait_cv_.wait_for(lk, std::chrono::milliseconds(5));
       continue;
     }

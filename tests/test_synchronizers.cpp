@@ -648,14 +648,16 @@ TEST_CASE("a fair hand-off ends the holder's place with its release and wakes th
   REQUIRE(got[1].get());
   CHECK(live_places(name) == n - 1);
   std::this_thread::sleep_for(100ms);
-  // Control: W1's client counted the wake-up that served it (the counter
-  // fires) ...
-  CHECK(wakeups(1) > w1_before);
-  if (!ctx().is_sqlite()) {
-    // ... and the waiters three and four places back were not woken by
-    // either release (SQLite wakes every waiter of the host: a futex word).
-    CHECK(wakeups(3) == w3_before);
-    CHECK(wakeups(4) == w4_before);
+  if (!ctx().pooler) {  // behind a transaction pooler nothing wakes: the waiters poll
+    // Control: W1's client counted the wake-up that served it (the counter
+    // fires) ...
+    CHECK(wakeups(1) > w1_before);
+    if (!ctx().is_sqlite()) {
+      // ... and the waiters three and four places back were not woken by
+      // either release (SQLite wakes every waiter of the host: a futex word).
+      CHECK(wakeups(3) == w3_before);
+      CHECK(wakeups(4) == w4_before);
+    }
   }
   CHECK(ws[1]->release());
   for (int i = 2; i < n; ++i) {

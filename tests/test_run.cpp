@@ -597,10 +597,13 @@ int exclusive_overlaps(const std::vector<Interval>& v) {
 
 TEST_CASE("run --permits N runs at most N CMDs at once; with more permits the same check sees more", "[run-sync]") {
   TempDir dir;
-  auto runs = [&](const std::string& name, const std::string& permits, const std::string& log) {
+  auto runs = [&](const std::string& name, const std::string& permits, const std::string& log, bool fair = false) {
     std::vector<std::vector<std::string>> argvs;
-    for (int i = 0; i < 5; ++i)
-      argvs.push_back(run_argv(name, {"--permits", permits, "--wait", "60s"}, interval_script(log, "p" + std::to_string(i))));
+    for (int i = 0; i < 5; ++i) {
+      std::vector<std::string> flags{"--permits", permits, "--wait", "60s"};
+      if (fair) flags.push_back("--fair");  // a fair semaphore
+      argvs.push_back(run_argv(name, flags, interval_script(log, "p" + std::to_string(i))));
+    }
     auto codes = sgtest::run_parallel(argvs);
     for (int c : codes) CHECK(c == 0);
     auto v = read_intervals(log);
@@ -609,6 +612,7 @@ TEST_CASE("run --permits N runs at most N CMDs at once; with more permits the sa
   };
   CHECK(runs(ctx().unique("permits"), "2", dir.file("two")) <= 2);
   CHECK(runs(ctx().unique("permits5"), "5", dir.file("five")) > 2);  // negative control
+  CHECK(runs(ctx().unique("fairpermits"), "2", dir.file("fair"), true) <= 2);
   // Bad input: a count out of range is a bad command line.
   CHECK(sgtest::run_process(run_argv(ctx().unique("permits"), {"--permits", "0"}, "true")) == 2);
   CHECK(sgtest::run_process(run_argv(ctx().unique("permits"), {"--permits", "2", "--shared"}, "true")) == 2);

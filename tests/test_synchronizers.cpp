@@ -38,6 +38,30 @@ LeaseOptions opts(std::chrono::milliseconds ttl = 3s) {
   return o;
 }
 
+LeaseOptions fair_opts(std::chrono::milliseconds ttl = 5s) {
+  LeaseOptions o = opts(ttl);
+  o.fair = true;
+  return o;
+}
+
+// The name's live queue places (on the database clock). A fair release may
+// end its place by expiring it (MariaDB: in the release statement itself); the
+// next enqueue purges it.
+std::int64_t live_places(const std::string& name) {
+  auto c = ctx().connect();
+  return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND expire_at > ?",
+                           {name, c->db_now_ms()});
+}
+
+// The positions of `grants` that came before a grant of a smaller arrival
+// number (arrivals are 0, 1, 2, ...): FIFO keeps none.
+int out_of_order(const std::vector<int>& grants) {
+  int bad = 0;
+  for (std::size_t i = 1; i < grants.size(); ++i)
+    if (grants[i] < grants[i - 1]) ++bad;
+  return bad;
+}
+
 // Most holders seen at once by `threads` workers that each take `n` permits of
 // `permits` (through two clients) `rounds` times, holding a moment.
 int most_at_once(const std::string& name, std::int64_t permits, int threads, int rounds) {
@@ -354,7 +378,10 @@ TEST_CASE("semaphore bad input is refused with a clear error and sends nothing",
   CHECK(code_of([&] { ok.try_acquire(2000000); }) == ErrorCode::kInvalidArgument);
   LeaseOptions fair;
   fair.fair = true;
-  CHECK(code_of([&] { Semaphore s(client, ctx().unique("badfair"), 2, fair); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { ReadWriteLease r(client, ctx().unique("badfair"), fair); }) == ErrorCode::kInvalidArgument);
+  LeaseOptions placed;
+  placed.place_ttl = 1s;  // without fair
+  CHECK(code_of([&] { Semaphore s(client, ctx().unique("badplace"), 2, placed); }) == ErrorCode::kInvalidArgument);
   // One name is one kind of lock.
   const std::string name = ctx().unique("kind");
   ReadWriteLease rw(client, name, opts());
@@ -387,6 +414,94 @@ TEST_CASE("SemaphoreGuard holds permits for its scope and throws kLockBusy when 
 }
 
 // ---- ReadWriteLease ------------------------------------------------------------------
+
+TEST_CASE("a fair semaphore serves a waiter asking for many before later ones asking for few; an unfair one lets "
+          "them overtake",
+          "[semaphore][fair-semaphore]") {
+  // 2 permits; A holds 1. B (another client) waits for 2, then C (a third
+  // client) asks for 1: one permit is free, but C arrived after B.
+  auto overtaken = [](bool fair) {
+    LeaseOptions o = opts(5s);
+    o.fair = fair;
+    o.backoff_max = 20ms;
+    const std::string name = ctx().unique(fair ? "fairsem" : "unfairsem");
+    auto a = LockClient::create(ctx().uri), b = LockClient::create(ctx().uri), c = LockClient::create(ctx().uri);
+    Semaphore holder(a, name, 2, o), big(b, name, 2, o), small(c, name, 2, o), late(c, name, 2, o);
+    REQUIRE(holder.try_acquire(1));
+    auto big_got = big.acquire_async(2, 20s);
+    if (fair) REQUIRE(eventually([&] { return live_places(name) == 1; }, 10s));
+    else std::this_thread::sleep_for(200ms);  // B has tried and waits
+    // A try for the free permit: only when nobody waits, if fair.
+    const bool try_got = late.try_acquire(1);
+    if (try_got) late.release();
+    auto small_got = small.acquire_async(1, 20s);
+    std::this_thread::sleep_for(300ms);
+    const bool small_first = small_got.wait_for(0s) == std::future_status::ready;
+    CHECK(holder.release());
+    if (small_first) {  // C overtook B: B's 2 permits come once C lets go
+      CHECK(small_got.get());
+      CHECK(small.release());
+    }
+    CHECK(big_got.get());
+    if (!small_first) {
+      // Fair: C is served only once B has been (B holds both permits now).
+      CHECK(small_got.wait_for(200ms) == std::future_status::timeout);
+    }
+    CHECK(big.release());
+    if (!small_first) {
+      CHECK(small_got.get());
+      CHECK(small.release());
+    }
+    return std::make_pair(small_first, try_got);
+  };
+  const auto fair = overtaken(true);
+  CHECK_FALSE(fair.first);   // C did not overtake B
+  CHECK_FALSE(fair.second);  // nor did a try while B waited
+  const auto unfair = overtaken(false);  // negative control
+  CHECK(unfair.first);
+  CHECK(unfair.second);
+}
+
+TEST_CASE("fair semaphore waiters across clients are served in arrival order and leave no place behind",
+          "[semaphore][fair-semaphore]") {
+  LeaseOptions o = opts(5s);
+  o.fair = true;
+  const std::string name = ctx().unique("fairsemorder");
+  auto h = LockClient::create(ctx().uri);
+  Semaphore holder(h, name, 1, o);
+  REQUIRE(holder.try_acquire());
+  const int n = 5;
+  std::vector<std::shared_ptr<LockClient>> clients;
+  std::vector<std::unique_ptr<Semaphore>> ws;
+  std::mutex mu;
+  std::vector<int> grants;
+  std::vector<std::thread> ts;
+  for (int i = 0; i < n; ++i) {
+    clients.push_back(LockClient::create(ctx().uri));
+    ws.push_back(std::make_unique<Semaphore>(clients.back(), name, 1, o));
+    ts.emplace_back([&, i] {
+      if (ws[static_cast<std::size_t>(i)]->acquire(1, 30s)) {  // blocking: takes its place like an async one
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          grants.push_back(i);
+        }
+        std::this_thread::sleep_for(20ms);
+        ws[static_cast<std::size_t>(i)]->release();
+      }
+    });
+    REQUIRE(eventually([&] { return live_places(name) == i + 1; }, 10s));
+  }
+  CHECK(holder.release());
+  for (auto& t : ts) t.join();
+  INFO("grant order: " << [&] {
+    std::string s;
+    for (int g : grants) s += std::to_string(g) + " ";
+    return s;
+  }());
+  CHECK(grants.size() == static_cast<std::size_t>(n));
+  CHECK(out_of_order(grants) == 0);
+  CHECK(live_places(name) == 0);
+}
 
 TEST_CASE("a read-write lease has many shared holders or one exclusive holder", "[rw-lease]") {
   auto client = LockClient::create(ctx().uri);
@@ -543,31 +658,6 @@ TEST_CASE("a read-write handle is re-entrant in its mode and never changes mode 
 
 // ---- fair lease ---------------------------------------------------------------------------
 
-namespace {
-LeaseOptions fair_opts(std::chrono::milliseconds ttl = 5s) {
-  LeaseOptions o = opts(ttl);
-  o.fair = true;
-  return o;
-}
-
-// The name's live queue places (on the database clock). A fair release may
-// end its place by expiring it (MariaDB: in the release statement itself); the
-// next enqueue purges it.
-std::int64_t live_places(const std::string& name) {
-  auto c = ctx().connect();
-  return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND expire_at > ?",
-                           {name, c->db_now_ms()});
-}
-
-// The positions of `grants` that came before a grant of a smaller arrival
-// number (arrivals are 0, 1, 2, ...): FIFO keeps none.
-int out_of_order(const std::vector<int>& grants) {
-  int bad = 0;
-  for (std::size_t i = 1; i < grants.size(); ++i)
-    if (grants[i] < grants[i - 1]) ++bad;
-  return bad;
-}
-}  // namespace
 
 TEST_CASE("the FIFO checker counts a grant that overtook an earlier arrival", "[fair-lease]") {
   CHECK(out_of_order({0, 1, 2, 3}) == 0);

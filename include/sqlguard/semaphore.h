@@ -37,7 +37,13 @@
 // thread waits; no connection is held between attempts. acquire_async waits
 // without a thread (a callback or a future).
 //
-// Fair order among semaphore waiters is not offered yet (docs/support-matrix.md).
+// Fair order (options.fair, as LeaseOptions::fair): waiters are served in
+// arrival order, by a ticket the database assigns from the semaphore's row;
+// only the first live waiter may take permits, so a waiter asking for many is
+// not overtaken by later ones asking for few, and try_acquire() succeeds only
+// when nobody waits. A waiter's queue place expires on the database clock
+// (place_ttl) unless its client renews it. Waiters of other processes learn
+// their turn by reading the queue, paced by how fast it moves (no wake-up).
 //
 // Thread safety: a handle is used from one thread at a time; owns(),
 // fence(), remaining() and last_loss() from any thread.
@@ -93,7 +99,8 @@ class Semaphore {
   // A handle of `client`: no connection or thread of its own. `permits`
   // (1 .. 1,000,000) is the count when the name is new. options: as for
   // LeaseLock (ttl, renew_period, safety_margin, min_hold, wait, backoff,
-  // owner, on_lost); watchdog_connection, fair and place_ttl are refused.
+  // owner, on_lost, fair, place_ttl); watchdog_connection is refused. Every
+  // handle of a fair semaphore's name must be fair.
   // Watchdog::kOn: the client renews the holding while it is held; kOff: it
   // runs out ttl after its acquire.
   Semaphore(std::shared_ptr<LockClient> client, std::string name, std::int64_t permits, LeaseOptions options = {},

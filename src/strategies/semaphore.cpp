@@ -85,7 +85,7 @@ Semaphore::Semaphore(const std::string& uri, std::string name, std::int64_t perm
     : permits_(permits) {
   check_permits(permits, "permits");
   validate_name(name, "Semaphore name");
-  detail::validate_sync_options(options, "Semaphore");
+  detail::validate_sync_options(options, "Semaphore", true);
   auto client = detail::shared_client_for(uri, options, connect, "Semaphore");
   h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
                                     watchdog == Watchdog::kOn, "Semaphore");
@@ -176,7 +176,7 @@ ReadWriteLease::ReadWriteLease(std::shared_ptr<LockClient> client, std::string n
 ReadWriteLease::ReadWriteLease(const std::string& uri, std::string name, LeaseOptions options, Watchdog watchdog,
                                const ConnectOptions& connect) {
   validate_name(name, "ReadWriteLease name");
-  detail::validate_sync_options(options, "ReadWriteLease");
+  detail::validate_sync_options(options, "ReadWriteLease", false);
   auto client = detail::shared_client_for(uri, options, connect, "ReadWriteLease");
   h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
                                     watchdog == Watchdog::kOn, "ReadWriteLease");

@@ -306,11 +306,10 @@ void add_run(CLI::App& app) {
                                   "used when NAME is new)")
                       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
   auto* fair = cmd->add_flag("--fair", o->fair,
-                             "A fair lease: waiting runs get it in arrival order (with --wait), and a run cannot "
-                             "overtake one that waits");
+                             "A fair lease (with --permits: a fair semaphore): waiting runs get it in arrival order "
+                             "(with --wait), and a run cannot overtake one that waits");
   shared->excludes(exclusive)->excludes(permits)->excludes(fair);
   exclusive->excludes(permits)->excludes(fair);
-  permits->excludes(fair);
   cmd->add_option("CMD", o->cmd, "Command and arguments (after --)")->required();
   cmd->callback([o] {
     check_name_arg("--lock", o->name);

@@ -287,7 +287,10 @@ std::shared_ptr<ClientLease> ClientCore::take_place(Connection& conn, const Clie
   const auto start = steady_clock::now();
   const std::int64_t ticket = with_reconnect(conn, std::max<milliseconds>(l.options.place_ttl, milliseconds(1000)),
                                              "joining the queue of fair lease '" + l.name + "'",
-                                             [&](int) { return fair_enqueue(conn, l.name, owner, l.options.place_ttl); });
+                                             [&](int) {
+                                               return fair_enqueue(conn, l.name, owner, l.options.place_ttl,
+                                                                   l.options.queue_kind, l.options.queue_permits);
+                                             });
   {
     std::lock_guard<std::mutex> lk(p->state->mu);
     p->key = ticket;
@@ -329,61 +332,79 @@ void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p, Connection* 
   }
 }
 
+bool ClientCore::fair_turn_on(Connection& conn, const ClientLease& l, ClientWait* w, milliseconds budget,
+                              milliseconds* holder_remaining, std::int64_t* lease_left_ms) {
+  // Only the lowest live ticket may take it. A waiter whose place lapsed (it
+  // was gone longer than place_ttl) queues again at the tail; a try without
+  // a place (try_acquire) goes only when nobody waits.
+  std::shared_ptr<ClientLease> place;
+  if (w) {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    place = w->place;
+  }
+  std::int64_t ticket = std::numeric_limits<std::int64_t>::max();
+  std::string place_owner;
+  if (place) {
+    std::lock_guard<std::mutex> lk(place->state->mu);
+    ticket = place->key;
+    place_owner = place->state->owner;
+  }
+  const FairTurn turn = with_reconnect(conn, std::max(budget, milliseconds(1)), "reading the queue of '" + l.name + "'",
+                                       [&](int) { return fair_turn(conn, l.name, ticket, place_owner); });
+  if (place && !turn.place_live) {
+    leave_place(place, &conn, false);
+    auto fresh = take_place(conn, l);
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    w->place = fresh;
+    w->ahead = -1;
+    *holder_remaining = l.options.backoff_initial;
+    return false;
+  }
+  if (w) {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    const auto now = steady_clock::now();
+    if (w->ahead > turn.ahead) {
+      // The fastest turn seen since its last check: a check paced by it is
+      // seldom late (a late one leaves the turn unused with nobody woken).
+      const auto per = std::chrono::duration_cast<std::chrono::microseconds>(now - w->ahead_since) /
+                       (w->ahead - turn.ahead);
+      w->fastest_turn = w->fastest_turn.count() > 0 ? std::min(w->fastest_turn, per) : per;
+      w->lease->fair_turn = w->fastest_turn;
+    }
+    w->ahead = turn.ahead;
+    w->ahead_since = now;
+    w->not_turn = turn.ahead > 0;
+  }
+  if (turn.ahead > 0) {
+    *holder_remaining = l.options.ttl;  // paced by the waiter thread; a release wakes it
+    return false;
+  }
+  if (lease_left_ms) *lease_left_ms = turn.holder_left_ms;
+  return true;
+}
+
+void ClientCore::fair_acquired(Connection& conn, ClientWait* w) noexcept {
+  if (!w) return;
+  std::shared_ptr<ClientLease> place;
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    place = std::move(w->place);
+    w->place.reset();
+  }
+  leave_place(place, &conn, false);
+}
+
 bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, milliseconds budget,
                             milliseconds* holder_remaining, ClientWait* w) {
   Connection& conn = *c;
   const auto& o = l->options;
   bool seen_free = false;
   if (o.fair) {
-    // A fair lease: only the lowest live ticket may take it. A waiter whose
-    // place lapsed (it was gone longer than place_ttl) queues again at the
-    // tail; try_acquire (no place) only when nobody waits.
-    std::shared_ptr<ClientLease> place;
-    if (w) {
-      std::lock_guard<std::mutex> lk(wait_mu_);
-      place = w->place;
-    }
-    std::int64_t ticket = std::numeric_limits<std::int64_t>::max();
-    std::string place_owner;
-    if (place) {
-      std::lock_guard<std::mutex> lk(place->state->mu);
-      ticket = place->key;
-      place_owner = place->state->owner;
-    }
-    const FairTurn turn = with_reconnect(conn, std::max(budget, milliseconds(1)), "reading the queue of fair lease '" + l->name + "'",
-                                         [&](int) { return fair_turn(conn, l->name, ticket, place_owner); });
-    if (place && !turn.place_live) {
-      leave_place(place, &conn, false);
-      auto fresh = take_place(conn, *l);
-      std::lock_guard<std::mutex> lk(wait_mu_);
-      w->place = fresh;
-      w->ahead = -1;
-      *holder_remaining = o.backoff_initial;
-      return false;
-    }
-    if (w) {
-      std::lock_guard<std::mutex> lk(wait_mu_);
-      const auto now = steady_clock::now();
-      if (w->ahead > turn.ahead) {
-        // The fastest turn seen since its last check: a check paced by it
-        // is seldom late (a late one leaves the lease free with nobody woken
-        // for it).
-        const auto per = std::chrono::duration_cast<std::chrono::microseconds>(now - w->ahead_since) /
-                         (w->ahead - turn.ahead);
-        w->fastest_turn = w->fastest_turn.count() > 0 ? std::min(w->fastest_turn, per) : per;
-        l->fair_turn = w->fastest_turn;
-      }
-      w->ahead = turn.ahead;
-      w->ahead_since = now;
-      w->not_turn = turn.ahead > 0;
-    }
-    if (turn.ahead > 0) {
-      *holder_remaining = o.ttl;  // paced by the backoff; a release wakes it
-      return false;
-    }
-    if (turn.holder_left_ms > 0) {
+    std::int64_t lease_left = 0;
+    if (!fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left)) return false;
+    if (lease_left > 0) {
       // Its turn, but the lease is still held: the same read said so.
-      *holder_remaining = milliseconds(turn.holder_left_ms);
+      *holder_remaining = milliseconds(lease_left);
       return false;
     }
     seen_free = true;

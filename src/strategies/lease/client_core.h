@@ -55,6 +55,10 @@ struct ClientLease {
     std::string owner;  // fixed owner token, or empty
     bool fair = false;  // LeaseOptions::fair
     std::chrono::milliseconds place_ttl{0};  // fair: of a waiter's queue place
+    // fair: the name's synchronizer kind its queue belongs to ("fair": a
+    // lease; "semaphore") and, for a semaphore, its count when new.
+    std::string queue_kind = "fair";
+    std::int64_t queue_permits = 0;
   } options;
   std::chrono::milliseconds margin{0}, period{0};
   bool renew = true;  // the client renews it while held (Watchdog::kOn)
@@ -98,7 +102,7 @@ struct ClientWait {
   // A semaphore's or read-write lease's wait (sync_handle.cpp): its attempt
   // (true: acquired) and the release of what an attempt took after the wait
   // was cancelled. Empty for a lease.
-  std::function<bool(ClientCore&, Connection&, std::chrono::milliseconds* holder_remaining)> attempt;
+  std::function<bool(ClientCore&, Connection&, std::chrono::milliseconds* holder_remaining, ClientWait*)> attempt;
   std::function<void(ClientCore&)> release;
   bool not_turn = false;  // a fair waiter's last attempt found others ahead (not an idle wake-up)
   // A fair waiter's last count of live places ahead of its own (-1: not yet),
@@ -183,6 +187,19 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool cancel_acquire(const std::shared_ptr<ClientLease>& lease);
   // Whether the lease's handle has an asynchronous acquire pending.
   bool waiting(const ClientLease& lease) const;
+  // Whether the caller runs on this client's waiter thread (a blocking
+  // acquire there would wait for itself).
+  bool on_waiter_thread() const noexcept { return std::this_thread::get_id() == waiter_thread_id_.load(); }
+  // A fair waiter's turn (fair leases and semaphores; `lease.options.fair`):
+  // one read of its queue place (fair_gate). False when it is not its turn
+  // (`holder_remaining` set; a lapsed place was replaced at the tail). `w`
+  // null: a try without a place, which may go only when nobody waits.
+  // `lease_left_ms` (may be null): how long the lease of the name is still
+  // held, as the same read saw it.
+  bool fair_turn_on(Connection& conn, const ClientLease& lease, ClientWait* w, std::chrono::milliseconds budget,
+                    std::chrono::milliseconds* holder_remaining, std::int64_t* lease_left_ms);
+  // A fair semaphore's waiter acquired: it leaves its place (on `conn`).
+  void fair_acquired(Connection& conn, ClientWait* w) noexcept;
   // A guarded transaction of the lease ended: renew it now if it is due.
   void renew_soon(const ClientLease* lease);
   // The renewer renews the lease while it is held (from now, every period).

@@ -43,7 +43,7 @@ constexpr std::int64_t kFarInLine = 2;
 constexpr std::chrono::milliseconds kFarCheckMax{20};
 
 bool far_in_line(const NameQueue& q, const WaitPlan& plan) {
-  if (q.waits.empty() || plan.wakes_fair_by_ticket() || plan.wakes_every_waiter()) return false;
+  if (q.waits.empty() || plan.wakes_fair_by_ticket() || (plan.wakes_every_waiter() && !q.channel.empty())) return false;
   const auto& w = *q.waits.front();
   return w.place && w.ahead >= kFarInLine;
 }
@@ -390,7 +390,7 @@ void ClientCore::waiter_loop() {
       try {
         auto c = borrow();
         const auto left = std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now());
-        ok = w->attempt ? w->attempt(*this, *c, &holder)
+        ok = w->attempt ? w->attempt(*this, *c, &holder, w.get())
                         : attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder, w.get());
       } catch (const Error& e) {
         // Unreachable, or no connection free: keep waiting, report it if the wait ends so.
@@ -440,7 +440,9 @@ void ClientCore::waiter_loop() {
             // waiters in line do not poll the queue.
             const auto net = std::max(o.backoff_max, o.backoff_initial);
             q.next_try = t + net / 2 + jitter(net / 2);
-          } else if (w->place && w->not_turn && !outage && !wait_plan_->wakes_every_waiter()) {
+          } else if (w->place && w->not_turn && !outage && (!wait_plan_->wakes_every_waiter() || q.channel.empty())) {
+            // (A fair semaphore's waiters have no wake-up channel at all: they
+            // are paced the same way on every dialect.)
             const auto turn = w->fastest_turn.count() > 0   ? w->fastest_turn
                               : w->lease->fair_turn.count() > 0 ? w->lease->fair_turn
                                                                 : std::chrono::microseconds(1000);

@@ -2,6 +2,7 @@
 #include "strategies/sync/sync_handle.h"
 
 #include <algorithm>
+#include <future>
 
 #include "core/metric_hooks.h"
 #include "sqlguard/validate.h"
@@ -12,13 +13,14 @@ namespace sqlguard::detail {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-void validate_sync_options(const LeaseOptions& o, std::string_view type) {
+void validate_sync_options(const LeaseOptions& o, std::string_view type, bool fair_offered) {
   if (o.watchdog_connection)
     throw Error(ErrorCode::kInvalidArgument, std::string(type) + ": options.watchdog_connection is for a LeaseLock on a "
                                              "borrowed connection (the lock client renews holdings itself)");
-  if (o.fair || o.place_ttl)
-    throw Error(ErrorCode::kInvalidArgument, std::string(type) + ": options.fair / place_ttl are LeaseLock options (fair "
-                                             "order is not offered for " + std::string(type) + " yet)");
+  if (!fair_offered && (o.fair || o.place_ttl))
+    throw Error(ErrorCode::kInvalidArgument, std::string(type) + ": options.fair / place_ttl are not offered for a " +
+                                             std::string(type) + " (its writer preference already keeps writers from "
+                                             "starving)");
   validate(o);
 }
 
@@ -37,9 +39,18 @@ std::shared_ptr<LockClient> shared_client_for(const std::string& uri, const Leas
 namespace {
 
 // One attempt on `conn` (no re-entrancy check): true when acquired; the
-// holding is then registered with `core`'s renewer.
+// holding is then registered with `core`'s renewer. A fair semaphore asks its
+// queue first: a waiter (`w`) tries only at its turn, a try without a place
+// only when nobody waits; a waiter that acquired leaves its place.
 bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode, std::int64_t n,
-                std::int64_t capacity, milliseconds* holder_remaining, bool waiting) {
+                std::int64_t capacity, milliseconds* holder_remaining, bool waiting, ClientWait* w = nullptr) {
+  if (s.lease->options.fair) {
+    milliseconds next{0};
+    if (!core.fair_turn_on(conn, *s.lease, w, s.options.ttl, &next, nullptr)) {
+      if (holder_remaining) *holder_remaining = next;
+      return false;
+    }
+  }
   const std::string owner = s.options.owner.empty() ? make_owner_token() : s.options.owner;
   const auto start = steady_clock::now();
   const SyncRequest req{s.lease->name, s.kind, mode, n, capacity, owner, s.options.ttl, s.options.min_hold,
@@ -64,6 +75,7 @@ bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode
     s.n = n;
   }
   if (s.lease->renew) core.renew_register(s.lease);
+  if (s.lease->options.fair) core.fair_acquired(conn, w);
   return true;
 }
 
@@ -113,7 +125,7 @@ SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, std
   s_->type = std::string(type);
   if (!client_) throw Error(ErrorCode::kInvalidArgument, s_->type + ": the lock client is null");
   validate_name(name, s_->type + " name");
-  validate_sync_options(options, s_->type);
+  validate_sync_options(options, s_->type, kind == "semaphore");
   client_->core()->check_process();
   s_->options = std::move(options);
   s_->kind = std::move(kind);
@@ -126,6 +138,12 @@ SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, std
   lease->options.backoff_initial = o.backoff_initial;
   lease->options.backoff_max = o.backoff_max;
   lease->options.owner = o.owner;
+  // A fair semaphore: its waiters queue like a fair lease's, in the queue of
+  // the semaphore's own name (its sqlguard_sync row hands out the tickets).
+  lease->options.fair = o.fair;
+  lease->options.place_ttl =
+      o.place_ttl.value_or(std::clamp<milliseconds>(o.ttl, milliseconds(300), std::chrono::seconds(10)));
+  lease->options.queue_kind = kind;
   lease->margin = o.safety_margin.value_or(std::min<milliseconds>(o.ttl / 10, std::chrono::seconds(2)));
   lease->period = o.renew_period.value_or(o.ttl / 3);
   lease->renew = renew || static_cast<bool>(o.on_lost);
@@ -192,10 +210,11 @@ void SyncHandle::acquire_async(SyncMode mode, std::int64_t n, std::int64_t capac
   auto w = std::make_shared<ClientWait>();
   w->lease = s_->lease;
   w->several = mode != SyncMode::kExclusive;
+  s_->lease->options.queue_permits = capacity;  // a fair semaphore's place may create the name
   // Run on the client's waiter thread, with the client's core; they keep the
   // shared state (never the client) alive.
-  w->attempt = [s = s_, mode, n, capacity](ClientCore& core, Connection& conn, milliseconds* holder) {
-    return attempt_on(core, *s, conn, mode, n, capacity, holder, true);
+  w->attempt = [s = s_, mode, n, capacity](ClientCore& core, Connection& conn, milliseconds* holder, ClientWait* cw) {
+    return attempt_on(core, *s, conn, mode, n, capacity, holder, true, cw);
   };
   w->release = [s = s_](ClientCore& core) {
     try {
@@ -221,6 +240,27 @@ bool SyncHandle::try_acquire(SyncMode mode, std::int64_t n, std::int64_t capacit
 bool SyncHandle::acquire(SyncMode mode, std::int64_t n, std::int64_t capacity, milliseconds wait) {
   check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
   auto& core = *client_->core();
+  if (s_->lease->options.fair && wait.count() > 0) {
+    // A fair semaphore's waiter needs its place in the queue: it waits as an
+    // asynchronous acquire does (the caller's thread blocks on the result).
+    if (core.on_waiter_thread())
+      throw Error(ErrorCode::kInvalidArgument, s_->type + " '" + printable(s_->lease->name, 64) + "': a blocking "
+                                               "acquire() from a callback on the lock client's waiter thread would "
+                                               "wait for that thread itself; use acquire_async()");
+    if (int r = reenter(mode, n); r != 0) return r > 0;
+    try {
+      if (attempt(mode, n, capacity, nullptr, false) > 0) return true;  // nobody waits and permits are free
+    } catch (const Error& e) {
+      if (!is_outage(e) && e.code() != ErrorCode::kResourceExhausted) throw;
+    }
+    auto p = std::make_shared<std::promise<bool>>();
+    auto f = p->get_future();
+    acquire_async(mode, n, capacity, wait, [p](bool ok, std::exception_ptr e) {
+      if (e) p->set_exception(e);
+      else p->set_value(ok);
+    });
+    return f.get();
+  }
   const auto deadline = steady_clock::now() + wait;
   milliseconds backoff = s_->options.backoff_initial;
   const std::string& key = s_->wake_key;

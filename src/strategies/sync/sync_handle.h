@@ -78,7 +78,8 @@ class SyncHandle {
 
 // Options of a semaphore or read-write lease handle: LeaseOptions without the
 // fields that only a LeaseLock has. Throws kInvalidArgument naming the field.
-void validate_sync_options(const LeaseOptions& options, std::string_view type);
+// `fair_offered`: options.fair / place_ttl are accepted (a semaphore).
+void validate_sync_options(const LeaseOptions& options, std::string_view type, bool fair_offered);
 
 // LockClient::shared() for a synchronizer made from a URI (connect options
 // bounded as a LeaseLock's from a URI).

@@ -293,14 +293,15 @@ void renew_places(Connection& conn, std::span<const RowRenewal> rows) {
   run_rendered(conn, Sql::fair_renew_batch, sql, values);
 }
 
-std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::string& owner, milliseconds place_ttl) {
+std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::string& owner, milliseconds place_ttl,
+                          const std::string& kind, std::int64_t permits) {
   require_no_transaction(conn, "joining a fair lease's queue", "use another connection");
   for (int attempt = 0;; ++attempt) {
     try {
       Transaction tx(conn, Isolation::kReadCommitted);
-      run(conn, Sql::sync_open, {name, std::string("fair"), std::int64_t{0}});
+      run(conn, Sql::sync_open, {name, kind, permits});
       const Head h = read_head(conn, name);
-      check_kind(h, name, "fair");
+      check_kind(h, name, kind);
       run(conn, Sql::fair_purge, {name});
       run(conn, Sql::fair_enqueue, {name, h.version, owner, static_cast<std::int64_t>(place_ttl.count())});
       tx.commit();

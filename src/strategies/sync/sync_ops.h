@@ -92,8 +92,11 @@ void renew_places(Connection& conn, std::span<const RowRenewal> rows);
 // ---- the fair lease's queue ---------------------------------------------------
 // Takes a place at the tail: the database assigns the ticket (one at a time
 // per name, in commit order). Returns the ticket.
+// `kind`/`permits`: the name's synchronizer ("fair" for a fair lease,
+// "semaphore" with its count when new for a fair semaphore).
 std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::string& owner,
-                          std::chrono::milliseconds place_ttl);
+                          std::chrono::milliseconds place_ttl, const std::string& kind = "fair",
+                          std::int64_t permits = 0);
 struct FairTurn {
   bool place_live = false;   // the caller's place is still there
   std::int64_t ahead = 0;    // live places with a lower ticket

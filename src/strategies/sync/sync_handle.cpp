@@ -143,7 +143,7 @@ SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, std
   lease->options.fair = o.fair;
   lease->options.place_ttl =
       o.place_ttl.value_or(std::clamp<milliseconds>(o.ttl, milliseconds(300), std::chrono::seconds(10)));
-  lease->options.queue_kind = kind;
+  lease->options.queue_kind = s_->kind;
   lease->margin = o.safety_margin.value_or(std::min<milliseconds>(o.ttl / 10, std::chrono::seconds(2)));
   lease->period = o.renew_period.value_or(o.ttl / 3);
   lease->renew = renew || static_cast<bool>(o.on_lost);

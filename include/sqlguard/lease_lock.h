@@ -229,7 +229,7 @@ class LeaseLock {
   std::chrono::milliseconds remaining() const;  // of the trust window; 0 when not owned
   std::optional<LeaseLoss> last_loss() const;
   std::int64_t expires_at_ms() const;        // DB-clock expiry of the current lease
-  const std::string& name() const noexcept { return name_; }
+  const std::string& name() const noexcept;
   const LeaseOptions& options() const noexcept { return options_; }
 
   // Runs `work` in ONE database transaction on the borrowed connection that

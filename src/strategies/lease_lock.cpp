@@ -146,8 +146,8 @@ void LeaseLock::init_client(bool renew) {
   margin_ = options_.safety_margin.value_or(std::min<milliseconds>(options_.ttl / 10, std::chrono::seconds(2)));
   period_ = options_.renew_period.value_or(options_.ttl / 3);
   lease_ = std::make_shared<detail::ClientLease>();
-  lease_->name = name_;
-  lease_->channel = lease_wakeup_channel(name_);
+  lease_->name = std::move(name_);  // kept once, in the lease the client shares (name() reads it)
+  lease_->wakes = true;
   lease_->options.ttl = options_.ttl;
   lease_->options.min_hold = options_.min_hold;
   lease_->options.backoff_initial = options_.backoff_initial;
@@ -200,18 +200,20 @@ LeaseLock::~LeaseLock() {
   const detail::HeldPlace place = lease_ ? detail::take_held_place(*lease_) : detail::HeldPlace{};
   try {
     Conn c(*this, true);
-    if (!detail::release_lease(*c, name_, owner, fence, options_.release_commit, options_.fair, place))
-      log(LogLevel::kWarning, "lease '" + name_ + "' was no longer held when its LeaseLock was destroyed");
+    if (!detail::release_lease(*c, name(), owner, fence, options_.release_commit, options_.fair, place))
+      log(LogLevel::kWarning, "lease '" + name() + "' was no longer held when its LeaseLock was destroyed");
   } catch (const std::exception& e) {
-    log(LogLevel::kWarning, "releasing lease '" + name_ + "' in ~LeaseLock failed (it expires by itself): " + e.what());
+    log(LogLevel::kWarning, "releasing lease '" + name() + "' in ~LeaseLock failed (it expires by itself): " + e.what());
   }
-  if (client_) client_->core()->local_release(name_);
+  if (client_) client_->core()->local_release(name());
 }
 
 void LeaseLock::stop_renewing() {
   if (client_) client_->core()->renew_unregister(lease_.get());
   if (watchdog_) watchdog_->stop();
 }
+
+const std::string& LeaseLock::name() const noexcept { return lease_ ? lease_->name : name_; }
 
 bool LeaseLock::try_acquire() {
   if (client_) return client_->core()->try_acquire(lease_);
@@ -221,18 +223,14 @@ bool LeaseLock::try_acquire() {
 void LeaseLock::acquire_async(milliseconds wait, AcquireCallback done) {
   if (!client_)
     throw Error(ErrorCode::kNotSupported,
-                "lease '" + name_ + "': acquire_async needs a handle of a LockClient (this one borrows a connection)");
+                "lease '" + name() + "': acquire_async needs a handle of a LockClient (this one borrows a connection)");
   client_->core()->acquire_async(lease_, wait, std::move(done));
 }
 
 std::future<bool> LeaseLock::acquire_async(milliseconds wait) {
-  auto p = std::make_shared<std::promise<bool>>();
-  auto f = p->get_future();
-  acquire_async(wait, [p](bool ok, std::exception_ptr e) {
-    if (e) p->set_exception(e);
-    else p->set_value(ok);
-  });
-  return f;
+  auto [done, f] = detail::completion_future();
+  acquire_async(wait, std::move(done));
+  return std::move(f);
 }
 
 bool LeaseLock::cancel_acquire() { return client_ ? client_->core()->cancel_acquire(lease_) : false; }
@@ -252,11 +250,11 @@ bool LeaseLock::attempt(std::optional<milliseconds> retry_budget) {
   std::string owner = options_.owner.empty() ? make_owner_token() : options_.owner;
   auto start = steady_clock::now();
   const milliseconds budget = std::min<milliseconds>(options_.ttl - margin_, retry_budget.value_or(options_.ttl));
-  auto r = with_reconnect(*conn_, budget, "acquiring lease '" + name_ + "'", [&](int attempt) {
+  auto r = with_reconnect(*conn_, budget, "acquiring lease '" + name() + "'", [&](int attempt) {
     if (attempt > 1) {
       // A retry after an unanswered attempt first asks whether that attempt
       // took the lease (the owner token is ours alone).
-      auto mine = run(*conn_, Sql::lease_read_mine, {name_, owner, lease_wakeup_channel(name_)});
+      auto mine = run(*conn_, Sql::lease_read_mine, {name(), owner, lease_wakeup_channel(name())});
       if (!mine.rows.empty()) {
         static constexpr auto kFence = detail::column(Sql::lease_read_mine, "fence");
         static constexpr auto kExpireAt = detail::column(Sql::lease_read_mine, "expire_at");
@@ -265,7 +263,7 @@ bool LeaseLock::attempt(std::optional<milliseconds> retry_budget) {
       }
       waiter_->session_lost();  // a new session: it holds no queue place and listens to nothing
     }
-    auto res = detail::acquire_lease_seated(*conn_, name_, owner, options_.ttl, options_.min_hold, waiter_->seat());
+    auto res = detail::acquire_lease_seated(*conn_, name(), owner, options_.ttl, options_.min_hold, waiter_->seat());
     waiter_->seated();
     return res;
   });
@@ -281,6 +279,7 @@ bool LeaseLock::attempt(std::optional<milliseconds> retry_budget) {
     state_->hold = 1;
     state_->owner = owner;
     state_->fence = r.fence;
+    ++state_->acquisition;
     state_->expire_at = r.expire_at_ms;
     state_->valid_until = start + options_.ttl - margin_;
     state_->lost = false;
@@ -372,7 +371,7 @@ LossCause LeaseLock::diagnose(Connection& conn, const std::string& owner, std::i
     std::lock_guard<std::mutex> lk(state_->mu);
     if (state_->fence == fence) known_expire_at = state_->expire_at;
   }
-  return detail::diagnose_lease(conn, name_, owner, fence, known_expire_at, detail);
+  return detail::diagnose_lease(conn, name(), owner, fence, known_expire_at, detail);
 }
 
 bool LeaseLock::renew() {
@@ -387,8 +386,8 @@ bool LeaseLock::renew() {
   Conn c(*this);
   Connection& conn = *c;
   auto start = steady_clock::now();
-  if (with_reconnect(conn, remaining(), "renewing lease '" + name_ + "'",
-                     [&](int) { return renew_lease(conn, name_, owner, fence, options_.ttl); })) {
+  if (with_reconnect(conn, remaining(), "renewing lease '" + name() + "'",
+                     [&](int) { return renew_lease(conn, name(), owner, fence, options_.ttl); })) {
     std::lock_guard<std::mutex> lk(state_->mu);
     if (state_->owner == owner && !state_->lost) state_->valid_until = start + options_.ttl - margin_;
     return true;
@@ -407,13 +406,13 @@ bool LeaseLock::release() {
     std::lock_guard<std::mutex> lk(state_->mu);
     auto not_held = [&](const std::string& what, const std::string& tail) {
       ++metric::lock_releases_not_held();
-      log(LogLevel::kWarning, what + " of lease '" + name_ + "': it was no longer held (" +
+      log(LogLevel::kWarning, what + " of lease '" + name() + "': it was no longer held (" +
                                   std::string(to_string(state_->loss ? state_->loss->cause : LossCause::kExpired)) +
                                   ")" + tail);
       return false;
     };
     if (state_->hold == 0) {
-      log(LogLevel::kWarning, "release() of lease '" + name_ + "' that this handle does not hold");
+      log(LogLevel::kWarning, "release() of lease '" + name() + "' that this handle does not hold");
       ++metric::lock_releases_not_held();
       return false;
     }
@@ -442,27 +441,27 @@ bool LeaseLock::release() {
   // fails, the handle keeps the lease (release() can be called again, and
   // the destructor tries once more) rather than forget one that may be held.
   bool ok = with_reconnect(conn, std::min<milliseconds>(options_.ttl, std::chrono::seconds(10)),
-                           "releasing lease '" + name_ + "'", [&](int attempt) {
-                             bool released = detail::release_lease(conn, name_, owner, fence,
+                           "releasing lease '" + name() + "'", [&](int attempt) {
+                             bool released = detail::release_lease(conn, name(), owner, fence,
                                                                    options_.release_commit, options_.fair, place);
                              if (released || attempt == 1) return released;
                              // An earlier attempt's answer was lost: did it release?
-                             auto info = lease_info(conn, name_);
+                             auto info = lease_info(conn, name());
                              return info && info->owner == owner && info->fence == fence && !info->held();
                            });
   if (lease_) (void)detail::take_held_place(*lease_);
   if (waiter_) waiter_->released(conn);
-  if (client_) client_->core()->local_release(name_);
+  if (client_) client_->core()->local_release(name());
   if (!ok) {
     std::string detail;
     LossCause cause = LossCause::kExpired;
     try {
       cause = diagnose(conn, owner, fence, &detail);
     } catch (const std::exception& e) {
-      detail = std::string("lease '") + name_ + "' was not held at release (diagnosis failed: " + e.what() + ")";
+      detail = std::string("lease '") + name() + "' was not held at release (diagnosis failed: " + e.what() + ")";
     }
     state_->mark_lost(cause, detail);
-    log(LogLevel::kWarning, "release of lease '" + name_ + "': it was no longer held (" + std::string(to_string(cause)) + ")");
+    log(LogLevel::kWarning, "release of lease '" + name() + "': it was no longer held (" + std::string(to_string(cause)) + ")");
   }
   std::lock_guard<std::mutex> lk(state_->mu);
   state_->hold = 0;
@@ -502,7 +501,7 @@ milliseconds LeaseLock::remaining() const {
 
 std::optional<LeaseLoss> LeaseLock::last_loss() const {
   std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->loss;
+  return state_->last_loss_locked();
 }
 
 bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
@@ -527,7 +526,7 @@ bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
     }
   } guarded(*this);
   return with_reconnect(
-      conn, remaining(), "guarded transaction on lease '" + name_ + "'",
+      conn, remaining(), "guarded transaction on lease '" + name() + "'",
       [&](int) {
         std::string owner;
         std::int64_t fence;
@@ -547,7 +546,7 @@ bool LeaseLock::guarded_once(Connection& conn, const std::string& owner, std::in
   Transaction tx(conn);
   // Still held: a locking read found the row, or (MySQL) the row was written,
   // so that Galera certifies the transaction against a take-over elsewhere.
-  if (run(conn, Sql::lease_guard_check, {name_, owner, fence}).affected != 1) {
+  if (run(conn, Sql::lease_guard_check, {name(), owner, fence}).affected != 1) {
     tx.rollback();
     std::string detail;
     auto cause = diagnose(conn, owner, fence, &detail);
@@ -562,14 +561,14 @@ bool LeaseLock::guarded_once(Connection& conn, const std::string& owner, std::in
 void LeaseLock::lock() {
   auto wait = options_.wait.count() > 0 ? options_.wait : std::chrono::hours(24 * 365);
   if (!acquire(wait))
-    throw Error(ErrorCode::kLockBusy, "lease '" + name_ + "' not acquired within " + format_duration(wait));
+    throw Error(ErrorCode::kLockBusy, "lease '" + name() + "' not acquired within " + format_duration(wait));
 }
 
 void LeaseLock::unlock() noexcept {
   try {
     release();
   } catch (const std::exception& e) {
-    log(LogLevel::kWarning, "unlock of lease '" + name_ + "' failed (it expires by itself): " + e.what());
+    log(LogLevel::kWarning, "unlock of lease '" + name() + "' failed (it expires by itself): " + e.what());
   }
 }
 

@@ -99,13 +99,9 @@ void Semaphore::acquire_async(std::int64_t n, milliseconds wait, AcquireCallback
 }
 
 std::future<bool> Semaphore::acquire_async(std::int64_t n, milliseconds wait) {
-  auto p = std::make_shared<std::promise<bool>>();
-  auto f = p->get_future();
-  acquire_async(n, wait, [p](bool ok, std::exception_ptr e) {
-    if (e) p->set_exception(e);
-    else p->set_value(ok);
-  });
-  return f;
+  auto [done, f] = detail::completion_future();
+  acquire_async(n, wait, std::move(done));
+  return std::move(f);
 }
 
 bool Semaphore::cancel_acquire() { return h_->cancel_acquire(); }
@@ -189,13 +185,9 @@ void ReadWriteLease::acquire_async(LeaseMode mode, milliseconds wait, AcquireCal
 }
 
 std::future<bool> ReadWriteLease::acquire_async(LeaseMode mode, milliseconds wait) {
-  auto p = std::make_shared<std::promise<bool>>();
-  auto f = p->get_future();
-  acquire_async(mode, wait, [p](bool ok, std::exception_ptr e) {
-    if (e) p->set_exception(e);
-    else p->set_value(ok);
-  });
-  return f;
+  auto [done, f] = detail::completion_future();
+  acquire_async(mode, wait, std::move(done));
+  return std::move(f);
 }
 
 bool ReadWriteLease::cancel_acquire() { return h_->cancel_acquire(); }

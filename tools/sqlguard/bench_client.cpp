@@ -84,6 +84,13 @@ std::int64_t rss_bytes() {
 
 void trim_heap() { ::malloc_trim(0); }
 
+// Heap memory the program has allocated and not freed (malloc's own count):
+// beside RSS, it tells live memory from what the allocator keeps.
+std::int64_t heap_in_use() {
+  const struct mallinfo2 m = ::mallinfo2();
+  return static_cast<std::int64_t>(m.uordblks + m.hblkhd);
+}
+
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 bool behind_pooler(const std::string& uri) { return uri.find("pooler=") != std::string::npos; }
@@ -186,7 +193,8 @@ struct HoldSamples {
 // the lock table, and release. `client` is null for the per-lease model.
 void hold_and_check(json& j, const ClientBench& b, std::vector<std::unique_ptr<LeaseLock>>& locks,
                     const std::shared_ptr<LockClient>& client, milliseconds ttl, std::size_t threads0,
-                    std::int64_t rss0, ServerSessions& sessions, const RenewStatements& renews) {
+                    std::int64_t rss0, std::int64_t heap0, ServerSessions& sessions,
+                    const RenewStatements& renews) {
   const std::size_t n = locks.size();
   std::size_t acquired = 0;
   std::uint64_t errors = 0;
@@ -202,6 +210,7 @@ void hold_and_check(json& j, const ClientBench& b, std::vector<std::unique_ptr<L
   }
   const double acquire_s = seconds_since(t_acq);
   const std::int64_t rss_acquired = rss_bytes();
+  const std::int64_t heap_acquired = heap_in_use();
   // The hold: 3 ttl from the end of the acquisitions, sampling threads and
   // (lock client) its connections; the renewal counters from here on.
   const LockClientStats st0 = client ? client->stats() : LockClientStats{};
@@ -267,6 +276,8 @@ void hold_and_check(json& j, const ClientBench& b, std::vector<std::unique_ptr<L
   j["server_sessions_source"] = sessions.source();
   j["rss_per_lease_bytes"] = n ? json(std::llround(static_cast<double>(rss_acquired - rss0) / static_cast<double>(n)))
                                : json(nullptr);
+  j["heap_per_lease_bytes"] =
+      n ? json(std::llround(static_cast<double>(heap_acquired - heap0) / static_cast<double>(n))) : json(nullptr);
   j["rss_per_lease_held_bytes"] =
       n ? json(std::llround(static_cast<double>(rss_held - rss0) / static_cast<double>(n))) : json(nullptr);
   j["renew_sql_observed_per_period"] = r3(static_cast<double>(renews1 - renews0) / periods);
@@ -322,6 +333,7 @@ json held_leases_client(const ClientBench& b, std::size_t n, milliseconds ttl) {
     // What a lease costs on top of the client: measured from here. The
     // client's own cost (its first connections, its thread) is reported apart.
     const std::int64_t rss0 = rss_bytes();
+    const std::int64_t heap0 = heap_in_use();
     j["rss_fixed_bytes"] = rss0 - rss_start;
     std::vector<std::unique_ptr<LeaseLock>> locks;
     locks.reserve(n);
@@ -330,7 +342,7 @@ json held_leases_client(const ClientBench& b, std::size_t n, milliseconds ttl) {
     o.on_lost = [lost](const LeaseLoss&) { ++*lost; };
     for (std::size_t i = 0; i < n; ++i)
       locks.push_back(std::make_unique<LeaseLock>(client, b.prefix + ":" + std::to_string(i), o, Watchdog::kOn));
-    hold_and_check(j, b, locks, client, ttl, threads0, rss0, sessions, renews);
+    hold_and_check(j, b, locks, client, ttl, threads0, rss0, heap0, sessions, renews);
     locks.clear();
   }
   j["on_lost_calls"] = lost->load();
@@ -398,6 +410,7 @@ json held_leases_per_lease(const ClientBench& b, std::size_t n, milliseconds ttl
     wo.io_timeout = bound;
     auto conn = make_connection(uri, b.connect);
     const std::int64_t rss0 = rss_bytes();  // per lease: on top of the shared connection
+    const std::int64_t heap0 = heap_in_use();
     j["rss_fixed_bytes"] = rss0 - rss_start;
     std::vector<std::unique_ptr<LeaseLock>> locks;
     locks.reserve(n);
@@ -410,7 +423,7 @@ json held_leases_per_lease(const ClientBench& b, std::size_t n, milliseconds ttl
     };
     for (std::size_t i = 0; i < n; ++i)
       locks.push_back(std::make_unique<LeaseLock>(*conn, b.prefix + ":" + std::to_string(i), o));
-    hold_and_check(j, b, locks, nullptr, ttl, threads0, rss0, sessions, renews);
+    hold_and_check(j, b, locks, nullptr, ttl, threads0, rss0, heap0, sessions, renews);
     locks.clear();
   }
   // Connections it took: the shared one and every watchdog connection opened.

@@ -59,6 +59,15 @@ const MysqlDialect kGaleraDialect(detail::read_then_update(/*returning=*/false))
 // process (connection.h: the process-wide count stays bounded).
 std::atomic<long> g_cached_statements{0};
 constexpr long kProcessStatementBudget = 8192;
+// Statements with more placeholders than this are prepared for each
+// execution, not cached: Connector/C++ 1.1 and libmariadb keep bind buffers
+// of about 220 bytes per placeholder for as long as a statement stays
+// prepared (a 1,000-lease renewal statement, 4,096 placeholders: about
+// 900 KB, and the lock client's renewal connection would keep one per
+// padded batch size). The batched statements that reach this size (lock
+// client renewals and polls) run a few times per second, where a prepare
+// costs far less than keeping megabytes resident.
+constexpr std::size_t kMaxCachedPlaceholders = 256;
 
 class MysqlConnection final : public Connection {
  public:
@@ -95,7 +104,7 @@ class MysqlConnection final : public Connection {
       // Uncached: closed on the server (COM_STMT_CLOSE) when `once` goes.
       std::unique_ptr<sql::PreparedStatement> once;
       sql::PreparedStatement* ps = nullptr;
-      if (cache && cache_.capacity() > 0) ps = prepare(sql);
+      if (cache && cache_.capacity() > 0 && params.size() <= kMaxCachedPlaceholders) ps = prepare(sql);
       cached = ps != nullptr;
       if (!ps) {
         once.reset(prepare_with_room(sql));

@@ -297,6 +297,7 @@ std::shared_ptr<ClientLease> ClientCore::take_place(Connection& conn, const Clie
     p->state->hold = 1;
     p->state->owner = owner;
     p->state->fence = ticket;
+    ++p->state->acquisition;
     p->state->valid_until = start + p->options.ttl - p->margin;
   }
   renew_register(p);
@@ -416,7 +417,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     if (attempt > 1) {
       // A retry after an unanswered attempt first asks whether that attempt
       // took the lease (the owner token is ours alone).
-      auto mine = run(conn, Sql::lease_read_mine, {l->name, owner, l->channel});
+      auto mine = run(conn, Sql::lease_read_mine, {l->name, owner, l->channel()});
       if (!mine.rows.empty()) {
         static constexpr auto kFence = column(Sql::lease_read_mine, "fence");
         static constexpr auto kExpireAt = column(Sql::lease_read_mine, "expire_at");
@@ -435,6 +436,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     l->state->hold = 1;
     l->state->owner = owner;
     l->state->fence = r.fence;
+    ++l->state->acquisition;
     l->state->expire_at = r.expire_at_ms;
     l->state->valid_until = start + o.ttl - l->margin;
     l->state->lost = false;
@@ -514,13 +516,9 @@ bool ClientCore::acquire(const std::shared_ptr<ClientLease>& l, milliseconds wai
     std::lock_guard<std::mutex> lk(l->state->mu);
     if (l->state->hold > 0) return false;  // holding a lost lease: waiting cannot help
   }
-  auto p = std::make_shared<std::promise<bool>>();
-  auto f = p->get_future();
+  auto [done, f] = completion_future();
   const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
-  acquire_async(l, std::max(left, milliseconds(1)), [p](bool ok, std::exception_ptr e) {
-    if (e) p->set_exception(e);
-    else p->set_value(ok);
-  });
+  acquire_async(l, std::max(left, milliseconds(1)), std::move(done));
   return f.get();
 }
 

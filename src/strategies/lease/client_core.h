@@ -14,6 +14,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,7 +46,7 @@ struct ClientLease {
   RowKind kind = RowKind::kLease;
   std::int64_t key = 0;  // kHolding: slot; kPlace: ticket. Guarded by state->mu
   std::string name;
-  std::string channel;  // lease_wakeup_channel(name); empty: no wake-up channel (a semaphore or read-write lease)
+  bool wakes = false;  // it has a wake-up channel (a lease; not a semaphore or read-write lease)
   std::string queue_key;  // the client's waiter queue it waits in; empty: `name` (a semaphore's: "semaphore:" + name)
   // What the client needs of the handle's LeaseOptions (not a copy of all of
   // them: a held lease should cost rows, not kilobytes).
@@ -57,7 +58,7 @@ struct ClientLease {
     std::chrono::milliseconds place_ttl{0};  // fair: of a waiter's queue place
     // fair: the name's synchronizer kind its queue belongs to ("fair": a
     // lease; "semaphore") and, for a semaphore, its count when new.
-    std::string queue_kind = "fair";
+    const char* queue_kind = "fair";  // a string literal
     std::int64_t queue_permits = 0;
   } options;
   std::chrono::milliseconds margin{0}, period{0};
@@ -78,9 +79,26 @@ struct ClientLease {
   // write lock); a renewal statement would wait for it, and with it every
   // lease of the batch. The renewer leaves it out until the transaction ends.
   std::atomic<int> guarded{0};
+
+  // lease_wakeup_channel(name), or empty: no wake-up channel. Derived, not
+  // kept: a held lease should cost rows, not kilobytes.
+  std::string channel() const { return wakes ? lease_wakeup_channel(name) : std::string(); }
 };
 
 using AcquireDone = std::function<void(bool acquired, std::exception_ptr error)>;
+
+// A completion callback and the future it completes (with the result, or
+// the error): how acquire_async(wait) -> future and a blocking acquire that
+// rides the asynchronous path get their answer.
+inline std::pair<AcquireDone, std::future<bool>> completion_future() {
+  auto p = std::make_shared<std::promise<bool>>();
+  auto f = p->get_future();
+  return {[p](bool ok, std::exception_ptr e) {
+            if (e) p->set_exception(e);
+            else p->set_value(ok);
+          },
+          std::move(f)};
+}
 
 // A URI whose every connection is its own database (SQLite in memory): a
 // lock client cannot serve it.
@@ -268,11 +286,22 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::condition_variable slot_cv_;
   std::vector<Slot> slots_;
 
-  // Renewer.
-  struct Renewal;
+  // Renewer. A held lease it keeps: the acquisition it was registered for
+  // (LeaseState::acquisition, and its fence), this registration's `id` (the
+  // lease's next acquisition registers again) and when its next renewal is
+  // due. In the map's node: a held lease costs one allocation here.
+  struct Renewal {
+    std::shared_ptr<ClientLease> lease;
+    std::uint64_t acquisition = 0;
+    std::int64_t fence = 0;
+    std::int64_t key = 0;
+    std::chrono::steady_clock::time_point due;
+    std::uint64_t id = 0;
+  };
   mutable std::mutex renew_mu_;
   std::condition_variable renew_cv_;
-  std::map<const ClientLease*, std::shared_ptr<Renewal>> renewals_;
+  std::map<const ClientLease*, Renewal> renewals_;
+  std::uint64_t renewal_ids_ = 0;
   std::shared_ptr<Connection> renew_conn_;  // reserved; replaced after a connection problem
   std::atomic<bool> renew_conn_open_{false};
   std::thread renewer_;

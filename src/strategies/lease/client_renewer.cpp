@@ -6,6 +6,7 @@
 // and the others are retried on a fresh connection.
 #include <algorithm>
 #include <set>
+#include <string_view>
 
 #include "core/metric_hooks.h"
 #include "dialect/dialect.h"
@@ -19,29 +20,20 @@ namespace sqlguard::detail {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-// A held lease the renewer keeps: the acquisition it was registered for and
-// when its next renewal is due.
-struct ClientCore::Renewal {
-  std::shared_ptr<ClientLease> lease;
-  std::string owner;
-  std::int64_t fence = 0;
-  std::int64_t key = 0;
-  steady_clock::time_point due;
-};
-
 void ClientCore::renew_register(const std::shared_ptr<ClientLease>& l) {
-  auto r = std::make_shared<Renewal>();
-  r->lease = l;
+  Renewal r;
+  r.lease = l;
   {
     std::lock_guard<std::mutex> lk(l->state->mu);
-    r->owner = l->state->owner;
-    r->fence = l->state->fence;
-    r->key = l->key;
+    r.acquisition = l->state->acquisition;
+    r.fence = l->state->fence;
+    r.key = l->key;
   }
-  r->due = steady_clock::now() + l->period;
+  r.due = steady_clock::now() + l->period;
   {
     std::lock_guard<std::mutex> lk(renew_mu_);
-    renewals_[l.get()] = std::move(r);
+    r.id = ++renewal_ids_;
+    renewals_.insert_or_assign(l.get(), std::move(r));
   }
   renew_cv_.notify_all();
 }
@@ -51,14 +43,14 @@ void ClientCore::renew_soon(const ClientLease* l) {
     std::lock_guard<std::mutex> lk(renew_mu_);
     auto it = renewals_.find(l);
     if (it == renewals_.end()) return;
-    it->second->due = std::min(it->second->due, steady_clock::now());
+    it->second.due = std::min(it->second.due, steady_clock::now());
   }
   renew_cv_.notify_all();
 }
 
 std::size_t ClientCore::places_registered_locked() const {
   std::size_t n = 0;
-  for (const auto& [k, r] : renewals_) n += r->lease->kind == RowKind::kPlace ? 1 : 0;
+  for (const auto& [k, r] : renewals_) n += r.lease->kind == RowKind::kPlace ? 1 : 0;
   return n;
 }
 
@@ -72,15 +64,17 @@ namespace {
 // Renewal lags kept for stats(): more than one round of 10,000 leases.
 constexpr std::size_t kLagSamples = 16384;
 
-// One lease in a renewal statement.
+// One lease in a renewal statement: the registration (Renewal::id) it was
+// taken from, which its result applies to.
 struct Item {
-  std::shared_ptr<void> keep;  // the Renewal
-  ClientLease* lease;
+  std::shared_ptr<ClientLease> lease;
+  std::uint64_t id;
   std::string owner;
   std::int64_t fence;
   std::int64_t key;
   std::int64_t known_expire_at;
-  steady_clock::time_point valid_until, due;
+  steady_clock::time_point valid_until;
+  steady_clock::time_point due;  // by its own schedule (the renewal lag is measured from it)
 };
 
 // What the worker answers for one statement.
@@ -121,6 +115,13 @@ void ClientCore::renewer_loop() {
   // The loss is reported this long before a trust window ends.
   const milliseconds early(20);
   bool unknown = false;  // the last failure was a sent renewal with no answer
+  // The registration an item was taken from, if it is still the lease's
+  // (renew_mu_ held): the handle may have released and acquired again
+  // meanwhile (a new registration), which a result says nothing about.
+  auto registration = [this](const Item& it) -> Renewal* {
+    auto f = renewals_.find(it.lease.get());
+    return f != renewals_.end() && f->second.id == it.id ? &f->second : nullptr;
+  };
   for (;;) {
     std::vector<Item> items;
     std::vector<std::size_t> chunk_ends;  // where each statement's leases end in `items`
@@ -134,7 +135,7 @@ void ClientCore::renewer_loop() {
           continue;
         }
         auto earliest = steady_clock::time_point::max();
-        for (const auto& [k, r] : renewals_) earliest = std::min(earliest, r->due);
+        for (const auto& [k, r] : renewals_) earliest = std::min(earliest, r.due);
         if (earliest <= steady_clock::now()) break;
         renew_cv_.wait_until(lk, earliest);
       }
@@ -148,36 +149,39 @@ void ClientCore::renewer_loop() {
       const auto now = steady_clock::now();
       milliseconds round_period = milliseconds::max();
       for (const auto& [k, r] : renewals_)
-        if (r->due <= now) round_period = std::min(round_period, r->lease->period);
+        if (r.due <= now) round_period = std::min(round_period, r.lease->period);
       for (auto it = renewals_.begin(); it != renewals_.end();) {
         auto& r = it->second;
-        const milliseconds p = r->lease->period;
-        const bool joins = r->due <= now || r->due <= now + p / 4 || (p / 2 <= round_period && r->due <= now + p);
+        const milliseconds p = r.lease->period;
+        const bool joins = r.due <= now || r.due <= now + p / 4 || (p / 2 <= round_period && r.due <= now + p);
         if (!joins) {
           ++it;
           continue;
         }
-        std::lock_guard<std::mutex> sl(r->lease->state->mu);
-        const auto& st = *r->lease->state;
-        if (st.hold == 0 || st.lost || st.owner != r->owner || st.fence != r->fence) {
+        std::lock_guard<std::mutex> sl(r.lease->state->mu);
+        const auto& st = *r.lease->state;
+        if (st.hold == 0 || st.lost || st.acquisition != r.acquisition || st.fence != r.fence) {
           it = renewals_.erase(it);  // released, lost or re-acquired (a new registration follows)
           continue;
         }
-        if (r->lease->guarded.load() > 0) {
+        if (r.lease->guarded.load() > 0) {
           // Its own guarded transaction holds the row: renewing it would
           // stall the whole batch. Renewed when the transaction ends; lost
           // if it outlasts the trust window (as a renewal blocked behind it).
           if (st.valid_until - now <= milliseconds(20)) {
-            blocked.push_back(r->lease);
+            blocked.push_back(r.lease);
             ++leases_lost_;
             it = renewals_.erase(it);
             continue;
           }
-          r->due = now + std::clamp<milliseconds>(r->lease->period / 4, milliseconds(10), milliseconds(1000));
+          r.due = now + std::clamp<milliseconds>(r.lease->period / 4, milliseconds(10), milliseconds(1000));
           ++it;
           continue;
         }
-        items.push_back(Item{r, r->lease.get(), r->owner, r->fence, r->key, st.expire_at, st.valid_until, r->due});
+        // Its own schedule, for the lag: a period after the request of its
+        // last renewal (or acquisition), which its trust window started at.
+        const auto own_due = st.valid_until - (r.lease->options.ttl - r.lease->margin) + r.lease->period;
+        items.push_back(Item{r.lease, r.id, st.owner, r.fence, r.key, st.expire_at, st.valid_until, own_due});
         ++it;
       }
     }
@@ -186,38 +190,32 @@ void ClientCore::renewer_loop() {
                           "lease '" + l->name + "' could not be renewed within its trust window: its own guarded "
                           "transaction (run_guarded) held its row that long");
     if (items.empty()) continue;
-    // Earliest trust window first: each statement waits only as long as its
-    // first lease's window allows.
-    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.valid_until < b.valid_until; });
-    // Statements of one row kind (leases, holdings, queue places) and at most
-    // 1000 rows in which no row appears twice (two handles of this client may
-    // hold the same name: one lease lost, not yet released, and its
-    // successor): a later duplicate goes to a later statement.
-    {
-      std::vector<Item> ordered;
-      for (RowKind kind : {RowKind::kLease, RowKind::kHolding, RowKind::kPlace}) {
-        std::vector<Item> rest;
-        for (auto& it : items)
-          if (it.lease->kind == kind) rest.push_back(std::move(it));
-        while (!rest.empty()) {
-          std::set<std::pair<std::string, std::int64_t>> rows;
-          std::vector<Item> later;
-          std::size_t taken = 0;
-          for (auto& it : rest) {
-            const std::int64_t key = kind == RowKind::kLease ? 0 : it.key;
-            if (taken < kMaxRenewalBatch && rows.insert({it.lease->name, key}).second) {
-              ordered.push_back(std::move(it));
-              ++taken;
-            } else {
-              later.push_back(std::move(it));
-            }
-          }
-          chunk_ends.push_back(ordered.size());
-          rest = std::move(later);
-        }
-      }
-      items = std::move(ordered);
+    // Statements of one row kind (leases, holdings, queue places), earliest
+    // trust window first: each statement waits only as long as its first
+    // lease's window allows. At most 1000 rows, in which no row appears
+    // twice (two handles of this client may hold the same name: one lease
+    // lost, not yet released, and its successor): a duplicate starts the
+    // next statement. Sorted in place: a round of 10,000 leases keeps one
+    // vector of them.
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      const auto ka = static_cast<int>(a.lease->kind), kb = static_cast<int>(b.lease->kind);
+      return ka != kb ? ka < kb : a.valid_until < b.valid_until;
+    });
+    for (std::size_t i = 0; i < items.size();) {
+      const RowKind kind = items[i].lease->kind;
+      std::set<std::pair<std::string_view, std::int64_t>> rows;
+      std::size_t j = i;
+      while (j < items.size() && j - i < kMaxRenewalBatch && items[j].lease->kind == kind &&
+             rows.insert({items[j].lease->name, kind == RowKind::kLease ? 0 : items[j].key}).second)
+        ++j;
+      chunk_ends.push_back(j);
+      i = j;
     }
+    // The round's leases are next due together, a period from the round's
+    // start (each one's trust window still starts at its own statement's
+    // request): a round whose statements take a while (10,000 leases on a
+    // busy server) stays one group, not one per statement.
+    const auto round_start = steady_clock::now();
     for (std::size_t c = 0, begin = 0; c < chunk_ends.size(); begin = chunk_ends[c++]) {
       const std::size_t end = chunk_ends[c];
       const RowKind kind = items[begin].lease->kind;
@@ -284,7 +282,7 @@ void ClientCore::renewer_loop() {
         unknown = false;
         for (std::size_t i = begin; i < end; ++i) {
           Item& it = items[i];
-          auto* r = static_cast<Renewal*>(it.keep.get());
+          Renewal* r = registration(it);
           if (res->renewed[i - begin]) {
             ++leases_renewed_;
             const double lag = std::chrono::duration<double, std::milli>(start - it.due).count();
@@ -296,7 +294,7 @@ void ClientCore::renewer_loop() {
               if (st.owner == it.owner && st.fence == it.fence && !st.lost)
                 st.valid_until = start + it.lease->options.ttl - it.lease->margin;
             }
-            r->due = start + it.lease->period;
+            if (r) r->due = round_start + it.lease->period;
           } else {
             lost.emplace_back(i, std::move(res->causes[i - begin]));
           }
@@ -318,7 +316,7 @@ void ClientCore::renewer_loop() {
         }
         for (std::size_t i = begin; i < end; ++i) {
           Item& it = items[i];
-          auto* r = static_cast<Renewal*>(it.keep.get());
+          Renewal* r = registration(it);
           const milliseconds retry =
               std::clamp<milliseconds>(it.lease->period / 4, milliseconds(10), milliseconds(1000));
           if (it.valid_until - now <= retry * 2 || (timed_out && it.valid_until - early <= now)) {
@@ -329,22 +327,20 @@ void ClientCore::renewer_loop() {
                                                        "no renewal of lease '" + it.lease->name +
                                                            "' succeeded within its trust window: " + why));
           } else {
-            r->due = now + retry;
+            if (r) r->due = now + retry;
           }
         }
       }
       // Only the registration this statement was for: the handle may have
       // released and acquired again meanwhile (a new registration, a new
       // fence), which this result says nothing about.
-      for (auto& [i, cause] : lost) {
-        auto f = renewals_.find(items[i].lease);
-        if (f != renewals_.end() && f->second.get() == items[i].keep.get()) renewals_.erase(f);
-      }
+      for (auto& [i, cause] : lost)
+        if (registration(items[i])) renewals_.erase(items[i].lease.get());
       // on_lost runs outside the renewer's mutex (it may call into the client).
       lk.unlock();
       std::size_t reported = 0;
       for (auto& [i, cause] : lost) {
-        ClientLease* lease = items[i].lease;
+        ClientLease* lease = items[i].lease.get();
         if (lease->kind == RowKind::kPlace) {
           // A queue place is not a lease: its waiter finds it gone at its
           // next turn and queues again. Nothing to report.

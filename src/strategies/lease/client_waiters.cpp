@@ -126,7 +126,7 @@ void ClientCore::acquire_async(std::shared_ptr<ClientWait> w, milliseconds wait,
     l->waiting = true;
     auto& q = queues_[queue_key(*l)];
     if (q.waits.empty()) {
-      q.channel = l->channel;
+      q.channel = l->channel();
       q.since = steady_clock::now();
       q.next_try = q.since;
       q.woken = true;

@@ -133,7 +133,7 @@ bool LeaseState::mark_lost(LossCause cause, std::string detail, const std::strin
     lost = true;
     auto left = std::chrono::duration_cast<milliseconds>(valid_until - std::chrono::steady_clock::now());
     out = LeaseLoss{cause, std::move(detail), fence, std::max(left, milliseconds(0))};
-    loss = out;
+    loss = std::make_unique<LeaseLoss>(out);
     cb = on_lost;
   }
   ++metric::lock_lost(cause_label(cause));
@@ -292,31 +292,24 @@ bool detail::release_lease(Connection& conn, const std::string& name, const std:
     values.emplace_back(place.ticket);
     values.emplace_back(place.owner);
   }
-  bool released = false;
   const bool own_tx = !one_statement && !place.owner.empty() && !conn.in_transaction();
-  for (int attempt = 0;; ++attempt) {
-    try {
-      if (own_tx) {
-        // The release and the place's removal in one commit: the next
-        // waiter, woken by the release, finds the place gone.
-        Transaction tx(conn, Isolation::kReadCommitted);
-        released = run(conn, id, values).affected == 1;
-        run(conn, Sql::fair_leave, {name, place.ticket, place.owner});
-        tx.commit();
-      } else {
-        released = run(conn, id, values).affected >= 1;  // lease_release_fair: 2 with the place
-        if (!one_statement && !place.owner.empty()) run(conn, Sql::fair_leave, {name, place.ticket, place.owner});
-      }
-      break;
-    } catch (const Error& e) {
-      // A deadlock victim (InnoDB: the release's row locks against an
-      // enqueue's or a take-over's) or a Galera certification failure: the
-      // statements are idempotent (owner- and fence-checked), so they run
-      // again. Inside the caller's transaction the caller decides.
-      if (!detail::is_contention(e) || conn.in_transaction() || attempt >= 20) throw;
-      std::this_thread::sleep_for(detail::jitter(milliseconds(2 << std::min(attempt, 6))));
+  // A deadlock victim (InnoDB: the release's row locks against an enqueue's
+  // or a take-over's) or a Galera certification failure runs again: the
+  // statements are owner- and fence-checked.
+  const bool released = detail::retry_contention(conn, [&] {
+    if (own_tx) {
+      // The release and the place's removal in one commit: the next waiter,
+      // woken by the release, finds the place gone.
+      Transaction tx(conn, Isolation::kReadCommitted);
+      const bool ok = run(conn, id, values).affected == 1;
+      run(conn, Sql::fair_leave, {name, place.ticket, place.owner});
+      tx.commit();
+      return ok;
     }
-  }
+    const bool ok = run(conn, id, values).affected >= 1;  // lease_release_fair: 2 with the place
+    if (!one_statement && !place.owner.empty()) run(conn, Sql::fair_leave, {name, place.ticket, place.owner});
+    return ok;
+  });
   if (released) {
     ++metric::lock_releases();
     conn.dialect().plans().wait->wake_waiters(conn, name);

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,17 +17,20 @@ namespace sqlguard::detail {
 
 struct LeaseState {
   mutable std::mutex mu;
-  std::condition_variable cv;
   int hold = 0;
   std::string owner;
   std::int64_t fence = 0;
+  // Counts the acquisitions recorded here (owner and fence set): the lock
+  // client's renewer tells the one it registered from a later one by it.
+  std::uint64_t acquisition = 0;
   std::int64_t expire_at = 0;  // DB clock, of the acquisition
   std::chrono::steady_clock::time_point valid_until{};
   bool lost = false;
-  std::optional<LeaseLoss> loss;
+  std::unique_ptr<LeaseLoss> loss;  // the last one (allocated only when a loss happens)
   bool stop = false;  // the watchdog stops
   std::function<void(const LeaseLoss&)> on_lost;
 
+  std::optional<LeaseLoss> last_loss_locked() const { return loss ? std::optional<LeaseLoss>(*loss) : std::nullopt; }
   bool valid_locked() const { return hold > 0 && !lost && std::chrono::steady_clock::now() < valid_until; }
   // Records the loss of the held lease once, counts it, logs it and calls
   // on_lost (outside the mutex). Nothing when not held or already lost, or

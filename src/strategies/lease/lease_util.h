@@ -2,6 +2,7 @@
 // watchdog): outage test, jitter, and the reconnect-and-retry wrapper.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -27,6 +28,23 @@ inline bool is_contention(const Error& e) {
 // Full jitter, at least 1 ms.
 inline std::chrono::milliseconds jitter(std::chrono::milliseconds upto) {
   return jittered(std::max(upto, std::chrono::milliseconds(1)), std::chrono::milliseconds(1));
+}
+
+// Runs f() again when it was picked as a deadlock victim, hit a lock wait
+// timeout or (Galera) failed certification: for statements that are safe to
+// repeat (owner- and fence-checked, or a transaction that commits all or
+// nothing), up to 20 more times with full-jitter backoff from 2 ms. Inside
+// the caller's transaction the caller decides: the error propagates.
+template <typename F>
+auto retry_contention(Connection& conn, F&& f) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      if (!is_contention(e) || conn.in_transaction() || attempt >= 20) throw;
+      std::this_thread::sleep_for(jitter(std::chrono::milliseconds(2 << std::min(attempt, 6))));
+    }
+  }
 }
 
 // Lease statements are idempotent by owner token, so a connection lost, a

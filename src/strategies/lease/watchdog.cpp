@@ -29,7 +29,7 @@ void LeaseWatchdog::start() {
     state_->stop = false;
   }
   // The state stays alive in the thread even if on_lost destroys the handle.
-  thread_ = std::thread([this, state = state_] { loop(state); });
+  thread_ = std::thread([this, state = state_, wake = wake_] { loop(state, wake); });
 }
 
 void LeaseWatchdog::stop() noexcept {
@@ -38,7 +38,7 @@ void LeaseWatchdog::stop() noexcept {
     std::lock_guard<std::mutex> lk(state_->mu);
     state_->stop = true;
   }
-  state_->cv.notify_all();
+  wake_->notify_all();
   if (thread_.get_id() == std::this_thread::get_id()) {
     thread_.detach();  // called from on_lost on the watchdog thread itself
     return;
@@ -46,7 +46,7 @@ void LeaseWatchdog::stop() noexcept {
   thread_.join();
 }
 
-void LeaseWatchdog::loop(std::shared_ptr<LeaseState> state) {
+void LeaseWatchdog::loop(std::shared_ptr<LeaseState> state, std::shared_ptr<std::condition_variable> wake) {
   std::shared_ptr<Connection> conn;  // dropped after a connection problem (reconnect on the next try)
   BoundedCaller caller;
   // Retry quickly after a transient failure, but keep enough of the trust
@@ -62,7 +62,7 @@ void LeaseWatchdog::loop(std::shared_ptr<LeaseState> state) {
     steady_clock::time_point valid_until;
     {
       std::unique_lock<std::mutex> lk(state->mu);
-      state->cv.wait_for(lk, next, [&] { return state->stop; });
+      wake->wait_for(lk, next, [&] { return state->stop; });
       if (state->stop || state->hold == 0 || state->lost) return;
       owner = state->owner;
       fence = state->fence;

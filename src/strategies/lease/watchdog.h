@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <string>
 #include <thread>
@@ -33,8 +34,10 @@ class LeaseWatchdog {
  private:
   // One held lease: its renewals share one connection and one worker thread
   // (BoundedCaller), both gone when the loop ends (release, loss, stop).
-  void loop(std::shared_ptr<LeaseState> state);
+  void loop(std::shared_ptr<LeaseState> state, std::shared_ptr<std::condition_variable> wake);
   std::shared_ptr<LeaseState> state_;
+  // Wakes the loop to stop (waited on with state_->mu); the thread keeps its own reference.
+  std::shared_ptr<std::condition_variable> wake_ = std::make_shared<std::condition_variable>();
   ConnectionFactory factory_;
   std::string name_;
   std::chrono::milliseconds ttl_, margin_, period_;

@@ -66,6 +66,7 @@ bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode
     st.hold = 1;
     st.owner = owner;
     st.fence = g.fence;
+    ++st.acquisition;
     st.expire_at = g.expire_at;
     st.valid_until = start + s.options.ttl - s.lease->margin;
     st.lost = false;
@@ -143,7 +144,7 @@ SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, std
   lease->options.fair = o.fair;
   lease->options.place_ttl =
       o.place_ttl.value_or(std::clamp<milliseconds>(o.ttl, milliseconds(300), std::chrono::seconds(10)));
-  lease->options.queue_kind = s_->kind;
+  lease->options.queue_kind = s_->kind == "semaphore" ? "semaphore" : "rw";
   lease->margin = o.safety_margin.value_or(std::min<milliseconds>(o.ttl / 10, std::chrono::seconds(2)));
   lease->period = o.renew_period.value_or(o.ttl / 3);
   lease->renew = renew || static_cast<bool>(o.on_lost);
@@ -253,12 +254,8 @@ bool SyncHandle::acquire(SyncMode mode, std::int64_t n, std::int64_t capacity, m
     } catch (const Error& e) {
       if (!is_outage(e) && e.code() != ErrorCode::kResourceExhausted) throw;
     }
-    auto p = std::make_shared<std::promise<bool>>();
-    auto f = p->get_future();
-    acquire_async(mode, n, capacity, wait, [p](bool ok, std::exception_ptr e) {
-      if (e) p->set_exception(e);
-      else p->set_value(ok);
-    });
+    auto [done, f] = completion_future();
+    acquire_async(mode, n, capacity, wait, std::move(done));
     return f.get();
   }
   const auto deadline = steady_clock::now() + wait;
@@ -337,7 +334,7 @@ milliseconds SyncHandle::remaining() const {
 
 std::optional<LeaseLoss> SyncHandle::last_loss() const {
   std::lock_guard<std::mutex> lk(s_->lease->state->mu);
-  return s_->lease->state->loss;
+  return s_->lease->state->last_loss_locked();
 }
 
 // ---- ClientCore's naps ---------------------------------------------------------

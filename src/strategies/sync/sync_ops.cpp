@@ -296,23 +296,18 @@ void renew_places(Connection& conn, std::span<const RowRenewal> rows) {
 std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::string& owner, milliseconds place_ttl,
                           const std::string& kind, std::int64_t permits) {
   require_no_transaction(conn, "joining a fair lease's queue", "use another connection");
-  for (int attempt = 0;; ++attempt) {
-    try {
-      Transaction tx(conn, Isolation::kReadCommitted);
-      run(conn, Sql::sync_open, {name, kind, permits});
-      const Head h = read_head(conn, name);
-      check_kind(h, name, kind);
-      run(conn, Sql::fair_purge, {name});
-      run(conn, Sql::fair_enqueue, {name, h.version, owner, static_cast<std::int64_t>(place_ttl.count())});
-      tx.commit();
-      return h.version;
-    } catch (const Error& e) {
-      // Two waiters arriving at once (a deadlock victim, a Galera
-      // certification failure): the loser takes the next ticket.
-      if (!is_contention(e) || conn.in_transaction() || attempt >= 20) throw;
-      std::this_thread::sleep_for(jitter(milliseconds(2 << std::min(attempt, 6))));
-    }
-  }
+  // Two waiters arriving at once (a deadlock victim, a Galera certification
+  // failure): the loser takes the next ticket.
+  return retry_contention(conn, [&] {
+    Transaction tx(conn, Isolation::kReadCommitted);
+    run(conn, Sql::sync_open, {name, kind, permits});
+    const Head h = read_head(conn, name);
+    check_kind(h, name, kind);
+    run(conn, Sql::fair_purge, {name});
+    run(conn, Sql::fair_enqueue, {name, h.version, owner, static_cast<std::int64_t>(place_ttl.count())});
+    tx.commit();
+    return h.version;
+  });
 }
 
 FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <random>
@@ -60,6 +61,42 @@ int out_of_order(const std::vector<int>& grants) {
   for (std::size_t i = 1; i < grants.size(); ++i)
     if (grants[i] < grants[i - 1]) ++bad;
   return bad;
+}
+
+// Arrival order against grant order: waiter i (0 .. n-1) calls acquire(i) on
+// its own thread once waiter i - 1 has its queue place; then the holder
+// releases (release_holder() must say it did) and each waiter granted holds a
+// moment and calls release(i). The grants in the order they came; the queue
+// is left empty.
+std::vector<int> grant_order(const std::string& name, int n, const std::function<bool(int)>& acquire,
+                             const std::function<void(int)>& release, const std::function<bool()>& release_holder) {
+  std::mutex mu;
+  std::vector<int> grants;
+  std::vector<std::thread> ts;
+  for (int i = 0; i < n; ++i) {
+    ts.emplace_back([&, i] {
+      if (acquire(i)) {
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          grants.push_back(i);
+        }
+        std::this_thread::sleep_for(20ms);
+        release(i);
+      }
+    });
+    // Arrival i has its place before arrival i + 1 starts.
+    REQUIRE(eventually([&] { return live_places(name) == i + 1; }, 10s));
+  }
+  CHECK(release_holder());
+  for (auto& t : ts) t.join();
+  INFO("grant order: " << [&] {
+    std::string s;
+    for (int g : grants) s += std::to_string(g) + " ";
+    return s;
+  }());
+  CHECK(grants.size() == static_cast<std::size_t>(n));
+  CHECK(live_places(name) == 0);
+  return grants;
 }
 
 // Most holders seen at once by `threads` workers that each take `n` permits of
@@ -473,34 +510,15 @@ TEST_CASE("fair semaphore waiters across clients are served in arrival order and
   const int n = 5;
   std::vector<std::shared_ptr<LockClient>> clients;
   std::vector<std::unique_ptr<Semaphore>> ws;
-  std::mutex mu;
-  std::vector<int> grants;
-  std::vector<std::thread> ts;
   for (int i = 0; i < n; ++i) {
     clients.push_back(LockClient::create(ctx().uri));
     ws.push_back(std::make_unique<Semaphore>(clients.back(), name, 1, o));
-    ts.emplace_back([&, i] {
-      if (ws[static_cast<std::size_t>(i)]->acquire(1, 30s)) {  // blocking: takes its place like an async one
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          grants.push_back(i);
-        }
-        std::this_thread::sleep_for(20ms);
-        ws[static_cast<std::size_t>(i)]->release();
-      }
-    });
-    REQUIRE(eventually([&] { return live_places(name) == i + 1; }, 10s));
   }
-  CHECK(holder.release());
-  for (auto& t : ts) t.join();
-  INFO("grant order: " << [&] {
-    std::string s;
-    for (int g : grants) s += std::to_string(g) + " ";
-    return s;
-  }());
-  CHECK(grants.size() == static_cast<std::size_t>(n));
+  const auto grants = grant_order(
+      name, n,
+      [&](int i) { return ws[static_cast<std::size_t>(i)]->acquire(1, 30s); },  // blocking: takes its place like an async one
+      [&](int i) { ws[static_cast<std::size_t>(i)]->release(); }, [&] { return holder.release(); });
   CHECK(out_of_order(grants) == 0);
-  CHECK(live_places(name) == 0);
 }
 
 TEST_CASE("a read-write lease has many shared holders or one exclusive holder", "[rw-lease]") {
@@ -673,36 +691,10 @@ TEST_CASE("a fair lease serves waiters in arrival order, across clients", "[fair
   const int n = 6;
   std::vector<std::unique_ptr<LeaseLock>> waiters;
   for (int i = 0; i < n; ++i) waiters.push_back(std::make_unique<LeaseLock>(i % 2 ? a : b, name, fair_opts()));
-  std::mutex mu;
-  std::vector<int> grants;
-  std::vector<std::thread> ts;
-  auto probe = ctx().connect();
-  for (int i = 0; i < n; ++i) {
-    ts.emplace_back([&, i] {
-      if (waiters[i]->acquire(30s)) {
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          grants.push_back(i);
-        }
-        std::this_thread::sleep_for(20ms);
-        waiters[i]->release();
-      }
-    });
-    // Arrival i has its place before arrival i + 1 starts.
-    REQUIRE(eventually(
-        [&] { return live_places(name) == i + 1; },
-        10s));
-  }
-  CHECK(holder.release());
-  for (auto& t : ts) t.join();
-  INFO("grant order: " << [&] {
-    std::string s;
-    for (int g : grants) s += std::to_string(g) + " ";
-    return s;
-  }());
-  CHECK(grants.size() == static_cast<std::size_t>(n));
+  const auto grants = grant_order(
+      name, n, [&](int i) { return waiters[static_cast<std::size_t>(i)]->acquire(30s); },
+      [&](int i) { waiters[static_cast<std::size_t>(i)]->release(); }, [&] { return holder.release(); });
   CHECK(out_of_order(grants) == 0);
-  CHECK(live_places(name) == 0);
 }
 
 TEST_CASE("a fair hand-off ends the holder's place with its release and wakes the next waiters only",

@@ -359,19 +359,21 @@ def table_held_leases(run):
         return no_cells(run, "held-leases")
     out = ["| dialect | model | held leases | acquire s | connections: client / server | threads | renewal "
            "statements per period (per cycle: every lease renewed once) | RSS per lease, after acquire / after 3 ttl "
-           "| renewal lag p99 ms | still owned after 3 ttl: handles / lock table | issue 26 targets met? |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "| heap per lease (allocated, not freed) | renewal lag p99 ms | still owned after 3 ttl: handles / lock table | issue 26 targets met? |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for title, r in cells:
         client = r.get("model") == "lock-client"
         model = "one `LockClient`" if client else "today: a watchdog connection + thread per lease"
         held = n0(r["held"])
         if not client and r.get("per_lease_requested") is not None:
             held += " (of {}: {})".format(n0(r["per_lease_requested"]), r.get("per_lease_limited_by", "server limit"))
-        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        heap = r.get("heap_per_lease_bytes")
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             title, model, held, n2(r.get("acquire_s")),
             slash(n0(r.get("connections")), n0(r.get("server_sessions"))), n0(r.get("threads")),
             "{} ({})".format(n2(r.get("renewal_statements_per_period")), n2(r.get("renewal_statements_per_cycle"))),
             slash(n0(r.get("rss_per_lease_bytes")) + " B", n0(r.get("rss_per_lease_held_bytes")) + " B"),
+            n0(heap) + " B" if heap is not None else "—",
             n2(r.get("renewal_lag_p99_ms")),
             slash(n0(r.get("owned_after")), n0(r.get("db_owned_after"))),
             held_targets(r, title) if client else "— (the cost the client removes)"))

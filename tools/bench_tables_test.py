@@ -97,7 +97,7 @@ def main():
         # The lock-client ops: their own tables, never rows of the matrix tables.
         held = [
             held_cell(100, connections=3, server_sessions=3, threads=2, renewal_statements_per_period=1.0,
-                      renewal_statements_per_cycle=1.0, rss_per_lease_bytes=900),
+                      renewal_statements_per_cycle=1.0, rss_per_lease_bytes=900, heap_per_lease_bytes=700),
             # One more round inside the hold than whole periods: one statement per cycle, not a miss.
             held_cell(1000, connections=3, server_sessions=3, threads=2, renewal_statements_per_period=1.111,
                       renewal_statements_per_cycle=1.0, rss_per_lease_bytes=1000),
@@ -117,8 +117,9 @@ def main():
                                      hot("postgresql", 4, 900, [600, 600, 600, 0], PG, 1)] + held + waiters})
         t = bench_tables.tables(d)
         h = t["held-leases"]
-        check("| PostgreSQL | one `LockClient` | 100 | 1.00 | 3 / 3 | 2 | 1.00 (1.00) | 900 B / 950 B | 2.00 | "
+        check("| PostgreSQL | one `LockClient` | 100 | 1.00 | 3 / 3 | 2 | 1.00 (1.00) | 900 B / 950 B | 700 B | 2.00 | "
               "100 / 100 | yes |" in h, "a lock-client row that meets every target:\n" + h)
+        check("| 3,000 B / 950 B | — |" in h, "a cell without the heap field shows none:\n" + h)
         check("| PostgreSQL | one `LockClient` | 1,000 |" in h and "| 1,000 / 1,000 | yes |" in h,
               "a round more inside the hold is within the target:\n" + h)
         check("**no**: 5 threads > 4; 12.50 renewal statements per cycle > 10; 3,000 B per lease > 2 KB; "

@@ -212,19 +212,36 @@ void hold_and_check(json& j, const ClientBench& b, std::vector<std::unique_ptr<L
   const std::int64_t rss_acquired = rss_bytes();
   const std::int64_t heap_acquired = heap_in_use();
   // The hold: 3 ttl from the end of the acquisitions, sampling threads and
-  // (lock client) its connections; the renewal counters from here on.
-  const LockClientStats st0 = client ? client->stats() : LockClientStats{};
-  const std::uint64_t renews0 = renews.now();
+  // (lock client) its connections. The renewal counters start once the set of
+  // held leases is settled: for the lock client, when the renewal round
+  // running at the end of the acquisitions (or else the next one) has
+  // finished; a round that began while leases were still being acquired
+  // renews a set that was still growing, and its last statement holds fewer
+  // than 1,000 of them. For the per-lease model, at once.
+  LockClientStats st0 = client ? client->stats() : LockClientStats{};
+  std::uint64_t renews0 = renews.now();
   HoldSamples s;
   const auto t_hold = Clock::now();
   const auto hold_end = t_hold + 3 * ttl;
+  auto t_count = t_hold;
+  bool counting = !client;
   for (auto now = Clock::now(); now < hold_end; now = Clock::now()) {
     const std::size_t t = process_threads();
     s.threads_max = std::max(s.threads_max, t > threads0 ? t - threads0 : 0);
-    if (client) s.connections_max = std::max(s.connections_max, client->stats().connections_open);
-    std::this_thread::sleep_until(std::min(hold_end, now + milliseconds(50)));
+    if (client) {
+      const LockClientStats st = client->stats();
+      s.connections_max = std::max(s.connections_max, st.connections_open);
+      if (!counting && st.renewal_rounds > st0.renewal_rounds) {
+        st0 = st;
+        renews0 = renews.now();
+        t_count = now;
+        counting = true;
+      }
+    }
+    std::this_thread::sleep_until(std::min(hold_end, now + milliseconds(20)));
   }
   const double hold_s = seconds_since(t_hold);
+  const double counted_s = seconds_since(t_count);
   const LockClientStats st1 = client ? client->stats() : LockClientStats{};
   const std::uint64_t renews1 = renews.now();
   const std::int64_t rss_held = rss_bytes();
@@ -263,7 +280,7 @@ void hold_and_check(json& j, const ClientBench& b, std::vector<std::unique_ptr<L
   const double release_s = seconds_since(t_rel);
 
   const double period_s = std::chrono::duration<double>(ttl / 3).count();
-  const double periods = hold_s / period_s;
+  const double periods = counted_s / period_s;  // of the renewal counters
   j["ttl_ms"] = ttl.count();
   j["renew_period_ms"] = (ttl / 3).count();
   j["acquired"] = acquired;
@@ -271,6 +288,7 @@ void hold_and_check(json& j, const ClientBench& b, std::vector<std::unique_ptr<L
   j["acquires_per_s"] = acquire_s > 0 ? json(r3(static_cast<double>(acquired) / acquire_s)) : json(nullptr);
   j["hold_s"] = r3(hold_s);
   j["periods"] = r3(periods);
+  j["counted_s"] = r3(counted_s);
   j["threads"] = s.threads_max;
   j["server_sessions"] = opt_json(server);
   j["server_sessions_source"] = sessions.source();

@@ -209,8 +209,9 @@ log "all done in $((SECONDS - t0)) s"
 # The tables, generated from this run's JSON.
 cp "$root/docs/benchmarks.md" "$out/benchmarks.md"
 cp "$root/docs/bench.md" "$out/bench.md"
-python3 "$root/tools/bench_tables.py" "$out" --write "$out/benchmarks.md" "$out/bench.md"
-log "tables from this run: $out/benchmarks.md, $out/bench.md"
+cp "$root/README.md" "$out/README.md"
+python3 "$root/tools/bench_tables.py" "$out" --write "$out/benchmarks.md" "$out/bench.md" "$out/README.md"
+log "tables from this run: $out/benchmarks.md, $out/bench.md, $out/README.md"
 if (( publish )); then
   # Replace the published run as a whole: no table may mix runs.
   rm -f "$root"/docs/bench/{sqlite,postgresql,mysql,postgresql-durable-release}.{json,svg}
@@ -218,6 +219,7 @@ if (( publish )); then
     if [[ -f "$f" ]]; then cp "$f" "$root/docs/bench/"; fi
   done
   cp "$out/settings.txt" "$root/docs/bench/settings.txt"
-  python3 "$root/tools/bench_tables.py" "$root/docs/bench" --write "$root/docs/benchmarks.md" "$root/docs/bench.md"
-  log "published into docs/bench/, docs/benchmarks.md and docs/bench.md"
+  python3 "$root/tools/bench_tables.py" "$root/docs/bench" --write "$root/docs/benchmarks.md" "$root/docs/bench.md" \
+    "$root/README.md"
+  log "published into docs/bench/, docs/benchmarks.md, docs/bench.md and README.md"
 fi

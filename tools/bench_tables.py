@@ -11,7 +11,8 @@ postgresql-durable-release.json, settings.txt, optionally scale.json (the
 Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
 `<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff,
-comparators, scale, round-trips, held-leases, waiters, fair-lease, semaphore-hot, rw-mixed. Each
+comparators, scale, round-trips, held-leases, held-leases-summary (README.md), waiters,
+fair-lease, semaphore-hot, rw-mixed. Each
 table ends with the run it comes from
 (date, machine, matrix); durability is stated in the rows. No number in those
 regions is typed by hand, so none can contradict the data.
@@ -381,6 +382,33 @@ def table_held_leases(run):
     return "\n".join(out)
 
 
+def table_held_summary(run):
+    """README's short form of held-leases: per dialect the most leases one client held (SQLite's
+    target is 1,000), beside the per-lease model of the same run."""
+    rows = []
+    for d, title in DIALECTS:
+        cells = [r for r in run.rows(d) if r.get("dialect") == d and r.get("op") == "held-leases"]
+        limit = 1000 if d == "sqlite" else None
+        client = [r for r in cells if r.get("model") == "lock-client" and (limit is None or r["held"] <= limit)]
+        if client:
+            rows.append((title, "one `LockClient`", max(client, key=lambda r: r["held"])))
+        rows += [(title, "a connection + thread per lease (before the client)", r)
+                 for r in cells if r.get("model") != "lock-client"]
+    if not rows:
+        return no_cells(run, "held-leases")
+    out = ["| dialect | model | held leases | connections | threads | renewal statements per renew period | RSS per "
+           "lease | still owned after 3 ttl |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for title, model, r in rows:
+        conns = [x for x in (num(r.get("connections")), num(r.get("server_sessions"))) if x is not None]
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            title, model, n0(r["held"]), n0(max(conns)) if conns else "—", n0(r.get("threads")),
+            n2(r.get("renewal_statements_per_period")), n0(r.get("rss_per_lease_bytes")) + " B",
+            slash(n0(r.get("owned_after")), n0(r["held"]))))
+    out += ["", run.footer([d for d, _ in DIALECTS])]
+    return "\n".join(out)
+
+
 def table_waiters(run):
     cells = client_cells(run, "waiters")
     if not cells:
@@ -500,6 +528,7 @@ def tables(d):
     return {"run": table_run(run), "main": table_main(run), "contention": table_contention(run),
             "handoff": table_handoff(run), "comparators": table_comparators(run), "scale": table_scale(run),
             "round-trips": table_round_trips(run), "held-leases": table_held_leases(run),
+            "held-leases-summary": table_held_summary(run),
             "waiters": table_waiters(run), "fair-lease": table_fair_lease(run),
             "semaphore-hot": table_semaphore_hot(run), "rw-mixed": table_rw_mixed(run)}
 

@@ -127,6 +127,12 @@ def main():
         check("| today: a watchdog connection + thread per lease | 60 (of 100: server max_connections 100) |" in h
               and "| 61 / 61 | 120 | 60.00 (—) |" in h and "| — (the cost the client removes) |" in h,
               "the per-lease row shows its cost and why it held fewer leases:\n" + h)
+        s = t["held-leases-summary"]
+        check("| PostgreSQL | one `LockClient` | 10,000 | 3 | 5 | 14.00 | 3,000 B | 10,000 / 10,000 |" in s
+              and "| PostgreSQL | one `LockClient` | 1,000 |" not in s,
+              "README's summary shows the most leases one client held:\n" + s)
+        check("| PostgreSQL | a connection + thread per lease (before the client) | 60 | 61 | 120 | 60.00 | 40,000 B | "
+              "60 / 60 |" in s, "and the per-lease model of the same run:\n" + s)
         w = t["waiters"]
         check("| PostgreSQL | 1,000 | 700 |" in w and "**no**: efficiency 0.72 < 0.8" in w
               and "| 3 | 4 / 4 | 0 | 1.000 | 1400.00 / 1500.00 / 1600.00 |" in w,

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <span>
 #include <utility>
 
 #include "core/catalog.h"
 #include "sqlguard/validate.h"
+#include "strategies/lease/batch_rows.h"
 #include "strategies/lease/client_core.h"
 #include "strategies/lease/lease_util.h"
 #include "strategies/lease/plans.h"
@@ -323,15 +325,11 @@ void ClientCore::waiter_loop() {
         auto c = borrow();
         for (std::size_t b = 0; b < timed.size(); b += kMaxRenewalBatch) {
           const std::size_t e = std::min(timed.size(), b + kMaxRenewalBatch);
-          std::size_t places = 1;
-          while (places < e - b) places *= 2;
-          places = std::min(places, kMaxRenewalBatch);
-          const Catalog& cat = catalog(*c);
-          const std::string sql =
-              cat.render(Sql::lease_poll, {{"names", std::vector<std::string>(places, cat.render(Sql::lease_name_ref, {}))}});
-          Params values;
-          for (std::size_t i = b; i < e; ++i) values.emplace_back(timed[i]);
-          for (std::size_t i = e - b; i < places; ++i) values.emplace_back(std::string());
+          const std::size_t places = padded_size(e - b);
+          const std::string sql = render_rows(catalog(*c), Sql::lease_poll, "names", Sql::lease_name_ref, places);
+          static const Params pad{std::string()};  // no lease has an empty name
+          const Params values = padded_values(std::span<const std::string>(timed.data() + b, e - b), places, pad,
+                                              [](Params& v, const std::string& n) { v.emplace_back(n); });
           auto r = run_rendered(*c, Sql::lease_poll, sql, values);
           {
             std::lock_guard<std::mutex> g(wait_mu_);

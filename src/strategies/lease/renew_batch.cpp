@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/catalog.h"
+#include "strategies/lease/batch_rows.h"
 #include "strategies/lease/plans.h"
 
 namespace sqlguard::detail {
@@ -12,65 +13,35 @@ namespace {
 
 using Renewed = std::set<std::pair<std::string, std::int64_t>>;
 
-// How many lease_refs a statement for `n` leases carries: `n` rounded up to
-// a power of two, at most kMaxRenewalBatch. A connection then prepares at
-// most 11 texts for every batch size, instead of one per size (each would
-// take a place in its statement cache).
-std::size_t padded_size(std::size_t n) {
-  std::size_t size = 1;
-  while (size < n) size *= 2;
-  return std::min(size, kMaxRenewalBatch);
-}
-
-// The statement `id` with one lease_ref per place.
+// A lease_ref / sync_ref per row; padding matches no lease (none has fence 0
+// or an empty name) and no holding (no name is empty).
 std::string render_batch(const Catalog& cat, Sql id, std::size_t places) {
-  return cat.render(id, {{"refs", std::vector<std::string>(places, cat.render(Sql::lease_ref, {}))}});
+  return render_rows(cat, id, "refs", Sql::lease_ref, places);
 }
 
-// The leases' values in order, then padding refs that match no lease (no
-// lease has fence 0 or an empty name) up to `places`.
 Params batch_values(std::span<const LeaseRenewal> batch, std::size_t places) {
-  Params values;
-  values.reserve(places * 4);
-  for (const auto& l : batch) {
-    values.emplace_back(l.name);
-    values.emplace_back(l.owner);
-    values.emplace_back(l.fence);
-    values.emplace_back(static_cast<std::int64_t>(l.ttl.count()));
-  }
-  for (std::size_t i = batch.size(); i < places; ++i) {
-    values.emplace_back(std::string());
-    values.emplace_back(std::string());
-    values.emplace_back(std::int64_t{0});
-    values.emplace_back(std::int64_t{0});
-  }
-  return values;
+  static const Params pad{std::string(), std::string(), std::int64_t{0}, std::int64_t{0}};
+  return padded_values(batch, places, pad, [](Params& v, const LeaseRenewal& l) {
+    v.emplace_back(l.name);
+    v.emplace_back(l.owner);
+    v.emplace_back(l.fence);
+    v.emplace_back(static_cast<std::int64_t>(l.ttl.count()));
+  });
 }
 
-// The same for holdings (sync_ref: name, slot, owner, fence, ttl_ms); padding
-// matches no holding (no name is empty).
 std::string render_holdings(const Catalog& cat, Sql id, std::size_t places) {
-  return cat.render(id, {{"refs", std::vector<std::string>(places, cat.render(Sql::sync_ref, {}))}});
+  return render_rows(cat, id, "refs", Sql::sync_ref, places);
 }
 
 Params holding_values(std::span<const RowRenewal> batch, std::size_t places) {
-  Params values;
-  values.reserve(places * 5);
-  for (const auto& r : batch) {
-    values.emplace_back(r.name);
-    values.emplace_back(r.key);
-    values.emplace_back(r.owner);
-    values.emplace_back(r.fence);
-    values.emplace_back(static_cast<std::int64_t>(r.ttl.count()));
-  }
-  for (std::size_t i = batch.size(); i < places; ++i) {
-    values.emplace_back(std::string());
-    values.emplace_back(std::int64_t{0});
-    values.emplace_back(std::string());
-    values.emplace_back(std::int64_t{0});
-    values.emplace_back(std::int64_t{0});
-  }
-  return values;
+  static const Params pad{std::string(), std::int64_t{0}, std::string(), std::int64_t{0}, std::int64_t{0}};
+  return padded_values(batch, places, pad, [](Params& v, const RowRenewal& r) {
+    v.emplace_back(r.name);
+    v.emplace_back(r.key);
+    v.emplace_back(r.owner);
+    v.emplace_back(r.fence);
+    v.emplace_back(static_cast<std::int64_t>(r.ttl.count()));
+  });
 }
 
 Renewed renewed_rows(const Result& r, Column name, Column fence) {

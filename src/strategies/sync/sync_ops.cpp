@@ -9,6 +9,7 @@
 #include "core/metric_hooks.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
+#include "strategies/lease/batch_rows.h"
 #include "strategies/lease/lease_util.h"
 #include "strategies/lease/plans.h"
 
@@ -270,26 +271,15 @@ std::vector<bool> renew_holdings(Connection& conn, std::span<const RowRenewal> r
 
 void renew_places(Connection& conn, std::span<const RowRenewal> rows) {
   if (rows.empty()) return;
-  std::size_t places = 1;
-  while (places < rows.size()) places *= 2;
-  places = std::min(places, kMaxRenewalBatch);
-  const Catalog& cat = catalog(conn);
-  const std::string sql =
-      cat.render(Sql::fair_renew_batch, {{"refs", std::vector<std::string>(places, cat.render(Sql::fair_ref, {}))}});
-  Params values;
-  values.reserve(places * 4);
-  for (const auto& r : rows) {
-    values.emplace_back(r.name);
-    values.emplace_back(r.key);
-    values.emplace_back(r.owner);
-    values.emplace_back(static_cast<std::int64_t>(r.ttl.count()));
-  }
-  for (std::size_t i = rows.size(); i < places; ++i) {
-    values.emplace_back(std::string());
-    values.emplace_back(std::int64_t{0});
-    values.emplace_back(std::string());
-    values.emplace_back(std::int64_t{0});
-  }
+  const std::size_t places = padded_size(rows.size());
+  const std::string sql = render_rows(catalog(conn), Sql::fair_renew_batch, "refs", Sql::fair_ref, places);
+  static const Params pad{std::string(), std::int64_t{0}, std::string(), std::int64_t{0}};
+  const Params values = padded_values(rows, places, pad, [](Params& v, const RowRenewal& r) {
+    v.emplace_back(r.name);
+    v.emplace_back(r.key);
+    v.emplace_back(r.owner);
+    v.emplace_back(static_cast<std::int64_t>(r.ttl.count()));
+  });
   run_rendered(conn, Sql::fair_renew_batch, sql, values);
 }
 

@@ -75,11 +75,20 @@ cleanup() {
   if [[ -n "${current_topology:-}" ]]; then  # interrupted inside a topology step
     "$DBSERVERS" stop "$current_topology" || log "warning: stopping $current_topology failed"
   fi
+  if [[ -n "${LOG_DIR:-}" ]] && compgen -G "$LOG_DIR/*.log" >/dev/null; then
+    "$ROOT/tools/test_digest.sh" "$LOG_DIR"/*.log >&2 || log "warning: the failure digest failed"
+  fi
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# Each ctest run's output is also kept here; at the end a digest of the failed
+# assertions (tools/test_digest.sh) is printed last, so a CI log whose middle
+# is cut off still says what failed.
+LOG_DIR=$BUILD_DIR/test-logs
+rm -rf "$LOG_DIR" && mkdir -p "$LOG_DIR"
 
 step 4/7 "database servers (tools/dbservers.sh start all) and etcd (tools/etcdserver.sh start)"
 "$DBSERVERS" start all
@@ -94,7 +103,7 @@ printf '%s\n' "$server_env" \
 
 step 5/7 "tests: ctest --test-dir $BUILD_DIR --output-on-failure --no-tests=error -LE topology $*"
 rc=0
-ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -LE topology "$@" || rc=$?
+ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -LE topology "$@" 2>&1 | tee "$LOG_DIR/tests.log" || rc=$?
 if (( rc == 0 )); then log "all tests passed"; else log "ctest failed (exit $rc)"; fi
 
 # One topology at a time, under the machine-wide topology lock (they are
@@ -115,7 +124,8 @@ topology_step() { # topology ctest-name
   fi
   local t0=$SECONDS
   ( eval "$("$DBSERVERS" env "$topo")"
-    ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -L topology -R "^${name}\$" ) || trc=$?
+    ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -L topology -R "^${name}\$" ) 2>&1 |
+    tee "$LOG_DIR/$name.log" || trc=$?
   log "topology $topo: ctest $name exit $trc after $((SECONDS - t0)) s; stopping it"
   "$DBSERVERS" stop "$topo" "${purge[@]}" || log "warning: stopping $topo failed"
   current_topology=

@@ -25,6 +25,13 @@ inline bool is_contention(const Error& e) {
   return e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kLockBusy || e.code() == ErrorCode::kTimeout;
 }
 
+// An acquire transaction that inserts a row keyed by the name's version (a
+// holding's slot, a queue place's ticket) and finds it taken: a concurrent
+// acquire of the name got there first. Measured on Galera: the loser of two
+// first acquires on two nodes can fail with ER_DUP_ENTRY instead of a
+// certification failure. "Not acquired" (or: try again), as contention.
+inline bool is_insert_race(const Error& e) { return is_contention(e) || e.code() == ErrorCode::kAlreadyExists; }
+
 // Full jitter, at least 1 ms.
 inline std::chrono::milliseconds jitter(std::chrono::milliseconds upto) {
   return jittered(std::max(upto, std::chrono::milliseconds(1)), std::chrono::milliseconds(1));
@@ -35,13 +42,15 @@ inline std::chrono::milliseconds jitter(std::chrono::milliseconds upto) {
 // repeat (owner- and fence-checked, or a transaction that commits all or
 // nothing), up to 20 more times with full-jitter backoff from 2 ms. Inside
 // the caller's transaction the caller decides: the error propagates.
+// `retryable` says which errors are contention (is_insert_race for a
+// transaction that inserts a version-keyed row).
 template <typename F>
-auto retry_contention(Connection& conn, F&& f) {
+auto retry_contention(Connection& conn, F&& f, bool (*retryable)(const Error&) = is_contention) {
   for (int attempt = 0;; ++attempt) {
     try {
       return f();
     } catch (const Error& e) {
-      if (!is_contention(e) || conn.in_transaction() || attempt >= 20) throw;
+      if (!retryable(e) || conn.in_transaction() || attempt >= 20) throw;
       std::this_thread::sleep_for(jitter(std::chrono::milliseconds(2 << std::min(attempt, 6))));
     }
   }

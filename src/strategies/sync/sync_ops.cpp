@@ -177,8 +177,9 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
   } catch (const Error& e) {
     // Two acquires of one name at once: the loser is "not acquired" (a
     // deadlock victim, a lock wait timeout, a Galera certification failure,
-    // SQLite busy), never an error.
-    if (!is_contention(e) || conn.in_transaction()) throw;
+    // SQLite busy, a slot another node's acquire inserted first), never an
+    // error.
+    if (!is_insert_race(e) || conn.in_transaction()) throw;
     ++metric::lock_busy();
     return SyncGrant{};
   }
@@ -287,7 +288,8 @@ std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::
                           const std::string& kind, std::int64_t permits) {
   require_no_transaction(conn, "joining a fair lease's queue", "use another connection");
   // Two waiters arriving at once (a deadlock victim, a Galera certification
-  // failure): the loser takes the next ticket.
+  // failure, a ticket the other node inserted first): the loser takes the
+  // next ticket.
   return retry_contention(conn, [&] {
     Transaction tx(conn, Isolation::kReadCommitted);
     run(conn, Sql::sync_open, {name, kind, permits});
@@ -297,7 +299,7 @@ std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::
     run(conn, Sql::fair_enqueue, {name, h.version, owner, static_cast<std::int64_t>(place_ttl.count())});
     tx.commit();
     return h.version;
-  });
+  }, is_insert_race);
 }
 
 FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner) {

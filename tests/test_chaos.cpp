@@ -188,16 +188,21 @@ TEST_CASE("chaos --lock-kind fair: grants follow arrival order except past lapse
 
 TEST_CASE("negative control: a semaphore holder that never asks owns() is caught by the permit-limit invariant",
           "[chaos][control][lock-kind]") {
-  // Its hold runs on through a pause that lost it, while others take the permits.
-  control_is_caught("semaphore-ignores-owns", "permit_limit", {"--duration", "5s", "--faults", "kill,pause"}, {},
+  // Its hold runs on through a pause that lost it, while others take the
+  // permits. Pauses only: with kills too, 1 run in 4 here (and one through
+  // PgBouncer in CI) saw no overlap, the other holders of the pause being
+  // killed before they journaled; pauses alone gave 18-22 per run.
+  control_is_caught("semaphore-ignores-owns", "permit_limit", {"--duration", "5s", "--faults", "pause"}, {},
                     "semaphore:2");
 }
 
 TEST_CASE("negative control: semaphore holders that write without the fence are caught by the fence-order invariant",
           "[chaos][control][lock-kind]") {
-  // Two holders at once whose writes commit out of fence order: 3 to 7 per
-  // 3 s run here, but a loaded CI run once saw none in 3 s; 6 s doubles them.
-  control_is_caught("no-fencing", "fence_order", {"--duration", "6s", "--faults", "kill"}, {}, "semaphore:2");
+  // Two holders at once whose writes commit out of fence order. With kills
+  // as the fault: 2 to 10 per 6 s run here, none in 3 s once in a loaded CI
+  // run. With pauses (a paused holder's write lands after newer holders'):
+  // 8 to 12 per run on every dialect.
+  control_is_caught("no-fencing", "fence_order", {"--duration", "6s", "--faults", "pause"}, {}, "semaphore:2");
 }
 
 TEST_CASE("negative control: a semaphore holding that outlives its killed holder is caught by the stale-lock "

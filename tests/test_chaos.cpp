@@ -33,10 +33,12 @@ struct Run {
 };
 
 Run chaos(std::vector<std::string> extra) {
-  std::vector<std::string> argv = {sgtest::cli_path(), "--db", ctx().uri, "--json", "chaos"};
+  // The URI (with its password) in the environment, as a user would pass
+  // it, not on a command line `ps` shows.
+  std::vector<std::string> argv = {sgtest::cli_path(), "--json", "chaos"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   Run r;
-  r.rc = sgtest::run_process(argv, &r.out);
+  r.rc = sgtest::run_process(argv, &r.out, {"SQLGUARD_DB=" + ctx().uri});
   return r;
 }
 

@@ -68,12 +68,14 @@ struct Child {
   std::string out_file;
 };
 
-// Starts `sqlguard --db URI demo-worker ARGS...` with stdout to a file.
+// Starts `SQLGUARD_DB=URI sqlguard demo-worker ARGS...` with stdout to a file.
 Child spawn_worker(const std::vector<std::string>& args, const std::string& out_file) {
-  std::vector<std::string> argv = {proc::self_exe(), "--db", single_db(), "--connect-timeout",
-                                   global().connect_timeout, "demo-worker"};
+  std::vector<std::string> argv = {proc::self_exe(), "--connect-timeout", global().connect_timeout, "demo-worker"};
   argv.insert(argv.end(), args.begin(), args.end());
   proc::SpawnOptions so;
+  // The URI travels in the environment (SQLGUARD_DB), not on the command
+  // line where `ps` would show a server URI's password.
+  so.env = {{"SQLGUARD_DB", single_db()}};
   so.out = proc::SpawnOptions::Out::kFile;
   so.out_file = out_file;
   return {proc::spawn(argv, so), out_file};

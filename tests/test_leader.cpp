@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -239,4 +241,53 @@ TEST_CASE("a leader whose renewals are blocked reports term() 0 as soon as is_le
   REQUIRE(saw_not_leader);
   CHECK(term_after == 0);
   a.resign();
+}
+
+TEST_CASE("forty candidates in twenty elections of one process add no thread each: one leader per "
+          "election, served by the lock client and one shared election thread",
+          "[leader]") {
+  auto threads = [] {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+    return n;
+  };
+  const std::size_t before = threads();
+  const std::string prefix = ctx().unique("elect-many");
+  Log log;
+  std::vector<std::unique_ptr<LeaderElector>> electors;
+  for (int i = 0; i < 40; ++i) {
+    electors.push_back(std::make_unique<LeaderElector>(ctx().uri, prefix + "_" + std::to_string(i / 2), options(log, i)));
+    electors.back()->campaign();
+  }
+  auto leaders_of = [&](int election) {
+    return (electors[2 * election]->is_leader() ? 1 : 0) + (electors[2 * election + 1]->is_leader() ? 1 : 0);
+  };
+  CHECK(eventually(
+      [&] {
+        for (int e = 0; e < 20; ++e)
+          if (leaders_of(e) != 1) return false;
+        return true;
+      },
+      20s));
+  // A thread per candidate would be 40 more. The lock client of the URI
+  // (at most 4: renewals, waiters, wake-ups) and the election thread.
+  const std::size_t during = threads();
+  INFO("threads before " << before << ", while campaigning " << during);
+  CHECK(during <= before + 5);
+  // Resigning leaders hand over: the other candidate of each election wins.
+  for (int e = 0; e < 20; ++e) {
+    const int leader = electors[2 * e]->is_leader() ? 2 * e : 2 * e + 1;
+    electors[leader]->resign();
+  }
+  CHECK(eventually(
+      [&] {
+        for (int e = 0; e < 20; ++e)
+          if (leaders_of(e) != 1) return false;
+        return true;
+      },
+      20s));
+  electors.clear();
+  std::lock_guard<std::mutex> lk(log.mu);
+  CHECK(log.elected.size() == 40);
+  CHECK(log.revoked.size() == 40);
 }

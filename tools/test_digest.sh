@@ -18,7 +18,7 @@ out=$(
       # lines (the expression, "with expansion:", "with message:") up to a
       # blank line that is followed by an unindented one.
       /^-{79}$/ { if (inhdr) { inhdr = 0 } else { inhdr = 1; hdr = "" } ; infail = 0; next }
-      inhdr { hdr = hdr (hdr == "" ? "" : " / ") $0; gsub(/  +/, " ", hdr); next }
+      inhdr { hdr = hdr (hdr == "" ? "" : " ") $0; gsub(/  +/, " ", hdr); gsub(/- /, "", hdr); next }
       /^\.{79}$/ || /^={79}$/ { infail = 0; next }
       /: FAILED:$/ || /: FAILED:/ {
         if (hdr != shown) { print "[" src "] " hdr; shown = hdr }

@@ -8,7 +8,7 @@
 //   sqlguard::LeaderElector e(uri, "outbox-relay", {
 //       .on_elected = [&](std::int64_t term) { relay.start(term); },
 //       .on_revoked = [&](const sqlguard::Revocation& r) { relay.stop(); }});
-//   e.campaign();          // returns at once; a background thread campaigns
+//   e.campaign();          // returns at once; the campaign runs in the background
 //   ...
 //   e.resign();            // hands over at once (waiters are woken)
 //
@@ -30,13 +30,22 @@
 //    next leader is elected without waiting for the lease to expire.
 //  * After a loss (not a resignation) the candidate campaigns again.
 //
-// Callbacks run on the elector's campaign thread, one at a time, in order
-// (elected, revoked, elected, ...); they must not block for long and must not
-// call campaign()/resign()/~LeaderElector. Exceptions they throw go to the
-// log hook.
+// Cost: an elector owns no thread and no connection. It campaigns through
+// the process-wide lock client of its URI (LockClient::shared: its
+// connections, its renewal thread renew the leader's lease, its waiter
+// thread waits for the lease without a thread per candidate), and its steps
+// run on one thread shared by every elector of the process, started by the
+// first campaign() and ended by the last resign().
 //
-// Thread safety: all members are thread-safe. The elector opens its own
-// connections (one to campaign, one for the watchdog) from the URI.
+// Callbacks run on that shared election thread, one at a time, in order for
+// each elector (elected, revoked, elected, ...): they must not block for
+// long (they hold up every elector of the process) and must not call
+// campaign()/resign()/~LeaderElector. Exceptions they throw go to the log
+// hook.
+//
+// Thread safety: all members are thread-safe. A URI whose every connection
+// is its own database (SQLite in memory) is refused (kInvalidArgument):
+// candidates could never see each other.
 #pragma once
 
 #include <chrono>
@@ -90,17 +99,17 @@ class LeaderElector {
   // Validates the options (Error(kInvalidArgument) naming the field) and
   // the election name; connects on campaign().
   LeaderElector(std::string uri, std::string election, ElectionOptions options = {});
-  // resign() and stops the campaign thread (never throws).
+  // resign() (never throws).
   ~LeaderElector();
   LeaderElector(const LeaderElector&) = delete;
   LeaderElector& operator=(const LeaderElector&) = delete;
 
-  // Starts campaigning on a background thread (no-op if already). Returns
+  // Starts campaigning in the background (no-op if already). Returns
   // at once; on_elected tells when this candidate wins.
   void campaign();
   // Stops campaigning; a leader steps down first (is_leader() false, lease
   // released, on_revoked(kResigned) called before this returns). Waits for
-  // the campaign thread to stop. No-op when not campaigning.
+  // the campaign to stop. No-op when not campaigning.
   void resign();
 
   bool campaigning() const;

@@ -1,13 +1,21 @@
 // Leader election on the lease lock; the contract is in include/sqlguard/leader.h.
 #include "sqlguard/leader.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
+#include <exception>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "sqlguard/errors.h"
 #include "sqlguard/metrics.h"
 #include "sqlguard/validate.h"
+#include "strategies/lease/client_core.h"
 
 namespace sqlguard {
 
@@ -35,9 +43,93 @@ RevokeCause from_loss(LossCause c) {
   }
   return RevokeCause::kExpired;
 }
+
+// One thread for every elector of the process: their campaigns are steps
+// run on it (timers and the completions of asynchronous acquires), so an
+// elector owns no thread; the lock client it campaigns through owns the
+// connections. Started by the first campaign, ended with the last.
+class ElectionLoop {
+ public:
+  static std::shared_ptr<ElectionLoop> get() {
+    static std::mutex m;
+    static std::weak_ptr<ElectionLoop> current;
+    static pid_t owner = 0;
+    std::lock_guard<std::mutex> lk(m);
+    // A forked child has no loop thread: it starts its own.
+    if (auto l = current.lock(); l && owner == ::getpid()) return l;
+    auto l = std::shared_ptr<ElectionLoop>(new ElectionLoop);
+    l->thread_ = std::thread([raw = l.get()] { raw->run(); });
+    current = l;
+    owner = ::getpid();
+    return l;
+  }
+
+  ~ElectionLoop() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (on_loop_thread()) thread_.detach();  // the last elector let go on this thread
+    else if (thread_.joinable()) thread_.join();
+  }
+
+  void post(steady_clock::time_point at, std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      tasks_.emplace(at, std::move(fn));
+    }
+    cv_.notify_all();
+  }
+
+  bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  ElectionLoop() = default;
+
+  void run() {
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!stop_) {
+      if (tasks_.empty()) {
+        cv_.wait(lk);
+        continue;
+      }
+      auto it = tasks_.begin();
+      if (it->first > steady_clock::now()) {
+        cv_.wait_until(lk, it->first);
+        continue;
+      }
+      auto fn = std::move(it->second);
+      tasks_.erase(it);
+      lk.unlock();
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        log(LogLevel::kError, std::string("election loop: a step threw: ") + e.what());
+      } catch (...) {
+        log(LogLevel::kError, "election loop: a step threw a non-standard exception");
+      }
+      fn = nullptr;  // its captures go before the lock is taken again
+      lk.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::multimap<steady_clock::time_point, std::function<void()>> tasks_;
+  std::thread thread_;
+};
+
 }  // namespace
 
-struct LeaderElector::State {
+// A campaign is a chain of steps on the ElectionLoop: campaign_step (make
+// the lease handle, start an asynchronous acquire), acquired (elected, or
+// campaign again), check (a leader's lease still trusted? on_lost and a
+// timer at the end of its trust window both ask), stop_step (resign). Each
+// step carries the campaign's generation: a step of a campaign that ended
+// (resign) does nothing.
+struct LeaderElector::State : std::enable_shared_from_this<State> {
   std::string uri;
   std::string election;
   ElectionOptions options;
@@ -45,14 +137,16 @@ struct LeaderElector::State {
 
   mutable std::mutex mu;
   std::condition_variable cv;
-  bool running = false;   // a campaign thread exists
-  bool stop = false;      // resign(): step down and end the campaign thread
+  bool running = false;   // campaigning (until resign()'s stop step is done)
+  bool stop = false;      // resign(): step down and end the campaign
   bool leader = false;    // elected and not stepping down
-  bool lost = false;      // the watchdog reported a loss
-  std::int64_t term = 0;
+  bool lost = false;      // the client reported the lease lost
+  bool pending = false;   // an asynchronous acquire is in flight
+  std::uint64_t generation = 0;
+  std::int64_t term = 0;  // of the current term; 0 when not leader
   std::uint64_t won = 0;
-  std::unique_ptr<LeaseLock> lock;  // created and used by the campaign thread; owns() from any thread
-  std::thread thread;
+  std::unique_ptr<LeaseLock> lock;  // used on the loop thread; owns() from any thread
+  std::shared_ptr<ElectionLoop> loop;
 
   template <typename F, typename... A>
   void call(const char* what, const F& f, A&&... args) noexcept {
@@ -64,107 +158,179 @@ struct LeaderElector::State {
     }
   }
 
-  // Sleeps up to `d`, returning early (true) when resign() was called.
-  bool nap(milliseconds d) {
-    std::unique_lock<std::mutex> lk(mu);
-    return cv.wait_for(lk, d, [&] { return stop; });
-  }
-
   bool stopping() {
     std::lock_guard<std::mutex> lk(mu);
     return stop;
   }
 
-  void run() noexcept {
-    // Each chunk of blocking acquire() is short so resign() is answered fast;
-    // a release still wakes the waiter at once within a chunk.
-    const milliseconds chunk = std::min<milliseconds>(milliseconds(300), options.ttl);
-    while (!stopping()) {
-      if (!lock) {
-        try {
-          auto l = std::make_unique<LeaseLock>(uri, election, lease_options, Watchdog::kOn, options.connect);
-          std::lock_guard<std::mutex> lk(mu);
-          lock = std::move(l);
-        } catch (const std::exception& e) {
-          log(LogLevel::kWarning, "election '" + election + "': cannot connect, campaigning again: " + e.what());
-          nap(std::max(options.recampaign_delay, milliseconds(500)));
-          continue;
-        }
+  std::uint64_t current_generation() {
+    std::lock_guard<std::mutex> lk(mu);
+    return generation;
+  }
+
+  // Runs `step` on the loop after `delay`, if the campaign of generation
+  // `g` (default: the current one) is still on then.
+  void schedule(milliseconds delay, std::function<void(State&)> step, std::optional<std::uint64_t> of = std::nullopt) {
+    std::shared_ptr<ElectionLoop> l;
+    std::uint64_t g;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      l = loop;
+      g = of.value_or(generation);
+    }
+    if (!l) return;
+    l->post(steady_clock::now() + delay, [w = weak_from_this(), g, step = std::move(step)] {
+      auto s = w.lock();
+      if (!s) return;
+      {
+        std::lock_guard<std::mutex> lk(s->mu);
+        if (s->generation != g) return;
       }
-      bool got = false;
+      step(*s);
+    });
+  }
+
+  void campaign_step() {
+    if (stopping()) return;
+    if (!lock) {
       try {
-        got = lock->acquire(chunk);
+        auto l = std::make_unique<LeaseLock>(uri, election, lease_options, Watchdog::kOn, options.connect);
+        std::lock_guard<std::mutex> lk(mu);
+        lock = std::move(l);
       } catch (const std::exception& e) {
-        log(LogLevel::kInfo, "election '" + election + "': campaign attempt failed, retrying: " + e.what());
-        nap(std::max(options.recampaign_delay, milliseconds(200)));
-        continue;
+        log(LogLevel::kWarning, "election '" + election + "': cannot connect, campaigning again: " + e.what());
+        schedule(std::max(options.recampaign_delay, milliseconds(500)), [](State& s) { s.campaign_step(); });
+        return;
       }
-      if (!got) {
-        if (lock->hold_count() > 0) lock->release();  // a lost lease this handle still counts
-        continue;
-      }
-      std::int64_t t = lock->fence();
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      pending = true;
+    }
+    try {
+      // Waits on the client's waiter thread, woken by a release; the
+      // completion comes back to the loop. An hour, then campaign again.
+      // The completion belongs to this campaign: after a resign() and a new
+      // campaign() it is ignored.
+      lock->acquire_async(std::chrono::hours(1), [w = weak_from_this(), g = current_generation()](bool ok,
+                                                                                                  std::exception_ptr e) {
+        if (auto s = w.lock()) s->schedule(milliseconds(0), [ok, e](State& st) { st.acquired(ok, e); }, g);
+      });
+    } catch (const std::exception& e) {
       {
         std::lock_guard<std::mutex> lk(mu);
-        if (!stop) {
-          leader = true;
-          lost = false;
-          term = t;
-          ++won;
-        }
+        pending = false;
       }
-      if (stopping()) {
-        // resign() came while the lease was being won: hand it straight back
-        // (outside `mu`: the release joins the watchdog, whose loss callback takes `mu`).
-        lock->unlock();
-        break;
-      }
-      metrics::election_elected();
-      log(LogLevel::kInfo, "election '" + election + "': elected, term " + std::to_string(t));
-      call("on_elected", options.on_elected, t);
+      log(LogLevel::kInfo, "election '" + election + "': campaign attempt failed, retrying: " + e.what());
+      schedule(std::max(options.recampaign_delay, milliseconds(200)), [](State& s) { s.campaign_step(); });
+    }
+  }
 
-      // Hold until resign() or the lease is no longer trusted (watchdog
-      // loss, or the trust window ended).
-      bool resigned = false;
-      {
-        std::unique_lock<std::mutex> lk(mu);
-        for (;;) {
-          if (stop) {
-            resigned = true;
-            break;
-          }
-          if (lost || !lock->owns()) break;
-          auto left = lock->remaining();
-          cv.wait_for(lk, std::clamp<milliseconds>(left, milliseconds(1), milliseconds(50)));
-        }
-        leader = false;  // is_leader() is false from here on, before any release
+  void acquired(bool ok, const std::exception_ptr& error) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      pending = false;
+    }
+    if (stopping()) {
+      // resign() came while the lease was being won: hand it straight back.
+      if (ok) lock->unlock();
+      return;
+    }
+    if (error) {
+      std::string what = "unknown error";
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
       }
+      log(LogLevel::kInfo, "election '" + election + "': campaign attempt failed, retrying: " + what);
+      schedule(std::max(options.recampaign_delay, milliseconds(200)), [](State& s) { s.campaign_step(); });
+      return;
+    }
+    if (!ok) {
+      if (lock->hold_count() > 0) lock->release();  // a lost lease this handle still counts
+      campaign_step();
+      return;
+    }
+    const std::int64_t t = lock->fence();
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      leader = true;
+      lost = false;
+      term = t;
+      ++won;
+    }
+    metrics::election_elected();
+    log(LogLevel::kInfo, "election '" + election + "': elected, term " + std::to_string(t));
+    call("on_elected", options.on_elected, t);
+    check(t);
+  }
+
+  // Term `t` still trusted? Otherwise revoked (the cause from the client's
+  // loss report; none: its trust window ended before a renewal answered).
+  void check(std::int64_t t) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (term != t || stop) return;  // revoked or resigning already
+    }
+    const bool trusted = [&] {
+      std::lock_guard<std::mutex> lk(mu);
+      return !lost && lock->owns();
+    }();
+    if (trusted) {
+      // Again when its trust window would end (a renewal moves that on).
+      schedule(std::max(lock->remaining(), milliseconds(1)), [t](State& s) { s.check(t); });
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      leader = false;  // is_leader() is false from here on, before any release
+      term = 0;
+    }
+    Revocation r;
+    r.term = t;
+    auto loss = lock->last_loss();
+    r.cause = loss ? from_loss(loss->cause) : RevokeCause::kExpired;
+    r.detail = loss ? loss->detail : "the lease's trust window ended before a renewal answered";
+    revoked(r);
+    // A lost term is reported first: the release below may wait on an
+    // unreachable database (a lost lease sends nothing; a trust window that
+    // ended without a loss report sends an owner- and fence-checked release).
+    lock->unlock();
+    schedule(options.recampaign_delay, [](State& s) { s.campaign_step(); });
+  }
+
+  void revoked(const Revocation& r) {
+    metrics::election_revoked(to_string(r.cause));
+    log(r.cause == RevokeCause::kResigned ? LogLevel::kInfo : LogLevel::kWarning,
+        "election '" + election + "': term " + std::to_string(r.term) + " ended (" + std::string(to_string(r.cause)) +
+            "): " + r.detail);
+    call("on_revoked", options.on_revoked, r);
+  }
+
+  // resign(), on the loop: a leader steps down (is_leader() false, the lease
+  // released, on_revoked(kResigned)), a pending acquire is cancelled, and the
+  // campaign ends (its later steps do nothing).
+  void stop_step() {
+    std::int64_t t = 0;
+    bool was_pending = false;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      t = term;
+      term = 0;
+      leader = false;
+      was_pending = pending;
+      ++generation;  // completions still on their way are ignored
+    }
+    if (was_pending && lock) lock->cancel_acquire();  // a lease its attempt took is released
+    if (t != 0) {
+      lock->unlock();  // releases the lease and wakes waiting candidates
       Revocation r;
       r.term = t;
-      if (resigned) {
-        r.cause = RevokeCause::kResigned;
-        r.detail = "resigned";
-        lock->unlock();  // releases the lease and wakes waiting candidates
-      } else {
-        auto loss = lock->last_loss();
-        r.cause = loss ? from_loss(loss->cause) : RevokeCause::kExpired;
-        r.detail = loss ? loss->detail : "the lease's trust window ended before a renewal answered";
-      }
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        term = 0;
-      }
-      metrics::election_revoked(to_string(r.cause));
-      log(resigned ? LogLevel::kInfo : LogLevel::kWarning, "election '" + election + "': term " +
-                                                              std::to_string(t) + " ended (" +
-                                                              std::string(to_string(r.cause)) + "): " + r.detail);
-      // A lost term is reported first: the release below may wait on an
-      // unreachable database (a lost lease sends nothing; a trust window that
-      // ended without a loss report sends an owner- and fence-checked release).
-      call("on_revoked", options.on_revoked, r);
-      if (resigned) break;
-      lock->unlock();
-      nap(options.recampaign_delay);
+      r.cause = RevokeCause::kResigned;
+      r.detail = "resigned";
+      revoked(r);
     }
     std::unique_ptr<LeaseLock> done;
     {
@@ -172,8 +338,24 @@ struct LeaderElector::State {
       done = std::move(lock);
     }
     done.reset();  // releases through the lock client (never throws: ~LeaseLock logs)
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      running = false;
+      pending = false;
+    }
+    cv.notify_all();
   }
 };
+
+namespace {
+void private_uri_refused(const std::string& uri, const std::string& election) {
+  if (detail::private_to_connection(uri))
+    throw Error(ErrorCode::kInvalidArgument,
+                "election '" + election +
+                    "': every connection to this URI is its own database (SQLite in memory), so candidates could "
+                    "never see each other's lease; use a file (sqlite:///path.db) or a server");
+}
+}  // namespace
 
 LeaderElector::LeaderElector(std::string uri, std::string election, ElectionOptions options)
     : state_(std::make_shared<State>()) {
@@ -188,16 +370,20 @@ LeaderElector::LeaderElector(std::string uri, std::string election, ElectionOpti
   lo.backoff_initial = std::min<milliseconds>(milliseconds(5), lo.backoff_max);
   if (!options.candidate.empty()) lo.owner = options.candidate + "/" + make_owner_token();
   std::weak_ptr<State> weak = state_;
+  // On the client's renewal thread: the term ends on the loop.
   lo.on_lost = [weak](const LeaseLoss&) {
     if (auto s = weak.lock()) {
+      std::int64_t t;
       {
         std::lock_guard<std::mutex> lk(s->mu);
         s->lost = true;
+        t = s->term;
       }
-      s->cv.notify_all();
+      if (t != 0) s->schedule(milliseconds(0), [t](State& st) { st.check(t); });
     }
   };
   validate(lo);
+  private_uri_refused(uri, election);
   state_->uri = std::move(uri);
   state_->election = std::move(election);
   state_->options = std::move(options);
@@ -213,27 +399,42 @@ LeaderElector::~LeaderElector() {
 }
 
 void LeaderElector::campaign() {
-  std::lock_guard<std::mutex> lk(state_->mu);
-  if (state_->running) return;
-  state_->running = true;
-  state_->stop = false;
-  auto s = state_;
-  state_->thread = std::thread([s] { s->run(); });
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    if (state_->running) return;
+    state_->running = true;
+    state_->stop = false;
+    state_->lost = false;
+    ++state_->generation;
+    state_->loop = ElectionLoop::get();
+  }
+  state_->schedule(milliseconds(0), [](State& s) { s.campaign_step(); });
 }
 
 void LeaderElector::resign() {
-  std::thread t;
+  std::shared_ptr<ElectionLoop> loop;
   {
     std::lock_guard<std::mutex> lk(state_->mu);
     if (!state_->running) return;
     state_->stop = true;
-    state_->leader = false;
-    t = std::move(state_->thread);
+    state_->leader = false;  // is_leader() is false from here on
+    loop = state_->loop;
   }
-  state_->cv.notify_all();
-  if (t.joinable()) t.join();
-  std::lock_guard<std::mutex> lk(state_->mu);
-  state_->running = false;
+  if (loop->on_loop_thread()) {
+    // From a callback (which the contract rules out): step down right here
+    // rather than wait for a step this thread would have to run.
+    state_->stop_step();
+  } else {
+    state_->schedule(milliseconds(0), [](State& s) { s.stop_step(); });
+    std::unique_lock<std::mutex> lk(state_->mu);
+    state_->cv.wait(lk, [&] { return !state_->running; });
+  }
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    state_->loop.reset();
+  }
+  // `loop` goes here: the last elector's resign() ends the loop's thread
+  // (unless this is that thread: then it is detached and ends by itself).
 }
 
 bool LeaderElector::campaigning() const {

@@ -262,13 +262,16 @@ TEST_CASE("forty candidates in twenty elections of one process add no thread eac
   auto leaders_of = [&](int election) {
     return (electors[2 * election]->is_leader() ? 1 : 0) + (electors[2 * election + 1]->is_leader() ? 1 : 0);
   };
-  CHECK(eventually(
-      [&] {
-        for (int e = 0; e < 20; ++e)
-          if (leaders_of(e) != 1) return false;
-        return true;
-      },
-      20s));
+  auto one_leader_each = [&] {
+    return eventually(
+        [&] {
+          for (int e = 0; e < 20; ++e)
+            if (leaders_of(e) != 1) return false;
+          return true;
+        },
+        20s);
+  };
+  CHECK(one_leader_each());
   // A thread per candidate would be 40 more. The lock client of the URI
   // (at most 4: renewals, waiters, wake-ups) and the election thread.
   const std::size_t during = threads();
@@ -279,13 +282,7 @@ TEST_CASE("forty candidates in twenty elections of one process add no thread eac
     const int leader = electors[2 * e]->is_leader() ? 2 * e : 2 * e + 1;
     electors[leader]->resign();
   }
-  CHECK(eventually(
-      [&] {
-        for (int e = 0; e < 20; ++e)
-          if (leaders_of(e) != 1) return false;
-        return true;
-      },
-      20s));
+  CHECK(one_leader_each());
   electors.clear();
   std::lock_guard<std::mutex> lk(log.mu);
   CHECK(log.elected.size() == 40);

@@ -1007,3 +1007,46 @@ TEST_CASE("waiters on an in-memory SQLite database poll: a waiting acquire retur
   CHECK(waiter.acquire(150ms));
   CHECK(waiter.release());
 }
+
+TEST_CASE("after a backward step of the database clock a released lease is free at once and a renewal pulls its "
+          "expiry back (no minimum hold)",
+          "[lease][seams]") {
+  // Issue 36 item 5. A step of -30 s is staged by moving the row's own times
+  // 30 s ahead (the same as the clock going back 30 s under them). The old
+  // statements set min_release_at to the acquisition time even with no
+  // minimum hold, and release and renewal kept the expiry at least there.
+  auto admin = ctx().connect();
+  auto c1 = ctx().connect();
+  auto c2 = ctx().connect();
+  const std::string name = ctx().unique("backstep");
+  auto shift = [&] {
+    admin->execute("UPDATE sqlguard_lock SET expire_at = expire_at + 30000, acquired_at = acquired_at + 30000, "
+                   "renewed_at = renewed_at + 30000, min_release_at = CASE WHEN min_release_at > 0 THEN "
+                   "min_release_at + 30000 ELSE 0 END WHERE name = ?",
+                   {name});
+  };
+  LeaseLock a(*c1, name, ttl(5s));
+  REQUIRE(a.try_acquire());
+  shift();
+  SECTION("a renewal after the step ends the lease ttl from the database's now, not 30 s later") {
+    REQUIRE(a.renew());
+    auto info = lease_info(*admin, name);
+    REQUIRE(info);
+    CHECK(info->expire_at_ms <= admin->db_now_ms() + 5000);
+  }
+  SECTION("a release after the step frees the lease at once") {
+    REQUIRE(a.release());
+    LeaseLock b(*c2, name, ttl(5s));
+    CHECK(b.try_acquire());
+  }
+  SECTION("with a minimum hold the hold still counts (the control)") {
+    REQUIRE(a.release());
+    LeaseOptions o = ttl(5s);
+    o.min_hold = 3s;
+    LeaseLock m(*c1, name, o);
+    REQUIRE(m.try_acquire());
+    REQUIRE(m.release());
+    LeaseLock b(*c2, name, ttl(5s));
+    CHECK_FALSE(b.try_acquire());  // the minimum hold keeps it until acquisition + 3 s
+  }
+}

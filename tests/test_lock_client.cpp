@@ -5,6 +5,7 @@
 // which needs the fault proxy (built with the tools), is in
 // test_lock_client_frozen.cpp.
 #include <catch2/catch.hpp>
+#include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,9 +16,14 @@
 #include <future>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include "sqlguard/admin.h"
+#include "sqlguard/leader.h"
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/read_write_lease.h"
+#include "sqlguard/semaphore.h"
 #include "sqlguard/lock_client.h"
 #include "test_context.h"
 #include "test_helpers.h"
@@ -552,4 +558,270 @@ TEST_CASE("LeaseLock(uri) handles of one URI share one process-wide client", "[l
   CHECK(s.held_leases == 40);
   CHECK(s.connections_open <= 4);
   for (auto& l : locks) CHECK(l->release());
+}
+
+TEST_CASE("a lease its handle released is never reported lost afterwards, though another client takes it at once "
+          "(8 clients contend for 200 names)",
+          "[lock-client][seams]") {
+  // Issue 36 item 1: a renewal round that had copied a lease into its batch
+  // ran after the handle released it and another client took the row, and
+  // reported the finished acquisition lost (taken_over). Each (name, fence)
+  // whose release() returned true must never reach on_lost.
+  const int clients = 8, names = 200;
+  const std::string prefix = ctx().unique("relloss");
+  std::mutex mu;
+  std::set<std::pair<std::string, std::int64_t>> released;          // release() returned true
+  std::vector<std::pair<std::string, std::int64_t>> reported;       // on_lost calls
+  std::atomic<long> acquisitions{0};
+  const auto until = std::chrono::steady_clock::now() + (ctx().is_sqlite() ? 4s : 6s);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      auto client = LockClient::create(ctx().uri);
+      std::vector<std::unique_ptr<LeaseLock>> handles;
+      for (int n = 0; n < names; ++n) {
+        LeaseOptions o = short_lease(300ms);  // renewed every 100 ms: rounds all the time
+        const std::string name = prefix + "_" + std::to_string(n);
+        o.on_lost = [&, name](const LeaseLoss& loss) {
+          std::lock_guard<std::mutex> lk(mu);
+          reported.emplace_back(name, loss.fence);
+        };
+        handles.push_back(std::make_unique<LeaseLock>(client, name, o));
+      }
+      std::deque<int> held;
+      unsigned seed = static_cast<unsigned>(c) * 7919u + 17u;
+      while (std::chrono::steady_clock::now() < until) {
+        seed = seed * 1103515245u + 12345u;
+        const int n = static_cast<int>((seed >> 8) % static_cast<unsigned>(names));
+        if (handles[n]->hold_count() == 0 && handles[n]->try_acquire()) {
+          ++acquisitions;
+          held.push_back(n);
+        }
+        // Hold up to 20 at once, so every renewal round carries many, and
+        // release the oldest: another client is often waiting to take it.
+        while (held.size() > 20 || (!held.empty() && ((seed >> 4) & 3) == 0)) {
+          const int r = held.front();
+          held.pop_front();
+          const std::string name = handles[r]->name();
+          const std::int64_t fence = handles[r]->fence();
+          const bool lost_before = handles[r]->last_loss().has_value();
+          if (handles[r]->release() && !lost_before) {
+            std::lock_guard<std::mutex> lk(mu);
+            released.emplace(name, fence);
+          }
+          seed = seed * 1103515245u + 12345u;
+        }
+      }
+      for (int r : held) handles[r]->release();
+      std::this_thread::sleep_for(700ms);  // the rounds in flight report what they will
+    });
+  }
+  for (auto& t : threads) t.join();
+  INFO(acquisitions.load() << " acquisitions, " << released.size() << " released, " << reported.size()
+                           << " loss reports");
+  REQUIRE(acquisitions.load() > 200);
+  std::vector<std::pair<std::string, std::int64_t>> after_release;
+  std::set<std::pair<std::string, std::int64_t>> seen;
+  int twice = 0;
+  for (const auto& r : reported) {
+    if (released.count(r)) after_release.push_back(r);
+    if (!seen.insert(r).second) ++twice;
+  }
+  CHECK(after_release.empty());
+  CHECK(twice == 0);
+}
+
+TEST_CASE("one lease in back-to-back guarded transactions does not make the client renew its other leases more "
+          "often, and stays held",
+          "[lock-client][seams]") {
+  // Issue 36 item 6: the end of every guarded transaction made the lease
+  // due, and its round took every lease of the client along: 100 leases
+  // were renewed 69-363 times a second each instead of about 3.
+  auto client = LockClient::create(ctx().uri);
+  const std::string prefix = ctx().unique("storm");
+  const int n = 100;
+  std::vector<std::unique_ptr<LeaseLock>> locks;
+  for (int i = 0; i < n; ++i) {
+    locks.push_back(std::make_unique<LeaseLock>(client, prefix + "_" + std::to_string(i), short_lease(1500ms)));
+    REQUIRE(locks.back()->try_acquire());
+  }
+  const auto before = client->stats();
+  const auto t0 = std::chrono::steady_clock::now();
+  long transactions = 0;
+  while (std::chrono::steady_clock::now() - t0 < 4s) {
+    REQUIRE(locks[0]->run_guarded([](Transaction&) {}));
+    ++transactions;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto after = client->stats();
+  const auto renewed = after.leases_renewed - before.leases_renewed;
+  // A period is 500 ms: about 2 renewals a second per lease. Allow twice
+  // that and a round's worth more; the old code renewed thousands.
+  const double bound = n * (secs / 0.5 * 2 + 2);
+  INFO(transactions << " guarded transactions, " << renewed << " leases renewed in " << secs << " s; bound " << bound);
+  REQUIRE(transactions > 20);
+  CHECK(static_cast<double>(renewed) <= bound);
+  CHECK(renewed >= static_cast<std::uint64_t>(n));  // the control: the renewer did renew them
+  for (int i = 0; i < n; ++i) {
+    INFO("lease " << i);
+    CHECK(locks[i]->owns());
+  }
+  CHECK(client->stats().leases_lost == 0);
+}
+
+namespace {
+// Heap in use (every arena): what the process holds, not what the
+// allocator keeps free.
+std::size_t heap_in_use() { return mallinfo2().uordblks; }
+
+// What a lock client keeps about names and acquisitions now.
+struct ClientCounts {
+  std::size_t held, places, waiters, listening, names;
+  bool operator==(const ClientCounts&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, const ClientCounts& c) {
+  return os << "{held " << c.held << ", places " << c.places << ", waiters " << c.waiters << ", listening "
+            << c.listening << ", names " << c.names << "}";
+}
+ClientCounts counts_of(const LockClient& client) {
+  const auto s = client.stats();
+  return {s.held_leases, s.queue_places, s.waiters, s.listening, s.names_tracked};
+}
+}  // namespace
+
+TEST_CASE("a lock client keeps nothing of names it no longer holds or waits for: many acquisitions of new names of "
+          "every kind leave its counts and its heap where they were",
+          "[lock-client][memory]") {
+  // Issue 43: a service that locks by order or message id takes a new name
+  // every time, for months. Every kind, and waits that are served, cancelled
+  // or time out, on new names; rows are deleted batch by batch (as cleanup
+  // would) so the database's own page cache does not grow with the table.
+  auto client = LockClient::create(ctx().uri);
+  auto admin = ctx().connect();
+  const std::string prefix = ctx().unique("churnmem");
+  const bool sqlite = ctx().is_sqlite();
+  LeaseOptions o;
+  o.ttl = 30s;  // no renewal falls due during the test: nothing but the churn allocates
+  LeaseOptions fair = o;
+  fair.fair = true;
+  auto wait_until_waiting = [&](std::size_t n) {
+    REQUIRE(eventually([&] { return client->stats().waiters >= n; }, 10s));
+  };
+  using Kind = std::pair<std::string, std::function<void(const std::string&)>>;
+  const std::vector<Kind> kinds = {
+      {"lease", [&](const std::string& n) {
+         LeaseLock l(client, n, o);
+         REQUIRE(l.try_acquire());
+         REQUIRE(l.release());
+       }},
+      {"lease-served-wait", [&](const std::string& n) {
+         LeaseLock h(client, n, o), w(client, n, o);
+         REQUIRE(h.try_acquire());
+         auto f = w.acquire_async(10s);
+         wait_until_waiting(1);
+         REQUIRE(h.release());
+         REQUIRE(f.get());
+         REQUIRE(w.release());
+       }},
+      {"lease-cancelled-wait", [&](const std::string& n) {
+         LeaseLock h(client, n, o), w(client, n, o);
+         REQUIRE(h.try_acquire());
+         auto f = w.acquire_async(10s);
+         wait_until_waiting(1);
+         REQUIRE(w.cancel_acquire());
+         REQUIRE_FALSE(f.get());
+         REQUIRE(h.release());
+       }},
+      {"lease-timed-out-wait", [&](const std::string& n) {
+         LeaseLock h(client, n, o), w(client, n, o);
+         REQUIRE(h.try_acquire());
+         REQUIRE_FALSE(w.acquire(20ms));
+         REQUIRE(h.release());
+       }},
+      {"fair-lease-served-wait", [&](const std::string& n) {
+         LeaseLock h(client, n, fair), w(client, n, fair);
+         REQUIRE(h.try_acquire());
+         auto f = w.acquire_async(10s);
+         wait_until_waiting(1);
+         REQUIRE(h.release());
+         REQUIRE(f.get());
+         REQUIRE(w.release());
+       }},
+      {"semaphore-served-wait", [&](const std::string& n) {
+         Semaphore h(client, n, 1, o), w(client, n, 1, o);
+         REQUIRE(h.try_acquire());
+         auto f = w.acquire_async(1, 10s);
+         wait_until_waiting(1);
+         REQUIRE(h.release());
+         REQUIRE(f.get());
+         REQUIRE(w.release());
+       }},
+      {"semaphore-blocking-wait", [&](const std::string& n) {
+         Semaphore h(client, n, 1, o), w(client, n, 1, o);
+         REQUIRE(h.try_acquire());
+         REQUIRE_FALSE(w.acquire(1, 20ms));  // the caller's thread naps (sync_wait)
+         REQUIRE(h.release());
+       }},
+      {"leader-term", [&](const std::string& n) {
+         // An elector campaigns through the process-wide client of its URI
+         // (not `client`): its terms count in the heap only.
+         LeaderElector e(ctx().uri, n, ElectionOptions{});
+         e.campaign();
+         REQUIRE(eventually([&] { return e.is_leader(); }, 10s));
+         e.resign();
+       }},
+      {"read-write", [&](const std::string& n) {
+         ReadWriteLease r(client, n, o), x(client, n, o);
+         REQUIRE(r.try_acquire(LeaseMode::kShared));
+         auto f = x.acquire_async(LeaseMode::kExclusive, 10s);
+         wait_until_waiting(1);
+         REQUIRE(r.release());
+         REQUIRE(f.get());
+         REQUIRE(x.release());
+       }},
+  };
+  // Names per batch: a wait costs a wake-up (milliseconds), a plain
+  // acquisition a statement.
+  auto batch_of = [](const std::string& kind) { return kind == "lease" ? 100 : 50; };
+  // Cycles per kind after the warm-up: the plain lease the most (the
+  // common case), each waiting kind fewer (a wait costs a wake-up).
+  auto batches_of = [&](const std::string& kind) {
+    if (kind == "lease") return sqlite ? 200 : 30;
+    if (kind == "leader-term") return 1;
+    return sqlite ? 5 : 3;
+  };
+  auto run_batch = [&](const Kind& k, int b) {
+    const std::string p = prefix + "_" + k.first + "_" + std::to_string(b) + "_";
+    for (int i = 0; i < batch_of(k.first); ++i) k.second(p + std::to_string(i));
+    admin::delete_by_prefix(*admin, p);
+  };
+  for (const auto& k : kinds) run_batch(k, -1);  // warm-up: statement caches, listener, threads
+  for (const auto& k : kinds) run_batch(k, -2);
+  const ClientCounts before = counts_of(*client);
+  const std::size_t heap_before = heap_in_use();
+  long cycles = 0;
+  std::ostringstream per_kind;
+  for (const auto& k : kinds) {
+    const std::size_t h0 = heap_in_use();
+    for (int b = 0; b < batches_of(k.first); ++b) run_batch(k, b);
+    cycles += static_cast<long>(batches_of(k.first)) * batch_of(k.first);
+    per_kind << k.first << " " << (static_cast<long>(heap_in_use()) - static_cast<long>(h0)) << " B; ";
+    INFO(k.first);
+    CHECK(counts_of(*client) == before);
+  }
+  INFO("heap growth per kind: " << per_kind.str());
+  const std::size_t heap_after = heap_in_use();
+  const double per = (static_cast<double>(heap_after) - static_cast<double>(heap_before)) / static_cast<double>(cycles);
+  INFO(cycles << " acquisitions of new names: heap " << heap_before << " -> " << heap_after << " (" << per
+              << " B per acquisition); counts " << counts_of(*client) << " (before " << before << ")");
+  CHECK(counts_of(*client) == before);
+  // The bound: what a fixed-size client may still settle into after the
+  // warm-up (allocator per-thread caches, a container's grown capacity),
+  // 48 KB, plus 2 B per acquisition for the allocator's rounding noise
+  // (seen here: -16 KB .. +9 KB per kind, +5 KB .. +13 KB in all). State
+  // kept per name costs 100 B or more per acquisition (a listened channel's
+  // counter was 115 B: 144 KB over SQLite's 1,250 lease waits here; issue
+  // 43 measured 190-610 B), which exceeds it.
+  CHECK(static_cast<double>(heap_after) <=
+        static_cast<double>(heap_before) + 48 * 1024 + 2.0 * static_cast<double>(cycles));
 }

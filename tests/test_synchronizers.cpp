@@ -1006,3 +1006,24 @@ TEST_CASE("an acquire that finds its slot or queue ticket taken by a concurrent 
     if (got) CHECK(holder.release());
   }
 }
+
+TEST_CASE("after a backward step of the database clock a released semaphore permit is free at once (no minimum hold)",
+          "[semaphore][seams]") {
+  // Issue 36 item 5, for holdings: the step is staged by moving the holding's
+  // own times 30 s ahead; its release must not keep it until its
+  // acquisition time.
+  auto client = LockClient::create(ctx().uri);
+  auto admin = ctx().connect();
+  const std::string name = ctx().unique("backstep_sem");
+  LeaseOptions o;
+  o.ttl = 5s;
+  Semaphore a(client, name, 1, o);
+  Semaphore b(client, name, 1, o);
+  REQUIRE(a.try_acquire());
+  admin->execute("UPDATE sqlguard_sync_holder SET expire_at = expire_at + 30000, acquired_at = acquired_at + 30000, "
+                 "renewed_at = renewed_at + 30000, min_release_at = CASE WHEN min_release_at > 0 THEN "
+                 "min_release_at + 30000 ELSE 0 END WHERE name = ?",
+                 {name});
+  REQUIRE(a.release());
+  CHECK(b.try_acquire());
+}

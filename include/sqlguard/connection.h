@@ -281,8 +281,9 @@ class Connection {
   // channels that fired (the lock client's listener). PostgreSQL: LISTENs to
   // each channel from the first call that names it and UNLISTENs those a call
   // no longer names. SQLite: watches the channels' futex words together
-  // (futex_waitv). A channel named for the first time counts wake-ups from
-  // this call on. Must not be called inside a transaction. Other connections:
+  // (futex_waitv) and forgets those a call no longer names. Either way the
+  // connection keeps state only for the channels of the last call. A channel
+  // named for the first time counts wake-ups from this call on. Must not be called inside a transaction. Other connections:
   // asks wait_for_notify() of each channel (kNotSupported where it is).
   virtual std::vector<std::string> wait_for_any_notify(const std::vector<std::string>& channels,
                                                        std::chrono::milliseconds timeout);

@@ -84,6 +84,10 @@ struct LockClientStats {
   std::size_t queue_places = 0;       // fair leases' waiters' queue places the client renews now
   std::size_t waiters = 0;            // asynchronous acquires pending now
   std::size_t listening = 0;          // names the wake-up listener covers now (0 once no one waits)
+  // Names the client keeps any state of now: waiter queues, napping
+  // waiters, listened channels (its cost is a function of what is held and
+  // waited for now: a released name leaves nothing behind).
+  std::size_t names_tracked = 0;
   std::uint64_t renewal_rounds = 0;       // renewal rounds that sent something
   std::uint64_t renewal_statements = 0;   // renewal statements sent (<= 1000 leases each)
   std::uint64_t leases_renewed = 0;

@@ -2,6 +2,9 @@
 -- Lease lock (src/strategies/lease_lock.cpp). Table sqlguard_lock, migrations/mysql/0001_lease_lock.sql.
 -- Every time is the database clock in ms since the Unix epoch; fences come from
 -- the sqlguard_fence_seq sequence (NOCACHE), so they never go back.
+-- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a
+-- renewal never keeps an expiry at the acquisition time, so a backward step of the
+-- database clock does not hold a released lease for the length of the step.
 -- Galera (docs/galera.md): statements that decide ownership read the cluster's latest
 -- state (`SET STATEMENT wsrep_sync_wait = N FOR ...`: 1 = reads, 2 = UPDATE/DELETE,
 -- 4 = INSERT; ignored when wsrep is off), and every statement that must conflict with a
@@ -25,9 +28,9 @@
 -- Galera two take-overs of the row from different nodes conflict at certification, and
 -- the winner's successor has applied it first), whatever the sequence says on this node.
 -- returns: :execrows
--- params: owner, ttl_ms, min_hold_ms, name
+-- params: owner, ttl_ms, min_hold_ms, min_hold_ms, name
 UPDATE sqlguard_lock SET owner = ?, fence = GREATEST(NEXTVAL(sqlguard_fence_seq), fence + 1), expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
-  renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?
+  renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at = CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END
 WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: lease_insert
@@ -38,9 +41,9 @@ WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 -- concurrent creator makes it fail with 1062 = already there. No RETURNING (see lease_take):
 -- lease_read_mine reads the fence.
 -- returns: :execrows
--- params: name, owner, ttl_ms, min_hold_ms
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
+VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END);
 
 -- name: lease_take
 -- The take-over AND the fence read in one round trip (MariaDB has no UPDATE ... RETURNING;
@@ -60,9 +63,9 @@ VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS
 -- autocommit INSERT ... RETURNING that certification aborts can leave the client waiting for
 -- a result that never comes (seen on MariaDB 10.11 under cross-node take-overs).
 -- returns: :one owner, fence, expire_at, acquired_at, db_now_ms, wake_lock
--- params: name, owner, ttl_ms, min_hold_ms, owner, channel, channel
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, owner, channel, channel
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?)
+VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END)
 ON DUPLICATE KEY UPDATE
   owner = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(owner), owner),
   fence = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), GREATEST(VALUES(fence), fence + 1), fence),

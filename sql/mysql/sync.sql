@@ -68,10 +68,13 @@ SELECT NEXTVAL(sqlguard_fence_seq) AS value;
 -- name: sync_hold
 -- A new holding: its own slot, owner token, fence and expiry (ttl from now, not before the
 -- minimum hold ends).
+-- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a
+-- renewal never keeps an expiry at the acquisition time, so a backward step of the
+-- database clock does not hold a released lease for the length of the step.
 -- returns: :execrows
--- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms
+-- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms, min_hold_ms
 INSERT INTO sqlguard_sync_holder (name, slot, mode, permits, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?);
+VALUES (?, ?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END);
 
 -- name: sync_set
 -- The name's last fence, and a waiting writer's intent (read-write lease): intent_ms > 0

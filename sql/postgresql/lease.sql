@@ -2,6 +2,9 @@
 -- Lease lock (src/strategies/lease_lock.cpp). Table sqlguard_lock, migrations/postgresql/0001_lease_lock.sql.
 -- Every time is the database clock in ms since the Unix epoch; fences come from
 -- the sqlguard_fence_seq sequence, so they never go back.
+-- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a
+-- renewal never keeps an expiry at the acquisition time, so a backward step of the
+-- database clock does not hold a released lease for the length of the step.
 
 -- name: lease_acquire
 -- Takes over an EXPIRED row: one statement decides, on the database clock, and draws one
@@ -25,11 +28,11 @@
 -- attempt became the head (only when the row exists: a missing name goes on to lease_insert,
 -- and a session lock taken by an attempt that then fails would outlive it).
 -- returns: :one fence, expire_at, holder_expire_at, db_now_ms, left_queue, joined_queue
--- params: name, owner, ttl_ms, min_hold_ms, name, queue_role, channel, queue_role, channel
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, name, queue_role, channel, queue_role, channel
 WITH seen AS (SELECT expire_at FROM sqlguard_lock WHERE name = ?),
 took AS (
   UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
-    renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?
+    renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = CASE WHEN ?::bigint > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? ELSE 0 END
   WHERE name = (SELECT name FROM sqlguard_lock
                 WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
                 FOR UPDATE SKIP LOCKED)
@@ -44,9 +47,9 @@ FROM (SELECT 1) AS one LEFT JOIN took ON true LEFT JOIN seen ON true;
 -- Creates a name never seen before (only after no row was found); a concurrent creator
 -- wins the primary key and this inserts nothing (no row back).
 -- returns: :one fence, expire_at
--- params: name, owner, ttl_ms, min_hold_ms
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, nextval('sqlguard_fence_seq'), (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?)
+VALUES (?, ?, nextval('sqlguard_fence_seq'), (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, CASE WHEN ?::bigint > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? ELSE 0 END)
 ON CONFLICT (name) DO NOTHING
 RETURNING fence, expire_at;
 

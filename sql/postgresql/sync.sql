@@ -62,10 +62,13 @@ SELECT nextval('sqlguard_fence_seq') AS value;
 -- name: sync_hold
 -- A new holding: its own slot, owner token, fence and expiry (ttl from now, not before the
 -- minimum hold ends).
+-- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a
+-- renewal never keeps an expiry at the acquisition time, so a backward step of the
+-- database clock does not hold a released lease for the length of the step.
 -- returns: :execrows
--- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms
+-- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms, min_hold_ms
 INSERT INTO sqlguard_sync_holder (name, slot, mode, permits, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, ?, ?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?);
+VALUES (?, ?, ?, ?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, CASE WHEN ?::bigint > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? ELSE 0 END);
 
 -- name: sync_set
 -- The name's last fence, and a waiting writer's intent (read-write lease): intent_ms > 0

@@ -2,6 +2,9 @@
 -- Lease lock (src/strategies/lease_lock.cpp). Table sqlguard_lock, migrations/sqlite/0001_lease_lock.sql.
 -- Every time is the database clock in ms since the Unix epoch; fences come from
 -- the sqlguard_fence_seq counter row (kept by triggers), so they never go back.
+-- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a
+-- renewal never keeps an expiry at the acquisition time, so a backward step of the
+-- database clock does not hold a released lease for the length of the step.
 
 -- name: lease_acquire
 -- not needed: read first, then update (lease_precheck, lease_take_expired): SQLite takes the
@@ -14,9 +17,9 @@
 -- decides first and a loser never gets here.
 -- A row comes back only when this call acquired the lease.
 -- returns: :one fence, expire_at
--- params: owner, ttl_ms, min_hold_ms, name
+-- params: owner, ttl_ms, min_hold_ms, min_hold_ms, name
 UPDATE sqlguard_lock SET owner = ?, fence = (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, acquired_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER),
-  renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?
+  renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at = CASE WHEN ? > 0 THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? ELSE 0 END
 WHERE name = ? AND expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 RETURNING fence, expire_at;
 
@@ -24,9 +27,9 @@ RETURNING fence, expire_at;
 -- Creates a name never seen before (only after no row was found); a concurrent creator
 -- wins the primary key and this inserts nothing (no row back).
 -- returns: :one fence, expire_at
--- params: name, owner, ttl_ms, min_hold_ms
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?)
+VALUES (?, ?, (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CASE WHEN ? > 0 THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? ELSE 0 END)
 ON CONFLICT (name) DO NOTHING
 RETURNING fence, expire_at;
 

@@ -63,10 +63,13 @@ UPDATE sqlguard_fence_seq SET value = value + 1 WHERE id = 1 AND value < 9223372
 -- name: sync_hold
 -- A new holding: its own slot, owner token, fence and expiry (ttl from now, not before the
 -- minimum hold ends).
+-- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a
+-- renewal never keeps an expiry at the acquisition time, so a backward step of the
+-- database clock does not hold a released lease for the length of the step.
 -- returns: :execrows
--- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms
+-- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms, min_hold_ms
 INSERT INTO sqlguard_sync_holder (name, slot, mode, permits, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, ?, ?, ?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?);
+VALUES (?, ?, ?, ?, ?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CASE WHEN ? > 0 THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? ELSE 0 END);
 
 -- name: sync_set
 -- The name's last fence, and a waiting writer's intent (read-write lease): intent_ms > 0

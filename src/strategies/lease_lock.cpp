@@ -430,7 +430,18 @@ bool LeaseLock::release() {
     }
     owner = state_->owner;
     fence = state_->fence;
+    // From here on the acquisition belongs to this release: a renewal round
+    // or the watchdog that finds the row gone (this release deleted it,
+    // another process took it a moment later) reports nothing.
+    state_->ending = true;
   }
+  struct EndRelease {  // the release returned or threw: nothing is ending any more
+    detail::LeaseState& st;
+    ~EndRelease() {
+      std::lock_guard<std::mutex> lk(st.mu);
+      st.ending = false;
+    }
+  } end_release{*state_};
   stop_renewing();
   // Kept until the release went through: a release that throws can be
   // called again (or the destructor tries), and must still end the place.
@@ -453,6 +464,11 @@ bool LeaseLock::release() {
   if (waiter_) waiter_->released(conn);
   if (client_) client_->core()->local_release(name());
   if (!ok) {
+    // Not held when the release came: lost before it, reported here once.
+    {
+      std::lock_guard<std::mutex> lk(state_->mu);
+      state_->ending = false;
+    }
     std::string detail;
     LossCause cause = LossCause::kExpired;
     try {
@@ -553,8 +569,29 @@ bool LeaseLock::guarded_once(Connection& conn, const std::string& owner, std::in
     state_->mark_lost(cause, std::move(detail));
     return false;
   }
+  // A lease of the client whose renewal fell due while guarded transactions
+  // kept the renewer out is renewed here, on the row this transaction has
+  // locked already: one statement a period, not one per transaction.
+  detail::ClientCore* core = client_ ? client_->core().get() : nullptr;
+  const bool renew_here = core && lease_->renew && core->renewal_wanted(lease_.get());
+  const auto renew_start = steady_clock::now();
+  if (renew_here && !renew_lease(conn, name(), owner, fence, options_.ttl)) {
+    tx.rollback();
+    std::string detail;
+    auto cause = diagnose(conn, owner, fence, &detail);
+    state_->mark_lost(cause, std::move(detail), &owner, fence);
+    return false;
+  }
   work(tx);
   tx.commit();
+  if (renew_here) {
+    {
+      std::lock_guard<std::mutex> lk(state_->mu);
+      if (state_->owner == owner && state_->fence == fence && !state_->lost)
+        state_->valid_until = renew_start + options_.ttl - margin_;
+    }
+    core->renewed_in_guard(lease_.get());
+  }
   return true;
 }
 

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <string_view>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -257,6 +258,13 @@ class SqliteConnection final : public Connection {
     std::vector<std::string> fired;
     std::vector<struct futex_waitv> waits;
     std::set<std::uint32_t*> words;
+    // A channel this call no longer names is forgotten (PostgreSQL's
+    // UNLISTEN): the listener names only the waited ones, and a counter
+    // kept per channel ever waited on would grow with every new lock name.
+    if (!seen_.empty()) {
+      const std::set<std::string_view> named(channels.begin(), channels.end());
+      for (auto it = seen_.begin(); it != seen_.end();) it = named.count(it->first) ? std::next(it) : seen_.erase(it);
+    }
     for (const auto& ch : channels) {
       std::uint32_t* w = wake_word(ch);
       if (!w) break;

@@ -201,9 +201,14 @@ LockClientStats ClientCore::stats() const {
     s.listening = listening_;
     s.threads += waiter_threads_ ? 2 : 0;
     for (const auto& [name, q] : queues_) s.waiters += q.waits.size();
+    s.names_tracked += queues_.size();
     s.wakeups = wakeups_;
     s.polls = polls_;
     s.attempts = attempts_;
+  }
+  {
+    std::lock_guard<std::mutex> lk(sync_mu_);
+    s.names_tracked += sync_naps_.size();
   }
   s.exhausted = exhausted_;
   return s;

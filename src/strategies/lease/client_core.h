@@ -218,8 +218,16 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
                     std::chrono::milliseconds* holder_remaining, std::int64_t* lease_left_ms);
   // A fair semaphore's waiter acquired: it leaves its place (on `conn`).
   void fair_acquired(Connection& conn, ClientWait* w) noexcept;
-  // A guarded transaction of the lease ended: renew it now if it is due.
+  // A guarded transaction of the lease ended: renew it now if its renewal
+  // fell due while the transaction ran (Renewal::deferred); else nothing.
   void renew_soon(const ClientLease* lease);
+  // Whether the lease's renewal is due or was deferred (its guarded
+  // transaction held the row): a guarded transaction then renews it inside
+  // itself, on the row it has locked already (back-to-back guarded
+  // transactions would otherwise keep the renewer out until the trust
+  // window ends). renewed_in_guard() records that renewal once it commits.
+  bool renewal_wanted(const ClientLease* lease) const;
+  void renewed_in_guard(const ClientLease* lease);
   // The renewer renews the lease while it is held (from now, every period).
   void renew_register(const std::shared_ptr<ClientLease>& lease);
   void renew_unregister(const ClientLease* lease);
@@ -297,6 +305,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     std::int64_t key = 0;
     std::chrono::steady_clock::time_point due;
     std::uint64_t id = 0;
+    // Its renewal fell due while its own guarded transaction held its row:
+    // the end of that transaction renews it (renew_soon), alone with what is
+    // due anyway. Only such a lease: a guarded transaction that ends before
+    // its lease is due changes nothing (one busy lease must not make every
+    // lease of the client due).
+    bool deferred = false;
   };
   mutable std::mutex renew_mu_;
   std::condition_variable renew_cv_;
@@ -312,7 +326,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool renewer_worker_ = false;  // the BoundedCaller worker exists
 
   // Naps of semaphore / read-write lease waiters, per key: generation, nappers.
-  std::mutex sync_mu_;
+  mutable std::mutex sync_mu_;
   std::condition_variable sync_cv_;
   std::map<std::string, std::pair<std::uint64_t, int>> sync_naps_;
 

@@ -42,10 +42,25 @@ void ClientCore::renew_soon(const ClientLease* l) {
   {
     std::lock_guard<std::mutex> lk(renew_mu_);
     auto it = renewals_.find(l);
-    if (it == renewals_.end()) return;
+    if (it == renewals_.end() || !it->second.deferred) return;
     it->second.due = std::min(it->second.due, steady_clock::now());
   }
   renew_cv_.notify_all();
+}
+
+bool ClientCore::renewal_wanted(const ClientLease* l) const {
+  std::lock_guard<std::mutex> lk(renew_mu_);
+  auto it = renewals_.find(l);
+  return it != renewals_.end() && (it->second.deferred || it->second.due <= steady_clock::now());
+}
+
+void ClientCore::renewed_in_guard(const ClientLease* l) {
+  std::lock_guard<std::mutex> lk(renew_mu_);
+  auto it = renewals_.find(l);
+  if (it == renewals_.end()) return;
+  it->second.deferred = false;
+  it->second.due = steady_clock::now() + l->period;
+  ++leases_renewed_;
 }
 
 std::size_t ClientCore::places_registered_locked() const {
@@ -74,7 +89,7 @@ struct Item {
   std::int64_t key;
   std::int64_t known_expire_at;
   steady_clock::time_point valid_until;
-  steady_clock::time_point due;  // by its own schedule (the renewal lag is measured from it)
+  steady_clock::time_point due;  // when it was needed (own schedule or its round's first due lease): the lag counts from it
 };
 
 // What the worker answers for one statement.
@@ -123,6 +138,7 @@ void ClientCore::renewer_loop() {
     return f != renewals_.end() && f->second.id == it.id ? &f->second : nullptr;
   };
   for (;;) {
+    auto trigger_due = steady_clock::time_point::max();  // the round's first due lease
     std::vector<Item> items;
     std::vector<std::size_t> chunk_ends;  // where each statement's leases end in `items`
     std::vector<std::shared_ptr<ClientLease>> blocked;  // guarded past their trust window
@@ -146,14 +162,25 @@ void ClientCore::renewer_loop() {
       // 1000 per period, not one per acquisition time (Redisson's one timer).
       // A lease with a much longer period joins only within a quarter of its
       // own, so a 3 s lease's rounds do not renew a 30 s lease every second.
+      // A round started only by leases whose guarded transactions delayed
+      // them (deferred) renews them and what falls due within a quarter
+      // period, not the whole group: they rejoin the group's next round.
       const auto now = steady_clock::now();
       milliseconds round_period = milliseconds::max();
+      bool on_schedule = false;
+      trigger_due = steady_clock::time_point::max();
       for (const auto& [k, r] : renewals_)
-        if (r.due <= now) round_period = std::min(round_period, r.lease->period);
+        if (r.due <= now) {
+          trigger_due = std::min(trigger_due, r.due);
+          if (r.deferred) continue;
+          on_schedule = true;
+          round_period = std::min(round_period, r.lease->period);
+        }
       for (auto it = renewals_.begin(); it != renewals_.end();) {
         auto& r = it->second;
         const milliseconds p = r.lease->period;
-        const bool joins = r.due <= now || r.due <= now + p / 4 || (p / 2 <= round_period && r.due <= now + p);
+        const bool joins =
+            r.due <= now || r.due <= now + p / 4 || (on_schedule && p / 2 <= round_period && r.due <= now + p);
         if (!joins) {
           ++it;
           continue;
@@ -174,14 +201,21 @@ void ClientCore::renewer_loop() {
             it = renewals_.erase(it);
             continue;
           }
+          if (r.due <= now) r.deferred = true;
           r.due = now + std::clamp<milliseconds>(r.lease->period / 4, milliseconds(10), milliseconds(1000));
           ++it;
           continue;
         }
         // Its own schedule, for the lag: a period after the request of its
         // last renewal (or acquisition), which its trust window started at.
+        // The renewal lag counts from when it was needed: its own schedule,
+        // or the round's first due lease when that was earlier (a lease
+        // renewed early with a round that starts late is late too, so a
+        // saturated renewer, whose rounds start behind their due leases,
+        // shows in the lag).
         const auto own_due = st.valid_until - (r.lease->options.ttl - r.lease->margin) + r.lease->period;
-        items.push_back(Item{r.lease, r.id, st.owner, r.fence, r.key, st.expire_at, st.valid_until, own_due});
+        items.push_back(
+            Item{r.lease, r.id, st.owner, r.fence, r.key, st.expire_at, st.valid_until, std::min(own_due, trigger_due)});
         ++it;
       }
     }
@@ -294,7 +328,10 @@ void ClientCore::renewer_loop() {
               if (st.owner == it.owner && st.fence == it.fence && !st.lost)
                 st.valid_until = start + it.lease->options.ttl - it.lease->margin;
             }
-            if (r) r->due = round_start + it.lease->period;
+            if (r) {
+              r->due = round_start + it.lease->period;
+              r->deferred = false;
+            }
           } else {
             lost.emplace_back(i, std::move(res->causes[i - begin]));
           }
@@ -334,8 +371,16 @@ void ClientCore::renewer_loop() {
       // Only the registration this statement was for: the handle may have
       // released and acquired again meanwhile (a new registration, a new
       // fence), which this result says nothing about.
-      for (auto& [i, cause] : lost)
-        if (registration(items[i])) renewals_.erase(items[i].lease.get());
+      // A result for a registration that is gone (the handle released or
+      // is releasing it: release() unregisters before it sends anything)
+      // says nothing about a lease still held: it is dropped, not reported.
+      lost.erase(std::remove_if(lost.begin(), lost.end(),
+                                [&](const auto& l) {
+                                  if (!registration(items[l.first])) return true;
+                                  renewals_.erase(items[l.first].lease.get());
+                                  return false;
+                                }),
+                 lost.end());
       // on_lost runs outside the renewer's mutex (it may call into the client).
       lk.unlock();
       std::size_t reported = 0;

@@ -128,7 +128,7 @@ bool LeaseState::mark_lost(LossCause cause, std::string detail, const std::strin
   LeaseLoss out;
   {
     std::lock_guard<std::mutex> lk(mu);
-    if (lost || hold == 0) return false;
+    if (lost || hold == 0 || ending) return false;
     if (of_owner && (owner != *of_owner || fence != of_fence)) return false;
     lost = true;
     auto left = std::chrono::duration_cast<milliseconds>(valid_until - std::chrono::steady_clock::now());

@@ -26,6 +26,11 @@ struct LeaseState {
   std::int64_t expire_at = 0;  // DB clock, of the acquisition
   std::chrono::steady_clock::time_point valid_until{};
   bool lost = false;
+  // A release() of the acquisition is under way: it ends the acquisition
+  // before anything else can report on it (the renewer's or the watchdog's
+  // result for a lease the handle is releasing says nothing about a lease
+  // the handle still holds). Cleared when the release returns or throws.
+  bool ending = false;
   std::unique_ptr<LeaseLoss> loss;  // the last one (allocated only when a loss happens)
   bool stop = false;  // the watchdog stops
   std::function<void(const LeaseLoss&)> on_lost;
@@ -33,9 +38,10 @@ struct LeaseState {
   std::optional<LeaseLoss> last_loss_locked() const { return loss ? std::optional<LeaseLoss>(*loss) : std::nullopt; }
   bool valid_locked() const { return hold > 0 && !lost && std::chrono::steady_clock::now() < valid_until; }
   // Records the loss of the held lease once, counts it, logs it and calls
-  // on_lost (outside the mutex). Nothing when not held or already lost, or
-  // (`owner` given) when the held lease is another acquisition than (owner,
-  // fence). True if this call recorded the loss.
+  // on_lost (outside the mutex). Nothing when not held, already lost or
+  // being released (`ending`), or (`owner` given) when the held lease is
+  // another acquisition than (owner, fence). True if this call recorded the
+  // loss.
   bool mark_lost(LossCause cause, std::string detail, const std::string* owner = nullptr, std::int64_t fence = 0);
 };
 

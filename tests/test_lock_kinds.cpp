@@ -17,6 +17,7 @@
 
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
+#include "sqlguard/migrate.h"
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/semaphore.h"
 #include "test_context.h"
@@ -266,4 +267,27 @@ TEST_CASE("a semaphore asked with another count than its own is refused naming b
   CHECK(code_of([&] { resize(*conn, lease_name, 2); }, &what) == ErrorCode::kInvalidArgument);
   CHECK(has(what, "is a lease; asked as a semaphore"));
   CHECK(code_of([&] { resize(*conn, fresh, 0); }) == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("migration 0008 reserves the names of semaphores and read-write leases made before it, so a lease of them "
+          "is refused",
+          "[lock-kinds][migrate]") {
+  auto conn = make_connection(ctx().fresh_database());
+  std::vector<Migration> before;
+  for (auto& m : embedded_migrations(ctx().kind))
+    if (m.version < 8) before.push_back(m);
+  migrate(*conn, before);
+  const Params sem{std::string("old-sem"), std::string("semaphore"), std::int64_t{2}};
+  const Params rw{std::string("old-rw"), std::string("rw"), std::int64_t{0}};
+  for (const auto& p : {sem, rw}) {
+    // As sync_open wrote them before 0008.
+    conn->execute("INSERT INTO sqlguard_sync (name, kind, permits) VALUES (?, ?, ?)", p);
+  }
+  migrate(*conn);
+  for (const std::string name : {"old-sem", "old-rw"}) {
+    INFO(name);
+    std::string what;
+    CHECK(code_of([&] { acquire_lease(*conn, name, "someone", 5s); }, &what) == ErrorCode::kInvalidArgument);
+    CHECK(has(what, "asked as a lease"));
+  }
 }

@@ -141,8 +141,8 @@ TEST_CASE("a name held as one kind of lock is refused as every other kind at onc
     }
 }
 
-TEST_CASE("a lease or leader election of a semaphore's name is refused at once, also by the free functions and a "
-          "waiting acquire",
+TEST_CASE("a lease of a semaphore's name is refused at once, by the free function and by a waiting acquire, plain "
+          "or fair; the name's reservation is neither listed nor force-released",
           "[lock-kinds]") {
   auto client = LockClient::create(ctx().uri);
   const std::string name = ctx().unique("kindsem");

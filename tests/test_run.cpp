@@ -669,3 +669,122 @@ TEST_CASE("run --fair serves waiting runs in arrival order", "[run-sync]") {
   for (const auto& i : v) order.push_back(i.tag);
   CHECK(order == std::vector<std::string>{"a", "w0", "w1", "w2", "w3"});
 }
+
+// ---- a name is one lock (issue 36) ---------------------------------------------------
+
+namespace {
+
+// `run` held with `flags` on `name` until `release` exists (its CMD creates
+// `started` first).
+struct HeldRun {
+  pid_t pid = -1;
+  HeldRun(const std::string& name, std::vector<std::string> flags, const TempDir& dir, const std::string& tag) {
+    const std::string started = dir.file(tag + ".started"), release = dir.file(tag + ".release");
+    pid = sgtest::spawn(run_argv(name, std::move(flags),
+                                 "touch " + started + "; while [ ! -e " + release + " ]; do sleep 0.02; done"));
+    auto until = Clock::now() + 15s;
+    while (!std::filesystem::exists(started) && Clock::now() < until) std::this_thread::sleep_for(10ms);
+    REQUIRE(std::filesystem::exists(started));
+    release_file = release;
+  }
+  int finish() {
+    std::ofstream(release_file).put('x');
+    return sgtest::wait_pid(pid);
+  }
+  std::string release_file;
+};
+
+// `run --json` of `name` with `flags` and --wait 0s; CMD touches `marker`.
+// Returns (exit code, the error's message or "").
+std::pair<int, std::string> try_run(const std::string& name, std::vector<std::string> flags,
+                                    const std::string& marker) {
+  flags.insert(flags.end(), {"--wait", "0s"});
+  auto argv = run_argv(name, std::move(flags), "touch " + marker);
+  argv.insert(argv.begin() + 1, "--json");
+  std::string out;
+  const int rc = sgtest::run_process(argv, &out);
+  std::string message;
+  for (std::size_t at = 0, nl; at < out.size(); at = nl + 1) {
+    nl = out.find('\n', at);
+    if (nl == std::string::npos) nl = out.size();
+    auto j = nlohmann::json::parse(out.substr(at, nl - at), nullptr, false);
+    if (j.is_object() && j.contains("error")) message = j["error"].value("message", "");
+  }
+  return {rc, message};
+}
+
+}  // namespace
+
+TEST_CASE("run of a name held as another kind of lock never runs its CMD: it exits 1 naming both kinds",
+          "[run-sync][lock-kinds]") {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> held, asked;
+    std::string is, as;
+  };
+  const std::vector<Case> cases = {
+      {{}, {"--permits", "1"}, "is a lease", "asked as a semaphore"},
+      {{}, {"--exclusive"}, "is a lease", "asked as a read-write lease"},
+      {{}, {"--shared"}, "is a lease", "asked as a read-write lease"},
+      {{"--permits", "1"}, {}, "is a semaphore of 1 permits", "asked as a lease"},
+      {{"--exclusive"}, {}, "is a read-write lease", "asked as a lease"},
+      {{"--fair"}, {"--permits", "1"}, "is a lease", "asked as a semaphore"},
+      {{"--fair"}, {"--exclusive"}, "is a lease", "asked as a read-write lease"},
+      {{"--permits", "1"}, {"--fair"}, "is a semaphore of 1 permits", "asked as a fair lease"},
+      {{"--shared"}, {"--permits", "2"}, "is a read-write lease", "asked as a semaphore"},
+  };
+  int i = 0;
+  for (const auto& c : cases) {
+    const std::string name = ctx().unique("runkind" + std::to_string(i)), marker = dir.file("ran" + std::to_string(i));
+    ++i;
+    INFO("held with '" << (c.held.empty() ? "" : c.held[0]) << "', asked with '" << (c.asked.empty() ? "" : c.asked[0])
+                       << "'");
+    HeldRun held(name, c.held, dir, "h" + std::to_string(i));
+    auto [rc, message] = try_run(name, c.asked, marker);
+    CHECK(rc == 1);
+    CHECK_FALSE(std::filesystem::exists(marker));
+    INFO(message);
+    CHECK(message.find(c.is) != std::string::npos);
+    CHECK(message.find(c.as) != std::string::npos);
+    CHECK(held.finish() == 0);
+    // Released, the name keeps its kind: refused again, not run.
+    CHECK(try_run(name, c.asked, marker).first == 1);
+    CHECK_FALSE(std::filesystem::exists(marker));
+  }
+  // The same kind with --wait 0s while held: exit 75 (the control: the CMD
+  // above did not run because of the kind, not because of the wait).
+  const std::string name = ctx().unique("runkind_same");
+  HeldRun held(name, {}, dir, "same");
+  CHECK(try_run(name, {"--fair"}, dir.file("same_ran")).first == 75);  // a fair and a plain lease exclude each other
+  CHECK(held.finish() == 0);
+  CHECK(try_run(name, {"--fair"}, dir.file("same_ran")).first == 0);
+  CHECK(std::filesystem::exists(dir.file("same_ran")));
+}
+
+TEST_CASE("run --permits N on a semaphore of another count exits 1 naming both counts; lock resize changes the count",
+          "[run-sync][lock-kinds]") {
+  TempDir dir;
+  const std::string name = ctx().unique("runresize");
+  REQUIRE(sgtest::run_process(run_argv(name, {"--permits", "3"}, "true")) == 0);
+  auto [rc, message] = try_run(name, {"--permits", "1"}, dir.file("one"));
+  CHECK(rc == 1);
+  CHECK_FALSE(std::filesystem::exists(dir.file("one")));
+  INFO(message);
+  CHECK(message.find("has 3 permits; asked with 1") != std::string::npos);
+  CHECK(message.find("sqlguard lock resize " + name + " --permits 1") != std::string::npos);
+  std::string out;
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "--json", "lock", "resize", name, "--permits", "1"},
+                            &out) == 0);
+  auto j = nlohmann::json::parse(out);
+  CHECK(j["permits"] == 1);
+  CHECK(j["previous_permits"] == 3);
+  CHECK(try_run(name, {"--permits", "1"}, dir.file("one")).first == 0);
+  CHECK(std::filesystem::exists(dir.file("one")));
+  CHECK(try_run(name, {"--permits", "3"}, dir.file("three")).first == 1);  // 3 is no longer its count
+  CHECK_FALSE(std::filesystem::exists(dir.file("three")));
+  // A lease's name cannot be resized into a semaphore; a bad count is a bad command line.
+  const std::string lease = ctx().unique("runresizelease");
+  REQUIRE(sgtest::run_process(run_argv(lease, {}, "true")) == 0);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "lock", "resize", lease, "--permits", "2"}) == 1);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "lock", "resize", name, "--permits", "0"}) == 2);
+}

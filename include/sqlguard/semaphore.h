@@ -24,10 +24,17 @@
 //    (owns(): request start + ttl - safety margin, as for LeaseLock).
 //  * A dead holder's permits come back when its holding expires (ttl after
 //    its last renewal).
-//  * The permit count can change at runtime (set_permits): a smaller count
-//    lets holders above it keep their permits; nobody new gets one until
-//    the permits held fall below it ("shrinking waits for holders to leave").
-//    The count given to the constructor is used only when the name is new.
+//  * The permit count is the name's, stored by its first use: a handle
+//    asks with its own count, and one that differs from the stored count is
+//    refused at its acquire (kInvalidArgument naming both counts), never
+//    silently ignored. The count changes explicitly, for every user of the
+//    name: set_permits, resize_semaphore() or `sqlguard lock resize NAME
+//    --permits N`. A smaller count lets holders above it keep their permits;
+//    nobody new gets one until the permits held fall below it.
+//  * A name is one lock (synchronizers.md): a name used as a semaphore is
+//    refused as a lease, a fair lease or a read-write lease, and a name used
+//    as one of those is refused as a semaphore (kInvalidArgument naming both
+//    kinds, at once, held or not), as long as the name's rows exist.
 //  * A lost holding (expired, force-deleted, unreachable past its trust
 //    window) fires options.on_lost once, on the client's renewal thread.
 //
@@ -78,6 +85,15 @@ struct SynchronizerInfo {
 };
 SynchronizerInfo synchronizer_info(Connection& conn, const std::string& name);
 
+// Changes the permit count of semaphore `name` (1 .. 1,000,000) for every
+// user of the name, creating it with that count when it is new (operators:
+// `sqlguard lock resize NAME --permits N`). Returns the count before (0: the
+// name was new). Throws kInvalidArgument when the name is a lock of another
+// kind (a lease, a fair lease, a read-write lease). Holders above a smaller
+// count keep their permits; nobody new gets one until the permits held fall
+// below it.
+std::int64_t resize_semaphore(Connection& conn, const std::string& name, std::int64_t permits);
+
 // One live holding of a semaphore or read-write lease (operators, `sqlguard
 // lock list`).
 struct HoldingInfo {
@@ -99,8 +115,10 @@ class Semaphore {
   // A handle of `client`: no connection or thread of its own. `permits`
   // (1 .. 1,000,000) is the count when the name is new. options: as for
   // LeaseLock (ttl, renew_period, safety_margin, min_hold, wait, backoff,
-  // owner, on_lost, fair, place_ttl); watchdog_connection is refused. Every
-  // handle of a fair semaphore's name must be fair.
+  // owner, on_lost, fair, place_ttl); watchdog_connection is refused. Fair
+  // and non-fair handles of one name share its permits (never more than the
+  // count is held); a non-fair handle is not queued, so it may take permits
+  // ahead of fair waiters (as a fair java.util.concurrent lock's tryLock()).
   // Watchdog::kOn: the client renews the holding while it is held; kOff: it
   // runs out ttl after its acquire.
   Semaphore(std::shared_ptr<LockClient> client, std::string name, std::int64_t permits, LeaseOptions options = {},
@@ -150,7 +168,8 @@ class Semaphore {
   // The permit count and how many are held now (one round trip).
   SynchronizerInfo info();
   // Changes the permit count (1 .. 1,000,000) at runtime, for every handle of
-  // the name.
+  // the name (resize_semaphore); this handle asks with the new count from now
+  // on, other handles that still ask with the old one are refused.
   void set_permits(std::int64_t permits);
 
  private:

@@ -186,23 +186,28 @@ WHERE l.name = ? AND l.owner = ? AND l.fence = ? AND l.expire_at > CAST(UNIX_TIM
 -- not needed: lease_release_fair does not change how its commit is flushed (server-wide on MariaDB)
 
 -- name: lease_force_release
+-- Never a name a semaphore or read-write lease reserved (owner '': sync_reserve_name).
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
 -- Causal on Galera (wsrep_sync_wait = 2): ends a lease just taken on another node too.
 -- returns: :execrows
 -- params: name
-SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND owner <> '' AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: lease_list_held
+-- Leases only: a name a semaphore or read-write lease reserved (owner '', sync_reserve_name)
+-- is listed with its holdings (sync_list_held).
 -- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
-FROM sqlguard_lock WHERE expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) ORDER BY name;
+FROM sqlguard_lock WHERE owner <> '' AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) ORDER BY name;
 
 -- name: lease_list_all
+-- Leases only: a name a semaphore or read-write lease reserved (owner '', sync_reserve_name)
+-- is listed with its holdings (sync_list_held).
 -- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
-FROM sqlguard_lock ORDER BY name;
+FROM sqlguard_lock WHERE owner <> '' ORDER BY name;
 
 -- name: lease_guard_check
 -- Re-verifies the lease inside a guarded transaction (1 row affected = still held) and

@@ -24,9 +24,26 @@ ON DUPLICATE KEY UPDATE version = version + 1;
 
 -- name: sync_state
 -- The name's row as sync_open left it (this transaction holds it), and the database clock.
--- returns: :one kind, permits, fence, writer_until, version, db_now_ms
+-- lease_owner: the owner of the name's sqlguard_lock row: '' = the row sync_reserve_name
+-- wrote for this name, NULL = none yet, any other value = the name is a lease.
+-- returns: :one kind, permits, fence, writer_until, version, db_now_ms, lease_owner
 -- params: name
-SELECT kind, permits, fence, writer_until, version, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms FROM sqlguard_sync WHERE name = ?;
+SELECT s.kind, s.permits, s.fence, s.writer_until, s.version, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms,
+  (SELECT l.owner FROM sqlguard_lock l WHERE l.name = s.name) AS lease_owner
+FROM sqlguard_sync s WHERE s.name = ?;
+
+-- name: sync_reserve_name
+-- A name is one lock: a semaphore or read-write lease reserves its name in sqlguard_lock with
+-- a row no lease can take (owner '', never expires: expire_at = 2^63 - 1), written in the
+-- acquire transaction when sync_state found no lease row. A lease acquire of the name then
+-- finds it held for ever and refuses, naming the kind; two first uses of a name as a lease
+-- and as a semaphore at once both insert the row's primary key, so one of them waits for the
+-- other and finds its row (the plain lease acquire pays nothing for this). 0 rows = a row
+-- was there first: sync_state then says whose.
+-- returns: :execrows
+-- params: name
+INSERT IGNORE INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
+VALUES (?, '', 0, 9223372036854775807, 0, 0, 0);
 
 -- name: sync_peek
 -- A plain read (no lock, no write) that decides a busy attempt without the acquire

@@ -199,26 +199,31 @@ SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 
 FROM released r CROSS JOIN next_place n;
 
 -- name: lease_force_release
+-- Never a name a semaphore or read-write lease reserved (owner '': sync_reserve_name).
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold);
 -- wakes waiters like lease_release. 1 row = ended.
 -- returns: :execrows
 -- params: name
 WITH ended AS (
-  UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND owner <> '' AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM ended;
 
 -- name: lease_list_held
+-- Leases only: a name a semaphore or read-write lease reserved (owner '', sync_reserve_name)
+-- is listed with its holdings (sync_list_held).
 -- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
-FROM sqlguard_lock WHERE expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ORDER BY name;
+FROM sqlguard_lock WHERE owner <> '' AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ORDER BY name;
 
 -- name: lease_list_all
+-- Leases only: a name a semaphore or read-write lease reserved (owner '', sync_reserve_name)
+-- is listed with its holdings (sync_list_held).
 -- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
-FROM sqlguard_lock ORDER BY name;
+FROM sqlguard_lock WHERE owner <> '' ORDER BY name;
 
 -- name: lease_guard_check
 -- Re-verifies the lease inside a guarded transaction and row-locks it until commit, so

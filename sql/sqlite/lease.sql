@@ -129,24 +129,29 @@ RETURNING sqlguard_wake(?);
 -- not needed: as lease_release_fair
 
 -- name: lease_force_release
+-- Never a name a semaphore or read-write lease reserved (owner '': sync_reserve_name).
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
 -- Wakes a waiter like lease_release. 1 row = ended.
 -- returns: :execrows
 -- params: name, channel
-UPDATE sqlguard_lock SET expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+UPDATE sqlguard_lock SET expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND owner <> '' AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 RETURNING sqlguard_wake(?);
 
 -- name: lease_list_held
+-- Leases only: a name a semaphore or read-write lease reserved (owner '', sync_reserve_name)
+-- is listed with its holdings (sync_list_held).
 -- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
-FROM sqlguard_lock WHERE expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ORDER BY name;
+FROM sqlguard_lock WHERE owner <> '' AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ORDER BY name;
 
 -- name: lease_list_all
+-- Leases only: a name a semaphore or read-write lease reserved (owner '', sync_reserve_name)
+-- is listed with its holdings (sync_list_held).
 -- returns: :many name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
 -- params: 
 SELECT name, owner, fence, expire_at, acquired_at, renewed_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
-FROM sqlguard_lock ORDER BY name;
+FROM sqlguard_lock WHERE owner <> '' ORDER BY name;
 
 -- name: lease_guard_check
 -- Re-verifies the lease inside a guarded transaction; BEGIN IMMEDIATE already holds the

@@ -41,6 +41,12 @@ SynchronizerInfo synchronizer_info(Connection& conn, const std::string& name) {
   return to_info(detail::sync_status(conn, name));
 }
 
+std::int64_t resize_semaphore(Connection& conn, const std::string& name, std::int64_t permits) {
+  validate_name(name, "name");
+  check_permits(permits, "permits");
+  return detail::sync_set_permits(conn, name, permits);
+}
+
 std::vector<HoldingInfo> list_holdings(Connection& conn) {
   using detail::Sql;
   using detail::cell;

@@ -265,15 +265,40 @@ void add_lock_list(CLI::App* lock) {
   });
 }
 
+void add_lock_resize(CLI::App* lock) {
+  struct Opts {
+    std::string name;
+    std::int64_t permits = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lock->add_subcommand(
+      "resize", "Change the permit count of the semaphore NAME for every user of it (`run --permits` asks with it)");
+  cmd->add_option("NAME", o->name)->required();
+  cmd->add_option("--permits", o->permits, "The new count, 1..1000000")->required()->check(CLI::Range(1, 1000000));
+  cmd->callback([o] {
+    check_name_arg("NAME", o->name);
+    auto conn = open_db();
+    const std::int64_t before = resize_semaphore(*conn, o->name, o->permits);
+    if (global().json) {
+      print_json({{"name", o->name}, {"kind", "semaphore"}, {"permits", o->permits}, {"previous_permits", before}});
+    } else if (before == 0) {
+      std::cout << "semaphore '" << terminal_safe(o->name) << "' created with " << o->permits << " permits\n";
+    } else {
+      std::cout << "semaphore '" << terminal_safe(o->name) << "': " << before << " -> " << o->permits << " permits\n";
+    }
+  });
+}
+
 }  // namespace
 
 void add_lock(CLI::App& app) {
-  auto* lock = app.add_subcommand("lock", "Lease locks: acquire, renew, release, list");
+  auto* lock = app.add_subcommand("lock", "Lease locks: acquire, renew, release, list; resize a semaphore");
   lock->require_subcommand(1);
   add_lock_acquire(lock);
   add_lock_renew(lock);
   add_lock_release(lock);
   add_lock_list(lock);
+  add_lock_resize(lock);
 }
 
 void add_run(CLI::App& app) {

@@ -15,7 +15,7 @@ std::optional<AcquireResult> precheck(Connection& conn, const LeaseRequest& req,
   auto pre = run(conn, Sql::lease_precheck, {req.name});
   missing = pre.rows.empty();
   if (!missing && cell(pre.rows[0], kHeld).as_int() == 1)
-    return busy(req.owner, cell(pre.rows[0], kExpireAt).as_int() - cell(pre.rows[0], kNow).as_int());
+    return busy_until(conn, req, cell(pre.rows[0], kExpireAt).as_int(), cell(pre.rows[0], kNow).as_int());
   return std::nullopt;
 }
 

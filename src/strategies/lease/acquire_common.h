@@ -28,6 +28,15 @@ inline AcquireResult acquired(const std::string& owner, std::int64_t fence, std:
   return out;
 }
 
+// The busy answer when the lease is held until `holder_expire_at` (database
+// clock, `now`); refuses a name a semaphore or read-write lease reserved (a
+// name is one lock: refuse_if_reserved, kInvalidArgument naming both kinds).
+inline AcquireResult busy_until(Connection& conn, const LeaseRequest& req, std::int64_t holder_expire_at,
+                                std::int64_t now) {
+  refuse_if_reserved(conn, req.name, holder_expire_at, "lease");
+  return busy(req.owner, holder_expire_at - now);
+}
+
 // A row of a statement that returns (fence, expire_at) of the lease it took.
 template <Sql Id>
 AcquireResult acquired_row(const std::string& owner, const Row& row) {

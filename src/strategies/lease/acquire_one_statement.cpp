@@ -32,8 +32,15 @@ class OneStatementTakeover final : public AcquirePlan {
       (took ? seat->left : seat->joined) = !yes.is_null() && yes.as_int() == 1;
     }
     if (took) return acquired_row<Sql::lease_acquire>(req.owner, row);
-    if (!cell(row, kHolderExpireAt).is_null())
-      return busy(req.owner, cell(row, kHolderExpireAt).as_int() - cell(row, kNow).as_int());
+    if (!cell(row, kHolderExpireAt).is_null()) {
+      const std::int64_t until = cell(row, kHolderExpireAt).as_int();
+      if (until == kReservedExpireAt && seat && seat->joined) {
+        // Refused below: leave the waiter queue's head place it just took.
+        seat->joined = false;
+        run(conn, Sql::lease_queue_leave, {*seat->channel});
+      }
+      return busy_until(conn, req, until, cell(row, kNow).as_int());
+    }
     auto ins = try_insert(conn, Sql::lease_insert, {req.name, req.owner, req.ttl.count(), req.min_hold.count()});
     if (!ins) return busy(req.owner, 0);  // someone created it first
     return acquired_row<Sql::lease_insert>(req.owner, ins->rows[0]);

@@ -28,7 +28,7 @@ class ReadThenUpsertReturning final : public AcquirePlan {
     const Row& row = r.rows[0];
     // Ours only if this statement took it (another contender may have just now).
     if (cell(row, kOwner).as_string() != req.owner || cell(row, kAcquiredAt).as_int() != cell(row, kNow).as_int())
-      return busy(req.owner, cell(row, kExpireAt).as_int() - cell(row, kNow).as_int());
+      return busy_until(conn, req, cell(row, kExpireAt).as_int(), cell(row, kNow).as_int());
     // The wake-up lock was busy: the previous holder has not freed it yet, or
     // a woken waiter is finding out that it lost. Both let go within a round
     // trip or two; wait that long for it so later waiters block on it

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "core/catalog.h"
 #include "core/metric_hooks.h"
@@ -22,6 +23,7 @@ namespace {
 struct Head {
   std::string kind;
   std::int64_t permits = 0, fence = 0, writer_until = 0, version = 0, now = 0;
+  std::optional<std::string> lease_owner;  // the name's sqlguard_lock row ('' = reserved by a synchronizer)
 };
 
 Head read_head(Connection& conn, const std::string& name) {
@@ -35,21 +37,47 @@ Head read_head(Connection& conn, const std::string& name) {
   static constexpr auto kWriter = column(Sql::sync_state, "writer_until");
   static constexpr auto kVersion = column(Sql::sync_state, "version");
   static constexpr auto kNow = column(Sql::sync_state, "db_now_ms");
+  static constexpr auto kLeaseOwner = column(Sql::sync_state, "lease_owner");
   const auto& row = r.rows.front();
-  return Head{cell(row, kKind).as_string(), cell(row, kPermits).as_int(), cell(row, kFence).as_int(),
-              cell(row, kWriter).as_int(),  cell(row, kVersion).as_int(), cell(row, kNow).as_int()};
+  Head h{cell(row, kKind).as_string(), cell(row, kPermits).as_int(), cell(row, kFence).as_int(),
+         cell(row, kWriter).as_int(),  cell(row, kVersion).as_int(), cell(row, kNow).as_int(), std::nullopt};
+  if (!cell(row, kLeaseOwner).is_null()) h.lease_owner = cell(row, kLeaseOwner).as_string();
+  return h;
 }
 
 void check_kind(const Head& h, const std::string& name, std::string_view kind) {
-  if (h.kind == kind) return;
-  auto what = [](std::string_view k) -> std::string {
-    if (k == "semaphore") return "a semaphore";
-    if (k == "rw") return "a read-write lease";
-    if (k == "fair") return "a fair lease's queue";
-    return "'" + std::string(k) + "'";
-  };
-  throw Error(ErrorCode::kInvalidArgument, "'" + printable(name, 64) + "' is " + what(h.kind) + ", not " + what(kind) +
-                                               ": one name is one kind of lock (use another name)");
+  if (h.kind != kind) throw kind_clash(name, h.kind, h.permits, kind);
+}
+
+// A semaphore handle asks with its own count (`asked`; 0 = a read-write lease
+// or a fair lease: no count): one that differs from the name's is refused, so
+// a count changed in one place is never silently ignored in another.
+void check_permits(std::int64_t stored, const std::string& name, std::string_view kind, std::int64_t asked) {
+  if (kind != "semaphore" || asked <= 0 || asked == stored) return;
+  const std::string n = printable(name, 64);
+  throw Error(ErrorCode::kInvalidArgument,
+              "semaphore '" + n + "' has " + std::to_string(stored) + " permits; asked with " + std::to_string(asked) +
+                  ": ask with " + std::to_string(stored) + ", or change its count for every user of the name "
+                  "(Semaphore::set_permits, or `sqlguard lock resize " + n + " --permits " + std::to_string(asked) + "`)");
+}
+
+// A semaphore or read-write lease (not a fair lease's queue: its lease row is
+// the fair lease's own) reserves its name in sqlguard_lock inside the acquire
+// transaction, after sync_open: a lease row of the name refuses it. Two first
+// uses at once insert one primary key: the later one waits for the earlier
+// and finds its row.
+void reserve_name(Connection& conn, const Head& h, const std::string& name, std::string_view kind) {
+  if (kind == "fair") return;
+  if (h.lease_owner) {
+    if (h.lease_owner->empty()) return;
+    throw kind_clash(name, "lease", 0, kind);
+  }
+  if (run(conn, Sql::sync_reserve_name, {name}).affected == 1) return;
+  auto info = run(conn, Sql::lease_info, {name});
+  if (info.rows.empty())
+    throw Error(ErrorCode::kConflict, "'" + printable(name, 64) + "': its lease row came and went while reserving it");
+  if (!cell(info.rows.front(), column(Sql::lease_info, "owner")).as_string().empty())
+    throw kind_clash(name, "lease", 0, kind);
 }
 
 struct Live {
@@ -90,6 +118,32 @@ std::int64_t draw_fence(Connection& conn, const Head& h) {
 
 }  // namespace
 
+Error kind_clash(const std::string& name, std::string_view stored, std::int64_t permits, std::string_view asked) {
+  auto what = [](std::string_view k) -> std::string {
+    if (k == "lease") return "a lease";
+    if (k == "fair") return "a fair lease";
+    if (k == "semaphore") return "a semaphore";
+    if (k == "rw") return "a read-write lease";
+    if (k == "reserved") return "a semaphore or read-write lease";
+    return "a lock of kind '" + printable(k, 32) + "'";
+  };
+  std::string is = what(stored);
+  if (stored == "semaphore" && permits > 0) is += " of " + std::to_string(permits) + " permits";
+  return Error(ErrorCode::kInvalidArgument,
+               "'" + printable(name, 64) + "' is " + is + "; asked as " + what(asked) +
+                   ": a name is one lock, of one kind while its rows exist (use another name for " + what(asked) + ")");
+}
+
+void refuse_if_reserved(Connection& conn, const std::string& name, std::int64_t holder_expire_at,
+                        std::string_view asked) {
+  if (holder_expire_at != kReservedExpireAt) return;
+  auto r = run(conn, Sql::sync_state, {name});
+  if (r.rows.empty()) throw kind_clash(name, "reserved", 0, asked);  // its sqlguard_sync row is gone
+  const auto& row = r.rows.front();
+  throw kind_clash(name, cell(row, column(Sql::sync_state, "kind")).as_string(),
+                   cell(row, column(Sql::sync_state, "permits")).as_int(), asked);
+}
+
 SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
   require_no_transaction(conn, "acquiring a synchronizer",
                          "its rows would stay locked and invisible until it commits; use another connection");
@@ -113,6 +167,7 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
       Head h;
       h.kind = cell(row, kKind).as_string();
       check_kind(h, req.name, req.kind);
+      check_permits(cell(row, kPermits).as_int(), req.name, req.kind, req.capacity);
       const std::int64_t permits = cell(row, kPermits).as_int(), writer = cell(row, kWriter).as_int(),
                          now = cell(row, kNow).as_int(), live_p = cell(row, kLiveP).as_int(),
                          live_s = cell(row, kLiveS).as_int(), live_x = cell(row, kLiveX).as_int(),
@@ -139,6 +194,8 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
     run(conn, Sql::sync_open, {req.name, std::string(req.kind), req.capacity});
     const Head h = read_head(conn, req.name);
     check_kind(h, req.name, req.kind);
+    check_permits(h.permits, req.name, req.kind, req.capacity);
+    reserve_name(conn, h, req.name, req.kind);
     const Live live = read_live(conn, req.name);
     g.capacity = h.permits;
     bool ok = false;
@@ -246,15 +303,18 @@ SyncStatus sync_status(Connection& conn, const std::string& name) {
   return s;
 }
 
-void sync_set_permits(Connection& conn, const std::string& name, std::int64_t permits) {
+std::int64_t sync_set_permits(Connection& conn, const std::string& name, std::int64_t permits) {
   require_no_transaction(conn, "changing a semaphore's permits", "use another connection");
-  with_reconnect(conn, milliseconds(0), "changing semaphore permits", [&](int) {
+  return with_reconnect(conn, milliseconds(0), "changing semaphore permits", [&](int) {
     Transaction tx(conn, Isolation::kReadCommitted);
     run(conn, Sql::sync_open, {name, std::string("semaphore"), permits});
     const Head h = read_head(conn, name);
+    const bool created = h.version == 0;  // sync_open inserted it (an update bumps the version)
     check_kind(h, name, "semaphore");
+    reserve_name(conn, h, name, "semaphore");
     run(conn, Sql::sync_set_permits, {permits, name});
     tx.commit();
+    return created ? std::int64_t{0} : h.permits;
   });
 }
 
@@ -295,6 +355,8 @@ std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::
     run(conn, Sql::sync_open, {name, kind, permits});
     const Head h = read_head(conn, name);
     check_kind(h, name, kind);
+    check_permits(h.permits, name, kind, permits);
+    reserve_name(conn, h, name, kind);
     run(conn, Sql::fair_purge, {name});
     run(conn, Sql::fair_enqueue, {name, h.version, owner, static_cast<std::int64_t>(place_ttl.count())});
     tx.commit();
@@ -310,8 +372,10 @@ FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticke
   static constexpr auto kNow = column(Sql::fair_gate, "db_now_ms");
   const auto& row = r.rows.at(0);
   const Value& holder = cell(row, kHolder);
-  const std::int64_t left = holder.is_null() ? 0 : std::max<std::int64_t>(0, holder.as_int() - cell(row, kNow).as_int());
-  return FairTurn{cell(row, kMine).as_int() > 0, cell(row, kAhead).as_int(), left};
+  const bool reserved = !holder.is_null() && holder.as_int() == kReservedExpireAt;
+  const std::int64_t left =
+      holder.is_null() || reserved ? 0 : std::max<std::int64_t>(0, holder.as_int() - cell(row, kNow).as_int());
+  return FairTurn{cell(row, kMine).as_int() > 0, cell(row, kAhead).as_int(), left, reserved};
 }
 
 void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner, bool wake) {

@@ -8,12 +8,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sqlguard/connection.h"
+#include "sqlguard/errors.h"
 #include "sqlguard/lease_lock.h"
 
 namespace sqlguard::detail {
@@ -43,9 +45,27 @@ struct SyncGrant {
   std::int64_t capacity = 0;           // semaphore: its permit count
 };
 
+// ---- a name is one lock ----------------------------------------------------------
+// A semaphore or read-write lease reserves its name in sqlguard_lock with a
+// row no lease can take: owner '', expire_at = kReservedExpireAt (held for
+// ever; sync_reserve_name). A lease acquire that finds the name held until
+// then was asked for a name of another kind.
+inline constexpr std::int64_t kReservedExpireAt = std::numeric_limits<std::int64_t>::max();
+// The error for a use of `name` as `asked` ("lease", "fair", "semaphore",
+// "rw") when it is `stored` (`permits`: a stored semaphore's count):
+// kInvalidArgument (not retryable: the same call is refused until the name's
+// rows are gone), naming both kinds.
+Error kind_clash(const std::string& name, std::string_view stored, std::int64_t permits, std::string_view asked);
+// A lease acquire (`asked`: "lease" or "fair") found the name's lease row held
+// until `holder_expire_at`: when that is a synchronizer's reservation,
+// throws kind_clash naming its kind (one read); otherwise returns.
+void refuse_if_reserved(Connection& conn, const std::string& name, std::int64_t holder_expire_at,
+                        std::string_view asked);
+
 // One attempt (one transaction). Contention (a deadlock victim, a Galera
 // certification failure, SQLite busy) is "not acquired". Throws
-// kInvalidArgument when the name is a synchronizer of another kind.
+// kInvalidArgument (kind_clash) when the name is a lock of another kind, and
+// when a semaphore is asked with a count (capacity) other than its own.
 SyncGrant sync_attempt(Connection& conn, const SyncRequest& req);
 // Owner-, slot- and fence-checked release; true if it was still held.
 bool sync_release(Connection& conn, const std::string& name, std::int64_t slot, const std::string& owner,
@@ -70,8 +90,9 @@ struct SyncStatus {
 };
 SyncStatus sync_status(Connection& conn, const std::string& name);
 // Sets a semaphore's permit count (creating it with that count); throws
-// kInvalidArgument when the name is another kind.
-void sync_set_permits(Connection& conn, const std::string& name, std::int64_t permits);
+// kInvalidArgument when the name is another kind. Returns the count before
+// (0: the name is new).
+std::int64_t sync_set_permits(Connection& conn, const std::string& name, std::int64_t permits);
 
 // One row the lock client's renewer keeps alive besides leases: a holding
 // (key = slot) or a fair waiter's queue place (key = ticket, fence unused).
@@ -101,6 +122,9 @@ struct FairTurn {
   bool place_live = false;   // the caller's place is still there
   std::int64_t ahead = 0;    // live places with a lower ticket
   std::int64_t holder_left_ms = 0;  // how long the lease is still held (0: free, or never taken)
+  // The name's lease row is a semaphore's or read-write lease's reservation
+  // (kReservedExpireAt): a fair lease of it is refused (refuse_if_reserved).
+  bool reserved = false;
 };
 // A plain read: whether it is the caller's turn. ticket = INT64_MAX asks
 // whether anyone waits (try_acquire of a fair lease).

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sqlguard/admin.h"
+#include "sqlguard/cleanup.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
 #include "sqlguard/read_write_lease.h"
@@ -1005,4 +1006,171 @@ TEST_CASE("an acquire that finds its slot or queue ticket taken by a concurrent 
     CHECK(got);
     if (got) CHECK(holder.release());
   }
+}
+
+// ---- Retention: queue places and idle heads (issue 36 item 17) ---------------------
+namespace {
+std::int64_t rows_of(const char* table, const std::string& name) {
+  return sgtest::query_int(std::string("SELECT COUNT(*) FROM ") + table + " WHERE name = ?", {name});
+}
+CleanupOptions locks_only(std::chrono::milliseconds grace = 0ms) {
+  CleanupOptions o;
+  o.lock_grace = grace;
+  o.idempotency = false;
+  o.inbox = false;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("fair hand-offs leave no queue row behind, live or expired", "[fair-lease][cleanup]") {
+  auto a = LockClient::create(ctx().uri);
+  auto b = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("fairnorows");
+  LeaseLock holder(a, name, fair_opts());
+  REQUIRE(holder.try_acquire());
+  const int n = 4;
+  std::vector<std::unique_ptr<LeaseLock>> waiters;
+  for (int i = 0; i < n; ++i) waiters.push_back(std::make_unique<LeaseLock>(i % 2 ? a : b, name, fair_opts()));
+  grant_order(
+      name, n, [&](int i) { return waiters[static_cast<std::size_t>(i)]->acquire(30s); },
+      [&](int i) { CHECK(waiters[static_cast<std::size_t>(i)]->release()); }, [&] { return holder.release(); });
+  // Every waiter was served from a place; each release removed its place
+  // (not only expired it: no row waits for cleanup).
+  CHECK(rows_of("sqlguard_lock_queue", name) == 0);
+}
+
+TEST_CASE("cleanup deletes the idle heads of semaphores, read-write leases and fair queues, and a name used again "
+          "works with fences that only grow",
+          "[semaphore][rw-lease][fair-lease][cleanup]") {
+  auto client = LockClient::create(ctx().uri);
+  auto conn = ctx().connect();
+  const std::string sem_name = ctx().unique("idlesem"), rw_name = ctx().unique("idlerw"),
+                    fair_name = ctx().unique("idlefair");
+  std::int64_t sem_fence = 0, x_fence = 0;
+  {
+    Semaphore sem(client, sem_name, 2, opts());
+    for (int i = 0; i < 3; ++i) {
+      REQUIRE(sem.try_acquire());
+      sem_fence = sem.fence();
+      CHECK(sem.release());
+    }
+    ReadWriteLease rw(client, rw_name, opts());
+    REQUIRE(rw.try_acquire(LeaseMode::kExclusive));
+    x_fence = rw.fence();
+    CHECK(rw.release());
+    // A fair queue's head: one waiter queued behind a holder.
+    LeaseLock holder(client, fair_name, fair_opts());
+    LeaseLock waiter(client, fair_name, fair_opts());
+    REQUIRE(holder.try_acquire());
+    auto got = waiter.acquire_async(10s);
+    REQUIRE(eventually([&] { return live_places(fair_name) == 1; }, 10s));
+    CHECK(holder.release());
+    REQUIRE(got.get());
+    CHECK(waiter.release());
+  }
+  for (const auto& n : {sem_name, rw_name, fair_name}) REQUIRE(rows_of("sqlguard_sync", n) == 1);
+  // Holdings that ended less than the grace ago keep their name's head (the
+  // fair queue's places went with their releases: nothing keeps its head).
+  cleanup(*conn, locks_only(std::chrono::hours(1)));
+  for (const auto& n : {sem_name, rw_name}) CHECK(rows_of("sqlguard_sync", n) == 1);
+
+  std::this_thread::sleep_for(20ms);  // the last release's expiry is in the past on the database clock
+  const auto r = cleanup(*conn, locks_only());
+  CHECK(r.sync_heads_deleted >= 2);
+  for (const auto& n : {sem_name, rw_name, fair_name}) {
+    INFO(n);
+    CHECK(rows_of("sqlguard_sync", n) == 0);
+    CHECK(rows_of("sqlguard_sync_holder", n) == 0);
+    CHECK(rows_of("sqlguard_lock_queue", n) == 0);
+  }
+
+  // Used again: new heads, and no fence below one granted before cleanup.
+  Semaphore sem(client, sem_name, 2, opts());
+  REQUIRE(sem.try_acquire());
+  CHECK(sem.fence() > sem_fence);
+  CHECK(sem.release());
+  ReadWriteLease reader(client, rw_name, opts());
+  REQUIRE(reader.try_acquire(LeaseMode::kShared));
+  // A shared holder sees the name's last exclusive fence: a new head starts
+  // at the fence sequence, never below what was granted before.
+  CHECK(reader.fence() >= x_fence);
+  CHECK(reader.release());
+  REQUIRE(reader.try_acquire(LeaseMode::kExclusive));
+  CHECK(reader.fence() > x_fence);
+  CHECK(reader.release());
+  LeaseLock again(client, fair_name, fair_opts());
+  REQUIRE(again.try_acquire());
+  CHECK(again.release());
+
+  // Negative control: a head recreated WITHOUT the floor (fence 0, as sync_open
+  // made it before) hands a shared holder a fence below the last exclusive one.
+  const std::string bare = ctx().unique("idlerw_nofloor");
+  {
+    ReadWriteLease w(client, bare, opts());
+    REQUIRE(w.try_acquire(LeaseMode::kExclusive));
+    x_fence = w.fence();
+    CHECK(w.release());
+  }
+  std::this_thread::sleep_for(20ms);
+  REQUIRE(cleanup(*conn, locks_only()).sync_heads_deleted >= 1);
+  REQUIRE(rows_of("sqlguard_sync", bare) == 0);
+  sgtest::exec("INSERT INTO sqlguard_sync (name, kind, permits) VALUES (?, 'rw', 0)", {bare});
+  ReadWriteLease late(client, bare, opts());
+  REQUIRE(late.try_acquire(LeaseMode::kShared));
+  CHECK(late.fence() == 0);
+  CHECK(late.fence() < x_fence);
+  CHECK(late.release());
+}
+
+TEST_CASE("cleanup racing acquires of a one-permit semaphore never loses a live holder", "[semaphore][cleanup]") {
+  auto a = LockClient::create(ctx().uri);
+  auto b = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("cleanrace");
+  std::atomic<bool> stop{false};
+  std::atomic<int> inside{0}, most{0}, failures{0}, held{0};
+  std::atomic<std::int64_t> heads_deleted{0};
+  std::thread cleaner([&] {
+    try {
+      auto c = ctx().connect();
+      while (!stop) heads_deleted += cleanup(*c, locks_only()).sync_heads_deleted;
+    } catch (const std::exception& e) {
+      ++failures;
+      UNSCOPED_INFO("cleanup: " << e.what());
+    }
+  });
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 2; ++t)
+    ts.emplace_back([&, t] {
+      try {
+        Semaphore sem(t ? a : b, name, 1, opts());
+        std::mt19937 rng(static_cast<unsigned>(t + 1));
+        for (int r = 0; r < 40; ++r) {
+          if (!sem.acquire(1, 20s)) {
+            ++failures;
+            continue;
+          }
+          const int now = ++inside;
+          int seen = most.load();
+          while (now > seen && !most.compare_exchange_weak(seen, now)) {
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(2 + rng() % 5));
+          if (!sem.owns()) ++failures;
+          --inside;
+          if (!sem.release()) ++failures;  // its holding row is still there: released, not lost
+          ++held;
+          std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 8));  // idle moments for the cleaner
+        }
+      } catch (const std::exception& e) {
+        ++failures;
+        UNSCOPED_INFO("worker " << t << ": " << e.what());
+      }
+    });
+  for (auto& t : ts) t.join();
+  stop = true;
+  cleaner.join();
+  INFO("heads deleted while the workers ran: " << heads_deleted.load());
+  CHECK(failures == 0);
+  CHECK(held == 80);
+  CHECK(most == 1);  // a deleted head never let a second holder in beside a live one
+  CHECK(heads_deleted > 0);  // the race was run: heads went while the name was in use
 }

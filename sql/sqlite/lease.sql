@@ -125,6 +125,9 @@ RETURNING sqlguard_wake(?);
 -- name: lease_release_fair_flushed
 -- not needed: as lease_release_fair
 
+-- name: lease_release_fair_place
+-- not needed: a fair release deletes the place (fair_leave) in the release's transaction
+
 -- name: lease_force_release
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
 -- Wakes a waiter like lease_release. 1 row = ended.

@@ -47,8 +47,8 @@ LeaseOptions fair_opts(std::chrono::milliseconds ttl = 5s) {
 }
 
 // The name's live queue places (on the database clock). A fair release may
-// end its place by expiring it (MariaDB: in the release statement itself); the
-// next enqueue purges it.
+// end its place by expiring it first (MariaDB: in the release statement
+// itself) and delete it right after the wake-up.
 std::int64_t live_places(const std::string& name) {
   auto c = ctx().connect();
   return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND expire_at > ?",

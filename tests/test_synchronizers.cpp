@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sqlguard/admin.h"
+#include "sqlguard/cleanup.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
 #include "sqlguard/read_write_lease.h"
@@ -46,8 +47,8 @@ LeaseOptions fair_opts(std::chrono::milliseconds ttl = 5s) {
 }
 
 // The name's live queue places (on the database clock). A fair release may
-// end its place by expiring it (MariaDB: in the release statement itself); the
-// next enqueue purges it.
+// end its place by expiring it first (MariaDB: in the release statement
+// itself) and delete it right after the wake-up.
 std::int64_t live_places(const std::string& name) {
   auto c = ctx().connect();
   return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND expire_at > ?",
@@ -100,8 +101,11 @@ std::vector<int> grant_order(const std::string& name, int n, const std::function
 }
 
 // Most holders seen at once by `threads` workers that each take `n` permits of
-// `permits` (through two clients) `rounds` times, holding a moment.
-int most_at_once(const std::string& name, std::int64_t permits, int threads, int rounds) {
+// `permits` (through two clients) `rounds` times, holding a moment; each
+// release must find its holding. `idle`: up to this long (random) between a
+// release and the next acquire.
+int most_at_once(const std::string& name, std::int64_t permits, int threads, int rounds,
+                 std::chrono::milliseconds idle = 0ms) {
   auto a = LockClient::create(ctx().uri);
   auto b = LockClient::create(ctx().uri);
   std::atomic<int> inside{0}, most{0}, failures{0};
@@ -123,7 +127,11 @@ int most_at_once(const std::string& name, std::int64_t permits, int threads, int
           // too) that holders do overlap when the permits allow it.
           std::this_thread::sleep_for(25ms);
           --inside;
-          sem.release();
+          if (!sem.release()) ++failures;  // its holding was lost while held
+          if (idle.count() > 0) {
+            thread_local std::mt19937 rng(static_cast<unsigned>(t + 1));
+            std::this_thread::sleep_for(std::chrono::milliseconds(rng() % static_cast<unsigned>(idle.count())));
+          }
         }
       } catch (const std::exception& e) {
         ++failures;
@@ -685,7 +693,8 @@ TEST_CASE("the FIFO checker counts a grant that overtook an earlier arrival", "[
   CHECK(out_of_order({0, 2, 1, 3}) == 1);
 }
 
-TEST_CASE("a fair lease serves waiters in arrival order, across clients", "[fair-lease]") {
+TEST_CASE("a fair lease serves waiters in arrival order, across clients, and leaves no queue row behind",
+          "[fair-lease][cleanup]") {
   auto a = LockClient::create(ctx().uri);
   auto b = LockClient::create(ctx().uri);
   const std::string name = ctx().unique("fairorder");
@@ -698,6 +707,9 @@ TEST_CASE("a fair lease serves waiters in arrival order, across clients", "[fair
       name, n, [&](int i) { return waiters[static_cast<std::size_t>(i)]->acquire(30s); },
       [&](int i) { waiters[static_cast<std::size_t>(i)]->release(); }, [&] { return holder.release(); });
   CHECK(out_of_order(grants) == 0);
+  // Each release removed its place, not only expired it: no row waits for
+  // cleanup (MariaDB's release statement can only expire it).
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 0);
 }
 
 TEST_CASE("a fair hand-off ends the holder's place with its release and wakes the next waiters only",
@@ -1029,4 +1041,132 @@ TEST_CASE("after a backward step of the database clock a released semaphore perm
                  {name});
   REQUIRE(a.release());
   CHECK(b.try_acquire());
+}
+
+// ---- Retention: queue places and idle heads (issue 36 item 17) ---------------------
+namespace {
+std::int64_t rows_of(const char* table, const std::string& name) {
+  return sgtest::query_int(std::string("SELECT COUNT(*) FROM ") + table + " WHERE name = ?", {name});
+}
+CleanupOptions locks_only(std::chrono::milliseconds grace = 0ms) {
+  CleanupOptions o;
+  o.lock_grace = grace;
+  o.idempotency = false;
+  o.inbox = false;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("cleanup deletes the idle heads of semaphores, read-write leases and fair queues, and a name used again "
+          "works with fences that only grow",
+          "[semaphore][rw-lease][fair-lease][cleanup]") {
+  auto client = LockClient::create(ctx().uri);
+  auto conn = ctx().connect();
+  const std::string sem_name = ctx().unique("idlesem"), rw_name = ctx().unique("idlerw"),
+                    fair_name = ctx().unique("idlefair");
+  std::int64_t sem_fence = 0, x_fence = 0;
+  {
+    Semaphore sem(client, sem_name, 2, opts());
+    for (int i = 0; i < 3; ++i) {
+      REQUIRE(sem.try_acquire());
+      sem_fence = sem.fence();
+      CHECK(sem.release());
+    }
+    ReadWriteLease rw(client, rw_name, opts());
+    REQUIRE(rw.try_acquire(LeaseMode::kExclusive));
+    x_fence = rw.fence();
+    CHECK(rw.release());
+    // A fair queue's head: one waiter queued behind a holder.
+    LeaseLock holder(client, fair_name, fair_opts());
+    LeaseLock waiter(client, fair_name, fair_opts());
+    REQUIRE(holder.try_acquire());
+    auto got = waiter.acquire_async(10s);
+    REQUIRE(eventually([&] { return live_places(fair_name) == 1; }, 10s));
+    CHECK(holder.release());
+    REQUIRE(got.get());
+    CHECK(waiter.release());
+  }
+  for (const auto& n : {sem_name, rw_name, fair_name}) REQUIRE(rows_of("sqlguard_sync", n) == 1);
+  // Holdings that ended less than the grace ago keep their name's head (the
+  // fair queue's places went with their releases: nothing keeps its head).
+  cleanup(*conn, locks_only(std::chrono::hours(1)));
+  for (const auto& n : {sem_name, rw_name}) CHECK(rows_of("sqlguard_sync", n) == 1);
+
+  std::this_thread::sleep_for(20ms);  // the last release's expiry is in the past on the database clock
+  const auto r = cleanup(*conn, locks_only());
+  CHECK(r.sync_heads_deleted >= 2);
+  for (const auto& n : {sem_name, rw_name, fair_name}) {
+    INFO(n);
+    CHECK(rows_of("sqlguard_sync", n) == 0);
+    CHECK(rows_of("sqlguard_sync_holder", n) == 0);
+    CHECK(rows_of("sqlguard_lock_queue", n) == 0);
+  }
+  // The semaphore's and read-write lease's name reservations went with their
+  // heads: the names are free for any kind again.
+  for (const auto& n : {sem_name, rw_name}) {
+    INFO(n);
+    CHECK(rows_of("sqlguard_lock", n) == 0);
+  }
+
+  // Used again: new heads, and no fence below one granted before cleanup.
+  Semaphore sem(client, sem_name, 2, opts());
+  REQUIRE(sem.try_acquire());
+  CHECK(sem.fence() > sem_fence);
+  CHECK(sem.release());
+  ReadWriteLease reader(client, rw_name, opts());
+  REQUIRE(reader.try_acquire(LeaseMode::kShared));
+  // A shared holder sees the name's last exclusive fence: a new head starts
+  // at the fence sequence, never below what was granted before.
+  CHECK(reader.fence() >= x_fence);
+  CHECK(reader.release());
+  REQUIRE(reader.try_acquire(LeaseMode::kExclusive));
+  CHECK(reader.fence() > x_fence);
+  CHECK(reader.release());
+  LeaseLock again(client, fair_name, fair_opts());
+  REQUIRE(again.try_acquire());
+  CHECK(again.release());
+
+  // Negative control: a head recreated WITHOUT the floor (fence 0, as sync_open
+  // made it before) hands a shared holder a fence below the last exclusive one.
+  const std::string bare = ctx().unique("idlerw_nofloor");
+  {
+    ReadWriteLease w(client, bare, opts());
+    REQUIRE(w.try_acquire(LeaseMode::kExclusive));
+    x_fence = w.fence();
+    CHECK(w.release());
+  }
+  std::this_thread::sleep_for(20ms);
+  REQUIRE(cleanup(*conn, locks_only()).sync_heads_deleted >= 1);
+  REQUIRE(rows_of("sqlguard_sync", bare) == 0);
+  sgtest::exec("INSERT INTO sqlguard_sync (name, kind, permits) VALUES (?, 'rw', 0)", {bare});
+  ReadWriteLease late(client, bare, opts());
+  REQUIRE(late.try_acquire(LeaseMode::kShared));
+  CHECK(late.fence() == 0);
+  CHECK(late.fence() < x_fence);
+  CHECK(late.release());
+}
+
+TEST_CASE("cleanup racing acquires of a one-permit semaphore never loses a live holder", "[semaphore][cleanup]") {
+  const std::string name = ctx().unique("cleanrace");
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::atomic<std::int64_t> heads_deleted{0};
+  std::thread cleaner([&] {
+    try {
+      auto c = ctx().connect();
+      while (!stop) heads_deleted += cleanup(*c, locks_only()).sync_heads_deleted;
+    } catch (const std::exception& e) {
+      ++failures;
+      UNSCOPED_INFO("cleanup: " << e.what());
+    }
+  });
+  // Idle moments between holdings let the cleaner delete the head while the
+  // next acquire comes; each release must still find its holding.
+  const int most = most_at_once(name, 1, 2, 30, 10ms);
+  stop = true;
+  cleaner.join();
+  INFO("heads deleted while the workers ran: " << heads_deleted.load());
+  CHECK(failures == 0);
+  CHECK(most == 1);          // a deleted head never let a second holder in beside a live one
+  CHECK(heads_deleted > 0);  // the race was run: the head went while the name was in use
 }

@@ -464,3 +464,101 @@ TEST_CASE("writes on a table nobody declares cost no lookup each; a declaration 
   REQUIRE(dec.apply(1, {1}).status == GuardedStatus::kApplied);
   CHECK(c.execute("SELECT version FROM " + t + " WHERE id = 1").rows.at(0)[0].as_int() == v0 + 1);
 }
+
+namespace {
+// The README's sample table: no version column.
+std::string make_unversioned(Connection& c, const std::string& base) {
+  std::string t = ctx().unique(base);
+  c.execute_script("CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, balance INTEGER NOT NULL)");
+  c.execute("INSERT INTO " + t + " (id, balance) VALUES (1, 100)");
+  return t;
+}
+std::int64_t declarations_of(Connection& c, const std::string& t) {
+  return c.execute("SELECT COUNT(*) FROM sqlguard_versioned_table WHERE table_name LIKE ?", {"%" + t})
+      .rows.at(0)[0]
+      .as_int();
+}
+// How a call ended: "ok", or the error's code and message.
+std::string outcome_of(const std::function<void()>& f) {
+  try {
+    f();
+    return "ok";
+  } catch (const Error& e) {
+    return std::string(to_string(e.code())) + ": " + e.what();
+  }
+}
+// A GuardedUpdate built now (it looks the declaration up at its write).
+GuardedResult withdraw(Connection& c, const std::string& t, std::int64_t amount) {
+  GuardedUpdate gu(c, {.table = t, .assignments = {{"balance", AssignOp::kSubtract}}});
+  return gu.apply(1, {amount});
+}
+}  // namespace
+
+TEST_CASE("a VersionCas on a table without its version column is refused naming the column and stores nothing, so "
+          "other writers of the table keep working",
+          "[versionrule][missingcolumn]") {
+  auto conn = ctx().connect();
+  auto& c = *conn;
+  const std::string t = make_unversioned(c, "vr_nover");
+  for (bool declare : {true, false}) {
+    INFO("declare_versioned = " << declare);
+    const std::string got =
+        outcome_of([&] { VersionCas x(c, {.table = t, .columns = {"balance"}, .declare_versioned = declare}); });
+    INFO(got);
+    CHECK(got.rfind("not_found: ", 0) == 0);  // not `internal`, and not a success
+    CHECK(got.find(t) != std::string::npos);
+    CHECK(got.find("no column 'version'") != std::string::npos);
+  }
+  const std::string declared = outcome_of([&] { declare_versioned_table(c, t, "version"); });
+  INFO(declared);
+  CHECK(declared.rfind("not_found: ", 0) == 0);
+  CHECK(declared.find("no column 'version'") != std::string::npos);
+  // Nothing stored: a writer of the table is not made to bump a column that does not exist.
+  CHECK(declarations_of(c, t) == 0);
+  CHECK_FALSE(versioned_table_column(c, t));
+  std::string withdrawn = outcome_of([&] { REQUIRE(withdraw(c, t, 30)); });
+  CHECK(withdrawn == "ok");
+  CHECK(c.execute("SELECT balance FROM " + t + " WHERE id = 1").rows.at(0)[0].as_int() == 70);
+  // The column named by the spec decides: with it, construction declares as before.
+  c.execute_script("ALTER TABLE " + t + " ADD COLUMN version INTEGER NOT NULL DEFAULT 0");
+  VersionCas ok(c, {.table = t, .columns = {"balance"}});
+  CHECK(versioned_table_column(c, t) == std::optional<std::string>("version"));
+}
+
+TEST_CASE("removing a declaration whose column is gone makes the table's writers work again, through the API and "
+          "the CLI",
+          "[versionrule][missingcolumn][cli]") {
+  auto conn = ctx().connect();
+  auto& c = *conn;
+  const std::string q = current_qualifier(c);
+  for (bool via_cli : {false, true}) {
+    INFO((via_cli ? "sqlguard versioned drop" : "undeclare_versioned_table()"));
+    const std::string t = make_unversioned(c, via_cli ? "vr_drop_cli" : "vr_drop_api");
+    c.execute_script("ALTER TABLE " + t + " ADD COLUMN version INTEGER NOT NULL DEFAULT 0");
+    declare_versioned_table(c, t, "version");
+    REQUIRE(withdraw(c, t, 1));
+    // The column goes after the declaration (or an older build stored it
+    // without the check): every write of the table fails from then on.
+    c.execute_script("ALTER TABLE " + t + " DROP COLUMN version");
+    CHECK(outcome_of([&] { withdraw(c, t, 1); }) != "ok");
+    auto listed = versioned_tables(c);
+    CHECK(std::any_of(listed.begin(), listed.end(), [&](const VersionedTable& v) {
+      return v.version_column == "version" && v.table.size() > t.size() &&
+             v.table.compare(v.table.size() - t.size(), t.size(), t) == 0;
+    }));
+    if (via_cli) {
+      std::string out;
+      REQUIRE(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "--json", "versioned", "list"}, &out) == 0);
+      CHECK(out.find("\"table\":\"" + q + "." + t + "\"") != std::string::npos);
+      REQUIRE(sgtest::run_process({sgtest::cli_path(), "versioned", "drop", t, "--db", ctx().uri}, &out) == 0);
+      CHECK(sgtest::run_process({sgtest::cli_path(), "versioned", "drop", t, "--db", ctx().uri, "--json"}, &out) == 3);
+      CHECK(out.find("\"dropped\":false") != std::string::npos);
+    } else {
+      CHECK(undeclare_versioned_table(c, t));
+      CHECK_FALSE(undeclare_versioned_table(c, t));  // nothing left to remove
+    }
+    CHECK(declarations_of(c, t) == 0);
+    CHECK(outcome_of([&] { REQUIRE(withdraw(c, t, 1)); }) == "ok");
+    CHECK(c.execute("SELECT balance FROM " + t + " WHERE id = 1").rows.at(0)[0].as_int() == 98);
+  }
+}

@@ -3,6 +3,11 @@
 // Each batch is one short autocommit DELETE of at most batch_size rows, so
 // cleanup never holds locks long enough to stall acquirers. Deleting lock
 // rows never breaks fencing: tokens come from a database-wide sequence.
+// Idle heads of semaphores, read-write leases and fair queues (sqlguard_sync)
+// go last, one short transaction each that locks the head, skipping one an
+// acquire holds at that moment, and checks again that it is idle: a
+// concurrent acquire never loses a holding. Their batch_size is how many
+// candidates are read at a time.
 #pragma once
 
 #include <chrono>
@@ -22,7 +27,7 @@ struct CleanupOptions {
   int max_batches = 0;
   // Sleep between batches to leave room for other writers. Default: 0.
   std::chrono::milliseconds pause{0};
-  bool locks = true;        // sqlguard_lock, and the semaphore / read-write holdings and fair queue places
+  bool locks = true;        // sqlguard_lock, the semaphore / read-write holdings, fair queue places and idle heads
   bool idempotency = true;  // sqlguard_idempotency (retention expired)
   bool inbox = true;        // sqlguard_inbox (retention expired)
 };
@@ -31,6 +36,11 @@ struct CleanupReport {
   std::int64_t locks_deleted = 0;
   std::int64_t holdings_deleted = 0;      // sqlguard_sync_holder (semaphores, read-write leases)
   std::int64_t queue_places_deleted = 0;  // sqlguard_lock_queue (fair leases' waiters)
+  // sqlguard_sync: the heads of semaphores, read-write leases and fair queues
+  // with no holding and no queue place left (none live or expired for less
+  // than lock_grace). A name used again gets a new head; its fences still
+  // only grow (a new head starts at the fence sequence's last value).
+  std::int64_t sync_heads_deleted = 0;
   std::int64_t idempotency_deleted = 0;
   std::int64_t inbox_deleted = 0;
   int batches = 0;

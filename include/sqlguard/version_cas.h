@@ -34,10 +34,15 @@
 //    case ignored). Writers resolve their own spelling the same way, so
 //    `acct`, `public.acct` and `MAIN.ACCT` (SQLite) name one declaration.
 //    Declaring a table that does not exist: Error(kNotFound) naming it.
+//  - The version column must exist. Declaring a table (or building a
+//    VersionCas, declaring or not) whose version column it does not have is
+//    refused with Error(kNotFound) naming the table and the column, and
+//    nothing is stored: a declaration naming a missing column would make
+//    every sqlguard writer of the table fail.
 //  - Construction order does not matter. Writers look the declaration up at
 //    every write (in the write's transaction when it has one: fire(),
-//    claim_leased(), or the caller's) until they find it, then keep it (a
-//    declaration is never removed). A "not declared" answer is kept for 1 s
+//    claim_leased(), or the caller's) until they find it, then keep it for
+//    their lifetime. A "not declared" answer is kept for 1 s
 //    per process, database and spelling, so an undeclared table's writes
 //    cost at most one lookup a second: a declaration made in this process
 //    reaches its writers at once, one made by another process within 1 s.
@@ -95,11 +100,34 @@ struct VersionCasSpec {
 // the table's canonical name (above). Runs in the caller's transaction if one
 // is open. Error(kInvalidArgument) for a bad identifier or when the table is
 // already declared with another column; Error(kNotFound) when no such table
-// exists (as this connection resolves the name).
+// exists (as this connection resolves the name) or it has no column
+// `version_column` — nothing is stored then.
 void declare_versioned_table(Connection& conn, std::string_view table, std::string_view version_column = "version");
 // The declared version column of the table `table` names (any spelling), or
 // std::nullopt if undeclared.
 std::optional<std::string> versioned_table_column(Connection& conn, std::string_view table);
+
+// Removes the declaration of the table `table` names (any spelling while the
+// table exists; for a dropped table, the name as versioned_tables() shows
+// it), including one an older build stored under that raw spelling. Returns
+// true if a declaration was removed, false if there was none. Runs in the
+// caller's transaction if one is open. Writers built afterwards (in any
+// process) no longer bump the version; a writer object that already found
+// the declaration keeps bumping until it is rebuilt (it keeps what it found,
+// above). The way out of a declaration that names the wrong column; the CLI
+// is `sqlguard versioned drop TABLE`. Error(kInvalidArgument) for a bad
+// identifier.
+bool undeclare_versioned_table(Connection& conn, std::string_view table);
+
+// One stored declaration: the table's canonical name, its version column and
+// when it was declared (ms since the epoch, database clock).
+struct VersionedTable {
+  std::string table;
+  std::string version_column;
+  std::int64_t declared_at_ms = 0;
+};
+// Every declaration, ordered by table name (`sqlguard versioned list`).
+std::vector<VersionedTable> versioned_tables(Connection& conn);
 
 struct Versioned {
   std::int64_t version = 0;

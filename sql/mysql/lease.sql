@@ -173,8 +173,10 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 -- name: lease_release_fair
 -- A fair lease's release (LeaseOptions::fair): lease_release that also ends the queue place
 -- the holder was acquired from (ticket, place_owner; none: no row joins) in the same
--- statement and commit, so the next waiter, woken by the release, finds it gone (the next
--- enqueue's fair_purge deletes it). Rows affected: 1 or 2 = released, 0 = not held.
+-- statement and commit, so the next waiter, woken by the release, finds it gone. A
+-- multi-table statement cannot both update the lease and delete the place, so it expires the
+-- place; lease_release_fair_place deletes it after the wake-up. Rows affected: 1 or 2 =
+-- released, 0 = not held.
 -- returns: :execrows
 -- params: ticket, place_owner, name, owner, fence
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock l
@@ -184,6 +186,14 @@ WHERE l.name = ? AND l.owner = ? AND l.fence = ? AND l.expire_at > CAST(UNIX_TIM
 
 -- name: lease_release_fair_flushed
 -- not needed: lease_release_fair does not change how its commit is flushed (server-wide on MariaDB)
+
+-- name: lease_release_fair_place
+-- Deletes the place lease_release_fair expired (it cannot delete it: a multi-table UPDATE),
+-- after the release committed and woke the next waiter, so the hand-off waits for no extra
+-- commit and no expired row is left per acquisition. By primary key: it locks that row only.
+-- returns: :execrows
+-- params: name, ticket, place_owner
+DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 
 -- name: lease_force_release
 -- Never a name a semaphore or read-write lease reserved (owner '': sync_reserve_name).

@@ -155,6 +155,29 @@ SELECT CONCAT(table_schema, '.', table_name) AS canonical_name FROM information_
 WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?
 ORDER BY (BINARY table_schema = BINARY COALESCE(?, DATABASE())) + (BINARY table_name = BINARY ?) DESC LIMIT 1;
 
+-- name: table_has_column
+-- Before a table is declared versioned (and when a VersionCas is built): the table's column of that
+-- name, none if it has no such column. schema and table are the canonical name's parts
+-- (versioned_resolve), compared exactly (information_schema ignores case: `acct` and `ACCT` can
+-- both exist); column names ignore case in MariaDB, as in the column's own use.
+-- returns: :one column_name
+-- params: schema, table, column, schema, table
+SELECT COLUMN_NAME AS column_name FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COLUMN_NAME = ? AND BINARY TABLE_SCHEMA = BINARY ? AND BINARY TABLE_NAME = BINARY ?;
+
+-- name: versioned_undeclare
+-- undeclare_versioned_table(): removes the declaration stored under the canonical name and
+-- one an older build stored under the raw spelling (versioned_lookup counts both).
+-- returns: :execrows
+-- params: table_name, spelling
+DELETE FROM sqlguard_versioned_table WHERE table_name = ? OR table_name = ?;
+
+-- name: versioned_list
+-- versioned_tables() / `sqlguard versioned list`: every declaration, by name.
+-- returns: :many table_name, version_column, declared_at
+-- params:
+SELECT table_name, version_column, declared_at FROM sqlguard_versioned_table ORDER BY table_name;
+
 -- name: key_column_collation
 -- When a writer on a user table is built (RowLocker, GuardedUpdate, StateMachine, VersionCas): the key
 -- column's collation, and loose = 1 when it compares keys loosely: PAD SPACE (every MariaDB collation but

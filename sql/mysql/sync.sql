@@ -17,9 +17,12 @@
 -- name: sync_open
 -- Creates the name's row (kind, permits) or bumps its version: the write that serializes
 -- acquires of the name. An existing row keeps its kind and permits (sync_state checks kind).
+-- A new row's fence starts at the sequence's last value (NOCACHE: next_not_cached_value is the
+-- next one handed out): every fence granted before is at or below it, so a name whose head
+-- cleanup() deleted never grants (or shows shared holders) a smaller fence than before.
 -- returns: :execrows
 -- params: name, kind, permits
-INSERT INTO sqlguard_sync (name, kind, permits) VALUES (?, ?, ?)
+INSERT INTO sqlguard_sync (name, kind, permits, fence) VALUES (?, ?, ?, (SELECT next_not_cached_value - 1 FROM sqlguard_fence_seq))
 ON DUPLICATE KEY UPDATE version = version + 1;
 
 -- name: sync_state
@@ -219,3 +222,44 @@ DELETE FROM sqlguard_sync_holder WHERE expire_at < CAST(UNIX_TIMESTAMP(NOW(3)) *
 -- returns: :execrows
 -- params: grace_ms, batch
 DELETE FROM sqlguard_lock_queue WHERE expire_at < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ? ORDER BY expire_at LIMIT ?;
+
+-- name: sync_head_candidates
+-- cleanup(): up to `batch` heads after `after` (by name) with no holding and no queue place
+-- that is live or expired for less than grace_ms. A plain read: sync_head_lock and
+-- sync_head_delete decide, one head per transaction.
+-- returns: :many name
+-- params: after, grace_ms, grace_ms, batch
+SELECT s.name FROM sqlguard_sync s
+WHERE s.name > ?
+  AND NOT EXISTS (SELECT 1 FROM sqlguard_sync_holder h WHERE h.name = s.name AND h.expire_at >= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ?)
+  AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue q WHERE q.name = s.name AND q.expire_at >= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ?)
+ORDER BY s.name LIMIT ?;
+
+-- name: sync_head_lock
+-- cleanup(), first in a head's transaction: Locks the head unless an acquire holds it now (SKIP
+-- LOCKED: no row back, the head is busy). Node-local on Galera: an acquire on another node
+-- conflicts with the delete at certification (1213, retried). Every acquire writes the head
+-- first (sync_open), so once this holds it no acquire of the name can add a holding or a place
+-- before the transaction ends.
+-- returns: :one name
+-- params: name
+SELECT name FROM sqlguard_sync WHERE name = ? FOR UPDATE SKIP LOCKED;
+
+-- name: sync_head_delete
+-- cleanup(), after sync_head_lock: deletes the head if it is still idle, read after the lock
+-- (a new statement: what an acquire committed before the lock is seen). Then sync_purge and
+-- fair_purge delete its leftover rows in the same transaction, so a recreated head (version 0
+-- again: slots and tickets are versions) never meets a row of the old one.
+-- returns: :execrows
+-- params: name, name, grace_ms, name, grace_ms
+DELETE FROM sqlguard_sync WHERE name = ?
+  AND NOT EXISTS (SELECT 1 FROM sqlguard_sync_holder h WHERE h.name = ? AND h.expire_at >= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ?)
+  AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue q WHERE q.name = ? AND q.expire_at >= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ?);
+
+-- name: sync_unreserve_name
+-- cleanup(), in sync_head_delete's transaction: the name's reservation (sync_reserve_name's
+-- row in sqlguard_lock, owner '') goes with its head, so a name no longer used as a semaphore
+-- or read-write lease may be used as any kind again. A lease row (any other owner) stays.
+-- returns: :execrows
+-- params: name
+DELETE FROM sqlguard_lock WHERE name = ? AND owner = '';

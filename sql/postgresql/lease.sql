@@ -198,6 +198,9 @@ next_place AS (
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24), COALESCE(n.ticket::TEXT, ''))
 FROM released r CROSS JOIN next_place n;
 
+-- name: lease_release_fair_place
+-- not needed: lease_release_fair deletes the place in its own statement (a data-modifying CTE)
+
 -- name: lease_force_release
 -- Never a name a semaphore or read-write lease reserved (owner '': sync_reserve_name).
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold);

@@ -150,6 +150,30 @@ ON CONFLICT (table_name) DO NOTHING;
 -- params: quoted_name
 SELECT n.nspname || '.' || c.relname AS canonical_name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(?);
 
+-- name: table_has_column
+-- Before a table is declared versioned (and when a VersionCas is built): the table's column of that
+-- name, none if it has no such column. schema and table are the canonical name's parts
+-- (versioned_resolve); sqlguard quotes identifiers, so the column name compares exactly.
+-- pg_attribute rather than information_schema.columns: the latter hides columns the role has no
+-- privilege on, which would refuse a table the role can write.
+-- returns: :one column_name
+-- params: schema, table, column
+SELECT a.attname AS column_name FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ? AND c.relname = ? AND a.attname = ? AND a.attnum > 0 AND NOT a.attisdropped;
+
+-- name: versioned_undeclare
+-- undeclare_versioned_table(): removes the declaration stored under the canonical name and
+-- one an older build stored under the raw spelling (versioned_lookup counts both).
+-- returns: :execrows
+-- params: table_name, spelling
+DELETE FROM sqlguard_versioned_table WHERE table_name = ? OR table_name = ?;
+
+-- name: versioned_list
+-- versioned_tables() / `sqlguard versioned list`: every declaration, by name.
+-- returns: :many table_name, version_column, declared_at
+-- params:
+SELECT table_name, version_column, declared_at FROM sqlguard_versioned_table ORDER BY table_name;
+
 -- name: key_column_collation
 -- When a writer on a user table is built: the key column's collation, and loose = 1 for a
 -- nondeterministic one (e.g. an ICU collation that ignores case or accents: two different keys

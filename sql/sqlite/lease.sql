@@ -128,6 +128,9 @@ RETURNING sqlguard_wake(?);
 -- name: lease_release_fair_flushed
 -- not needed: as lease_release_fair
 
+-- name: lease_release_fair_place
+-- not needed: a fair release deletes the place (fair_leave) in the release's transaction
+
 -- name: lease_force_release
 -- Never a name a semaphore or read-write lease reserved (owner '': sync_reserve_name).
 -- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).

@@ -153,6 +153,27 @@ SELECT t.schema || '.' || t.name AS canonical_name FROM pragma_table_list t LEFT
 WHERE t.name = ? COLLATE NOCASE AND (? IS NULL OR t.schema = ? COLLATE NOCASE)
 ORDER BY CASE t.schema WHEN 'temp' THEN -1 WHEN 'main' THEN 0 ELSE COALESCE(d.seq, 1000) END LIMIT 1;
 
+-- name: table_has_column
+-- Before a table is declared versioned (and when a VersionCas is built): the table's column of that
+-- name, none if it has no such column. schema and table are the canonical name's parts
+-- (versioned_resolve); column names ignore case in SQLite, as in the column's own use.
+-- returns: :one column_name
+-- params: table, schema, column
+SELECT name AS column_name FROM pragma_table_info(?, ?) WHERE name = ? COLLATE NOCASE;
+
+-- name: versioned_undeclare
+-- undeclare_versioned_table(): removes the declaration stored under the canonical name and
+-- one an older build stored under the raw spelling (versioned_lookup counts both).
+-- returns: :execrows
+-- params: table_name, spelling
+DELETE FROM sqlguard_versioned_table WHERE table_name = ? OR table_name = ?;
+
+-- name: versioned_list
+-- versioned_tables() / `sqlguard versioned list`: every declaration, by name.
+-- returns: :many table_name, version_column, declared_at
+-- params:
+SELECT table_name, version_column, declared_at FROM sqlguard_versioned_table ORDER BY table_name;
+
 -- name: key_column_collation
 -- not needed: SQLite compares keys with BINARY unless a column declares COLLATE NOCASE / RTRIM, which its catalog does not report through SQL; README "Key columns and collations" says so
 

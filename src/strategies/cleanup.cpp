@@ -5,6 +5,7 @@
 #include "sqlguard/inbox.h"
 #include "sqlguard/validate.h"
 #include "strategies/purge.h"
+#include "strategies/sync/sync_ops.h"
 
 namespace sqlguard {
 
@@ -25,6 +26,9 @@ CleanupReport cleanup(Connection& conn, const CleanupOptions& o) {
     r.queue_places_deleted = detail::purge_in_batches(conn, "cleanup()", detail::Sql::fair_purge_all,
                                                       {o.lock_grace.count()}, {o.batch_size, o.max_batches, o.pause},
                                                       &r.batches);
+    // Last: a head goes only once its holdings and places are gone.
+    r.sync_heads_deleted =
+        detail::purge_idle_heads(conn, o.lock_grace, o.batch_size, o.max_batches, o.pause, &r.batches);
   }
   // The dedup tables have their own retention rules (a live in-progress
   // placeholder is never deleted): their purge functions own them.

@@ -104,25 +104,73 @@ std::optional<std::string> versioned_table_column(Connection& conn, std::string_
   return detail::version_column(conn, table, known, /*recheck_now=*/true);
 }
 
+namespace {
+
+// The canonical name (versioned_resolve) of the table the validated spelling
+// `table` names, or std::nullopt when no such table exists.
+std::optional<std::string> canonical_name(Connection& conn, std::string_view table) {
+  Result r = detail::run(conn, Sql::versioned_resolve, detail::resolve_params(conn, table));
+  if (r.rows.empty()) return std::nullopt;
+  static constexpr auto kCanonical = detail::column(Sql::versioned_resolve, "canonical_name");
+  return detail::cell(r.rows[0], kCanonical).as_string();
+}
+
+// Refuses a version column the table does not have, before anything is
+// stored: a declaration naming it would make every sqlguard writer of the
+// table fail (issue 36 item 4). `canonical` is schema.table; the table part
+// is a validated identifier, so it is what follows the last dot.
+void require_version_column(Connection& conn, std::string_view table, const std::string& canonical,
+                            std::string_view version_column, std::string_view who) {
+  const auto dot = canonical.rfind('.');
+  const Value schema = dot == std::string::npos ? Value() : Value(canonical.substr(0, dot));
+  const std::string tbl = dot == std::string::npos ? canonical : canonical.substr(dot + 1);
+  if (!detail::run(conn, Sql::table_has_column, {schema, tbl, std::string(version_column)}).rows.empty()) return;
+  throw Error(ErrorCode::kNotFound, std::string(who) + ": table '" + std::string(table) + "' (" + canonical +
+                                        ") has no column '" + std::string(version_column) +
+                                        "' to use as its version column (add an integer column, e.g. `" +
+                                        std::string(version_column) +
+                                        " BIGINT NOT NULL DEFAULT 0`, or name the one it has); nothing was declared");
+}
+
+}  // namespace
+
 void declare_versioned_table(Connection& conn, std::string_view table, std::string_view version_column) {
   validate_identifier(table, "versioned table");
   validate_identifier(version_column, "versioned table's version column");
   // Stored under the name the database resolves the spelling to, so every
   // spelling of the table finds it (version_rule.h).
-  Result r = detail::run(conn, Sql::versioned_resolve, detail::resolve_params(conn, table));
-  if (r.rows.empty())
+  const auto canonical = canonical_name(conn, table);
+  if (!canonical)
     throw Error(ErrorCode::kNotFound, "cannot declare table '" + std::string(table) +
                                           "' versioned: no such table (as this connection resolves the name)");
-  static constexpr auto kCanonical = detail::column(Sql::versioned_resolve, "canonical_name");
-  const std::string canonical = detail::cell(r.rows[0], kCanonical).as_string();
-  const bool inserted = detail::insert_if_absent(conn, Sql::versioned_declare, {canonical, std::string(version_column)});
+  require_version_column(conn, table, *canonical, version_column, "cannot declare it versioned");
+  const bool inserted = detail::insert_if_absent(conn, Sql::versioned_declare, {*canonical, std::string(version_column)});
   detail::forget_undeclared();  // writers in this process see it at their next write
   if (inserted) return;
   auto declared = versioned_table_column(conn, table);
   if (declared && !detail::same_column(conn, *declared, version_column))
-    throw Error(ErrorCode::kInvalidArgument, "table '" + std::string(table) + "' (" + canonical +
+    throw Error(ErrorCode::kInvalidArgument, "table '" + std::string(table) + "' (" + *canonical +
                                                  ") is already declared versioned by column '" + *declared + "', not '" +
                                                  std::string(version_column) + "' (a table has one version column)");
+}
+
+bool undeclare_versioned_table(Connection& conn, std::string_view table) {
+  validate_identifier(table, "versioned table");
+  // A dropped table no longer resolves: then only the name as stored matches.
+  const std::string spelling(table);
+  const std::string stored = canonical_name(conn, table).value_or(spelling);
+  return detail::run(conn, Sql::versioned_undeclare, {stored, spelling}).affected > 0;
+}
+
+std::vector<VersionedTable> versioned_tables(Connection& conn) {
+  static constexpr auto kTable = detail::column(Sql::versioned_list, "table_name");
+  static constexpr auto kColumn = detail::column(Sql::versioned_list, "version_column");
+  static constexpr auto kAt = detail::column(Sql::versioned_list, "declared_at");
+  std::vector<VersionedTable> out;
+  for (const auto& row : detail::run(conn, Sql::versioned_list).rows)
+    out.push_back({detail::cell(row, kTable).as_string(), detail::cell(row, kColumn).as_string(),
+                   detail::cell(row, kAt).as_int()});
+  return out;
 }
 
 VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
@@ -157,8 +205,14 @@ VersionCas::VersionCas(Connection& conn, VersionCasSpec spec) : conn_(conn) {
   version_sql_ = cat.render(Sql::cas_version, {{"table", t}, {"key", k}, {"version", v}});
   // The spec is checked first: the database is touched only for a valid one.
   if (spec.declare_versioned) {
-    declare_versioned_table(conn, spec.table, spec.version_column);
-  } else if (auto declared = versioned_table_column(conn, spec.table)) {
+    declare_versioned_table(conn, spec.table, spec.version_column);  // refuses a missing version column
+    return;
+  }
+  // Not declaring: a VersionCas on a table without its version column could
+  // never write either, so it is refused the same way.
+  if (const auto canonical = canonical_name(conn, spec.table))
+    require_version_column(conn, spec.table, *canonical, spec.version_column, "VersionCas");
+  if (auto declared = versioned_table_column(conn, spec.table)) {
     if (!detail::same_column(conn, *declared, spec.version_column))
       throw Error(ErrorCode::kInvalidArgument, "VersionCasSpec: table '" + spec.table + "' is declared versioned by '" +
                                                    *declared + "', not '" + spec.version_column + "'");

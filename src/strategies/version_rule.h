@@ -27,7 +27,8 @@ bool same_column(const Connection& conn, std::string_view a, std::string_view b)
 // The declared version column of the table `spelling` (validated) names, as
 // declared. Asks the database (versioned_lookup, in the caller's transaction
 // if one is open) unless `known` already holds the answer; a found column is
-// kept in `known`: a declaration is never removed, and another column is
+// kept in `known`: a writer keeps what it found (undeclare_versioned_table() reaches writers
+// built after it), and another column is
 // refused (declare_versioned_table()). Writers call it at every write; a
 // "not declared" answer is kept process-wide for kUndeclaredRecheck per
 // database and spelling, so writes on a table nobody declares cost no extra

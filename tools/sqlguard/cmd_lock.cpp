@@ -364,7 +364,7 @@ void add_cleanup(CLI::App& app) {
     int batch = 1000;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("cleanup", "Delete expired lock, idempotency and inbox rows in bounded batches");
+  auto* cmd = app.add_subcommand("cleanup", "Delete expired lock, holding, queue place, idle head, idempotency and inbox rows in bounded batches");
   cmd->add_option("--every", o->every, "Run as a daemon every D until SIGTERM/SIGINT");
   cmd->add_option("--grace", o->grace, "Delete lock rows expired for longer than this")->capture_default_str();
   cmd->add_option("--batch", o->batch, "Rows per DELETE (1..100000)")->capture_default_str()->check(CLI::Range(1, 100000));
@@ -384,11 +384,13 @@ void add_cleanup(CLI::App& app) {
       ++rounds;
       if (global().json)
         print_json({{"locks_deleted", r.locks_deleted}, {"holdings_deleted", r.holdings_deleted},
-                    {"queue_places_deleted", r.queue_places_deleted}, {"idempotency_deleted", r.idempotency_deleted},
+                    {"queue_places_deleted", r.queue_places_deleted}, {"sync_heads_deleted", r.sync_heads_deleted},
+                    {"idempotency_deleted", r.idempotency_deleted},
                     {"inbox_deleted", r.inbox_deleted}, {"batches", r.batches}});
       else
         std::cout << "cleanup: deleted " << r.locks_deleted << " lock, " << r.holdings_deleted << " holding, "
-                  << r.queue_places_deleted << " queue place, " << r.idempotency_deleted << " idempotency, "
+                  << r.queue_places_deleted << " queue place, " << r.sync_heads_deleted << " idle head, "
+                  << r.idempotency_deleted << " idempotency, "
                   << r.inbox_deleted << " inbox rows in " << r.batches << " batch(es)" << std::endl;
       auto until = steady_clock::now() + every;
       while (every.count() > 0 && !g_signal && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(20));

@@ -41,7 +41,7 @@ void add_global_flags(CLI::App& app) {
       "  0   success\n"
       "  1   error (database unreachable, permission, ...): one line on stderr\n"
       "  2   bad command line or value, including a malformed --db URI\n"
-      "  3   renew/release: the lock is not held by this owner (and fence)\n"
+      "  3   renew/release: the lock is not held by this owner (and fence); versioned drop: no such declaration\n"
       "  4   demo/chaos: an invariant was violated\n"
       "  5   run/elect: the lease (leadership) was lost while CMD ran (CMD's tree was stopped)\n"
       "  75  lock acquire/run/elect: the lock was not acquired (not elected) within --wait (EX_TEMPFAIL)\n"

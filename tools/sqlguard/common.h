@@ -125,6 +125,7 @@ void add_lock(CLI::App& app);
 void add_run(CLI::App& app);
 void add_elect(CLI::App& app);
 void add_cleanup(CLI::App& app);
+void add_versioned(CLI::App& app);
 void add_chaos(CLI::App& app);  // also registers the hidden chaos-worker
 void add_demo(CLI::App& app);
 void add_bench(CLI::App& app);

@@ -313,6 +313,21 @@ bool detail::release_lease(Connection& conn, const std::string& name, const std:
   if (released) {
     ++metric::lock_releases();
     conn.dialect().plans().wait->wake_waiters(conn, name);
+    // A release statement that could only expire the place (MariaDB) leaves
+    // its row: delete it now that the next waiter is on its way, so no
+    // expired place is left per acquisition. Not part of the release: a
+    // failure is logged and cleanup() deletes the row.
+    if (one_statement && !place.owner.empty() && !conn.in_transaction() &&
+        catalog(conn).has(Sql::lease_release_fair_place)) {
+      try {
+        detail::retry_contention(conn, [&] {
+          return run(conn, Sql::lease_release_fair_place, {name, place.ticket, place.owner}).affected;
+        });
+      } catch (const Error& e) {
+        log(LogLevel::kDebug, "fair release of '" + name + "': deleting its expired queue place failed (cleanup() "
+                              "deletes it): " + e.what());
+      }
+    }
     return true;
   }
   ++metric::lock_releases_not_held();

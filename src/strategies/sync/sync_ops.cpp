@@ -383,4 +383,42 @@ void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, 
   run(conn, by_ticket ? Sql::fair_leave_wake : Sql::fair_leave, {name, ticket, owner});
 }
 
+std::int64_t purge_idle_heads(Connection& conn, milliseconds grace, int batch_size, int max_batches,
+                              milliseconds pause, int* batches) {
+  require_no_transaction(conn, "cleanup() of idle heads", "it runs one short transaction per head");
+  static constexpr auto kName = column(Sql::sync_head_candidates, "name");
+  std::int64_t deleted = 0;
+  std::string after;  // names are never empty: "" sorts first
+  for (int b = 0; max_batches == 0 || b < max_batches; ++b) {
+    const auto rows =
+        run(conn, Sql::sync_head_candidates, {after, static_cast<std::int64_t>(grace.count()), batch_size}).rows;
+    if (batches) ++*batches;
+    for (const auto& row : rows) {
+      after = cell(row, kName).as_string();
+      const Params name{after};
+      // A deadlock or certification failure against an acquire of the name
+      // runs the head's transaction again; the acquire may have made it busy.
+      deleted += retry_contention(conn, [&]() -> std::int64_t {
+        Transaction tx(conn, Isolation::kReadCommitted);
+        if (run(conn, Sql::sync_head_lock, name).rows.empty()) return 0;  // an acquire holds it now
+        if (run(conn, Sql::sync_head_delete, {after, static_cast<std::int64_t>(grace.count())}).affected == 0) {
+          tx.commit();
+          return 0;  // no longer idle
+        }
+        // Its leftover rows (all expired for longer than grace) go with it: a
+        // recreated head counts versions (slots, tickets) from 0 again.
+        run(conn, Sql::sync_purge, name);
+        run(conn, Sql::fair_purge, name);
+        // And the name's reservation: a name is one lock while its rows exist.
+        run(conn, Sql::sync_unreserve_name, name);
+        tx.commit();
+        return 1;
+      });
+    }
+    if (static_cast<int>(rows.size()) < batch_size) break;
+    if (pause.count() > 0) std::this_thread::sleep_for(pause);
+  }
+  return deleted;
+}
+
 }  // namespace sqlguard::detail

@@ -134,4 +134,17 @@ FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticke
 // this place was the lowest (fair_leave_wake).
 void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner, bool wake);
 
+// cleanup(): deletes the heads (sqlguard_sync rows) of names with no
+// holding and no queue place that is live or expired for less than `grace`,
+// with their leftover rows, one head per transaction: the head is locked
+// first (an acquire holding it now: skipped) and found idle again after the
+// lock, so a concurrent first acquire either waits for the delete and
+// creates a new head or keeps the old one. A new head's fence starts at the
+// fence sequence's last value (sync_open), so fences never go back for a
+// name. Candidates are read `batch_size` at a time (at most `max_batches`
+// reads, 0 = all), with `pause` between reads. Adds the reads to *batches.
+// Returns the heads deleted.
+std::int64_t purge_idle_heads(Connection& conn, std::chrono::milliseconds grace, int batch_size, int max_batches,
+                              std::chrono::milliseconds pause, int* batches);
+
 }  // namespace sqlguard::detail

@@ -481,7 +481,7 @@ def table_churn_soak(run):
     for title, r in cells:
         dur = num(r.get("duration_s"))
         out.append("| {} | {} | {} | {} | {} | {} | {} | {} → {} (baseline at {} s) | {} % | {} B | {} | {} |".format(
-            title, r.get("churn_kinds", "lease"), "—" if dur is None else "{} min".format(n0(dur / 60)),
+            title, r.get("churn_kinds", "lease"), "—" if dur is None else "{} s".format(n0(dur)) if dur < 120 else "{} min".format(n0(dur / 60)),
             n0(r.get("held")), n0(r.get("churn_per_s")), n0(r.get("acquisitions")), n0(r.get("losses")),
             mb(r.get("rss_baseline_bytes")), mb(r.get("rss_end_bytes")), n0(r.get("baseline_s")),
             n2(r.get("rss_growth_pct")), n1(r.get("heap_retained_per_acquisition_bytes")), n0(r.get("errors")),

@@ -24,10 +24,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/.." && pwd)
-log() { printf 'churn-soak: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2; }
+prog=churn-soak
+# shellcheck source=tools/bench_lib.sh
+. "$here/bench_lib.sh"  # root, log, die, usage and the servers
 
 publish=0
 extra=()
@@ -41,11 +40,7 @@ while (( $# )); do
   shift
 done
 
-bin=${SQLGUARD_BIN:-$root/build/tools/sqlguard}
-[[ -x "$bin" ]] || die "no sqlguard binary at $bin (build first, or set SQLGUARD_BIN)"
-out=${BENCH_OUT:-$root/bench-results}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+bench_bin_and_out
 rm -f "$out"/churn-soak{.json,-*.json,-*.txt}
 duration=${SOAK_DURATION:-1h}
 sample_every=${SOAK_SAMPLE_EVERY:-60s}
@@ -55,10 +50,7 @@ ttl=${SOAK_TTL:-5s}
 busy=${SOAK_BUSY:-0}
 dialects=${SOAK_DIALECTS:-postgresql mysql}
 
-export SQLGUARD_PG_PORT=${SQLGUARD_PG_PORT:-56432}
-export SQLGUARD_MARIADB_PORT=${SQLGUARD_MARIADB_PORT:-56306}
-export SQLGUARD_SERVERS_DIR=${SQLGUARD_SERVERS_DIR:-/tmp/sqlguard-bench-servers}
-export SQLGUARD_DURABLE=1
+bench_server_env
 run_id=soak-$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 busy_pids=()
@@ -72,14 +64,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if "$here/dbservers.sh" status all >/dev/null 2>&1; then
-  log "servers already running in $SQLGUARD_SERVERS_DIR (restarting them with durable settings)"
-  "$here/dbservers.sh" restart all >&2
-else
-  log "starting durable PostgreSQL :$SQLGUARD_PG_PORT and MariaDB :$SQLGUARD_MARIADB_PORT in $SQLGUARD_SERVERS_DIR"
-  "$here/dbservers.sh" start all >&2
-fi
-eval "$("$here/dbservers.sh" env)"
+bench_start_servers
 
 for ((i = 0; i < busy; i++)); do
   sh -c 'while :; do :; done' &

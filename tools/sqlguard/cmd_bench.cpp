@@ -552,7 +552,7 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--cycle-every", o->cycle_every,
                   "churn-soak: a cycle (release --churn, acquire --churn new names) starts this often, back to back "
-                  "when one takes longer; 0 = always back to back. Each holding lives about --held / --churn cycles, "
+                  "when one takes longer; 0s = always back to back. Each holding lives about --held / --churn cycles, "
                   "renewed every ttl/3 meanwhile")
       ->capture_default_str();
   cmd->add_option("--sample-every", o->sample_every,

@@ -1,6 +1,7 @@
 // `sqlguard bench`: behaviour only. Benchmarks are not tests, so no timing
 // is ever asserted here — only that the command runs and reports its fields.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -129,6 +130,79 @@ TEST_CASE("bench refuses bad input with one line and exit 2", "[bench][cli]") {
   CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--per-lease", "-1"}) == 2);
   CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--ops", "semaphore-hot", "--permits",
                              "0"}) == 2);
+  // churn-soak: a churn it cannot take from what it holds, an unknown kind,
+  // samples too often; only the soak runs longer than an hour.
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--ops", "churn-soak", "--held", "50",
+                             "--churn", "51"}) == 2);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--ops", "churn-soak", "--churn", "0"}) ==
+        2);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--ops", "churn-soak", "--churn-kinds",
+                             "leases"}) == 2);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--ops", "churn-soak", "--sample-every",
+                             "10ms"}) == 2);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--ops", "lease-distinct,churn-soak",
+                             "--duration", "2h"}) == 2);
+}
+
+TEST_CASE("bench churn-soak holds its leases while every kind churns on new names and samples memory as it goes",
+          "[bench][cli]") {
+  std::string out;
+  int rc = sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "--json", "bench", "--ops", "churn-soak",
+                                "--held", "40", "--churn", "16", "--churn-kinds", "all", "--duration", "3s",
+                                "--cycle-every", "100ms", "--sample-every", "1s"},
+                               &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  const auto lines = json_lines(out);
+  REQUIRE(lines.size() == 1);  // one cell; the samples' progress lines go to stderr
+  const auto j = nlohmann::json::parse(lines[0]);
+  CHECK(j["op"] == "churn-soak");
+  CHECK(j["dialect"] == ctx().name);
+  CHECK(j["held"] == 40);
+  CHECK(j["churn"] == 16);
+  CHECK(j["churn_kinds"] == "all");
+  CHECK(j["errors"] == 0);
+  CHECK(j["losses"] == 0);
+  // The first full set, then at least one cycle of new names.
+  CHECK(j["fill_acquisitions"] == 40);
+  CHECK(j["acquisitions"].get<std::int64_t>() > 40);
+  CHECK(j["churn_acquisitions"].get<std::int64_t>() > 0);
+  CHECK(j["cycles"].get<std::int64_t>() >= 1);
+  // Each cycle's 16 new names take every kind twice: the waits ended without the lock.
+  CHECK(j["waits_timed_out"].get<std::int64_t>() >= 1);
+  CHECK(j["waits_cancelled"].get<std::int64_t>() >= 1);
+  // Samples: the start, the baseline (half of a run this short), the end;
+  // their counts never go back.
+  const auto& samples = j["samples"];
+  REQUIRE(samples.size() >= 2);
+  int baselines = 0;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const auto& s = samples[i];
+    INFO(s.dump());
+    for (const char* k : {"t_s", "acquisitions", "losses", "rss_bytes", "heap_bytes", "held_leases", "queue_places",
+                          "waiters", "listening", "renewal_statements"})
+      CHECK(s[k].is_number());
+    CHECK(s["rss_bytes"].get<std::int64_t>() > 0);
+    CHECK(s["heap_bytes"].get<std::int64_t>() > 0);
+    CHECK(s["held"] == 40);  // the churn takes as many as it releases
+    baselines += s.value("baseline", false) ? 1 : 0;
+    if (i > 0) {
+      CHECK(s["t_s"].get<double>() >= samples[i - 1]["t_s"].get<double>());
+      CHECK(s["acquisitions"].get<std::int64_t>() >= samples[i - 1]["acquisitions"].get<std::int64_t>());
+    }
+  }
+  CHECK(baselines == 1);
+  CHECK(samples.back()["acquisitions"] == j["acquisitions"]);
+  // The report: from the baseline to the end.
+  CHECK(j["baseline_s"].get<double>() > 0);
+  CHECK(j["rss_baseline_bytes"].get<std::int64_t>() > 0);
+  CHECK(j["rss_growth_pct"].is_number());
+  CHECK(j["heap_retained_per_acquisition_bytes"].is_number());
+  CHECK(j["acquisitions_after_baseline"].get<std::int64_t>() > 0);
+  CHECK(j["churn_per_s"].get<double>() > 0);
+  CHECK(j["target_met"].is_boolean());
+  // Everything released at the end: the client renews nothing any more.
+  CHECK(j["released"]["held_leases"] == 0);
 }
 
 TEST_CASE("bench held-leases reports what one lock client's held leases cost beside the per-lease model",

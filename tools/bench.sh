@@ -42,10 +42,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/.." && pwd)
-log() { printf 'bench: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2; }
+prog=bench
+# shellcheck source=tools/bench_lib.sh
+. "$here/bench_lib.sh"  # root, log, die, usage and the servers
 
 scale=0 publish=0
 duration=${BENCH_DURATION:-2s}
@@ -59,11 +58,7 @@ for arg in "$@"; do
   esac
 done
 
-bin=${SQLGUARD_BIN:-$root/build/tools/sqlguard}
-[[ -x "$bin" ]] || die "no sqlguard binary at $bin (build first, or set SQLGUARD_BIN)"
-out=${BENCH_OUT:-$root/bench-results}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+bench_bin_and_out
 # An earlier run's files would mix runs in this run's tables.
 rm -f "$out"/{sqlite,postgresql,mysql,postgresql-durable-release}.{json,svg,txt}
 clients=${BENCH_CLIENTS:-1,4,16}
@@ -71,10 +66,7 @@ ops=${BENCH_OPS:-all}
 warmup=${BENCH_WARMUP:-300ms}
 dialects=${BENCH_DIALECTS:-sqlite postgresql mysql}
 
-export SQLGUARD_PG_PORT=${SQLGUARD_PG_PORT:-56432}
-export SQLGUARD_MARIADB_PORT=${SQLGUARD_MARIADB_PORT:-56306}
-export SQLGUARD_SERVERS_DIR=${SQLGUARD_SERVERS_DIR:-/tmp/sqlguard-bench-servers}
-export SQLGUARD_DURABLE=1
+bench_server_env
 redis_port=${BENCH_REDIS_PORT:-56379}
 etcd_port=${BENCH_ETCD_PORT:-56479}
 run_id=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -106,15 +98,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 if (( need_servers )); then
-  if "$here/dbservers.sh" status all >/dev/null 2>&1; then
-    log "bench servers already running in $SQLGUARD_SERVERS_DIR (restarting them with durable settings)"
-    "$here/dbservers.sh" restart all >&2
-  else
-    log "starting durable PostgreSQL :$SQLGUARD_PG_PORT and MariaDB :$SQLGUARD_MARIADB_PORT in $SQLGUARD_SERVERS_DIR"
-    "$here/dbservers.sh" start all >&2
-  fi
+  bench_start_servers
   started_servers=1
-  eval "$("$here/dbservers.sh" env)"
 fi
 
 redis_arg=()

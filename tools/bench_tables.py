@@ -7,12 +7,15 @@
 DIR holds ONE run of tools/bench.sh: <dialect>.json (one JSON object per line,
 the comparators' cells of the same invocation included),
 postgresql-durable-release.json, settings.txt, optionally scale.json (the
-1 M-row checks of an earlier run, first line {"run": {...}} saying which).
+1 M-row checks of an earlier run, first line {"run": {...}} saying which),
+optionally churn-soak.json (`sqlguard bench --ops churn-soak` runs, an hour
+long: a run of their own, first line {"run": {...}} saying which, every cell
+carrying that run's run_id).
 Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
 `<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff,
 comparators, scale, round-trips, held-leases, held-leases-summary (README.md), waiters,
-fair-lease, semaphore-hot, rw-mixed. Each
+fair-lease, semaphore-hot, rw-mixed, churn-soak. Each
 table ends with the run it comes from
 (date, machine, matrix); durability is stated in the rows. No number in those
 regions is typed by hand, so none can contradict the data.
@@ -28,7 +31,7 @@ DURABLE = "postgresql-durable-release"  # PostgreSQL's lease ops with --durable-
 LEASE_OPS = ("lease-distinct", "lease-hot")
 # The lock-client ops: one cell per --held / --waiters value, not per client
 # count; they have tables of their own and stay out of the matrix tables.
-CLIENT_OPS = ("held-leases", "waiters")
+CLIENT_OPS = ("held-leases", "waiters", "churn-soak")
 # The synchronizer ops (issue 28): op x clients cells, but each has a table of
 # its own (fair-lease holds two sides per cell) and none is in the main table.
 SYNC_OPS = ("fair-lease", "semaphore-hot", "rw-mixed")
@@ -51,6 +54,10 @@ def load(path):
 
 def n0(x):
     return "—" if x is None else "{:,}".format(int(round(x)))
+
+
+def n1(x):
+    return "—" if x is None else "{:,.1f}".format(x)
 
 
 def n2(x):
@@ -102,6 +109,15 @@ class Run:
         scale = load(os.path.join(d, "scale.json"))
         self.scale_run = scale[0]["run"] if scale and "run" in scale[0] else None
         self.scale_file = [r for r in scale if "run" not in r]
+        soak = load(os.path.join(d, "churn-soak.json"))
+        self.soak_run = soak[0]["run"] if soak and "run" in soak[0] else None
+        self.soak_file = [r for r in soak if "run" not in r]
+        if self.soak_file and self.soak_run is None:
+            raise DataError("{}/churn-soak.json has no first line {{\"run\": {{...}}}} saying which run it is".format(d))
+        for r in self.soak_file:
+            if r.get("run_id") != self.soak_run.get("run_id"):
+                raise DataError("{}/churn-soak.json has a cell of run {} but its first line is run {}: a table never "
+                                "mixes runs".format(d, r.get("run_id"), self.soak_run.get("run_id")))
 
     def rows(self, name):
         return self.files.get(name, [])
@@ -440,6 +456,43 @@ def table_waiters(run):
     return "\n".join(out)
 
 
+def mb(x):
+    return "—" if x is None else "{:.1f} MB".format(x / 1e6)
+
+
+def soak_targets(r):
+    """Issue 43's target: RSS after the first minute flat within 5 %, 0 losses."""
+    growth, base = num(r.get("rss_growth_pct")), num(r.get("baseline_s"))
+    return misses([
+        (base is not None and base >= 60, "baseline at {} s, before the first minute".format(n0(base))),
+        (growth is not None and growth <= 5, "RSS grew {} % > 5 %".format(n2(growth))),
+        (r.get("losses") == 0, "{} losses".format(n0(r.get("losses")))),
+        (r.get("errors", 0) == 0, "{} errors".format(n0(r.get("errors")))),
+    ])
+
+
+def table_churn_soak(run):
+    cells = [(title, r) for d, title in DIALECTS for r in run.soak_file if r.get("dialect") == d]
+    if not cells:
+        return "No `churn-soak` cells (data: docs/bench/churn-soak.json, first line the run's date and machine)."
+    out = ["| dialect | churn kinds | duration | held | churn / s | acquisitions | losses | RSS at the baseline → "
+           "end | RSS growth after the baseline | heap retained per acquisition | errors | issue 43 target met? |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for title, r in cells:
+        dur = num(r.get("duration_s"))
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} → {} (baseline at {} s) | {} % | {} B | {} | {} |".format(
+            title, r.get("churn_kinds", "lease"), "—" if dur is None else "{} s".format(n0(dur)) if dur < 120 else "{} min".format(n0(dur / 60)),
+            n0(r.get("held")), n0(r.get("churn_per_s")), n0(r.get("acquisitions")), n0(r.get("losses")),
+            mb(r.get("rss_baseline_bytes")), mb(r.get("rss_end_bytes")), n0(r.get("baseline_s")),
+            n2(r.get("rss_growth_pct")), n1(r.get("heap_retained_per_acquisition_bytes")), n0(r.get("errors")),
+            soak_targets(r)))
+    s = run.soak_run
+    out += ["", "<sub>Run {} · {} · {} · {} · data: docs/bench/churn-soak.json</sub>".format(
+        s.get("date", "of unknown date"), s.get("host", "unknown host"), s.get("cpu", "unknown cpu"),
+        s.get("settings", "unknown settings"))]
+    return "\n".join(out)
+
+
 def sync_cells(run, op):
     """(dialect title, cell) of synchronizer op `op`, dialect by dialect, by client count."""
     return [(title, r) for d, title in DIALECTS
@@ -530,7 +583,8 @@ def tables(d):
             "round-trips": table_round_trips(run), "held-leases": table_held_leases(run),
             "held-leases-summary": table_held_summary(run),
             "waiters": table_waiters(run), "fair-lease": table_fair_lease(run),
-            "semaphore-hot": table_semaphore_hot(run), "rw-mixed": table_rw_mixed(run)}
+            "semaphore-hot": table_semaphore_hot(run), "rw-mixed": table_rw_mixed(run),
+            "churn-soak": table_churn_soak(run)}
 
 
 REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)

@@ -187,6 +187,50 @@ def main():
         for op in ("fair-lease", "semaphore-hot", "rw-mixed"):
             check("No `{}` cells in this run".format(op) in render(d, op), "no {} cells is stated".format(op))
 
+    with tempfile.TemporaryDirectory() as d:
+        # churn-soak: a run of its own (churn-soak.json, first line the run), a row per cell,
+        # issue 43's target checked in the table.
+        write_run(d, {"postgresql": [hot("postgresql", 1, 1000, [2000], PG, 1)]})
+        check("No `churn-soak` cells" in render(d, "churn-soak"), "no churn-soak cells is stated")
+
+        def soak(dialect, run="s1", **extra):
+            c = {"dialect": dialect, "op": "churn-soak", "clients": 1, "held": 10000, "churn": 1000,
+                 "churn_kinds": "lease", "duration_s": 3600.4, "churn_per_s": 158.7, "acquisitions": 581000,
+                 "losses": 0, "errors": 0, "baseline_s": 61.2, "rss_baseline_bytes": 36200000,
+                 "rss_end_bytes": 36900000, "rss_growth_pct": 1.934, "heap_retained_per_acquisition_bytes": 0.42,
+                 "run_id": run}
+            c.update(extra)
+            return c
+        header = {"run": {"run_id": "s1", "date": "2026-12-03T08:00:00Z", "host": "soakhost, 2 cores",
+                          "cpu": "TestCPU", "settings": "SQLGUARD_DURABLE=1, under CPU load"}}
+        with open(os.path.join(d, "churn-soak.json"), "w") as f:
+            for c in [header, soak("mysql", rss_end_bytes=142000000, rss_growth_pct=273.5,
+                                   heap_retained_per_acquisition_bytes=610.4, losses=2),
+                      soak("postgresql")]:
+                f.write(json.dumps(c) + "\n")
+        t = bench_tables.tables(d)
+        cs = t["churn-soak"]
+        check("| PostgreSQL | lease | 60 min | 10,000 | 159 | 581,000 | 0 | 36.2 MB → 36.9 MB (baseline at 61 s) | "
+              "1.93 % | 0.4 B | 0 | yes |" in cs, "a soak row that meets the target:\n" + cs)
+        check("| MariaDB | lease |" in cs and "| 610.4 B |" in cs and "**no**: RSS grew 273.50 % > 5 %; 2 losses" in cs,
+              "every missed target is named:\n" + cs)
+        check(cs.index("| PostgreSQL |") < cs.index("| MariaDB |"), "rows in dialect order:\n" + cs)
+        check("<sub>Run 2026-12-03T08:00:00Z · soakhost, 2 cores · TestCPU · SQLGUARD_DURABLE=1, under CPU load · "
+              "data: docs/bench/churn-soak.json</sub>" in cs, "the soak names its own run:\n" + cs)
+        check("churn-soak" not in t["main"] and "churn-soak" not in t["round-trips"],
+              "churn-soak stays out of the matrix tables")
+        with open(os.path.join(d, "churn-soak.json"), "a") as f:
+            f.write(json.dumps(soak("sqlite", run="s0", baseline_s=45.0)) + "\n")
+        try:
+            bench_tables.tables(d)
+            check(False, "a soak file mixing runs was rendered")
+        except bench_tables.DataError as e:
+            check("churn-soak.json" in str(e) and "s0" in str(e), "the error names the file and run: " + str(e))
+        with open(os.path.join(d, "churn-soak.json"), "w") as f:
+            f.write(json.dumps(header) + "\n" + json.dumps(soak("sqlite", baseline_s=45.0)) + "\n")
+        check("**no**: baseline at 45 s, before the first minute" in render(d, "churn-soak"),
+              "a baseline before the first minute is not the issue's target:\n" + render(d, "churn-soak"))
+
     # An unknown region is an error, not left alone.
     try:
         bench_tables.render("<!-- bench-table: nope -->\n<!-- /bench-table -->\n", {"run": ""})

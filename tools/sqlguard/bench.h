@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
@@ -178,6 +179,42 @@ std::size_t per_lease_fit(Connection& admin, std::size_t wanted, std::string* wh
 // a client of its own.
 nlohmann::json waiters_cell(const ClientBench& b, std::size_t waiters, std::chrono::milliseconds hold,
                             std::chrono::milliseconds warmup, std::chrono::milliseconds duration);
+// What the lock-client ops read from the process and use to set up a cell
+// (bench_client.cpp).
+std::size_t process_threads();                 // /proc/self/task
+std::size_t settled_threads();                 // once ending threads have ended (at most 1 s)
+std::int64_t rss_bytes();                      // resident memory (/proc/self/statm)
+std::int64_t heap_in_use();                    // mallinfo2: uordblks + hblkhd (every arena, mmapped blocks)
+void trim_heap();                              // malloc_trim(0), before a baseline
+void start_shared_threads(const ClientBench& b);  // the process's I/O deadline timer, before a baseline
+double seconds_since(std::chrono::steady_clock::time_point t0);
+// `b.uri` with PostgreSQL's application_name "sqlguard-bench-<tag>" (set in
+// `app`; other URIs as they are, "" app).
+std::string tagged_uri(const ClientBench& b, std::string* app);
+LockClientOptions client_options(const ClientBench& b);  // the default options, b.connect applied
+
+// ---- bench_soak.cpp: churn-soak (issue 43), not part of "all"
+inline constexpr const char* kSoakOp = "churn-soak";
+// One churn-soak cell's settings (validated by the command).
+struct SoakPlan {
+  std::size_t held = 10000;   // leases held all the time (--held)
+  std::size_t churn = 1000;   // released and acquired on new names every cycle (--churn), <= held
+  bool all_kinds = false;     // --churn-kinds all: the churn takes every kind, not only leases
+  std::chrono::milliseconds ttl{5000}, duration{60000}, sample_every{60000};
+  std::chrono::milliseconds cycle_every{1000};  // a cycle starts this often (0: back to back)
+};
+// When the baseline sample is taken: the first minute, or half the run when
+// it is shorter than two minutes.
+std::chrono::milliseconds soak_baseline_at(std::chrono::milliseconds duration);
+// churn-soak: one LockClient holds `held` renewed leases; every cycle it
+// releases the `churn` oldest holdings and acquires `churn` new ones on names
+// never used before (<prefix>:<cycle>:<i>), a cycle every `cycle_every`
+// (back to back when one takes longer) for `duration`. Samples (acquisitions, losses, RSS, heap, the client's stats)
+// at the start, every `sample_every`, at the baseline and at the end; each
+// one is passed to `on_sample` as it is taken. Reports bytes of heap
+// retained per acquisition and RSS growth after the baseline.
+nlohmann::json churn_soak_cell(const ClientBench& b, const SoakPlan& plan,
+                               const std::function<void(const nlohmann::json&)>& on_sample);
 
 // ---- bench_sync.cpp: the synchronizer ops (issue 28)
 // fair-lease, semaphore-hot, rw-mixed: op x clients cells like lease-hot,
@@ -213,7 +250,8 @@ std::function<void()> sync_solo_cycle(const std::string& op, std::shared_ptr<Loc
 double r3(double v);  // rounded to 3 decimals, as the JSON reports numbers
 void print_table_header();
 void print_row(const nlohmann::json& j);  // one cell as a row of the text table
-void print_client_row(const nlohmann::json& j);  // a held-leases or waiters cell as one line of text
+void print_client_row(const nlohmann::json& j);  // a held-leases, waiters or churn-soak cell as text
+void print_soak_sample(std::ostream& out, const nlohmann::json& sample);  // one churn-soak sample as a line
 void print_sync_row(const nlohmann::json& j);    // a synchronizer cell's own figures, under its row
 // A cell's result fields: sqlguard path `st`, raw path `raw` (nullptr: --no-raw);
 // fairness fields for a contended op.

@@ -36,8 +36,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using nlohmann::json;
 
-namespace {
-
 // ---- what the process and the server say ----------------------------------------
 
 std::size_t process_threads() {
@@ -93,6 +91,8 @@ std::int64_t heap_in_use() {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+namespace {
+
 bool behind_pooler(const std::string& uri) { return uri.find("pooler=") != std::string::npos; }
 
 // The sessions the server has for this cell, counted on the bench's own
@@ -146,6 +146,8 @@ class ServerSessions {
 
 json opt_json(const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); }
 
+}  // namespace
+
 // `uri` with PostgreSQL's application_name set to `app`, so that the server
 // can tell this cell's sessions apart; other URIs as they are ("" app).
 std::string tagged_uri(const ClientBench& b, std::string* app) {
@@ -156,6 +158,8 @@ std::string tagged_uri(const ClientBench& b, std::string* app) {
   *app = "sqlguard-bench-" + b.tag;
   return b.uri + (b.uri.find('?') == std::string::npos ? "?" : "&") + "application_name=" + *app;
 }
+
+namespace {
 
 // Counts the renewal statements every connection of the process sends
 // (catalog entries lease_renew*: today's per-lease renew, the batch, and
@@ -176,11 +180,15 @@ class RenewStatements {
   std::shared_ptr<std::atomic<std::uint64_t>> count_;
 };
 
+}  // namespace
+
 LockClientOptions client_options(const ClientBench& b) {
   LockClientOptions o;
   o.connect = b.connect;
   return o;
 }
+
+namespace {
 
 // What a held-leases cell measures while it holds, sampled every 50 ms.
 struct HoldSamples {

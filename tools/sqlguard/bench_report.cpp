@@ -20,6 +20,14 @@ using nlohmann::json;
 
 double r3(double v) { return std::round(v * 1000.0) / 1000.0; }
 
+namespace {
+std::string num_mb(double bytes) {  // "36.2 MB"
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1) << bytes / 1e6 << " MB";
+  return o.str();
+}
+}  // namespace
+
 void print_table_header() {
   std::cout << std::left << std::setw(20) << "op" << std::right << std::setw(8) << "clients" << std::setw(11)
             << "ops/s" << std::setw(9) << "p50 ms" << std::setw(9) << "p99 ms" << std::setw(11) << "raw ops/s"
@@ -72,6 +80,16 @@ void print_client_row(const json& j) {
               << " B), renewal lag p99 " << num("renewal_lag_p99_ms", 1) << " ms; owned after 3 ttl "
               << num("owned_after", 0) << " (lock table " << num("db_owned_after", 0) << "), errors "
               << j.value("errors", 0) << "\n";
+  } else if (op == kSoakOp) {
+    auto mb = [&](const json& v) { return v.is_number() ? num_mb(v.get<double>()) : std::string("-"); };
+    std::cout << "churn-soak N=" << j.value("held", 0) << " churn=" << j.value("churn", 0) << " ("
+              << j.value("churn_kinds", "") << "): " << num("duration_s", 0) << " s, " << num("acquisitions", 0)
+              << " acquisitions (" << num("churn_per_s", 0) << "/s), losses " << num("losses", 0) << "; RSS "
+              << mb(j.value("rss_baseline_bytes", json())) << " at " << num("baseline_s", 0) << " s -> "
+              << mb(j.value("rss_end_bytes", json())) << " (growth " << num("rss_growth_pct", 1)
+              << " %), heap retained " << num("heap_retained_per_acquisition_bytes", 1)
+              << " B/acquisition; target (RSS flat within 5 %, 0 losses) met: "
+              << (j.value("target_met", false) ? "yes" : "no") << ", errors " << j.value("errors", 0) << "\n";
   } else {
     std::cout << "waiters N=" << j.value("waiters", 0) << ": " << num("ops_per_s", 0) << " hand-offs/s, efficiency "
               << num("handoff_efficiency", 3) << ", " << num("rounds", 1) << " rounds; threads " << num("threads", 0)
@@ -82,6 +100,18 @@ void print_client_row(const json& j) {
   }
   if (j.contains("first_error")) std::cout << "  first error: " << j["first_error"].get<std::string>() << "\n";
   std::cout << std::flush;
+}
+
+void print_soak_sample(std::ostream& out, const json& s) {
+  auto mb = [&](const char* k) { return num_mb(s.at(k).get<double>()); };
+  out << "  churn-soak t=" << std::fixed << std::setprecision(1) << s.at("t_s").get<double>() << " s"
+      << (s.value("baseline", false) ? " (baseline)" : "") << ": " << s.at("acquisitions").get<std::uint64_t>()
+      << " acquisitions, losses " << s.at("losses").get<std::uint64_t>() << ", RSS " << mb("rss_bytes") << ", heap "
+      << mb("heap_bytes") << "; client: held " << s.at("held_leases").get<std::uint64_t>() << ", queue places "
+      << s.at("queue_places").get<std::uint64_t>() << ", waiters " << s.at("waiters").get<std::uint64_t>()
+      << ", listening " << s.at("listening").get<std::uint64_t>() << ", renewal statements "
+      << s.at("renewal_statements").get<std::uint64_t>() << ", errors " << s.at("errors").get<std::uint64_t>()
+      << std::endl;
 }
 
 void print_sync_row(const json& j) {

@@ -194,7 +194,7 @@ void hold_for(milliseconds hold, Clock::time_point from) {
 }
 
 bool contended(const std::string& op) { return op == "lease-hot" || op == "handoff"; }
-bool client_op(const std::string& op) { return op == "held-leases" || op == "waiters"; }
+bool client_op(const std::string& op) { return op == "held-leases" || op == "waiters" || op == kSoakOp; }
 
 OpFn contended_cycle(std::shared_ptr<Contender> c) {
   return [c]() -> OpResult {

@@ -31,7 +31,7 @@ using nlohmann::json;
 struct Opts {
   std::string ops = "all";
   std::string clients = "1,4,16";
-  std::string duration = "2s", warmup = "300ms", hold = "1ms";
+  std::string duration, warmup = "300ms", hold = "1ms";  // duration: empty = 2s (churn-soak: 60s)
   bool processes = false, no_raw = false, emit_sql = false, scale = false, keep = false, durable_release = false;
   std::string plot, redis, etcd, run_id;
   std::int64_t scale_rows = 1000000;
@@ -39,10 +39,14 @@ struct Opts {
   // The lock-client ops.
   std::string held;  // empty: 100,1000,10000 (SQLite: 100,1000)
   std::string waiters = "1000";
-  std::string held_ttl = "3s";
+  std::string held_ttl;  // empty: 3s (churn-soak: 5s)
   int per_lease = 100;
   // The synchronizer ops.
   int permits = 4;
+  // churn-soak.
+  int churn = 1000;
+  std::string churn_kinds = "lease";
+  std::string sample_every = "60s", cycle_every = "1s";
 };
 
 // The validated timings of every cell.
@@ -154,12 +158,20 @@ std::vector<int> counts_flag(const std::string& flag, const std::string& text, i
   return out;
 }
 
+// churn-soak releases --churn of its --held holdings every cycle.
+void check_churn(int churn, int held) {
+  if (churn > held)
+    throw BadValue("--churn", std::to_string(churn) + " is more than the " + std::to_string(held) +
+                                  " held leases it releases from (--held)");
+}
+
 // The lock-client ops' settings, validated before the database is touched.
 struct ClientPlan {
   std::vector<int> held;  // empty: the dialect's default
   std::vector<int> waiters;
   milliseconds held_ttl{3000};
   int per_lease = 100;
+  SoakPlan soak;  // churn-soak (its held: the --held values)
 };
 
 // The cells of one lock-client op (held-leases: one per --held value with
@@ -192,6 +204,21 @@ void run_client_op(const std::string& op, const ClientPlan& plan, const Opts& o,
     if (!cell.contains("clients")) cell["clients"] = 1;
     emit(cell, o);
   };
+  if (op == kSoakOp) {
+    std::vector<int> held = plan.held;
+    if (held.empty()) held = {admin.kind() == DialectKind::kSqlite ? 1000 : 10000};
+    for (int n : held) check_churn(static_cast<int>(plan.soak.churn), n);
+    // Progress as it goes: each sample a line (stderr under --json, whose
+    // stdout is the cell's one JSON line).
+    auto on_sample = [](const json& s) { print_soak_sample(global().json ? std::cerr : std::cout, s); };
+    for (int n : held)
+      emit_cell({{"held", n}}, [&] {
+        SoakPlan p = plan.soak;
+        p.held = static_cast<std::size_t>(n);
+        return churn_soak_cell(bench(), p, on_sample);
+      });
+    return;
+  }
   if (op == "waiters") {
     for (int n : plan.waiters)
       emit_cell({{"waiters", n}, {"clients", n + 1}}, [&] {
@@ -315,10 +342,10 @@ void run_bench(const Opts& o) {
       ops.assign(std::begin(kAllOps), std::end(kAllOps));
       continue;
     }
-    if (std::find(std::begin(kAllOps), std::end(kAllOps), op) == std::end(kAllOps)) {
+    if (op != kSoakOp && std::find(std::begin(kAllOps), std::end(kAllOps), op) == std::end(kAllOps)) {
       std::string known;
       for (auto* k : kAllOps) known += std::string(known.empty() ? "" : ", ") + k;
-      throw BadValue("--ops", "unknown op '" + op + "' (known: " + known + ", all)");
+      throw BadValue("--ops", "unknown op '" + op + "' (known: " + known + ", " + kSoakOp + ", all)");
     }
     if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
   }
@@ -327,9 +354,23 @@ void run_bench(const Opts& o) {
   ClientPlan plan;
   if (!o.held.empty()) plan.held = counts_flag("--held", o.held, 1, 100000, "a lease count");
   plan.waiters = counts_flag("--waiters", o.waiters, 1, 100000, "a waiter count");
-  plan.held_ttl = duration_flag("--held-ttl", o.held_ttl, {milliseconds(300), std::chrono::minutes(10)});
+  const bool soak = std::find(ops.begin(), ops.end(), kSoakOp) != ops.end();
+  const DurationRange ttl_range{milliseconds(300), std::chrono::minutes(10)};
+  plan.held_ttl = o.held_ttl.empty() ? milliseconds(3000) : duration_flag("--held-ttl", o.held_ttl, ttl_range);
   plan.per_lease = o.per_lease;
-  auto duration = duration_flag("--duration", o.duration, {milliseconds(50), std::chrono::hours(1)});
+  // The matrix's cells run up to an hour each; a soak up to a day.
+  auto duration = o.duration.empty() ? milliseconds(2000)
+                                     : duration_flag("--duration", o.duration, {milliseconds(50), std::chrono::hours(24)});
+  if (duration > std::chrono::hours(1) && std::any_of(ops.begin(), ops.end(), [](const auto& op) { return op != kSoakOp; }))
+    throw BadValue("--duration", "'" + o.duration + "' is over 1h: only " + kSoakOp + " runs longer (up to 24h)");
+  plan.soak.churn = static_cast<std::size_t>(o.churn);
+  plan.soak.all_kinds = o.churn_kinds == "all";
+  plan.soak.ttl = o.held_ttl.empty() ? milliseconds(5000) : plan.held_ttl;
+  plan.soak.duration = o.duration.empty() ? milliseconds(60000) : duration;
+  plan.soak.sample_every = duration_flag("--sample-every", o.sample_every, {milliseconds(100), std::chrono::hours(1)});
+  plan.soak.cycle_every = duration_flag("--cycle-every", o.cycle_every, {milliseconds(0), std::chrono::minutes(10)});
+  if (soak)
+    for (int n : plan.held) check_churn(o.churn, n);  // the default --held is checked once the dialect is known
   auto warmup = duration_flag("--warmup", o.warmup, {milliseconds(0), std::chrono::minutes(10)});
   auto hold = duration_flag("--hold", o.hold, {milliseconds(0), std::chrono::seconds(1)});
   const Timing timing{warmup, duration, hold};
@@ -458,10 +499,12 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--ops", o->ops,
                   "Comma-separated: lease-distinct, lease-hot, handoff, guarded-decrement, rowlock-decrement, "
                   "cas-decrement, idem-first, idem-replay, inbox, held-leases, waiters, fair-lease, semaphore-hot, "
-                  "rw-mixed, or all")
+                  "rw-mixed, or all; and churn-soak (never part of all)")
       ->capture_default_str();
   cmd->add_option("--clients", o->clients, "Comma-separated client counts (one connection each)")->capture_default_str();
-  cmd->add_option("--duration", o->duration, "Measured time per cell and path")->capture_default_str();
+  cmd->add_option("--duration", o->duration,
+                  "Measured time per cell and path (default 2s, at most 1h); churn-soak: the soak's length "
+                  "(default 60s, at most 24h)");
   cmd->add_option("--warmup", o->warmup, "Unmeasured warm-up per cell and path")->capture_default_str();
   cmd->add_option("--hold", o->hold,
                   "handoff, waiters and the synchronizer ops: how long each owner holds the lock (the synchronizer "
@@ -493,9 +536,28 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--held", o->held,
                   "held-leases: comma-separated counts of leases one lock client holds (default 100,1000,10000; "
-                  "SQLite 100,1000)");
+                  "SQLite 100,1000); churn-soak: the leases it holds all the time (default 10000; SQLite 1000)");
   cmd->add_option("--held-ttl", o->held_ttl,
-                  "held-leases: the leases' ttl; they are held 3 ttl, renewed every ttl/3")
+                  "held-leases: the leases' ttl (default 3s); they are held 3 ttl, renewed every ttl/3. "
+                  "churn-soak: the holdings' ttl (default 5s)");
+  cmd->add_option("--churn", o->churn,
+                  "churn-soak: holdings released and acquired on new names every cycle (at most --held)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--churn-kinds", o->churn_kinds,
+                  "churn-soak: lease (the new names as leases), or all (spread over a lease, a fair lease, a "
+                  "semaphore permit, read-write shared and exclusive, acquire_async, a wait that times out and one "
+                  "that is cancelled)")
+      ->check(CLI::IsMember({"lease", "all"}))
+      ->capture_default_str();
+  cmd->add_option("--cycle-every", o->cycle_every,
+                  "churn-soak: a cycle (release --churn, acquire --churn new names) starts this often, back to back "
+                  "when one takes longer; 0s = always back to back. Each holding lives about --held / --churn cycles, "
+                  "renewed every ttl/3 meanwhile")
+      ->capture_default_str();
+  cmd->add_option("--sample-every", o->sample_every,
+                  "churn-soak: a sample (acquisitions, losses, RSS, heap, the client's stats) this often, besides "
+                  "the start, the baseline (the first minute, or half a shorter run) and the end")
       ->capture_default_str();
   cmd->add_option("--per-lease", o->per_lease,
                   "held-leases: leases held the per-lease way (a watchdog connection and thread each) for "

@@ -1,0 +1,38 @@
+# Sourced by tools/bench.sh and tools/churn_soak.sh: their messages, the
+# binary, the output directory and the durable throwaway servers of a
+# published run. Needs $here (tools/) and $prog (the messages' prefix).
+
+root=$(cd "$here/.." && pwd)
+log() { printf '%s: %s\n' "$prog" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0" >&2; }
+
+# Sets bin (the sqlguard binary) and out (the output directory, created, absolute).
+bench_bin_and_out() {
+  bin=${SQLGUARD_BIN:-$root/build/tools/sqlguard}
+  [[ -x "$bin" ]] || die "no sqlguard binary at $bin (build first, or set SQLGUARD_BIN)"
+  out=${BENCH_OUT:-$root/bench-results}
+  mkdir -p "$out"
+  out=$(cd "$out" && pwd)
+}
+
+# The bench servers: their own ports and directory (never the test servers'), durable settings.
+bench_server_env() {
+  export SQLGUARD_PG_PORT=${SQLGUARD_PG_PORT:-56432}
+  export SQLGUARD_MARIADB_PORT=${SQLGUARD_MARIADB_PORT:-56306}
+  export SQLGUARD_SERVERS_DIR=${SQLGUARD_SERVERS_DIR:-/tmp/sqlguard-bench-servers}
+  export SQLGUARD_DURABLE=1
+}
+
+# Starts them (restarts them with durable settings when they already run) and
+# exports SQLGUARD_TEST_PG_URI / SQLGUARD_TEST_MYSQL_URI.
+bench_start_servers() {
+  if "$root/tools/dbservers.sh" status all >/dev/null 2>&1; then
+    log "bench servers already running in $SQLGUARD_SERVERS_DIR (restarting them with durable settings)"
+    "$root/tools/dbservers.sh" restart all >&2
+  else
+    log "starting durable PostgreSQL :$SQLGUARD_PG_PORT and MariaDB :$SQLGUARD_MARIADB_PORT in $SQLGUARD_SERVERS_DIR"
+    "$root/tools/dbservers.sh" start all >&2
+  fi
+  eval "$("$root/tools/dbservers.sh" env)"
+}

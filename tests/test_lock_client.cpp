@@ -5,6 +5,7 @@
 // which needs the fault proxy (built with the tools), is in
 // test_lock_client_frozen.cpp.
 #include <catch2/catch.hpp>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <set>
@@ -19,6 +21,7 @@
 
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
+#include "process_helpers.h"
 #include "test_context.h"
 #include "test_helpers.h"
 
@@ -552,4 +555,117 @@ TEST_CASE("LeaseLock(uri) handles of one URI share one process-wide client", "[l
   CHECK(s.held_leases == 40);
   CHECK(s.connections_open <= 4);
   for (auto& l : locks) CHECK(l->release());
+}
+
+namespace {
+// The first line of the file at `path` that starts with `word`, waiting for
+// it up to 30 s ("" if none came).
+std::string line_starting(const std::string& path, const std::string& word) {
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(word, 0) == 0) return line;
+    std::this_thread::sleep_for(10ms);
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("a holder paused (SIGSTOP) past its ttl reports the diagnosed cause when it resumes while the database "
+          "answers: taken_over when another owner took the lease, expired when nobody did",
+          "[lock-client][lease][multiprocess]") {
+  for (const std::string how : {"client", "watchdog"}) {
+    for (const bool take : {true, false}) {
+      DYNAMIC_SECTION(how << (take ? ": taken over" : ": expired")) {
+        const std::string name = ctx().unique("paused");
+        sgtest::tree::TempDir dir;
+        const std::string out = dir.file("out");
+        const int pid = sgtest::spawn({sgtest::worker_path(), "lease-loss-cause", ctx().uri, name, "1000", how}, out);
+        REQUIRE(line_starting(out, "held") == "held");
+        REQUIRE(::kill(pid, SIGSTOP) == 0);
+        auto client = LockClient::create(ctx().uri);
+        LeaseLock taker(client, name, short_lease(10s));
+        auto probe = ctx().connect();
+        if (take) {
+          REQUIRE(taker.acquire(20s));  // once the paused holder's lease ran out
+        } else {
+          REQUIRE(eventually([&] {
+            auto info = lease_info(*probe, name);
+            return info && !info->held();
+          }, 20s));
+        }
+        REQUIRE(::kill(pid, SIGCONT) == 0);
+        CHECK(sgtest::wait_pid(pid) == 0);
+        CHECK(line_starting(out, "lost") == (take ? "lost taken_over" : "lost expired"));
+        if (take) CHECK(taker.release());
+      }
+    }
+  }
+}
+
+TEST_CASE("in a forked child every call on an inherited lock-client lease handle throws, its observers included",
+          "[lock-client][fork]") {
+  auto client = LockClient::create(ctx().uri);
+  LeaseLock lock(client, ctx().unique("forkobs"), short_lease(10s));
+  REQUIRE(lock.try_acquire());
+  REQUIRE(lock.owns());
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The exit code: 0, or the number of the first call that did not throw
+    // kInvalidArgument.
+    int bad = 0, n = 0;
+    auto must_throw = [&](const std::function<void()>& f) {
+      ++n;
+      try {
+        f();
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::kInvalidArgument) return;
+      } catch (...) {
+      }
+      if (!bad) bad = n;
+    };
+    must_throw([&] { (void)lock.owns(); });           // 1
+    must_throw([&] { (void)lock.fence(); });          // 2
+    must_throw([&] { (void)lock.owner(); });          // 3
+    must_throw([&] { (void)lock.hold_count(); });     // 4
+    must_throw([&] { (void)lock.remaining(); });      // 5
+    must_throw([&] { (void)lock.last_loss(); });      // 6
+    must_throw([&] { (void)lock.expires_at_ms(); });  // 7
+    must_throw([&] { (void)lock.cancel_acquire(); }); // 8
+    must_throw([&] { (void)lock.renew(); });          // 9
+    must_throw([&] { (void)lock.release(); });        // 10
+    if (!bad && lock.name().empty()) bad = 50;        // name() is the handle's own: it answers
+    ::_exit(bad);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  INFO("the first call that answered in the child (0: none): " << WEXITSTATUS(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(lock.owns());  // the parent's lease is untouched
+  CHECK(lock.hold_count() == 1);
+  CHECK(lock.release());
+}
+
+TEST_CASE("LockClient::shared() gives one client for every spelling of one URI", "[lock-client][uri]") {
+  const std::string uri = ctx().uri;
+  auto a = LockClient::shared(uri);
+  const auto colon = uri.find(':');
+  const std::string scheme = uri.substr(0, colon), rest = uri.substr(colon);
+  const std::string alias = scheme == "postgresql" ? "postgres" : scheme == "postgres" ? "postgresql"
+                            : scheme == "mysql"    ? "mariadb"
+                            : scheme == "sqlite"   ? "sqlite3"
+                                                   : scheme;
+  REQUIRE(alias != scheme);
+  CHECK(LockClient::shared(alias + rest) == a);
+  if (!ctx().is_sqlite()) {
+    const bool has_query = uri.find('?') != std::string::npos;
+    if (!has_query) CHECK(LockClient::shared(uri + "?") == a);  // a trailing '?'
+    const std::string sep = has_query ? "&" : "?";
+    auto b = LockClient::shared(uri + sep + "connect_timeout=30&statement_cache_size=100");
+    CHECK(LockClient::shared(uri + sep + "statement_cache_size=100&connect_timeout=30") == b);  // parameter order
+    CHECK(b != a);  // other parameters: another client
+  }
 }

@@ -1006,3 +1006,81 @@ TEST_CASE("an acquire that finds its slot or queue ticket taken by a concurrent 
     if (got) CHECK(holder.release());
   }
 }
+
+TEST_CASE("in a forked child every call on an inherited semaphore or read-write handle throws, its observers included",
+          "[semaphore][rw-lease][fork]") {
+  auto client = LockClient::create(ctx().uri);
+  Semaphore sem(client, ctx().unique("forksem"), 2, opts(10s));
+  ReadWriteLease rw(client, ctx().unique("forkrw"), opts(10s));
+  REQUIRE(sem.try_acquire(1));
+  REQUIRE(rw.try_acquire(LeaseMode::kShared));
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The exit code: 0, or the number of the first call that did not throw
+    // kInvalidArgument.
+    int bad = 0, n = 0;
+    auto must_throw = [&](const std::function<void()>& f) {
+      ++n;
+      try {
+        f();
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::kInvalidArgument) return;
+      } catch (...) {
+      }
+      if (!bad) bad = n;
+    };
+    must_throw([&] { (void)sem.owns(); });            // 1
+    must_throw([&] { (void)sem.held_permits(); });    // 2
+    must_throw([&] { (void)sem.fence(); });           // 3
+    must_throw([&] { (void)sem.owner(); });           // 4
+    must_throw([&] { (void)sem.hold_count(); });      // 5
+    must_throw([&] { (void)sem.remaining(); });       // 6
+    must_throw([&] { (void)sem.last_loss(); });       // 7
+    must_throw([&] { (void)sem.cancel_acquire(); });  // 8
+    must_throw([&] { (void)sem.release(); });         // 9
+    must_throw([&] { (void)rw.owns(); });             // 10
+    must_throw([&] { (void)rw.mode(); });             // 11
+    must_throw([&] { (void)rw.fence(); });            // 12
+    must_throw([&] { (void)rw.owner(); });            // 13
+    must_throw([&] { (void)rw.hold_count(); });       // 14
+    must_throw([&] { (void)rw.remaining(); });        // 15
+    must_throw([&] { (void)rw.last_loss(); });        // 16
+    must_throw([&] { (void)rw.cancel_acquire(); });   // 17
+    must_throw([&] { (void)rw.release(); });          // 18
+    ::_exit(bad);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  INFO("the first call that answered in the child (0: none): " << WEXITSTATUS(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(sem.owns());  // the parent's holdings are untouched
+  CHECK(rw.owns());
+  CHECK(sem.release());
+  CHECK(rw.release());
+}
+
+TEST_CASE("asking a semaphore for more permits than it has is refused naming both, on every path", "[semaphore]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("semtoomany");
+  Semaphore sem(client, name, 2, opts());
+  std::string what;
+  CHECK(code_of([&] { sem.try_acquire(3); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(what.find("3") != std::string::npos);
+  CHECK(what.find("2 permit") != std::string::npos);
+  CHECK(code_of([&] { sem.acquire(3, 5s); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { sem.acquire_async(3, 5s).get(); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(sem.hold_count() == 0);
+  // The count stored for the name is the one that holds: shrunk to 1 by
+  // another handle, asking for 2 is refused (naming the stored count).
+  Semaphore other(client, name, 2, opts());
+  other.set_permits(1);
+  CHECK(code_of([&] { sem.try_acquire(2); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(what.find("1 permit") != std::string::npos);
+  CHECK(code_of([&] { sem.acquire(2, 5s); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { sem.acquire_async(2, 5s).get(); }) == ErrorCode::kInvalidArgument);
+  // Within the count: acquired as before.
+  CHECK(sem.try_acquire(1));
+  CHECK(sem.release());
+}

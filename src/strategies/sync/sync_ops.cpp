@@ -52,6 +52,16 @@ void check_kind(const Head& h, const std::string& name, std::string_view kind) {
                                                ": one name is one kind of lock (use another name)");
 }
 
+// n permits of a semaphore of `permits` (its count stored now): more could
+// never be granted, so the acquire would only wait out its whole wait.
+void check_asked_permits(const SyncRequest& req, std::int64_t permits) {
+  if (req.mode != SyncMode::kPermits || req.permits <= permits) return;
+  throw Error(ErrorCode::kInvalidArgument,
+              "semaphore '" + printable(req.name, 64) + "': " + std::to_string(req.permits) +
+                  " permits asked for, but it has only " + std::to_string(permits) +
+                  " permits (its count now): n must be within 1..permits");
+}
+
 struct Live {
   std::int64_t permits = 0, shared = 0;
   bool exclusive = false;
@@ -117,6 +127,7 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
                          now = cell(row, kNow).as_int(), live_p = cell(row, kLiveP).as_int(),
                          live_s = cell(row, kLiveS).as_int(), live_x = cell(row, kLiveX).as_int(),
                          earliest = cell(row, kEarliest).as_int();
+      check_asked_permits(req, permits);
       bool busy = false;
       switch (req.mode) {
         case SyncMode::kPermits: busy = live_p + req.permits > permits; break;
@@ -139,6 +150,7 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
     run(conn, Sql::sync_open, {req.name, std::string(req.kind), req.capacity});
     const Head h = read_head(conn, req.name);
     check_kind(h, req.name, req.kind);
+    check_asked_permits(req, h.permits);
     const Live live = read_live(conn, req.name);
     g.capacity = h.permits;
     bool ok = false;

@@ -1014,47 +1014,14 @@ TEST_CASE("in a forked child every call on an inherited semaphore or read-write 
   ReadWriteLease rw(client, ctx().unique("forkrw"), opts(10s));
   REQUIRE(sem.try_acquire(1));
   REQUIRE(rw.try_acquire(LeaseMode::kShared));
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    // The exit code: 0, or the number of the first call that did not throw
-    // kInvalidArgument.
-    int bad = 0, n = 0;
-    auto must_throw = [&](const std::function<void()>& f) {
-      ++n;
-      try {
-        f();
-      } catch (const Error& e) {
-        if (e.code() == ErrorCode::kInvalidArgument) return;
-      } catch (...) {
-      }
-      if (!bad) bad = n;
-    };
-    must_throw([&] { (void)sem.owns(); });            // 1
-    must_throw([&] { (void)sem.held_permits(); });    // 2
-    must_throw([&] { (void)sem.fence(); });           // 3
-    must_throw([&] { (void)sem.owner(); });           // 4
-    must_throw([&] { (void)sem.hold_count(); });      // 5
-    must_throw([&] { (void)sem.remaining(); });       // 6
-    must_throw([&] { (void)sem.last_loss(); });       // 7
-    must_throw([&] { (void)sem.cancel_acquire(); });  // 8
-    must_throw([&] { (void)sem.release(); });         // 9
-    must_throw([&] { (void)rw.owns(); });             // 10
-    must_throw([&] { (void)rw.mode(); });             // 11
-    must_throw([&] { (void)rw.fence(); });            // 12
-    must_throw([&] { (void)rw.owner(); });            // 13
-    must_throw([&] { (void)rw.hold_count(); });       // 14
-    must_throw([&] { (void)rw.remaining(); });        // 15
-    must_throw([&] { (void)rw.last_loss(); });        // 16
-    must_throw([&] { (void)rw.cancel_acquire(); });   // 17
-    must_throw([&] { (void)rw.release(); });          // 18
-    ::_exit(bad);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  INFO("the first call that answered in the child (0: none): " << WEXITSTATUS(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  // The number of the first call that answered in the child (0: none).
+  const int first = sgtest::first_answered_in_child([&](sgtest::MustRefuse& must) {
+    sgtest::must_refuse_handle_calls(must, sem);     // 1..8
+    must([&] { (void)sem.held_permits(); });         // 9
+    sgtest::must_refuse_handle_calls(must, rw);      // 10..17
+    must([&] { (void)rw.mode(); });                  // 18
+  });
+  CHECK(first == 0);
   CHECK(sem.owns());  // the parent's holdings are untouched
   CHECK(rw.owns());
   CHECK(sem.release());

@@ -7,7 +7,9 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -625,4 +627,75 @@ TEST_CASE("lock list shows semaphore and read-write lease holdings beside leases
   out.clear();
   REQUIRE(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "--json", "lock", "list"}, &out) == 0);
   CHECK(out.find(sem) == std::string::npos);
+}
+
+namespace {
+// A CLI run with its stderr apart from its stdout.
+struct RunErr {
+  int rc = -1;
+  std::string out, err;
+};
+RunErr cli_apart(const std::vector<std::string>& args) {
+  const std::string err_file = "/tmp/sgtest-cli-stderr-" + ctx().unique("e");
+  std::vector<std::string> argv = {"/bin/sh", "-c", "f=$1; shift; exec \"$@\" 2>\"$f\"", "sh", err_file,
+                                   sgtest::cli_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  RunErr r;
+  r.rc = sgtest::run_process(argv, &r.out);
+  std::ifstream in(err_file);
+  std::stringstream s;
+  s << in.rdbuf();
+  r.err = s.str();
+  std::remove(err_file.c_str());
+  return r;
+}
+}  // namespace
+
+TEST_CASE("lock list --json with nothing to list prints one object with an empty list", "[cli]") {
+  const std::string fresh = ctx().fresh_database();
+  REQUIRE(cli({"migrate", "--db", fresh}).rc == 0);
+  for (const auto& argv : std::vector<std::vector<std::string>>{{"--json", "--db", fresh, "lock", "list"},
+                                                                {"--json", "--db", fresh, "lock", "list", "--all"}}) {
+    INFO("argv: " << Catch::Detail::stringify(argv));
+    auto r = cli(argv);
+    CHECK(r.rc == 0);
+    auto lines = json_lines(r.out);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0] == json::parse(R"({"locks":[]})"));
+  }
+}
+
+TEST_CASE("under --json an error or a refusal is one JSON object on stdout and nothing on stderr", "[cli]") {
+  const std::string& db = ctx().uri;
+  const std::string name = ctx().unique("jsonerr");
+  REQUIRE(cli({"--db", db, "lock", "acquire", name, "--owner", "holder", "--ttl", "1m"}).rc == 0);
+  const std::string missing = "sqlite:///tmp/sqlguard-cli-missing-" + ctx().unique("m") + ".db";
+  struct Case {
+    std::vector<std::string> argv;
+    int rc;
+  };
+  const std::vector<Case> cases = {
+      {{"--json", "--db", db, "lock", "acquire", name, "--ttl", "nonsense"}, 2},            // usage error
+      {{"--json", "--db", db, "lock", "frobnicate"}, 2},                                    // unknown command
+      {{"--json", "--db", missing, "lock", "list"}, 1},                                     // error
+      {{"--json", "--db", missing, "doctor"}, 1},                                           // failed checks
+      {{"--json", "--db", db, "lock", "acquire", name, "--owner", "other"}, 75},             // not acquired
+      {{"--json", "--db", db, "lock", "release", name, "--owner", "other"}, 3},              // not held
+      {{"--json", "--db", db, "run", "--lock", name, "--wait", "0s", "--", "true"}, 75},     // run: not acquired
+  };
+  for (const auto& c : cases) {
+    INFO("argv: " << Catch::Detail::stringify(c.argv));
+    auto r = cli_apart(c.argv);
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.rc == c.rc);
+    CHECK(r.err.empty());
+    CHECK_FALSE(json_lines(r.out).empty());
+    // An error is an {"error": ...} object (doctor's failed check is its own line).
+    if ((c.rc == 1 || c.rc == 2) && c.argv.back() != "doctor") CHECK(json_lines(r.out).at(0).contains("error"));
+  }
+  // Without --json the same error is text on stderr, as before.
+  auto text = cli_apart({"--db", missing, "lock", "list"});
+  CHECK(text.rc == 1);
+  CHECK_THAT(text.err, Catch::Matchers::Contains("sqlguard: error:"));
+  CHECK(cli({"--db", db, "lock", "release", name, "--force"}).rc == 0);
 }

@@ -567,3 +567,55 @@ TEST_CASE("a whole URI with a raw quote in its password parameter is masked to t
           "[foundation][uri]") {
   CHECK(mask_uri("postgresql://h/db?password=ab'cd&sslmode=require") == "postgresql://h/db?password=***&sslmode=require");
 }
+
+TEST_CASE("one server and database has one canonical URI: scheme alias, parameter order, a trailing '?', an explicit "
+          "default port and the host's case do not matter; another host spelling or port does",
+          "[foundation][uri]") {
+  using sqlguard::detail::canonical_uri;
+  const std::string pg = canonical_uri("postgresql://app:pw@db.example/shop?sslmode=require&application_name=x");
+  CHECK(canonical_uri("postgres://app:pw@DB.example/shop?application_name=x&sslmode=require") == pg);
+  CHECK(canonical_uri("postgresql://app:pw@db.example:5432/shop?sslmode=require&application_name=x&") == pg);
+  CHECK(canonical_uri("postgresql://app:p%77@db.example/shop?sslmode=require&application_name=x") == pg);
+  CHECK(canonical_uri("postgresql://app:pw@db.example:5433/shop?sslmode=require&application_name=x") != pg);
+  CHECK(canonical_uri("postgresql://app:other@db.example/shop?sslmode=require&application_name=x") != pg);
+  CHECK(canonical_uri("postgresql://app:pw@db.example/shop?sslmode=disable&application_name=x") != pg);
+  CHECK(canonical_uri("postgresql://app:pw@h/db?") == canonical_uri("postgresql://app:pw@h/db"));
+  const std::string my = canonical_uri("mysql://app:pw@127.0.0.1/shop");
+  CHECK(canonical_uri("mariadb://app:pw@127.0.0.1:3306/shop?") == my);
+  // localhost is not 127.0.0.1: libpq resolves it (::1 may come first, a
+  // different listener), the MySQL client library may take it for its socket.
+  CHECK(canonical_uri("mysql://app:pw@localhost/shop") != my);
+  CHECK(canonical_uri("postgresql://app:pw@localhost/db") != canonical_uri("postgresql://app:pw@127.0.0.1/db"));
+  CHECK(canonical_uri("sqlite3:///tmp/x.db") == canonical_uri("sqlite:///tmp/x.db"));
+  CHECK(canonical_uri("sqlite:///tmp/x.db") != canonical_uri("sqlite:///tmp/y.db"));
+}
+
+TEST_CASE("a URI parameter given twice is refused naming it, on every server dialect", "[foundation][uri]") {
+  std::string what;
+  for (const std::string uri : {"postgresql://u@127.0.0.1:1/db?pooler=transaction&pooler=session",
+                                "postgresql://u@127.0.0.1:1/db?sslmode=disable&%73slmode=require",
+                                "mysql://u@127.0.0.1:1/db?connect_timeout=5&connect_timeout=50"}) {
+    INFO(uri);
+    CHECK(code_of([&] { make_connection(uri); }, &what) == ErrorCode::kInvalidArgument);
+    CHECK(what.find("twice") != std::string::npos);
+    CHECK((what.find("'pooler'") != std::string::npos || what.find("'sslmode'") != std::string::npos ||
+           what.find("'connect_timeout'") != std::string::npos));
+  }
+}
+
+TEST_CASE("masking a message that quotes an already masked URI changes nothing: the text after the password stays",
+          "[foundation][uri]") {
+  const std::string masked = "cannot connect to postgresql://***@127.0.0.1:1/db?sslmode=disable&password=***: "
+                             "connection refused";
+  CHECK(mask_uri(masked) == masked);
+  CHECK(mask_uri("x postgresql://h/db?password=***, then y") == "x postgresql://h/db?password=***, then y");
+  // A real secret is still masked (in free text up to the next space).
+  CHECK(mask_uri("cannot connect to postgresql://u@h/db?password=s3cret: refused").find("s3cret") == std::string::npos);
+  // Through a real connect error: the driver's message after the URI is kept.
+  std::string what;
+  CHECK(code_of([&] { make_connection("postgresql://u@127.0.0.1:1/db?password=s3cret&connect_timeout=2"); }, &what) ==
+        ErrorCode::kConnectionLost);
+  INFO(what);
+  CHECK(what.find("s3cret") == std::string::npos);
+  CHECK(mask_uri(what) == what);
+}

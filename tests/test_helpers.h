@@ -2,6 +2,8 @@
 #pragma once
 
 #include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <functional>
@@ -24,6 +26,54 @@ inline sqlguard::ErrorCode code_of(const std::function<void()>& f, std::string* 
   }
   FAIL("expected sqlguard::Error");
   return sqlguard::ErrorCode::kInternal;
+}
+
+// For a forked child (no Catch2 assertions there): runs calls that must
+// each throw Error(kInvalidArgument); first_answered is the number (from 1,
+// in call order) of the first one that did not, 0 while none — the child's
+// exit code.
+struct MustRefuse {
+  int calls = 0;
+  int first_answered = 0;
+  void operator()(const std::function<void()>& f) {
+    ++calls;
+    try {
+      f();
+    } catch (const sqlguard::Error& e) {
+      if (e.code() == sqlguard::ErrorCode::kInvalidArgument) return;
+    } catch (...) {
+    }
+    if (!first_answered) first_answered = calls;
+  }
+};
+
+// What every handle of a lock client offers (lease, semaphore, read-write):
+// each call must be refused (in a forked child).
+template <class Handle>
+void must_refuse_handle_calls(MustRefuse& must, Handle& h) {
+  must([&] { (void)h.owns(); });
+  must([&] { (void)h.fence(); });
+  must([&] { (void)h.owner(); });
+  must([&] { (void)h.hold_count(); });
+  must([&] { (void)h.remaining(); });
+  must([&] { (void)h.last_loss(); });
+  must([&] { (void)h.cancel_acquire(); });
+  must([&] { (void)h.release(); });
+}
+
+// Forks; the child runs `calls` and exits with first_answered; returns that
+// exit code (or -1 when the child did not exit normally).
+inline int first_answered_in_child(const std::function<void(MustRefuse&)>& calls) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    MustRefuse must;
+    calls(must);
+    ::_exit(must.first_answered);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // Runs `f`, which must throw sqlguard::Error; returns what().

@@ -456,7 +456,7 @@ TEST_CASE("request fingerprints are SHA-256 and frame request parts unambiguousl
 }
 
 TEST_CASE("MariaDB: a value over max_allowed_packet is refused before it is sent, and neither the connection nor "
-          "the key is left poisoned",
+          "the key is left poisoned; a body of up to max_allowed_packet is stored and replayed exactly",
           "[idempotency][mysql][oversize]") {
   if (!ctx().is(DialectKind::kMysql)) {
     SUCCEED("MariaDB's max_allowed_packet (PostgreSQL and SQLite take values up to 1 GB / their limits)");
@@ -499,4 +499,24 @@ TEST_CASE("MariaDB: a value over max_allowed_packet is refused before it is sent
   auto again = idem.execute(scope, "big", kFp, [](IdempotencyExecution&) { return StoredResponse{200, "small"}; });
   INFO("second outcome: " << to_string(again.outcome));
   CHECK(again.outcome != IdempotencyOutcome::kInProgress);
+
+  // Up to the limit itself (16 MiB - 1 and 16 MiB on a default server), a
+  // body is stored and replayed exactly: the limit is the server's.
+  std::vector<std::int64_t> sizes = {packet - 1, packet};
+  for (std::int64_t s : {std::int64_t{16 * 1024 * 1024 - 1}, std::int64_t{16 * 1024 * 1024}})
+    if (s < packet - 1) sizes.push_back(s);  // a server with a larger limit: the sizes the issue named too
+  for (std::int64_t size : sizes) {
+    INFO("body of " << size << " bytes; max_allowed_packet " << packet);
+    std::string body(static_cast<std::size_t>(size), 'b');
+    body.front() = 'A';
+    body.back() = 'Z';
+    const std::string key = "big-" + std::to_string(size);
+    auto first = idem.execute(scope, key, kFp, [&](IdempotencyExecution&) { return StoredResponse{200, body}; });
+    CHECK(first.outcome == IdempotencyOutcome::kExecuted);
+    auto replay = idem.execute(scope, key, kFp, [](IdempotencyExecution&) { return StoredResponse{500, "ran twice"}; });
+    CHECK(replay.outcome == IdempotencyOutcome::kReplayed);
+    CHECK(replay.response.body.size() == body.size());
+    CHECK(replay.response.body == body);
+  }
 }
+

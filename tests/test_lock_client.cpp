@@ -6,6 +6,7 @@
 // test_lock_client_frozen.cpp.
 #include <catch2/catch.hpp>
 #include <malloc.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <set>
@@ -25,6 +27,7 @@
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/semaphore.h"
 #include "sqlguard/lock_client.h"
+#include "process_helpers.h"
 #include "test_context.h"
 #include "test_helpers.h"
 
@@ -831,4 +834,91 @@ TEST_CASE("a lock client keeps nothing of names it no longer holds or waits for:
   // And in all: 48 KB and 2 B per acquisition (seen here +5 .. +13 KB).
   CHECK(static_cast<double>(heap_after) <=
         static_cast<double>(heap_before) + 48 * 1024 + 2.0 * static_cast<double>(cycles));
+}
+
+namespace {
+// The first line of the file at `path` that starts with `word`, waiting for
+// it up to 30 s ("" if none came).
+std::string line_starting(const std::string& path, const std::string& word) {
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(word, 0) == 0) return line;
+    std::this_thread::sleep_for(10ms);
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("a holder paused (SIGSTOP) past its ttl reports the diagnosed cause when it resumes while the database "
+          "answers: taken_over when another owner took the lease, expired when nobody did",
+          "[lock-client][lease][multiprocess]") {
+  for (const std::string how : {"client", "watchdog"}) {
+    for (const bool take : {true, false}) {
+      DYNAMIC_SECTION(how << (take ? ": taken over" : ": expired")) {
+        const std::string name = ctx().unique("paused");
+        sgtest::tree::TempDir dir;
+        const std::string out = dir.file("out");
+        const int pid = sgtest::spawn({sgtest::worker_path(), "lease-loss-cause", ctx().uri, name, "1000", how}, out);
+        REQUIRE(line_starting(out, "held") == "held");
+        REQUIRE(::kill(pid, SIGSTOP) == 0);
+        auto client = LockClient::create(ctx().uri);
+        LeaseLock taker(client, name, short_lease(10s));
+        auto probe = ctx().connect();
+        if (take) {
+          REQUIRE(taker.acquire(20s));  // once the paused holder's lease ran out
+        } else {
+          REQUIRE(eventually([&] {
+            auto info = lease_info(*probe, name);
+            return info && !info->held();
+          }, 20s));
+        }
+        REQUIRE(::kill(pid, SIGCONT) == 0);
+        CHECK(sgtest::wait_pid(pid) == 0);
+        CHECK(line_starting(out, "lost") == (take ? "lost taken_over" : "lost expired"));
+        if (take) CHECK(taker.release());
+      }
+    }
+  }
+}
+
+TEST_CASE("in a forked child every call on an inherited lock-client lease handle throws, its observers included",
+          "[lock-client][fork]") {
+  auto client = LockClient::create(ctx().uri);
+  LeaseLock lock(client, ctx().unique("forkobs"), short_lease(10s));
+  REQUIRE(lock.try_acquire());
+  REQUIRE(lock.owns());
+  // The number of the first call that answered in the child (0: none).
+  const int first = sgtest::first_answered_in_child([&](sgtest::MustRefuse& must) {
+    sgtest::must_refuse_handle_calls(must, lock);             // 1..8
+    must([&] { (void)lock.expires_at_ms(); });                // 9
+    must([&] { (void)lock.renew(); });                        // 10
+    if (!must.first_answered && lock.name().empty()) must.first_answered = 50;  // name() answers
+  });
+  CHECK(first == 0);
+  CHECK(lock.owns());  // the parent's lease is untouched
+  CHECK(lock.hold_count() == 1);
+  CHECK(lock.release());
+}
+
+TEST_CASE("LockClient::shared() gives one client for every spelling of one URI", "[lock-client][uri]") {
+  const std::string uri = ctx().uri;
+  auto a = LockClient::shared(uri);
+  const auto colon = uri.find(':');
+  const std::string scheme = uri.substr(0, colon), rest = uri.substr(colon);
+  const std::string alias = scheme == "postgresql" ? "postgres" : scheme == "postgres" ? "postgresql"
+                            : scheme == "mysql"    ? "mariadb"
+                            : scheme == "sqlite"   ? "sqlite3"
+                                                   : scheme;
+  REQUIRE(alias != scheme);
+  CHECK(LockClient::shared(alias + rest) == a);
+  if (!ctx().is_sqlite()) {
+    const bool has_query = uri.find('?') != std::string::npos;
+    if (!has_query) CHECK(LockClient::shared(uri + "?") == a);  // a trailing '?'
+    const std::string sep = has_query ? "&" : "?";
+    auto b = LockClient::shared(uri + sep + "connect_timeout=30&statement_cache_size=100");
+    CHECK(LockClient::shared(uri + sep + "statement_cache_size=100&connect_timeout=30") == b);  // parameter order
+    CHECK(b != a);  // other parameters: another client
+  }
 }

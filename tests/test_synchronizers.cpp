@@ -1170,3 +1170,48 @@ TEST_CASE("cleanup racing acquires of a one-permit semaphore never loses a live 
   CHECK(most == 1);          // a deleted head never let a second holder in beside a live one
   CHECK(heads_deleted > 0);  // the race was run: the head went while the name was in use
 }
+
+TEST_CASE("in a forked child every call on an inherited semaphore or read-write handle throws, its observers included",
+          "[semaphore][rw-lease][fork]") {
+  auto client = LockClient::create(ctx().uri);
+  Semaphore sem(client, ctx().unique("forksem"), 2, opts(10s));
+  ReadWriteLease rw(client, ctx().unique("forkrw"), opts(10s));
+  REQUIRE(sem.try_acquire(1));
+  REQUIRE(rw.try_acquire(LeaseMode::kShared));
+  // The number of the first call that answered in the child (0: none).
+  const int first = sgtest::first_answered_in_child([&](sgtest::MustRefuse& must) {
+    sgtest::must_refuse_handle_calls(must, sem);     // 1..8
+    must([&] { (void)sem.held_permits(); });         // 9
+    sgtest::must_refuse_handle_calls(must, rw);      // 10..17
+    must([&] { (void)rw.mode(); });                  // 18
+  });
+  CHECK(first == 0);
+  CHECK(sem.owns());  // the parent's holdings are untouched
+  CHECK(rw.owns());
+  CHECK(sem.release());
+  CHECK(rw.release());
+}
+
+TEST_CASE("asking a semaphore for more permits than it has is refused naming both, on every path", "[semaphore]") {
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("semtoomany");
+  Semaphore sem(client, name, 2, opts());
+  std::string what;
+  CHECK(code_of([&] { sem.try_acquire(3); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(what.find("3") != std::string::npos);
+  CHECK(what.find("2 permit") != std::string::npos);
+  CHECK(code_of([&] { sem.acquire(3, 5s); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { sem.acquire_async(3, 5s).get(); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(sem.hold_count() == 0);
+  // The count stored for the name is the one that holds: shrunk to 1 by
+  // another handle, asking for 2 is refused (naming the stored count).
+  Semaphore other(client, name, 2, opts());
+  other.set_permits(1);
+  CHECK(code_of([&] { sem.try_acquire(2); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(what.find("1 permit") != std::string::npos);
+  CHECK(code_of([&] { sem.acquire(2, 5s); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { sem.acquire_async(2, 5s).get(); }) == ErrorCode::kInvalidArgument);
+  // Within the count: acquired as before.
+  CHECK(sem.try_acquire(1));
+  CHECK(sem.release());
+}

@@ -1,10 +1,14 @@
 // Worker modes for the lease-lock tests.
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
 #include "worker_registry.h"
 
 using namespace sqlguard;
@@ -36,5 +40,41 @@ static sgworker::Register counter_mode("lease-counter", [](const std::string& ur
       return 4;
     }
   }
+  return 0;
+});
+
+// lease-loss-cause NAME TTL_MS client|watchdog
+// Holds NAME, renewed by a lock client (`client`) or by the LeaseLock's own
+// watchdog on a borrowed connection (`watchdog`), prints "held", then waits
+// for on_lost and prints "lost CAUSE" (exit 3 when none came in 60 s).
+static sgworker::Register loss_cause_mode("lease-loss-cause", [](const std::string& uri,
+                                                                 const std::vector<std::string>& a) {
+  const std::string& name = a.at(0);
+  LeaseOptions o;
+  o.ttl = std::chrono::milliseconds(std::stoi(a.at(1)));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string cause;
+  o.on_lost = [&](const LeaseLoss& l) {
+    std::lock_guard<std::mutex> lk(mu);
+    cause = std::string(to_string(l.cause));
+    cv.notify_all();
+  };
+  std::unique_ptr<Connection> conn;
+  std::unique_ptr<LeaseLock> lock;
+  if (a.at(2) == "client") {
+    lock = std::make_unique<LeaseLock>(LockClient::create(uri), name, o);
+  } else {
+    conn = make_connection(uri);
+    o.watchdog_connection = [uri] { return make_connection(uri); };
+    lock = std::make_unique<LeaseLock>(*conn, name, o);
+  }
+  if (!lock->try_acquire()) return 2;
+  std::printf("held\n");
+  std::fflush(stdout);
+  std::unique_lock<std::mutex> lk(mu);
+  if (!cv.wait_for(lk, std::chrono::seconds(60), [&] { return !cause.empty(); })) return 3;
+  std::printf("lost %s\n", cause.c_str());
+  std::fflush(stdout);
   return 0;
 });

@@ -337,6 +337,8 @@ struct ConnectionAccess {
 // refused rather than guessed at). `connect_timeout` in a URI is whole
 // seconds, 1..3600 (0 or negative would mean "wait forever" to libpq and is
 // refused); the smaller of it and ConnectOptions::connect_timeout applies.
+// A query parameter given twice (`pooler=transaction&pooler=session`, also
+// spelled differently: `%73slmode`) is refused naming it, not "last wins".
 // PostgreSQL URIs may list hosts (`h1:5432,h2:5433`) and pass any libpq
 // keyword as a query parameter; sqlguard hands libpq the parsed values, never
 // the raw URI. SQLite URIs are file paths: no query parameters (a '?' is

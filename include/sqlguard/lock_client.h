@@ -36,10 +36,15 @@
 // connection.
 //
 // Fork: a client belongs to the process that created it. In a forked child
-// every call on it, or on a handle made from it, throws
-// Error(kInvalidArgument) ("... created in process N ..."); the child makes
-// its own (LockClient::shared() does so by itself). The child never closes
-// the parent's sessions.
+// every call on it, or on a handle made from it (lease, semaphore,
+// read-write), throws Error(kInvalidArgument) ("... created in process N
+// ..."), the observers owns(), fence(), owner(), hold_count(), remaining(),
+// last_loss(), expires_at_ms(), held_permits() and mode() included: what the
+// handle holds is the parent's, and a child must not act on it. Only the
+// noexcept accessors (name(), options(), description()) answer, and
+// destroying the handle or client there sends nothing. The child makes its
+// own client (LockClient::shared() does so by itself). The child never
+// closes the parent's sessions.
 //
 // Thread safety: every member is thread-safe. Callbacks of asynchronous
 // acquires run on the client's waiter thread: they must not block (post the
@@ -109,7 +114,12 @@ class LockClient {
   static std::shared_ptr<LockClient> create(const std::string& uri, LockClientOptions options = {});
   // The process-wide client for (`uri`, `connect`): made on first use, shared
   // by every caller while one holds it (the LeaseLock URI constructor uses
-  // it), made anew in a forked child.
+  // it), made anew in a forked child. Spellings of one URI share it: the
+  // scheme's alias (postgres://, mariadb://, sqlite3:), the parameters'
+  // order, a trailing '?', percent-encoding, a host name's case and the
+  // default port written out or not (PostgreSQL: unless PGPORT is set).
+  // `localhost` and 127.0.0.1 do not: libpq resolves localhost (::1 may come
+  // first, another listener) and MySQL's client may take it for its socket.
   static std::shared_ptr<LockClient> shared(const std::string& uri, const ConnectOptions& connect = {});
 
   // Stops the threads and closes the connections. Leases still held by

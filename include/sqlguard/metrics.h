@@ -52,7 +52,7 @@ void reset_lease_metrics();
 //   sqlguard_lock_attempts_total            acquire attempts sent to the database
 //   sqlguard_lock_acquired_total            attempts that took the lock
 //   sqlguard_lock_busy_total                attempts that found it held
-//   sqlguard_lock_lost_total{cause}         leases lost: expired|taken_over|unreachable|outcome_unknown
+//   sqlguard_lock_lost_total{cause}         leases lost: expired|taken_over|database_unreachable|outcome_unknown
 //   sqlguard_lock_renewals_total            successful renewals
 //   sqlguard_lock_releases_total            releases of a held lease
 //   sqlguard_lock_wait_seconds              time blocked in acquire(wait) (histogram)
@@ -70,7 +70,7 @@ void reset_lease_metrics();
 //   sqlguard_cas_retries_total              read-modify-write retries after a conflict
 //   sqlguard_rowlock_busy_total             row-lock scopes refused (NOWAIT / lock timeout)
 //   sqlguard_election_elected_total         terms won by this process
-//   sqlguard_election_revoked_total{cause}  terms ended: resigned|expired|taken_over|unreachable|outcome_unknown
+//   sqlguard_election_revoked_total{cause}  terms ended: resigned|expired|taken_over|database_unreachable|outcome_unknown
 //   sqlguard_pool_borrow_seconds            time to borrow a pooled connection (histogram)
 //   sqlguard_pool_discarded_total{reason}   pooled connections closed: health_check|in_transaction|by_holder
 //

@@ -137,7 +137,11 @@ class Semaphore {
   Semaphore(const Semaphore&) = delete;
   Semaphore& operator=(const Semaphore&) = delete;
 
-  // One attempt for n permits (1 .. permits). A handle holds one holding at
+  // One attempt for n permits (1 .. permits). An n above the permit count
+  // (this handle's, or the count stored for the name now: set_permits) could
+  // never be granted: try_acquire, acquire and acquire_async throw
+  // Error(kInvalidArgument) naming n and the count, rather than answer false
+  // or wait out the whole wait. A handle holds one holding at
   // a time: asking again while holding the same n is re-entrant (one more
   // hold, nothing sent); another n throws kInvalidArgument.
   bool try_acquire(std::int64_t n = 1);

@@ -6,8 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
+#include "sqlguard/lease_lock.h"
 #include "sqlguard/metrics.h"
 
 namespace sqlguard::detail::metric {
@@ -58,9 +60,10 @@ SQLGUARD_METRIC_COUNTER(lock_releases_not_held, "sqlguard_lock_releases_not_held
                         "Releases of a lease that was no longer held")
 #undef SQLGUARD_METRIC_COUNTER
 
-// cause: expired | taken_over | unreachable | outcome_unknown
-inline metrics::Counter& lock_lost(const char* cause) {
-  return metrics::counter("sqlguard_lock_lost_total", "Leases lost, by cause", {{"cause", cause}});
+// Labelled to_string(cause): expired | taken_over | database_unreachable | outcome_unknown,
+// the spelling on_lost, logs and LeaderElector use.
+inline metrics::Counter& lock_lost(LossCause cause) {
+  return metrics::counter("sqlguard_lock_lost_total", "Leases lost, by cause", {{"cause", std::string(to_string(cause))}});
 }
 inline metrics::Histogram& lock_wait_seconds() {
   static metrics::Histogram& h = metrics::histogram("sqlguard_lock_wait_seconds", "Time blocked in a waiting lease acquire");

@@ -1,7 +1,9 @@
 #include "core/uri.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 
@@ -52,6 +54,17 @@ void mask_secret_values(std::string& s, bool quotes_end_values) {
       continue;
     }
     while (v < s.size() && s[v] == ' ') ++v;
+    if (quotes_end_values && s.compare(v, 3, "***") == 0) {
+      // Masked already (a message quoting a masked URI, masked again on its
+      // way out): the punctuation after it is the message's, not the
+      // secret's ("...&password=***: connection refused" keeps its ": ").
+      std::size_t e = v + 3;
+      while (e < s.size() && (s[e] == ':' || s[e] == ',' || s[e] == '.' || s[e] == ')')) ++e;
+      if (e == s.size() || std::isspace(static_cast<unsigned char>(s[e]))) {
+        i = v + 3;
+        continue;
+      }
+    }
     std::size_t vend = v;
     if (v < s.size() && s[v] == '\'') {
       vend = v + 1;
@@ -291,12 +304,80 @@ ParsedUri parse_uri(std::string_view uri) {
     if (!kv.empty()) {
       auto eq = kv.find('=');
       if (eq == std::string_view::npos) bad(uri, "query parameter " + uri_fragment(uri, kv) + " has no '='");
-      u.query[decode(kv.substr(0, eq), uri, "query")] = decode(kv.substr(eq + 1), uri, "query");
+      std::string key = decode(kv.substr(0, eq), uri, "query");
+      // Refused rather than "the last one wins": which one the writer meant
+      // is not ours to guess (and a driver might take the first).
+      if (u.query.count(key))
+        bad(uri, "query parameter " + uri_fragment(uri, key) + " is given twice; give it once");
+      u.query[std::move(key)] = decode(kv.substr(eq + 1), uri, "query");
     }
     if (amp == std::string_view::npos) break;
     query = query.substr(amp + 1);
   }
   return u;
+}
+
+namespace {
+// Every byte outside RFC 3986's unreserved set percent-encoded: one spelling
+// per decoded value, and no separator can appear inside one.
+std::string encoded(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+}  // namespace
+
+// Only what provably names the same server, database, credentials and
+// parameters is made one: the scheme's aliases (postgres, mariadb,
+// sqlite3), percent-encoding, the order of the parameters and an empty
+// query ('?', '&' left over), a host name's case (DNS names and IPv6
+// addresses; not a socket directory), and the dialect's default port
+// written out when the URI has none (PostgreSQL: unless PGPORT is set,
+// which libpq would use). Not `localhost` and 127.0.0.1: libpq resolves
+// localhost (::1 may come first: another listener can own it) and the
+// MySQL client library may take localhost for its Unix socket.
+std::string canonical_uri(std::string_view uri) {
+  const auto colon = uri.find(':');
+  const auto* d = colon == std::string_view::npos ? nullptr : detail::find_dialect_by_scheme(lower(uri.substr(0, colon)));
+  if (!d) return std::string(uri);
+  std::string out(d->name);
+  if (d->uri_is_path) {
+    // The file path as the dialect opens it: sqlite:p and sqlite://p are one.
+    std::string_view rest = uri.substr(colon + 1);
+    if (rest.substr(0, 2) == "//") rest.remove_prefix(2);
+    return out + ":" + std::string(rest);
+  }
+  const ParsedUri u = parse_uri(uri);
+  out += "://";
+  if (!u.userinfo.empty()) {
+    out += encoded(u.user);
+    if (u.userinfo.find(':') != std::string::npos) out += ":" + encoded(u.password);
+    out += "@";
+  }
+  int default_port = d->default_port;
+  if (const char* env = d->port_env ? std::getenv(d->port_env) : nullptr; env && *env) default_port = 0;
+  for (std::size_t i = 0; i < u.hosts.size(); ++i) {
+    const HostPort& h = u.hosts[i];
+    out += i ? "," : "";
+    out += "[" + encoded(!h.host.empty() && h.host.front() == '/' ? h.host : lower(h.host)) + "]";
+    if (const int port = h.port ? h.port : default_port) out += ":" + std::to_string(port);
+  }
+  out += "/" + encoded(u.path);
+  char sep = '?';
+  for (const auto& [k, v] : u.query) {  // a std::map: in key order
+    out += sep + encoded(k) + "=" + encoded(v);
+    sep = '&';
+  }
+  return out;
 }
 
 std::string uri_fragment(std::string_view uri, std::string_view fragment) {

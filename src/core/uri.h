@@ -41,6 +41,10 @@ struct ParsedUri {
 // masked URI.
 ParsedUri parse_uri(std::string_view uri);
 
+// One spelling of a URI per server, database, credentials and parameters:
+// the key LockClient::shared() keeps its clients under. See uri.cpp.
+std::string canonical_uri(std::string_view uri);
+
 // `fragment` quoted for a message about `uri`, or "(masked)" when the masked
 // URI does not show it (it may be part of a password).
 std::string uri_fragment(std::string_view uri, std::string_view fragment);

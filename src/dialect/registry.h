@@ -29,6 +29,11 @@ struct DialectEntry {
   // The URI names a database only the connection that opens it can see
   // (SQLite ":memory:"): a pool of several such connections is refused.
   bool (*private_to_connection)(std::string_view uri) = nullptr;
+  // The port a URI without one connects to (0: none, or not fixed), unless
+  // the environment variable `port_env` (when named) is set: canonical_uri()
+  // writes it out, so "h" and "h:5432" are one server.
+  int default_port = 0;
+  const char* port_env = nullptr;
 };
 
 const std::vector<const DialectEntry*>& registered_dialects();

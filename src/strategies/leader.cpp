@@ -27,7 +27,7 @@ std::string_view to_string(RevokeCause cause) noexcept {
     case RevokeCause::kResigned: return "resigned";
     case RevokeCause::kExpired: return "expired";
     case RevokeCause::kTakenOver: return "taken_over";
-    case RevokeCause::kUnreachable: return "unreachable";
+    case RevokeCause::kUnreachable: return "database_unreachable";  // as to_string(LossCause)
     case RevokeCause::kOutcomeUnknown: return "outcome_unknown";
   }
   return "unknown";

@@ -215,6 +215,15 @@ void LeaseLock::stop_renewing() {
 
 const std::string& LeaseLock::name() const noexcept { return lease_ ? lease_->name : name_; }
 
+namespace {
+// A lock-client handle in a forked child: every call but name() and
+// options() throws (lock_client.h), the observers included — the lease is
+// the parent's, and a child that went on would act on owns() == true.
+void refuse_in_forked_child(const std::shared_ptr<LockClient>& client) {
+  if (client) client->core()->check_process();
+}
+}  // namespace
+
 bool LeaseLock::try_acquire() {
   if (client_) return client_->core()->try_acquire(lease_);
   return attempt(std::nullopt);
@@ -233,7 +242,10 @@ std::future<bool> LeaseLock::acquire_async(milliseconds wait) {
   return std::move(f);
 }
 
-bool LeaseLock::cancel_acquire() { return client_ ? client_->core()->cancel_acquire(lease_) : false; }
+bool LeaseLock::cancel_acquire() {
+  refuse_in_forked_child(client_);
+  return client_ ? client_->core()->cancel_acquire(lease_) : false;
+}
 
 // One attempt (re-entrant), riding the waiter's queue place when it has one.
 // `retry_budget`: how long a lost connection is retried (default ttl -
@@ -375,6 +387,7 @@ LossCause LeaseLock::diagnose(Connection& conn, const std::string& owner, std::i
 }
 
 bool LeaseLock::renew() {
+  refuse_in_forked_child(client_);
   std::string owner;
   std::int64_t fence = 0;
   {
@@ -400,6 +413,7 @@ bool LeaseLock::renew() {
 }
 
 bool LeaseLock::release() {
+  refuse_in_forked_child(client_);
   std::string owner;
   std::int64_t fence = 0;
   {
@@ -485,37 +499,44 @@ bool LeaseLock::release() {
 }
 
 bool LeaseLock::owns() const {
+  refuse_in_forked_child(client_);
   std::lock_guard<std::mutex> lk(state_->mu);
   return state_->valid_locked();
 }
 
 std::int64_t LeaseLock::fence() const {
+  refuse_in_forked_child(client_);
   std::lock_guard<std::mutex> lk(state_->mu);
   return state_->fence;
 }
 
 std::string LeaseLock::owner() const {
+  refuse_in_forked_child(client_);
   std::lock_guard<std::mutex> lk(state_->mu);
   return state_->owner;
 }
 
 int LeaseLock::hold_count() const {
+  refuse_in_forked_child(client_);
   std::lock_guard<std::mutex> lk(state_->mu);
   return state_->hold;
 }
 
 std::int64_t LeaseLock::expires_at_ms() const {
+  refuse_in_forked_child(client_);
   std::lock_guard<std::mutex> lk(state_->mu);
   return state_->expire_at;
 }
 
 milliseconds LeaseLock::remaining() const {
+  refuse_in_forked_child(client_);
   std::lock_guard<std::mutex> lk(state_->mu);
   if (!state_->valid_locked()) return milliseconds(0);
   return std::chrono::duration_cast<milliseconds>(state_->valid_until - steady_clock::now());
 }
 
 std::optional<LeaseLoss> LeaseLock::last_loss() const {
+  refuse_in_forked_child(client_);
   std::lock_guard<std::mutex> lk(state_->mu);
   return state_->last_loss_locked();
 }

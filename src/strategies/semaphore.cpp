@@ -23,6 +23,15 @@ void check_permits(std::int64_t permits, std::string_view what) {
                                                  "; it must be between 1 and " + std::to_string(kMaxPermits));
 }
 
+// n (already within 1..kMaxPermits) against this handle's count: more could
+// never be granted. The count stored for the name is checked at the attempt.
+void check_asked(std::int64_t n, std::int64_t permits, const std::string& name) {
+  if (n > permits)
+    throw Error(ErrorCode::kInvalidArgument, "semaphore '" + printable(name, 64) + "': " + std::to_string(n) +
+                                                 " permits asked for, but it has only " + std::to_string(permits) +
+                                                 " permits: n must be within 1..permits");
+}
+
 SynchronizerInfo to_info(const detail::SyncStatus& s) {
   SynchronizerInfo i;
   i.exists = s.exists;
@@ -101,6 +110,7 @@ Semaphore::~Semaphore() = default;
 
 void Semaphore::acquire_async(std::int64_t n, milliseconds wait, AcquireCallback done) {
   check_permits(n, "permits asked for");
+  check_asked(n, permits_, name());
   h_->acquire_async(SyncMode::kPermits, n, permits_, wait, std::move(done));
 }
 
@@ -114,11 +124,13 @@ bool Semaphore::cancel_acquire() { return h_->cancel_acquire(); }
 
 bool Semaphore::try_acquire(std::int64_t n) {
   check_permits(n, "permits asked for");
+  check_asked(n, permits_, name());
   return h_->try_acquire(SyncMode::kPermits, n, permits_);
 }
 
 bool Semaphore::acquire(std::int64_t n, milliseconds wait) {
   check_permits(n, "permits asked for");
+  check_asked(n, permits_, name());
   return h_->acquire(SyncMode::kPermits, n, permits_, wait);
 }
 

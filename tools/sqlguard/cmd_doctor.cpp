@@ -39,7 +39,7 @@ void add_doctor(CLI::App& app) {
     if (!global().json)
       std::cout << results.size() << " checks: " << failed << " failed, " << warned << " warnings\n";
     if (failed > 0) {
-      std::cerr << "sqlguard doctor: " << failed << " check(s) failed\n";
+      if (!global().json) std::cerr << "sqlguard doctor: " << failed << " check(s) failed\n";
       exit_code() = kExitError;
     }
   });

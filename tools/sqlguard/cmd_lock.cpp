@@ -234,6 +234,8 @@ void add_lock_list(CLI::App* lock) {
       if (e.code() != ErrorCode::kSchemaMismatch) throw;
     }
     if (global().json) {
+      // Nothing to list is an outcome too: one object, never no output.
+      if (leases.empty() && holdings.empty()) print_json({{"locks", nlohmann::json::array()}});
       for (const auto& l : leases) print_json(info_json(l));
       for (const auto& h : holdings)
         print_json({{"name", h.name},

@@ -39,7 +39,7 @@ void add_global_flags(CLI::App& app) {
       "Global flags (--db, --json, --connect-timeout) may come before or after the subcommand.\n\n"
       "Exit codes:\n"
       "  0   success\n"
-      "  1   error (database unreachable, permission, ...): one line on stderr\n"
+      "  1   error (database unreachable, permission, ...): one line on stderr (--json: one object on stdout)\n"
       "  2   bad command line or value, including a malformed --db URI\n"
       "  3   renew/release: the lock is not held by this owner (and fence); versioned drop: no such declaration\n"
       "  4   demo/chaos: an invariant was violated\n"

@@ -195,7 +195,7 @@ void run_leased(const LeasedCommand& c) {
   auto lock_ptr = make_held(c, lo);
   Held& lock = *lock_ptr;
   if (!wait_for_lease(lock, c.wait)) {
-    std::cerr << prefix << quoted << " not " << w.won << " within " << format_duration(*c.wait) << "\n";
+    if (!global().json) std::cerr << prefix << quoted << " not " << w.won << " within " << format_duration(*c.wait) << "\n";
     if (global().json)
       print_json({{w.name_key, c.name}, {w.acquired_key, false}, {"waited_ms", c.wait->count()},
                   {"exit_code", c.conflict_exit}});
@@ -207,7 +207,7 @@ void run_leased(const LeasedCommand& c) {
   const std::string held_owner = lock.owner();
   if (int sig = take_signal()) {  // between the acquire and here: CMD never starts
     lock.release();
-    std::cerr << prefix << signal_name(sig) << " before CMD started; lease released\n";
+    if (!global().json) std::cerr << prefix << signal_name(sig) << " before CMD started; lease released\n";
     if (global().json)
       print_json({{w.name_key, c.name}, {w.acquired_key, true}, {"started", false}, {"signal", signal_name(sig)},
                   {"exit_code", 128 + sig}});
@@ -245,7 +245,8 @@ void run_leased(const LeasedCommand& c) {
       if (auto left = lock.remaining(); left > milliseconds(0)) child.extend(now + left);
     }
   }
-  if (!child.problem().empty()) std::cerr << prefix << child.problem() << "\n";
+  // --json: in the outcome's object ("problem"), not as text on stderr.
+  if (!child.problem().empty() && !global().json) std::cerr << prefix << child.problem() << "\n";
   if (stopped_for_loss || child.expired()) {
     std::string why;
     {
@@ -254,26 +255,35 @@ void run_leased(const LeasedCommand& c) {
     }
     // The supervisor acted on its own: we were stopped, hung or late.
     if (child.expired()) why += "; the supervisor stopped the tree when the trust window ended";
-    std::cerr << prefix << w.lost << " '" << terminal_safe(c.name) << "' lost (" << why
-              << "); CMD's process tree was stopped" << std::endl;
+    if (!global().json)
+      std::cerr << prefix << w.lost << " '" << terminal_safe(c.name) << "' lost (" << why
+                << "); CMD's process tree was stopped" << std::endl;
     // Nothing is left to do with the database: the lease is gone and so is
     // the tree. Leave without ~LeaseLock, which joins a renewal that may
     // sit on a link that no longer answers (measured: without this, `run`
     // hung until a frozen PostgreSQL path healed).
-    if (global().json)
-      print_json({{w.name_key, c.name}, {w.acquired_key, true}, {w.fence_key, held_fence}, {"owner", held_owner},
-                  {"started", true}, {"lost", true}, {"cause", why}, {"exit_code", kExitLeaseLost}});
+    if (global().json) {
+      nlohmann::json j = {{w.name_key, c.name}, {w.acquired_key, true}, {w.fence_key, held_fence}, {"owner", held_owner},
+                          {"started", true}, {"lost", true}, {"cause", why}, {"exit_code", kExitLeaseLost}};
+      if (!child.problem().empty()) j["problem"] = child.problem();
+      print_json(j);
+    }
     std::cout.flush();
     std::_Exit(kExitLeaseLost);
   }
   // Only now, with no process of CMD's tree left, may someone else start.
   // The release wakes whoever waits for the lease (a standby `elect`).
-  if (!lock.release())
+  const bool released = lock.release();
+  if (!released && !global().json)
     std::cerr << prefix << "warning: lease '" << terminal_safe(c.name) << "' was not held at release\n";
   exit_code() = child.status() ? child.status()->code() : kExitError;
-  if (global().json)
-    print_json({{w.name_key, c.name}, {w.acquired_key, true}, {w.fence_key, held_fence}, {"owner", held_owner},
-                {"started", true}, {"lost", false}, {"exit_code", exit_code()}});
+  if (global().json) {
+    nlohmann::json j = {{w.name_key, c.name}, {w.acquired_key, true}, {w.fence_key, held_fence}, {"owner", held_owner},
+                        {"started", true}, {"lost", false}, {"exit_code", exit_code()}};
+    if (!child.problem().empty()) j["problem"] = child.problem();
+    if (!released) j["warning"] = "the lease was not held at release";
+    print_json(j);
+  }
 }
 
 }  // namespace sqlguard::cli

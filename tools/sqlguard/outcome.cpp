@@ -71,7 +71,8 @@ int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** 
   // where a flag should be ("'mysql://u:pw@h/db' is not expected here").
   message = mask_uri(message);
   argument = mask_uri(argument);
-  std::cerr << "sqlguard: " << terminal_safe(message) << " (run with --help for usage)" << std::endl;
+  // --json: the JSON object on stdout is the whole report (nothing on stderr).
+  if (!global().json) std::cerr << "sqlguard: " << terminal_safe(message) << " (run with --help for usage)" << std::endl;
   if (global().json) {
     nlohmann::json err = {{"code", "usage"}, {"message", message}};
     if (!argument.empty()) err["argument"] = argument;
@@ -82,8 +83,8 @@ int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** 
 }
 
 int error(const Error& e) {
-  std::cerr << "sqlguard: error: " << terminal_safe(mask_uri(e.what())) << std::endl;
-  if (global().json)
+  if (!global().json) std::cerr << "sqlguard: error: " << terminal_safe(mask_uri(e.what())) << std::endl;
+  else
     print_json({{"error", {{"code", std::string(to_string(e.code()))},
                            {"dialect", e.dialect()},
                            {"native_code", e.native_code()},
@@ -92,8 +93,8 @@ int error(const Error& e) {
 }
 
 int unexpected(const std::string& what) {
-  std::cerr << "sqlguard: error: " << terminal_safe(mask_uri(what)) << std::endl;
-  if (global().json) print_json({{"error", {{"code", "internal"}, {"message", mask_uri(what)}}}});
+  if (!global().json) std::cerr << "sqlguard: error: " << terminal_safe(mask_uri(what)) << std::endl;
+  else print_json({{"error", {{"code", "internal"}, {"message", mask_uri(what)}}}});
   return kExitError;
 }
 

@@ -431,15 +431,19 @@ class MysqlConnection final : public Connection {
   // sent, naming the limit (the connection and the statement stay usable).
   void refuse_oversize(std::string_view sql, const Params& params) const {
     if (max_packet_ <= 0) return;
-    // Blobs travel as long data (each its own packets, each checked against
-    // the limit by the server); the other values inline with the execute.
-    std::int64_t total = static_cast<std::int64_t>(sql.size()), largest = 0;
+    // Blobs travel as long data, in chunks of their own: the server takes a
+    // value of up to max_allowed_packet bytes that way (its limit is on the
+    // value, no header counts), so 16 MiB fits a 16 MiB limit. The other
+    // values travel inline with the execute, whose one packet holds them,
+    // their length prefixes and its headers.
+    std::int64_t total = static_cast<std::int64_t>(sql.size()), largest = 0, largest_blob = 0;
     for (const auto& v : params) {
       const std::int64_t n = (v.is_null() || v.is_int() || v.is_double()) ? 8 : static_cast<std::int64_t>(v.as_string().size());
-      if (!v.is_blob()) total += n + 9;  // a length prefix per value
+      if (v.is_blob()) largest_blob = std::max(largest_blob, n);
+      else total += n + 9;  // a length prefix per value
       largest = std::max(largest, n);
     }
-    if (total + 1024 <= max_packet_ && largest + 1024 <= max_packet_) return;  // headers
+    if (total + 1024 <= max_packet_ && largest_blob <= max_packet_) return;  // headers
     throw Error(ErrorCode::kInvalidArgument,
                 "the statement's values are up to " + std::to_string(std::max(total, largest)) + " bytes (the largest " +
                     std::to_string(largest) + "), more than the server accepts in one packet (max_allowed_packet = " +

@@ -5,11 +5,28 @@
 // call (the watchdog keeps one caller per held lease).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
 
 namespace sqlguard::detail {
+
+// How long a renewal may wait for its answer: until `early` before its trust
+// window ends (`valid_until`), so that a loss is reported inside the window.
+// A window that had already ended when the request started (the process was
+// paused — SIGSTOP, a VM freeze — or the renewing thread starved) cannot be
+// kept any more, but the database's answer still tells how the lease was
+// lost (taken over, expired) rather than "unreachable": such a request waits
+// up to `diagnose` from its `start`, and never past `cap` (the end of a
+// window still open that waits on the same request).
+inline std::chrono::steady_clock::time_point renewal_deadline(
+    std::chrono::steady_clock::time_point valid_until, std::chrono::milliseconds early,
+    std::chrono::steady_clock::time_point start, std::chrono::milliseconds diagnose,
+    std::chrono::steady_clock::time_point cap = std::chrono::steady_clock::time_point::max()) {
+  const auto in_window = valid_until - early;
+  return in_window > start ? in_window : std::max(in_window, std::min(start + diagnose, cap));
+}
 
 class BoundedCaller {
  public:

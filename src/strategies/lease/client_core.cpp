@@ -71,7 +71,8 @@ SharedClients& shared_clients() {
 std::string shared_key(const std::string& uri, const ConnectOptions& c) {
   std::ostringstream k;
   k << c.connect_timeout.count() << '|' << c.busy_timeout.count() << '|' << (c.io_timeout ? c.io_timeout->count() : -1)
-    << '|' << c.statement_cache_size << '|' << c.refuse_undeclared_pooler << '|' << c.create_if_missing << '|' << uri;
+    << '|' << c.statement_cache_size << '|' << c.refuse_undeclared_pooler << '|' << c.create_if_missing << '|'
+    << detail::canonical_uri(uri);  // one client per server, whatever the URI's spelling
   return k.str();
 }
 }  // namespace
@@ -96,7 +97,10 @@ std::shared_ptr<LockClient> LockClient::shared(const std::string& uri, const Con
   return c;
 }
 
-LockClientStats LockClient::stats() const { return core_->stats(); }
+LockClientStats LockClient::stats() const {
+  core_->check_process();
+  return core_->stats();
+}
 const std::string& LockClient::description() const noexcept { return core_->description(); }
 const LockClientOptions& LockClient::options() const noexcept { return core_->options(); }
 

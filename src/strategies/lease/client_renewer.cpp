@@ -259,6 +259,14 @@ void ClientCore::renewer_loop() {
         reqs.push_back(RowRenewal{items[i].lease->name, items[i].key, items[i].owner, items[i].fence,
                                   items[i].lease->options.ttl});
       const auto start = steady_clock::now();
+      // Past its window (a paused process): a short while for the diagnosis,
+      // never past the window of a lease of the chunk still inside its own.
+      auto open_window = steady_clock::time_point::max();
+      for (std::size_t i = begin; i < end && open_window == steady_clock::time_point::max(); ++i)
+        if (items[i].valid_until - early > start) open_window = items[i].valid_until - early;
+      const auto deadline = renewal_deadline(
+          items[begin].valid_until, early, start,
+          std::clamp<milliseconds>(items[begin].lease->period, milliseconds(500), std::chrono::seconds(5)), open_window);
       auto res = std::make_shared<ChunkResult>();
       {
         std::lock_guard<std::mutex> lk(renew_mu_);
@@ -299,7 +307,7 @@ void ClientCore::renewer_loop() {
               res->error = std::current_exception();
             }
           },
-          items[begin].valid_until - early,
+          deadline,
           [this] {
             std::lock_guard<std::mutex> lk(renew_mu_);
             return stop_;

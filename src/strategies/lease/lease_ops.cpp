@@ -31,22 +31,14 @@ namespace metric = detail::metric;
 namespace {
 // Every lease series exists (at 0) from the start, as an exporter expects.
 const bool kLeaseMetricsRegistered = [] {
-  for (const char* c : {"expired", "taken_over", "unreachable", "outcome_unknown"}) metric::lock_lost(c);
+  // Labels are to_string(LossCause): one spelling per cause everywhere.
+  for (auto c : {LossCause::kExpired, LossCause::kTakenOver, LossCause::kUnreachable, LossCause::kOutcomeUnknown})
+    metric::lock_lost(c);
   metric::lock_attempts(), metric::lock_acquired(), metric::lock_busy(), metric::lock_contention_retries();
   metric::lock_renewals(), metric::lock_renew_errors(), metric::lock_releases(), metric::lock_releases_not_held();
   metric::lock_wait_seconds();
   return true;
 }();
-
-const char* cause_label(LossCause c) {
-  switch (c) {
-    case LossCause::kExpired: return "expired";
-    case LossCause::kTakenOver: return "taken_over";
-    case LossCause::kUnreachable: return "unreachable";
-    case LossCause::kOutcomeUnknown: return "outcome_unknown";
-  }
-  return "expired";
-}
 
 LeaseInfo to_info(const Row& r) {
   // lease_info, lease_list_held and lease_list_all declare the same columns.
@@ -136,7 +128,7 @@ bool LeaseState::mark_lost(LossCause cause, std::string detail, const std::strin
     loss = std::make_unique<LeaseLoss>(out);
     cb = on_lost;
   }
-  ++metric::lock_lost(cause_label(cause));
+  ++metric::lock_lost(cause);
   log(LogLevel::kWarning, "lease lost (" + std::string(to_string(cause)) + "): " + out.detail);
   if (cb) {
     try {
@@ -371,19 +363,19 @@ LeaseMetrics lease_metrics() {
   m.renew_errors = metric::lock_renew_errors();
   m.releases = metric::lock_releases();
   m.releases_not_held = metric::lock_releases_not_held();
-  m.lost_expired = metric::lock_lost("expired");
-  m.lost_taken_over = metric::lock_lost("taken_over");
-  m.lost_unreachable = metric::lock_lost("unreachable");
-  m.lost_outcome_unknown = metric::lock_lost("outcome_unknown");
+  m.lost_expired = metric::lock_lost(LossCause::kExpired);
+  m.lost_taken_over = metric::lock_lost(LossCause::kTakenOver);
+  m.lost_unreachable = metric::lock_lost(LossCause::kUnreachable);
+  m.lost_outcome_unknown = metric::lock_lost(LossCause::kOutcomeUnknown);
   return m;
 }
 
 void reset_lease_metrics() {
   for (auto* a : {&metric::lock_attempts(), &metric::lock_acquired(), &metric::lock_busy(),
                   &metric::lock_contention_retries(), &metric::lock_renewals(), &metric::lock_renew_errors(),
-                  &metric::lock_releases(), &metric::lock_releases_not_held(), &metric::lock_lost("expired"),
-                  &metric::lock_lost("taken_over"), &metric::lock_lost("unreachable"),
-                  &metric::lock_lost("outcome_unknown")})
+                  &metric::lock_releases(), &metric::lock_releases_not_held(), &metric::lock_lost(LossCause::kExpired),
+                  &metric::lock_lost(LossCause::kTakenOver), &metric::lock_lost(LossCause::kUnreachable),
+                  &metric::lock_lost(LossCause::kOutcomeUnknown)})
     a->reset();
   metric::lock_wait_ms_total() = 0;
   metric::lock_wait_seconds().reset();

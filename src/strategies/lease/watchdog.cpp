@@ -83,7 +83,7 @@ void LeaseWatchdog::loop(std::shared_ptr<LeaseState> state, std::shared_ptr<std:
             r->error = std::current_exception();
           }
         },
-        valid_until - early,
+        renewal_deadline(valid_until, early, start, std::clamp<milliseconds>(period_, milliseconds(500), std::chrono::seconds(5))),
         [&state] {
           std::lock_guard<std::mutex> lk(state->mu);
           return state->stop;

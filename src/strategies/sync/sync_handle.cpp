@@ -232,7 +232,10 @@ void SyncHandle::acquire_async(SyncMode mode, std::int64_t n, std::int64_t capac
   client_->core()->acquire_async(std::move(w), wait, std::move(done));
 }
 
-bool SyncHandle::cancel_acquire() { return client_->core()->cancel_acquire(s_->lease); }
+bool SyncHandle::cancel_acquire() {
+  client_->core()->check_process();
+  return client_->core()->cancel_acquire(s_->lease);
+}
 
 bool SyncHandle::try_acquire(SyncMode mode, std::int64_t n, std::int64_t capacity) {
   return attempt(mode, n, capacity, nullptr, false) > 0;
@@ -296,43 +299,51 @@ bool SyncHandle::acquire(SyncMode mode, std::int64_t n, std::int64_t capacity, m
 bool SyncHandle::release() { return release_on(*client_->core(), *s_); }
 
 bool SyncHandle::owns() const {
+  client_->core()->check_process();  // a forked child: the holding is the parent's
   std::lock_guard<std::mutex> lk(s_->lease->state->mu);
   return s_->lease->state->valid_locked();
 }
 
 std::optional<SyncMode> SyncHandle::mode() const {
+  client_->core()->check_process();  // a forked child: the holding is the parent's
   std::lock_guard<std::mutex> lk(s_->lease->state->mu);
   if (s_->lease->state->hold == 0) return std::nullopt;
   return s_->mode;
 }
 
 std::int64_t SyncHandle::held() const {
+  client_->core()->check_process();  // a forked child: the holding is the parent's
   std::lock_guard<std::mutex> lk(s_->lease->state->mu);
   return s_->lease->state->hold > 0 ? s_->n : 0;
 }
 
 std::int64_t SyncHandle::fence() const {
+  client_->core()->check_process();  // a forked child: the holding is the parent's
   std::lock_guard<std::mutex> lk(s_->lease->state->mu);
   return s_->lease->state->fence;
 }
 
 std::string SyncHandle::owner() const {
+  client_->core()->check_process();  // a forked child: the holding is the parent's
   std::lock_guard<std::mutex> lk(s_->lease->state->mu);
   return s_->lease->state->owner;
 }
 
 int SyncHandle::hold_count() const {
+  client_->core()->check_process();  // a forked child: the holding is the parent's
   std::lock_guard<std::mutex> lk(s_->lease->state->mu);
   return s_->lease->state->hold;
 }
 
 milliseconds SyncHandle::remaining() const {
+  client_->core()->check_process();  // a forked child: the holding is the parent's
   std::lock_guard<std::mutex> lk(s_->lease->state->mu);
   if (!s_->lease->state->valid_locked()) return milliseconds(0);
   return std::chrono::duration_cast<milliseconds>(s_->lease->state->valid_until - steady_clock::now());
 }
 
 std::optional<LeaseLoss> SyncHandle::last_loss() const {
+  client_->core()->check_process();  // a forked child: the holding is the parent's
   std::lock_guard<std::mutex> lk(s_->lease->state->mu);
   return s_->lease->state->last_loss_locked();
 }

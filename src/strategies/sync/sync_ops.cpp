@@ -80,6 +80,16 @@ void reserve_name(Connection& conn, const Head& h, const std::string& name, std:
     throw kind_clash(name, "lease", 0, kind);
 }
 
+// n permits of a semaphore of `permits` (its count stored now): more could
+// never be granted, so the acquire would only wait out its whole wait.
+void check_asked_permits(const SyncRequest& req, std::int64_t permits) {
+  if (req.mode != SyncMode::kPermits || req.permits <= permits) return;
+  throw Error(ErrorCode::kInvalidArgument,
+              "semaphore '" + printable(req.name, 64) + "': " + std::to_string(req.permits) +
+                  " permits asked for, but it has only " + std::to_string(permits) +
+                  " permits (its count now): n must be within 1..permits");
+}
+
 struct Live {
   std::int64_t permits = 0, shared = 0;
   bool exclusive = false;
@@ -172,6 +182,7 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
                          now = cell(row, kNow).as_int(), live_p = cell(row, kLiveP).as_int(),
                          live_s = cell(row, kLiveS).as_int(), live_x = cell(row, kLiveX).as_int(),
                          earliest = cell(row, kEarliest).as_int();
+      check_asked_permits(req, permits);
       bool busy = false;
       switch (req.mode) {
         case SyncMode::kPermits: busy = live_p + req.permits > permits; break;
@@ -195,6 +206,7 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
     const Head h = read_head(conn, req.name);
     check_kind(h, req.name, req.kind);
     check_permits(h.permits, req.name, req.kind, req.capacity);
+    check_asked_permits(req, h.permits);
     reserve_name(conn, h, req.name, req.kind);
     const Live live = read_live(conn, req.name);
     g.capacity = h.permits;

@@ -713,6 +713,22 @@ TEST_CASE("a lock client keeps nothing of names it no longer holds or waits for:
   auto wait_until_waiting = [&](std::size_t n) {
     REQUIRE(eventually([&] { return client->stats().waiters >= n; }, 10s));
   };
+  // `h` holds the name and `w` waits for it on the client's waiter thread.
+  auto held_and_waited = [&](LeaseLock& h, LeaseLock& w) {
+    REQUIRE(h.try_acquire());
+    auto f = w.acquire_async(10s);
+    wait_until_waiting(1);
+    return f;
+  };
+  auto served_wait = [&](const LeaseOptions& opts) {
+    return [&, opts](const std::string& n) {
+      LeaseLock h(client, n, opts), w(client, n, opts);
+      auto f = held_and_waited(h, w);
+      REQUIRE(h.release());
+      REQUIRE(f.get());
+      REQUIRE(w.release());
+    };
+  };
   using Kind = std::pair<std::string, std::function<void(const std::string&)>>;
   const std::vector<Kind> kinds = {
       {"lease", [&](const std::string& n) {
@@ -720,20 +736,10 @@ TEST_CASE("a lock client keeps nothing of names it no longer holds or waits for:
          REQUIRE(l.try_acquire());
          REQUIRE(l.release());
        }},
-      {"lease-served-wait", [&](const std::string& n) {
-         LeaseLock h(client, n, o), w(client, n, o);
-         REQUIRE(h.try_acquire());
-         auto f = w.acquire_async(10s);
-         wait_until_waiting(1);
-         REQUIRE(h.release());
-         REQUIRE(f.get());
-         REQUIRE(w.release());
-       }},
+      {"lease-served-wait", served_wait(o)},
       {"lease-cancelled-wait", [&](const std::string& n) {
          LeaseLock h(client, n, o), w(client, n, o);
-         REQUIRE(h.try_acquire());
-         auto f = w.acquire_async(10s);
-         wait_until_waiting(1);
+         auto f = held_and_waited(h, w);
          REQUIRE(w.cancel_acquire());
          REQUIRE_FALSE(f.get());
          REQUIRE(h.release());
@@ -744,15 +750,7 @@ TEST_CASE("a lock client keeps nothing of names it no longer holds or waits for:
          REQUIRE_FALSE(w.acquire(20ms));
          REQUIRE(h.release());
        }},
-      {"fair-lease-served-wait", [&](const std::string& n) {
-         LeaseLock h(client, n, fair), w(client, n, fair);
-         REQUIRE(h.try_acquire());
-         auto f = w.acquire_async(10s);
-         wait_until_waiting(1);
-         REQUIRE(h.release());
-         REQUIRE(f.get());
-         REQUIRE(w.release());
-       }},
+      {"fair-lease-served-wait", served_wait(fair)},
       {"semaphore-served-wait", [&](const std::string& n) {
          Semaphore h(client, n, 1, o), w(client, n, 1, o);
          REQUIRE(h.try_acquire());

@@ -26,6 +26,14 @@
 //    last exclusive acquisition before it (what its reads saw).
 //  * Re-entrant per handle in the same mode; a handle never changes mode
 //    while holding (no upgrade: release, then acquire the other mode).
+//  * Writer preference has one trap: a thread that holds a name shared and
+//    asks for it shared again through a SECOND handle while a writer waits
+//    waits behind that writer, and the writer waits for the first holding:
+//    the second acquire gets nothing until the writer gives up (its wait,
+//    or its intent's lapse), and the writer gets nothing at all. Not
+//    detected (another thread's holding is a legitimate wait); the way out
+//    is to re-enter through the same handle (one more hold, nothing sent)
+//    or to release the first holding before asking again.
 //
 // Waiting: as Semaphore (semaphore.h): acquire() naps on the caller's thread
 // between attempts; acquire_async waits without a thread; a release by a

@@ -1217,3 +1217,63 @@ TEST_CASE("asking a semaphore for more permits than it has is refused naming bot
   CHECK(fits.try_acquire(1));
   CHECK(fits.release());
 }
+
+TEST_CASE("a fair lease taken from its queue place with place_ttl above ttl ends that place no later than the lease: "
+          "a dead holder holds up the queue for ttl, not place_ttl",
+          "[fair-lease][seams]") {
+  // Issue 36 item 7: ttl 1 s, place_ttl 5 s, kill -9 of the holder: the next
+  // waiter got the lease after 4.8-5.0 s. The place a fair lease was taken
+  // from stays until the release ends it, unrenewed; its expiry was its last
+  // renewal + place_ttl.
+  auto client = LockClient::create(ctx().uri);
+  auto admin = ctx().connect();
+  const std::string name = ctx().unique("fairdead");
+  LeaseOptions o;
+  o.ttl = 1s;
+  o.fair = true;
+  o.place_ttl = 5s;
+  LeaseLock holder(client, name, o), next(client, name, o);
+  REQUIRE(holder.try_acquire());
+  auto got = next.acquire_async(10s);
+  REQUIRE(eventually([&] { return live_places(name) == 1; }, 10s));
+  REQUIRE(holder.release());
+  REQUIRE(got.get());  // taken from its place, which it keeps until its release
+  const auto info = lease_info(*admin, name);
+  REQUIRE(info);
+  const std::int64_t place_expiry =
+      sgtest::query_int("SELECT MAX(expire_at) FROM sqlguard_lock_queue WHERE name = ?", {name});
+  INFO("lease expires at " << info->expire_at_ms << ", its held place at " << place_expiry);
+  CHECK(place_expiry > 0);  // the control: the held place is there while the lease is held
+  CHECK(place_expiry <= info->expire_at_ms + 250);
+  CHECK(next.release());
+  CHECK(live_places(name) == 0);
+}
+
+TEST_CASE("a fair semaphore's first waiter in another process looks at its turn again within 20 ms, not after its "
+          "backoff, while only permits are missing",
+          "[fair-semaphore][seams]") {
+  // Issue 36 item 8: semaphores have no wake-up channel, so a waiter of
+  // another process (here: another lock client) learns of a freed permit
+  // only by looking; its looks were paced by its backoff (grown to
+  // backoff_max), and grants came 25-738 ms after a permit freed. Counted,
+  // not timed: its client's attempts while the permit stays held.
+  auto holder_client = LockClient::create(ctx().uri);
+  auto waiter_client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("fairsemlook");
+  LeaseOptions o;
+  o.fair = true;
+  o.backoff_initial = 2s;  // without the bound, one look in the whole hold below
+  o.backoff_max = 5s;
+  Semaphore holder(holder_client, name, 1, o), waiter(waiter_client, name, 1, o);
+  REQUIRE(holder.try_acquire());
+  auto got = waiter.acquire_async(1, 30s);
+  REQUIRE(eventually([&] { return live_places(name) == 1; }, 10s));
+  const auto before = waiter_client->stats().attempts;
+  std::this_thread::sleep_for(1500ms);
+  const auto looks = waiter_client->stats().attempts - before;
+  INFO(looks << " attempts in 1.5 s while the permit was held");
+  CHECK(looks >= 15);  // at most 20 ms apart would be 75; the backoff's pace is 1
+  REQUIRE(holder.release());
+  CHECK(got.get());
+  CHECK(waiter.release());
+}

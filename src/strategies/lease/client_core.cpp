@@ -20,6 +20,7 @@
 #include "sqlguard/validate.h"
 #include "strategies/lease/lease_util.h"
 #include "strategies/lease/plans.h"
+#include "strategies/sync/sync_ops.h"
 
 namespace sqlguard {
 
@@ -460,8 +461,11 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   if (o.fair && w) {
     // The place stays until the release removes it in its own commit: the
     // next waiter is still behind it, and the hand-off costs no commit of
-    // its own. It is not renewed any more (a holder that dies leaves it to
-    // expire at place_ttl, as a waiter's).
+    // its own. It is not renewed any more: a holder that dies leaves it to
+    // expire at its last renewal + place_ttl, as a waiter's. Where place_ttl
+    // is longer than the lease's ttl, its expiry is first brought down to
+    // the lease's (one statement, after the take-over committed): a dead
+    // holder then holds up the queue for ttl at most, not place_ttl.
     std::shared_ptr<ClientLease> place;
     {
       std::lock_guard<std::mutex> lk(wait_mu_);
@@ -474,6 +478,15 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       std::lock_guard<std::mutex> lk(place->state->mu);
       if (place->state->hold > 0) kept = HeldPlace{place->key, place->state->owner};
       place->state->hold = 0;
+    }
+    if (!kept.owner.empty() && o.place_ttl > o.ttl) {
+      try {
+        const RowRenewal row{l->name, kept.ticket, kept.owner, kept.ticket, o.ttl};
+        renew_places(conn, std::span<const RowRenewal>(&row, 1));
+      } catch (const std::exception& e) {
+        log(LogLevel::kDebug, "shortening the held queue place of fair lease '" + l->name +
+                                  "' failed (it expires at its place_ttl): " + e.what());
+      }
     }
     std::lock_guard<std::mutex> lk(l->state->mu);
     l->held_place = std::move(kept);

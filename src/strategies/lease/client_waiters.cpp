@@ -456,6 +456,13 @@ void ClientCore::waiter_loop() {
               const auto net = std::chrono::duration_cast<milliseconds>(turn * 4);
               q.next_try = t + std::clamp(net, o.backoff_initial, kFarCheckMax);
             }
+          } else if (w->place && !w->not_turn && !outage && q.channel.empty()) {
+            // A fair semaphore's first waiter: its turn has come and only
+            // permits are missing. A release by another process wakes
+            // nothing here (semaphores have no wake-up channel), so it looks
+            // again within kFarCheckMax, not after its backoff (which grew
+            // to hundreds of ms): the documented bound for a fair waiter.
+            q.next_try = std::min(q.next_try, t + kFarCheckMax);
           }
           // A fair head whose place had lapsed queued again at the tail (a
           // new, higher ticket): the local queue goes back to ticket order,

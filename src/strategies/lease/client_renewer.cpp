@@ -168,7 +168,6 @@ void ClientCore::renewer_loop() {
       const auto now = steady_clock::now();
       milliseconds round_period = milliseconds::max();
       bool on_schedule = false;
-      trigger_due = steady_clock::time_point::max();
       for (const auto& [k, r] : renewals_)
         if (r.due <= now) {
           trigger_due = std::min(trigger_due, r.due);
@@ -206,13 +205,11 @@ void ClientCore::renewer_loop() {
           ++it;
           continue;
         }
-        // Its own schedule, for the lag: a period after the request of its
-        // last renewal (or acquisition), which its trust window started at.
-        // The renewal lag counts from when it was needed: its own schedule,
-        // or the round's first due lease when that was earlier (a lease
-        // renewed early with a round that starts late is late too, so a
-        // saturated renewer, whose rounds start behind their due leases,
-        // shows in the lag).
+        // The renewal lag counts from when it was needed: its own schedule
+        // (a period after the request of its last renewal or acquisition,
+        // which its trust window started at), or the round's first due
+        // lease when that was earlier (a lease renewed early with a round
+        // that starts late is late too, so a saturated renewer shows).
         const auto own_due = st.valid_until - (r.lease->options.ttl - r.lease->margin) + r.lease->period;
         items.push_back(
             Item{r.lease, r.id, st.owner, r.fence, r.key, st.expire_at, st.valid_until, std::min(own_due, trigger_due)});

@@ -581,22 +581,17 @@ bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
 bool LeaseLock::guarded_once(Connection& conn, const std::string& owner, std::int64_t fence,
                              const std::function<void(Transaction&)>& work) {
   Transaction tx(conn);
-  // Still held: a locking read found the row, or (MySQL) the row was written,
-  // so that Galera certifies the transaction against a take-over elsewhere.
-  if (run(conn, Sql::lease_guard_check, {name(), owner, fence}).affected != 1) {
-    tx.rollback();
-    std::string detail;
-    auto cause = diagnose(conn, owner, fence, &detail);
-    state_->mark_lost(cause, std::move(detail));
-    return false;
-  }
   // A lease of the client whose renewal fell due while guarded transactions
   // kept the renewer out is renewed here, on the row this transaction has
   // locked already: one statement a period, not one per transaction.
   detail::ClientCore* core = client_ ? client_->core().get() : nullptr;
   const bool renew_here = core && lease_->renew && core->renewal_wanted(lease_.get());
   const auto renew_start = steady_clock::now();
-  if (renew_here && !renew_lease(conn, name(), owner, fence, options_.ttl)) {
+  // Still held: a locking read found the row, or (MySQL) the row was written,
+  // so that Galera certifies the transaction against a take-over elsewhere;
+  // then renewed if it is due.
+  if (run(conn, Sql::lease_guard_check, {name(), owner, fence}).affected != 1 ||
+      (renew_here && !renew_lease(conn, name(), owner, fence, options_.ttl))) {
     tx.rollback();
     std::string detail;
     auto cause = diagnose(conn, owner, fence, &detail);

@@ -16,7 +16,9 @@
 #   SOAK_DURATION       default 1h (the published soak); SOAK_SAMPLE_EVERY default 60s
 #   SOAK_HELD           default 10000; SOAK_CHURN default 1000; SOAK_TTL default 5s
 #   SOAK_BUSY           busy loops to run beside the soak for its CPU load (default 0)
-#   SOAK_DIALECTS       default "postgresql mysql" (both at once)
+#   SOAK_DIALECTS       default "postgresql mysql" (both at once); "pgbouncer" adds a
+#                       PostgreSQL cell through PgBouncer (transaction pooling) in
+#                       front of the same server (port SQLGUARD_PGBOUNCER_PORT, default 56433)
 #   SQLGUARD_BIN        the sqlguard binary (default: build/tools/sqlguard)
 #   BENCH_OUT           output directory (default: bench-results)
 #   SQLGUARD_PG_PORT / SQLGUARD_MARIADB_PORT / SQLGUARD_SERVERS_DIR
@@ -58,6 +60,7 @@ cleanup() {
   local rc=$?
   for p in "${busy_pids[@]}"; do kill "$p" 2>/dev/null || true; done
   log "stopping the servers"
+  [[ " $dialects " != *" pgbouncer "* ]] || "$here/dbservers.sh" stop pgbouncer >&2 || true
   "$here/dbservers.sh" stop all >&2 || true
   exit $rc
 }
@@ -65,6 +68,11 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 bench_start_servers
+if [[ " $dialects " == *" pgbouncer "* ]]; then
+  export SQLGUARD_PGBOUNCER_PORT=${SQLGUARD_PGBOUNCER_PORT:-56433}
+  "$here/dbservers.sh" start pgbouncer >&2
+  eval "$("$here/dbservers.sh" env pgbouncer)"
+fi
 
 for ((i = 0; i < busy; i++)); do
   sh -c 'while :; do :; done' &
@@ -78,8 +86,17 @@ for d in $dialects; do
   case "$d" in
     postgresql) uri=${SQLGUARD_TEST_PG_URI:?} ;;
     mysql) uri=${SQLGUARD_TEST_MYSQL_URI:?} ;;
-    *) die "unknown dialect '$d' in SOAK_DIALECTS (postgresql, mysql)" ;;
+    pgbouncer)
+      uri=${SQLGUARD_TEST_PGBOUNCER_URI:?}
+      [[ "$uri" == *\?* ]] && uri+="&pooler=transaction" || uri+="?pooler=transaction" ;;
+    *) die "unknown dialect '$d' in SOAK_DIALECTS (postgresql, mysql, pgbouncer)" ;;
   esac
+  if [[ "$d" == pgbouncer && " $dialects " == *" postgresql "* ]]; then
+    # Same server: the bench's set-up (its tables) runs once at a time, so
+    # this one starts when the direct cell has its first sample.
+    w=0
+    while [[ ! -s "$out/churn-soak-postgresql.txt" ]] && (( w++ < 600 )); do sleep 0.5; done
+  fi
   log "$d: $duration, $held held, churn $churn, ttl $ttl (samples: $out/churn-soak-$d.txt)"
   "$bin" --db "$uri" --json bench --run-id "$run_id" --ops churn-soak --duration "$duration" --held "$held" \
     --churn "$churn" --held-ttl "$ttl" --sample-every "$sample_every" "${extra[@]}" \
@@ -91,7 +108,7 @@ for p in "${pids[@]}"; do wait "$p" || failed=1; done
 (( failed )) && { cat "$out"/churn-soak-*.txt >&2; die "a soak failed"; }
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-settings="$(tr ' ' ',' <<<"$dialects" | sed 's/mysql/mariadb/') at once, ${busy} busy loops beside them,"
+settings="$(tr ' ' ',' <<<"$dialects" | sed 's/mysql/mariadb/; s/pgbouncer/pgbouncer (transaction pooling, pool 20)/') at once, ${busy} busy loops beside them,"
 settings+=" load $load_before before / $load_after after; PostgreSQL fsync, synchronous_commit, full_page_writes on;"
 settings+=" InnoDB innodb_flush_log_at_trx_commit=1, binlog off (SQLGUARD_DURABLE=1)"
 python3 - "$out" "$run_id" "$settings" $dialects <<'EOF'
@@ -105,7 +122,13 @@ head = {"run": {"run_id": run_id, "date": run_id[len("soak-"):], "cpu": cpu, "se
 with open(os.path.join(out, "churn-soak.json"), "w") as f:
     f.write(json.dumps(head) + "\n")
     for d in dialects:
-        f.write(open(os.path.join(out, "churn-soak-{}.json".format(d))).read())
+        for line in open(os.path.join(out, "churn-soak-{}.json".format(d))):
+            if not line.strip():
+                continue
+            cell = json.loads(line)
+            if d == "pgbouncer":
+                cell["via"] = "pgbouncer"  # the cell's dialect is postgresql: say how it was reached
+            f.write(json.dumps(cell) + "\n")
 EOF
 rm -f "$out"/churn-soak-*.json
 log "done in $((SECONDS - t0)) s: $out/churn-soak.json"

@@ -24,6 +24,8 @@
 #include <deque>
 #include <future>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <variant>
 
@@ -52,6 +54,36 @@ constexpr std::int64_t kSoakPermits = 2;           // a churn semaphore's permit
 constexpr milliseconds kTimedWait{50};             // the wait that times out
 constexpr milliseconds kLongWait{10000};           // the async acquire's and the cancelled wait's
 
+// The losses on_lost reported: a count per cause, and the first one's
+// cause, detail and what was left of its trust window (what an operator
+// needs to tell a slow renewal from a take-over).
+struct Losses {
+  std::atomic<std::uint64_t> n{0};
+  // The soak's clock (the first full set held); a loss during the fill has
+  // a negative time.
+  std::atomic<Clock::rep> t0{Clock::now().time_since_epoch().count()};
+  mutable std::mutex mu;
+  std::map<std::string, std::uint64_t> by_cause;
+  json first;
+  void add(const LeaseLoss& l) {
+    ++n;
+    const double t_s = std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(t0.load())).count();
+    std::lock_guard<std::mutex> g(mu);
+    ++by_cause[std::string(to_string(l.cause))];
+    if (first.is_null())
+      first = {{"t_s", r3(t_s)}, {"cause", std::string(to_string(l.cause))}, {"detail", l.detail},
+               {"window_left_ms", l.window_left.count()}};
+  }
+  json causes() const {
+    std::lock_guard<std::mutex> g(mu);
+    return by_cause;
+  }
+  json first_loss() const {
+    std::lock_guard<std::mutex> g(mu);
+    return first;
+  }
+};
+
 // One holding of the soak, whatever its kind.
 using Holding = std::variant<std::unique_ptr<LeaseLock>, std::unique_ptr<Semaphore>, std::unique_ptr<ReadWriteLease>>;
 
@@ -69,7 +101,7 @@ struct EndingWait {
 class Soak {
  public:
   Soak(const ClientBench& b, const SoakPlan& plan, std::shared_ptr<LockClient> client)
-      : b_(b), plan_(plan), client_(std::move(client)), lost_(std::make_shared<std::atomic<std::uint64_t>>(0)) {
+      : b_(b), plan_(plan), client_(std::move(client)), lost_(std::make_shared<Losses>()) {
     if (plan.all_kinds) kinds_.assign(std::begin(kEveryKind), std::end(kEveryKind));
     else kinds_ = {Kind::kLease};
   }
@@ -85,17 +117,11 @@ class Soak {
   // One cycle: the `churn` oldest holdings released, `churn` new names taken.
   void cycle() {
     ++cycles_;
+    const auto t_cycle = Clock::now();
+    // The new names first, the oldest released after: at its peak the
+    // client holds held + churn, and every cycle is a bulk acquire beside
+    // a full set being renewed (issue 36 item 10's "second bulk acquire").
     const std::size_t k = std::min(plan_.churn, ring_.size());
-    for (std::size_t i = 0; i < k; ++i) {
-      Holding h = std::move(ring_.front());
-      ring_.pop_front();
-      try {
-        if (!release(h)) ++release_not_held_;
-        ++releases_;
-      } catch (const std::exception& e) {
-        error(std::string("releasing: ") + e.what());
-      }
-    }
     std::vector<std::pair<Holding, std::future<bool>>> asyncs;
     std::vector<EndingWait> waits;
     for (std::size_t i = 0; i < plan_.churn; ++i) {
@@ -170,6 +196,20 @@ class Soak {
         error(std::string("waiting: ") + e.what());
       }
     }
+    const double acquire_s = seconds_since(t_cycle);
+    for (std::size_t i = 0; i < k; ++i) {
+      Holding h = std::move(ring_.front());
+      ring_.pop_front();
+      try {
+        if (!release(h)) ++release_not_held_;
+        ++releases_;
+      } catch (const std::exception& e) {
+        error(std::string("releasing: ") + e.what());
+      }
+    }
+    const double cycle_s = seconds_since(t_cycle);
+    cycle_s_max_ = std::max(cycle_s_max_, cycle_s);
+    acquire_s_max_ = std::max(acquire_s_max_, acquire_s);
   }
 
   // Releases every holding (the end of the soak).
@@ -186,15 +226,16 @@ class Soak {
   }
 
   // What the soak, the process and the client say now, `t_s` seconds in.
-  json sample(double t_s) const {
+  // The slowest cycle and acquire phase since the last sample go with it.
+  json sample(double t_s) {
     const LockClientStats st = client_->stats();
-    return {{"t_s", r3(t_s)},
+    json s = {{"t_s", r3(t_s)},
             {"cycles", cycles_},
             {"acquisitions", acquisitions_},
             {"releases", releases_},
             {"held", ring_.size()},
             {"losses", losses(st)},
-            {"on_lost_calls", lost_->load()},
+            {"on_lost_calls", lost_->n.load()},
             {"leases_lost", st.leases_lost},
             {"release_not_held", release_not_held_},
             {"errors", errors_},
@@ -207,14 +248,21 @@ class Soak {
             {"listening", st.listening},
             {"connections_open", st.connections_open},
             {"renewal_statements", st.renewal_statements},
-            {"leases_renewed", st.leases_renewed}};
+            {"leases_renewed", st.leases_renewed},
+            {"renewal_lag_p99_ms", r3(st.renewal_lag_p99_ms)},
+            {"renewal_lag_max_ms", r3(st.renewal_lag_max_ms)},
+            {"cycle_s_max", r3(cycle_s_max_)},
+            {"churn_acquire_s_max", r3(acquire_s_max_)},
+            {"losses_by_cause", lost_->causes()}};
+    cycle_s_max_ = acquire_s_max_ = 0;
+    return s;
   }
 
   // Losses: leases the client lost (its on_lost calls or its own count of
   // them, whichever is larger: each loss is seen by both) and releases that
   // found the holding gone.
   std::uint64_t losses(const LockClientStats& st) const {
-    return std::max<std::uint64_t>(lost_->load(), st.leases_lost) + release_not_held_;
+    return std::max<std::uint64_t>(lost_->n.load(), st.leases_lost) + release_not_held_;
   }
 
   std::uint64_t acquisitions() const { return acquisitions_; }
@@ -222,7 +270,10 @@ class Soak {
   const std::string& first_error() const { return first_error_; }
   std::uint64_t waits_timed_out() const { return waits_timed_out_; }
   std::uint64_t waits_cancelled() const { return waits_cancelled_; }
-  std::uint64_t on_lost_calls() const { return lost_->load(); }
+  std::uint64_t on_lost_calls() const { return lost_->n.load(); }
+  json losses_by_cause() const { return lost_->causes(); }
+  json first_loss() const { return lost_->first_loss(); }
+  void start_clock(Clock::time_point t0) { lost_->t0 = t0.time_since_epoch().count(); }
   std::uint64_t release_not_held() const { return release_not_held_; }
 
  private:
@@ -233,7 +284,7 @@ class Soak {
     LeaseOptions o;
     o.ttl = plan_.ttl;
     o.fair = fair;
-    o.on_lost = [lost = lost_](const LeaseLoss&) { ++*lost; };
+    o.on_lost = [lost = lost_](const LeaseLoss& l) { lost->add(l); };
     return o;
   }
   // Acquires `h` with `attempt`; held: it joins the ring. A new name that
@@ -261,12 +312,13 @@ class Soak {
   const ClientBench& b_;
   const SoakPlan plan_;
   std::shared_ptr<LockClient> client_;
-  std::shared_ptr<std::atomic<std::uint64_t>> lost_;
+  std::shared_ptr<Losses> lost_;
   std::vector<Kind> kinds_;
   std::deque<Holding> ring_;  // oldest first
   std::uint64_t cycles_ = 0, slot_ = 0, acquisitions_ = 0, releases_ = 0, release_not_held_ = 0;
   std::uint64_t waits_timed_out_ = 0, waits_cancelled_ = 0, errors_ = 0;
   std::string first_error_;
+  double cycle_s_max_ = 0, acquire_s_max_ = 0;
 };
 
 std::int64_t as_i64(const json& s, const char* k) { return s.at(k).get<std::int64_t>(); }
@@ -302,6 +354,7 @@ json churn_soak_cell(const ClientBench& b, const SoakPlan& plan, const std::func
     fill_acquisitions = soak.acquisitions();
     // The soak's clock starts with the first full set held.
     const auto t0 = Clock::now();
+    soak.start_clock(t0);
     const auto end = t0 + plan.duration;
     const auto baseline_at = t0 + soak_baseline_at(plan.duration);
     bool baseline_taken = false;
@@ -346,6 +399,8 @@ json churn_soak_cell(const ClientBench& b, const SoakPlan& plan, const std::func
     j["waits_timed_out"] = soak.waits_timed_out();
     j["waits_cancelled"] = soak.waits_cancelled();
     j["on_lost_calls"] = soak.on_lost_calls();
+    j["losses_by_cause"] = soak.losses_by_cause();
+    if (!soak.first_loss().is_null()) j["first_loss"] = soak.first_loss();
     j["leases_lost"] = st.leases_lost;
     j["release_not_held"] = soak.release_not_held();
     j["losses"] = soak.losses(st);

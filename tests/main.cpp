@@ -125,6 +125,8 @@ int main(int argc, char** argv) {
   std::cerr << "SQL audit: " << sql_audit_checked() << " catalog statements checked (" << sql_audit_entries_seen()
             << " distinct entries), " << bad.size() << " not as written in sql/" << c.name << "/\n";
   for (const auto& b : bad) std::cerr << "  not in the catalog: " << b << "\n";
+  if (!env("SQLGUARD_TEST_AUDIT_COUNTS").empty())
+    for (const auto& [entry, n] : sql_audit_counts()) std::cerr << "  " << n << " " << entry << "\n";
   if (!bad.empty() && rc == 0) rc = 1;
 
   if (env("SQLGUARD_TEST_KEEP").empty()) {

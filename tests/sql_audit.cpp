@@ -15,6 +15,7 @@ std::mutex mu;
 std::vector<std::string> failures;
 std::size_t checked = 0;
 std::set<std::string> seen;
+std::map<std::string, std::size_t> counts;  // per entry, for sql_audit_counts()
 std::map<std::string, std::regex> patterns;  // "dialect/name" -> regex of the template
 
 // Literal text as a regex, white space folded.
@@ -121,6 +122,7 @@ void install_sql_audit() {
     std::lock_guard<std::mutex> lk(mu);
     ++checked;
     seen.insert(d + "/" + n);
+    ++counts[d + "/" + n];
     if (!ok && failures.size() < 50) failures.push_back(d + "/" + n + ": " + sql);
   });
 }
@@ -132,6 +134,10 @@ std::vector<std::string> sql_audit_failures() {
 std::size_t sql_audit_checked() {
   std::lock_guard<std::mutex> lk(mu);
   return checked;
+}
+std::map<std::string, std::size_t> sql_audit_counts() {
+  std::lock_guard<std::mutex> lk(mu);
+  return counts;
 }
 std::size_t sql_audit_entries_seen() {
   std::lock_guard<std::mutex> lk(mu);

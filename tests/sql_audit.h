@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct SqlAuditExempt {
 std::vector<std::string> sql_audit_failures();
 std::size_t sql_audit_checked();
 std::size_t sql_audit_entries_seen();
+// Statements sent per catalog entry ("dialect/name"): main.cpp prints them
+// when SQLGUARD_TEST_AUDIT_COUNTS is set (a statement storm shows there).
+std::map<std::string, std::size_t> sql_audit_counts();
 // True when `sql` is what catalog entry `name` of `dialect` renders to.
 bool matches_catalog(const std::string& dialect, const std::string& name, const std::string& sql);
 }  // namespace sgtest

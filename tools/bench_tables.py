@@ -476,18 +476,18 @@ def table_churn_soak(run):
              for d, title in DIALECTS for r in run.soak_file if r.get("dialect") == d]
     if not cells:
         return "No `churn-soak` cells (data: docs/bench/churn-soak.json, first line the run's date and machine)."
-    out = ["| dialect | churn kinds | duration | held | churn / s | acquisitions | losses | renewal lag p99 / max | "
+    out = ["| dialect | churn kinds | duration | held | churn / s | acquisitions | losses | refused (renewer behind) | renewal lag p99 / max | "
            "RSS at the baseline → end | RSS growth after the baseline | heap retained per acquisition | errors | "
            "issue 43 target met? |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for title, r in cells:
         dur = num(r.get("duration_s"))
         causes = r.get("losses_by_cause") or {}
         losses = n0(r.get("losses")) + ("" if not causes else " ({})".format(
             ", ".join("{} {}".format(n0(v), k) for k, v in sorted(causes.items()))))
-        out.append("| {} | {} | {} | {} | {} | {} | {} | {} / {} ms | {} → {} (baseline at {} s) | {} % | {} B | {} | {} |".format(
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} ms | {} → {} (baseline at {} s) | {} % | {} B | {} | {} |".format(
             title, r.get("churn_kinds", "lease"), "—" if dur is None else "{} s".format(n0(dur)) if dur < 120 else "{} min".format(n0(dur / 60)),
-            n0(r.get("held")), n0(r.get("churn_per_s")), n0(r.get("acquisitions")), losses,
+            n0(r.get("held")), n0(r.get("churn_per_s")), n0(r.get("acquisitions")), losses, n0(r.get("refused", 0)),
             n0(r.get("renewal_lag_p99_ms")), n0(r.get("renewal_lag_max_ms")),
             mb(r.get("rss_baseline_bytes")), mb(r.get("rss_end_bytes")), n0(r.get("baseline_s")),
             n2(r.get("rss_growth_pct")), n1(r.get("heap_retained_per_acquisition_bytes")), n0(r.get("errors")),

@@ -198,20 +198,24 @@ def main():
                  "churn_kinds": "lease", "duration_s": 3600.4, "churn_per_s": 158.7, "acquisitions": 581000,
                  "losses": 0, "errors": 0, "baseline_s": 61.2, "rss_baseline_bytes": 36200000,
                  "rss_end_bytes": 36900000, "rss_growth_pct": 1.934, "heap_retained_per_acquisition_bytes": 0.42,
-                 "run_id": run}
+                 "renewal_lag_p99_ms": 12.3, "renewal_lag_max_ms": 240.2, "refused": 0, "run_id": run}
             c.update(extra)
             return c
         header = {"run": {"run_id": "s1", "date": "2026-12-03T08:00:00Z", "host": "soakhost, 2 cores",
                           "cpu": "TestCPU", "settings": "SQLGUARD_DURABLE=1, under CPU load"}}
         with open(os.path.join(d, "churn-soak.json"), "w") as f:
             for c in [header, soak("mysql", rss_end_bytes=142000000, rss_growth_pct=273.5,
-                                   heap_retained_per_acquisition_bytes=610.4, losses=2),
-                      soak("postgresql")]:
+                                   heap_retained_per_acquisition_bytes=610.4, losses=2,
+                                   losses_by_cause={"database_unreachable": 2}),
+                      soak("postgresql"), soak("postgresql", via="pgbouncer", refused=1234)]:
                 f.write(json.dumps(c) + "\n")
         t = bench_tables.tables(d)
         cs = t["churn-soak"]
-        check("| PostgreSQL | lease | 60 min | 10,000 | 159 | 581,000 | 0 | 36.2 MB → 36.9 MB (baseline at 61 s) | "
-              "1.93 % | 0.4 B | 0 | yes |" in cs, "a soak row that meets the target:\n" + cs)
+        check("| PostgreSQL | lease | 60 min | 10,000 | 159 | 581,000 | 0 | 0 | 12 / 240 ms | 36.2 MB → 36.9 MB "
+              "(baseline at 61 s) | 1.93 % | 0.4 B | 0 | yes |" in cs, "a soak row that meets the target:\n" + cs)
+        check("| PostgreSQL via PgBouncer | lease | 60 min | 10,000 | 159 | 581,000 | 0 | 1,234 |" in cs,
+              "a cell through PgBouncer says so, with its refusals:\n" + cs)
+        check("| 2 (2 database_unreachable) |" in cs, "losses name their causes:\n" + cs)
         check("| MariaDB | lease |" in cs and "| 610.4 B |" in cs and "**no**: RSS grew 273.50 % > 5 %; 2 losses" in cs,
               "every missed target is named:\n" + cs)
         check(cs.index("| PostgreSQL |") < cs.index("| MariaDB |"), "rows in dialect order:\n" + cs)

@@ -101,6 +101,11 @@ struct LockClientStats {
   std::uint64_t polls = 0;                // lease_poll statements sent
   std::uint64_t attempts = 0;             // acquire attempts sent by the waiter thread
   std::uint64_t exhausted = 0;            // operations refused with kResourceExhausted
+  // The renewer is behind (a renewal came back with less than half of its
+  // lease's slack left): new acquisitions are refused with kResourceExhausted
+  // until a round, a renew period later, renews every lease in time again.
+  // Held leases come first.
+  bool renewal_behind = false;
   // How late renewals were sent after they were due, over the last 16384 leases renewed.
   double renewal_lag_p99_ms = 0;
   double renewal_lag_max_ms = 0;

@@ -110,8 +110,10 @@ void print_soak_sample(std::ostream& out, const json& s) {
       << mb("heap_bytes") << "; client: held " << s.at("held_leases").get<std::uint64_t>() << ", queue places "
       << s.at("queue_places").get<std::uint64_t>() << ", waiters " << s.at("waiters").get<std::uint64_t>()
       << ", listening " << s.at("listening").get<std::uint64_t>() << ", renewal statements "
-      << s.at("renewal_statements").get<std::uint64_t>() << ", errors " << s.at("errors").get<std::uint64_t>()
-      << std::endl;
+      << s.at("renewal_statements").get<std::uint64_t>() << ", renewal lag p99/max "
+      << s.value("renewal_lag_p99_ms", 0.0) << "/" << s.value("renewal_lag_max_ms", 0.0) << " ms, slowest cycle "
+      << s.value("cycle_s_max", 0.0) << " s, refused " << s.value("refused", 0) << (s.value("renewal_behind", false) ? " (renewer behind)" : "")
+      << ", errors " << s.at("errors").get<std::uint64_t>() << std::endl;
 }
 
 void print_sync_row(const json& j) {

@@ -239,6 +239,8 @@ class Soak {
             {"leases_lost", st.leases_lost},
             {"release_not_held", release_not_held_},
             {"errors", errors_},
+            {"refused", refused_},
+            {"renewal_behind", st.renewal_behind},
             {"rss_bytes", rss_bytes()},
             {"heap_bytes", heap_in_use()},
             {"threads", process_threads()},
@@ -267,6 +269,7 @@ class Soak {
 
   std::uint64_t acquisitions() const { return acquisitions_; }
   std::uint64_t errors() const { return errors_; }
+  std::uint64_t refused() const { return refused_; }
   const std::string& first_error() const { return first_error_; }
   std::uint64_t waits_timed_out() const { return waits_timed_out_; }
   std::uint64_t waits_cancelled() const { return waits_cancelled_; }
@@ -295,6 +298,15 @@ class Soak {
         error("a new name was not free");
         return false;
       }
+    } catch (const Error& e) {
+      // The client refused new work while its renewer was behind (held
+      // leases first): counted, not an error.
+      if (e.code() == ErrorCode::kResourceExhausted) {
+        ++refused_;
+        return false;
+      }
+      error(std::string("acquiring: ") + e.what());
+      return false;
     } catch (const std::exception& e) {
       error(std::string("acquiring: ") + e.what());
       return false;
@@ -316,7 +328,7 @@ class Soak {
   std::vector<Kind> kinds_;
   std::deque<Holding> ring_;  // oldest first
   std::uint64_t cycles_ = 0, slot_ = 0, acquisitions_ = 0, releases_ = 0, release_not_held_ = 0;
-  std::uint64_t waits_timed_out_ = 0, waits_cancelled_ = 0, errors_ = 0;
+  std::uint64_t waits_timed_out_ = 0, waits_cancelled_ = 0, errors_ = 0, refused_ = 0;
   std::string first_error_;
   double cycle_s_max_ = 0, acquire_s_max_ = 0;
 };
@@ -405,6 +417,7 @@ json churn_soak_cell(const ClientBench& b, const SoakPlan& plan, const std::func
     j["release_not_held"] = soak.release_not_held();
     j["losses"] = soak.losses(st);
     j["errors"] = soak.errors();
+    j["refused"] = soak.refused();
     if (!soak.first_error().empty()) j["first_error"] = soak.first_error();
   }
   const json& first = samples.front();

@@ -216,6 +216,7 @@ LockClientStats ClientCore::stats() const {
     s.names_tracked += sync_naps_.size();
   }
   s.exhausted = exhausted_;
+  s.renewal_behind = renewal_behind_.load();
   return s;
 }
 
@@ -287,6 +288,7 @@ ClientCore::Borrowed ClientCore::borrow(int slot) {
 // ---- leases ---------------------------------------------------------------------
 
 std::shared_ptr<ClientLease> ClientCore::take_place(Connection& conn, const ClientLease& l) {
+  admit(l);  // a place is renewed as a lease is
   auto p = std::make_shared<ClientLease>();
   p->kind = RowKind::kPlace;
   p->name = l.name;
@@ -409,6 +411,7 @@ void ClientCore::fair_acquired(Connection& conn, ClientWait* w) noexcept {
 
 bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, milliseconds budget,
                             milliseconds* holder_remaining, ClientWait* w) {
+  if (l->renew) admit(*l);
   Connection& conn = *c;
   const auto& o = l->options;
   bool seen_free = false;

@@ -157,6 +157,10 @@ struct NameQueue {
   bool woken = false;    // a release (local or by the listener): try at once
   int idle_wakes = 0;    // wake-ups in a row that found the lease held
   bool busy = false;     // the head's attempt is running
+  // The head's last attempt could not be made (unreachable, no connection,
+  // new leases refused): until its next try the listener does not block on
+  // the name (a free wake-up lock would wake it at once, again and again).
+  std::chrono::steady_clock::time_point outage_until{};
 };
 
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
@@ -228,6 +232,16 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // window ends). renewed_in_guard() records that renewal once it commits.
   bool renewal_wanted(const ClientLease* lease) const;
   void renewed_in_guard(const ClientLease* lease);
+  // Admission of new holdings: held work comes before new work. While the
+  // renewer is behind (an answered renewal came back with less than half of
+  // a lease's slack left of its trust window; slack = ttl - safety margin -
+  // renew period, the time a renewal has from when it falls due), a new
+  // acquisition or queue place that the renewer would renew too is refused
+  // with kResourceExhausted before anything is sent: a bulk acquire on a
+  // busy server slows down instead of costing leases already held. Cleared
+  // by a round, started a renew period after the late answer or later, that
+  // renewed every lease within half its slack.
+  void admit(const ClientLease& lease) const;
   // The renewer renews the lease while it is held (from now, every period).
   void renew_register(const std::shared_ptr<ClientLease>& lease);
   void renew_unregister(const ClientLease* lease);
@@ -324,6 +338,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::vector<double> lag_ms_;  // ring of the last 4096 renewal lags
   std::size_t lag_next_ = 0;
   bool renewer_worker_ = false;  // the BoundedCaller worker exists
+  std::atomic<bool> renewal_behind_{false};  // admit() refuses new holdings
+  std::string behind_why_;                   // what the renewer saw (renew_mu_)
 
   // Naps of semaphore / read-write lease waiters, per key: generation, nappers.
   mutable std::mutex sync_mu_;

@@ -14,6 +14,7 @@
 #include "strategies/lease/client_core.h"
 #include "strategies/lease/lease_util.h"
 #include "strategies/sync/sync_ops.h"
+#include "sqlguard/validate.h"
 
 namespace sqlguard::detail {
 
@@ -36,6 +37,21 @@ void ClientCore::renew_register(const std::shared_ptr<ClientLease>& l) {
     renewals_.insert_or_assign(l.get(), std::move(r));
   }
   renew_cv_.notify_all();
+}
+
+void ClientCore::admit(const ClientLease& l) const {
+  if (!renewal_behind_.load()) return;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lk(renew_mu_);
+    why = behind_why_;
+  }
+  ++exhausted_;
+  throw Error(ErrorCode::kResourceExhausted,
+              "lock client of " + description_ + ": not taking '" + l.name + "' now: its renewals are falling behind (" +
+                  why + "). Leases already held come first; new ones are taken again once a renewal round is back "
+                  "in time. Retry later, or spread the leases over more lock clients (LockClient::create) or longer "
+                  "ttls");
 }
 
 void ClientCore::renew_soon(const ClientLease* l) {
@@ -130,6 +146,11 @@ void ClientCore::renewer_loop() {
   // The loss is reported this long before a trust window ends.
   const milliseconds early(20);
   bool unknown = false;  // the last failure was a sent renewal with no answer
+  // The last late answer and its lease's period: new holdings are refused
+  // until a round that started a period after it was in time (a round right
+  // behind the late one, with the load that made it late, does not count).
+  auto late_at = steady_clock::time_point::min();
+  milliseconds late_period{0};
   // The registration an item was taken from, if it is still the lease's
   // (renew_mu_ held): the handle may have released and acquired again
   // meanwhile (a new registration), which a result says nothing about.
@@ -247,6 +268,11 @@ void ClientCore::renewer_loop() {
     // request): a round whose statements take a while (10,000 leases on a
     // busy server) stays one group, not one per statement.
     const auto round_start = steady_clock::now();
+    // Whether the renewer keeps up (admit()): each answered lease's window
+    // left against half its slack. A lease whose window had ended before its
+    // statement was even sent (a paused process) says nothing here.
+    bool round_in_time = true;
+    std::string late;  // the first late statement, for admit()'s message
     for (std::size_t c = 0, begin = 0; c < chunk_ends.size(); begin = chunk_ends[c++]) {
       const std::size_t end = chunk_ends[c];
       const RowKind kind = items[begin].lease->kind;
@@ -319,6 +345,18 @@ void ClientCore::renewer_loop() {
         renew_conn_open_ = true;
         ++renewal_statements_;
         unknown = false;
+        for (std::size_t i = begin; i < end && late.empty(); ++i) {
+          const Item& it = items[i];
+          const auto slack = it.lease->options.ttl - it.lease->margin - it.lease->period;
+          if (it.valid_until <= start || it.valid_until - now >= slack / 2) continue;
+          round_in_time = false;
+          late_at = now;
+          late_period = it.lease->period;
+          late = "a renewal of " + std::to_string(end - begin) + " lease(s) came back with " +
+                 format_duration(std::chrono::duration_cast<milliseconds>(it.valid_until - now)) +
+                 " of a trust window left, under half of its " + format_duration(slack) + " slack; " +
+                 std::to_string(renewals_.size()) + " holdings are renewed";
+        }
         for (std::size_t i = begin; i < end; ++i) {
           Item& it = items[i];
           Renewal* r = registration(it);
@@ -342,6 +380,7 @@ void ClientCore::renewer_loop() {
           }
         }
       } else {
+        round_in_time = false;  // unanswered: neither behind nor back in time (an outage is reported as one)
         // Timed out (abandoned with its worker and connection) or failed.
         const bool timed_out = outcome == BoundedCaller::Outcome::kTimedOut;
         const bool conn_problem = timed_out || connection_problem(res->error);
@@ -407,6 +446,16 @@ void ClientCore::renewer_loop() {
     }
     std::lock_guard<std::mutex> lk(renew_mu_);
     ++renewal_rounds_;
+    if (!late.empty()) {
+      if (!renewal_behind_.load())
+        log(LogLevel::kWarning, "lock client: renewals are falling behind (" + late +
+                                    "); new acquisitions are refused until a round is back in time");
+      behind_why_ = std::move(late);
+      renewal_behind_ = true;
+    } else if (round_in_time && renewal_behind_.load() && round_start >= late_at + late_period) {
+      renewal_behind_ = false;
+      log(LogLevel::kInfo, "lock client: renewals are back in time; new acquisitions are taken again");
+    }
   }
 }
 

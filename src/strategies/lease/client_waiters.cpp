@@ -432,6 +432,7 @@ void ClientCore::waiter_loop() {
           const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(holder, o.backoff_initial));
           q.next_try = t + jitter(cap);
           q.backoff = std::min(q.backoff * 2, o.backoff_max);
+          q.outage_until = outage ? q.next_try : steady_clock::time_point{};
           if (w->place && w->not_turn && !outage && wait_plan_->wakes_fair_by_ticket()) {
             // Its ticket's wake-up comes when it is next: the timer only
             // covers a waiter ahead that died (its place expires), so the
@@ -503,13 +504,16 @@ void ClientCore::listener_loop() {
   std::unique_lock<std::mutex> lk(wait_mu_);
   while (!stop_) {
     std::vector<std::pair<steady_clock::time_point, WaitedName>> found;
+    const auto now = steady_clock::now();
     for (const auto& [name, q] : queues_)
       // Not blocked on while its head is about to try or trying (a wake-up
       // lock it waited for would be granted again at once, before the take-over
-      // takes it for the new holder), nor after two idle wake-ups in a row.
+      // takes it for the new holder), after two idle wake-ups in a row, nor
+      // while its head waits out an attempt that could not be made.
       if (!q.waits.empty() && !q.channel.empty())
         found.push_back({q.since, WaitedName{name, q.channel,
-                                             q.idle_wakes >= 2 || q.woken || q.busy || far_in_line(q, *wait_plan_)}});
+                                             q.idle_wakes >= 2 || q.woken || q.busy || q.outage_until > now ||
+                                                 far_in_line(q, *wait_plan_)}});
     if (!listener) {  // no wake-up source (a transaction pooler): the heads poll
       wait_cv_.wait_for(lk, std::chrono::seconds(1));
       continue;

@@ -44,6 +44,7 @@ namespace {
 // only when nobody waits; a waiter that acquired leaves its place.
 bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode, std::int64_t n,
                 std::int64_t capacity, milliseconds* holder_remaining, bool waiting, ClientWait* w = nullptr) {
+  if (s.lease->renew) core.admit(*s.lease);
   if (s.lease->options.fair) {
     milliseconds next{0};
     if (!core.fair_turn_on(conn, *s.lease, w, s.options.ttl, &next, nullptr)) {

@@ -83,6 +83,20 @@ def cell(rows, dialect, op, clients):  # a cell of the normal matrix
     return None
 
 
+def load_soak(d, name):
+    """A churn-soak run file: its first line the run, then its cells, all of that run."""
+    soak = load(os.path.join(d, name))
+    run = soak[0]["run"] if soak and "run" in soak[0] else None
+    cells = [r for r in soak if "run" not in r]
+    if cells and run is None:
+        raise DataError("{}/{} has no first line {{\"run\": {{...}}}} saying which run it is".format(d, name))
+    for r in cells:
+        if r.get("run_id") != run.get("run_id"):
+            raise DataError("{}/{} has a cell of run {} but its first line is run {}: a table never "
+                            "mixes runs".format(d, name, r.get("run_id"), run.get("run_id")))
+    return run, cells
+
+
 class Run:
     """One tools/bench.sh run: its settings and every file's cells."""
 
@@ -109,15 +123,13 @@ class Run:
         scale = load(os.path.join(d, "scale.json"))
         self.scale_run = scale[0]["run"] if scale and "run" in scale[0] else None
         self.scale_file = [r for r in scale if "run" not in r]
-        soak = load(os.path.join(d, "churn-soak.json"))
-        self.soak_run = soak[0]["run"] if soak and "run" in soak[0] else None
-        self.soak_file = [r for r in soak if "run" not in r]
-        if self.soak_file and self.soak_run is None:
-            raise DataError("{}/churn-soak.json has no first line {{\"run\": {{...}}}} saying which run it is".format(d))
-        for r in self.soak_file:
-            if r.get("run_id") != self.soak_run.get("run_id"):
-                raise DataError("{}/churn-soak.json has a cell of run {} but its first line is run {}: a table never "
-                                "mixes runs".format(d, r.get("run_id"), self.soak_run.get("run_id")))
+        self.soak_run, self.soak_file = load_soak(d, "churn-soak.json")
+        # The renewer-overload comparison (issue 36 item 10): one soak run per
+        # file of overload/, before and after, under the same load.
+        self.overload = [load_soak(d, os.path.join("overload", f))
+                         for f in sorted(os.listdir(os.path.join(d, "overload")), key=lambda f: (f != "before" and
+                                                                                                  not f.startswith("before"), f))
+                         if f.endswith(".json")] if os.path.isdir(os.path.join(d, "overload")) else []
 
     def rows(self, name):
         return self.files.get(name, [])
@@ -582,6 +594,34 @@ def table_rw_mixed(run):
     return "\n".join(out)
 
 
+def table_renewer_overload(run):
+    if not run.overload:
+        return "No overload runs (data: docs/bench/overload/*.json, churn-soak runs with a label)."
+    out = ["| code | dialect | held + churn | ttl | acquisitions | held leases lost (on_lost, by cause) | releases "
+           "that found their holding gone | refused (renewer behind) | renewal lag max | errors |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r0, cells in run.overload:
+        for d, title in DIALECTS:
+            for r in cells:
+                if r.get("dialect") != d:
+                    continue
+                causes = r.get("losses_by_cause") or {}
+                lost = n0(max(r.get("on_lost_calls", 0), r.get("leases_lost", 0))) + ("" if not causes else " ({})".format(
+                    ", ".join("{} {}".format(n0(v), k) for k, v in sorted(causes.items()))))
+                out.append("| {} | {} | {} + {} | {} s | {} | {} | {} | {} | {} ms | {} |".format(
+                    r0.get("label", r0.get("run_id")), title + (" via PgBouncer" if r.get("via") == "pgbouncer" else ""),
+                    n0(r.get("held")), n0(r.get("churn")), n1(r.get("ttl_ms", 0) / 1000.0), n0(r.get("acquisitions")),
+                    lost, n0(r.get("release_not_held", 0)), "—" if r.get("refused") is None else n0(r.get("refused")),
+                    n0(r.get("renewal_lag_max_ms")), n0(r.get("errors"))))
+    out.append("")
+    for r0, _ in run.overload:
+        out.append("<sub>{}: run {} · {} · {} · {}</sub><br>".format(
+            r0.get("label", "?"), r0.get("date", "of unknown date"), r0.get("host", "unknown host"),
+            r0.get("cpu", "unknown cpu"), r0.get("settings", "unknown settings")))
+    out.append("<sub>data: docs/bench/overload/*.json</sub>")
+    return "\n".join(out)
+
+
 def tables(d):
     run = Run(d)
     return {"run": table_run(run), "main": table_main(run), "contention": table_contention(run),
@@ -590,7 +630,7 @@ def tables(d):
             "held-leases-summary": table_held_summary(run),
             "waiters": table_waiters(run), "fair-lease": table_fair_lease(run),
             "semaphore-hot": table_semaphore_hot(run), "rw-mixed": table_rw_mixed(run),
-            "churn-soak": table_churn_soak(run)}
+            "churn-soak": table_churn_soak(run), "renewer-overload": table_renewer_overload(run)}
 
 
 REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)

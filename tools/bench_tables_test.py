@@ -219,6 +219,19 @@ def main():
         check("| MariaDB | lease |" in cs and "| 610.4 B |" in cs and "**no**: RSS grew 273.50 % > 5 %; 2 losses" in cs,
               "every missed target is named:\n" + cs)
         check(cs.index("| PostgreSQL |") < cs.index("| MariaDB |"), "rows in dialect order:\n" + cs)
+        check("No overload runs" in t["renewer-overload"], "no overload runs is stated")
+        os.mkdir(os.path.join(d, "overload"))
+        for name, label, extra in (("after.json", "after: new", {"refused": 7}),
+                                   ("before-x.json", "before: old", {"on_lost_calls": 5, "release_not_held": 5,
+                                                                     "losses_by_cause": {"outcome_unknown": 5}})):
+            with open(os.path.join(d, "overload", name), "w") as f:
+                f.write(json.dumps({"run": dict(header["run"], label=label)}) + "\n")
+                f.write(json.dumps(soak("mysql", ttl_ms=3000, **extra)) + "\n")
+        ov = bench_tables.tables(d)["renewer-overload"]
+        check(ov.index("| before: old | MariaDB |") < ov.index("| after: new | MariaDB |"),
+              "the before run comes first:\n" + ov)
+        check("| 5 (5 outcome_unknown) | 5 | 0 |" in ov and "| 0 | 0 | 7 |" in ov,
+              "losses by cause, releases that found the holding gone and refusals, per run:\n" + ov)
         check("<sub>Run 2026-12-03T08:00:00Z · soakhost, 2 cores · TestCPU · SQLGUARD_DURABLE=1, under CPU load · "
               "data: docs/bench/churn-soak.json</sub>" in cs, "the soak names its own run:\n" + cs)
         check("churn-soak" not in t["main"] and "churn-soak" not in t["round-trips"],

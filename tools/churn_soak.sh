@@ -16,6 +16,7 @@
 #   SOAK_DURATION       default 1h (the published soak); SOAK_SAMPLE_EVERY default 60s
 #   SOAK_HELD           default 10000; SOAK_CHURN default 1000; SOAK_TTL default 5s
 #   SOAK_BUSY           busy loops to run beside the soak for its CPU load (default 0)
+#   SOAK_LABEL          a label for the run's first line (e.g. which code ran: "before: <commit>")
 #   SOAK_DIALECTS       default "postgresql mysql" (both at once); "pgbouncer" adds a
 #                       PostgreSQL cell through PgBouncer (transaction pooling) in
 #                       front of the same server (port SQLGUARD_PGBOUNCER_PORT, default 56433)
@@ -111,14 +112,16 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 settings="$(tr ' ' ',' <<<"$dialects" | sed 's/mysql/mariadb/; s/pgbouncer/pgbouncer (transaction pooling, pool 20)/') at once, ${busy} busy loops beside them,"
 settings+=" load $load_before before / $load_after after; PostgreSQL fsync, synchronous_commit, full_page_writes on;"
 settings+=" InnoDB innodb_flush_log_at_trx_commit=1, binlog off (SQLGUARD_DURABLE=1)"
-python3 - "$out" "$run_id" "$settings" $dialects <<'EOF'
+python3 - "$out" "$run_id" "$settings" "${SOAK_LABEL:-}" $dialects <<'EOF'
 import json, os, platform, sys
-out, run_id, settings, dialects = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+out, run_id, settings, label, dialects = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown cpu")
 mem = next(int(l.split()[1]) // 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal"))
 u = platform.uname()
 head = {"run": {"run_id": run_id, "date": run_id[len("soak-"):], "cpu": cpu, "settings": settings,
                 "host": "{} {} {}, {} cores, {} MB".format(u.system, u.release, u.machine, os.cpu_count(), mem)}}
+if label:
+    head["run"]["label"] = label
 with open(os.path.join(out, "churn-soak.json"), "w") as f:
     f.write(json.dumps(head) + "\n")
     for d in dialects:

@@ -91,6 +91,12 @@ bool release(Holding& h) {
   return std::visit([](auto& p) { return p->release(); }, h);
 }
 
+// Whether the holding was reported lost (its release then finds it gone:
+// one loss, not two).
+bool reported_lost(const Holding& h) {
+  return std::visit([](const auto& p) { return p->last_loss().has_value(); }, h);
+}
+
 // A wait that must end without the lock, and its handle.
 struct EndingWait {
   std::unique_ptr<LeaseLock> waiter;
@@ -201,7 +207,7 @@ class Soak {
       Holding h = std::move(ring_.front());
       ring_.pop_front();
       try {
-        if (!release(h)) ++release_not_held_;
+        if (!release(h) && !reported_lost(h)) ++release_not_held_;
         ++releases_;
       } catch (const std::exception& e) {
         error(std::string("releasing: ") + e.what());
@@ -216,7 +222,7 @@ class Soak {
   void release_all() {
     for (auto& h : ring_) {
       try {
-        if (!release(h)) ++release_not_held_;
+        if (!release(h) && !reported_lost(h)) ++release_not_held_;
         ++releases_;
       } catch (const std::exception& e) {
         error(std::string("releasing: ") + e.what());

@@ -16,6 +16,7 @@
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/migrate.h"
 #include "test_context.h"
+#include "test_helpers.h"
 
 using sgtest::ctx;
 using sqlguard::CheckResult;
@@ -35,17 +36,8 @@ std::string dump(const std::vector<CheckResult>& rs) {
   return s;
 }
 
-std::string required_env(const char* name) {
-  const char* v = std::getenv(name);
-  INFO(name << " must be set (tools/dbservers.sh env <topology>); a missing server is a failure");
-  REQUIRE(v);
-  REQUIRE(*v);
-  return v;
-}
-
-std::string with_query(const std::string& uri, const std::string& kv) {
-  return uri + (uri.find('?') == std::string::npos ? "?" : "&") + kv;
-}
+using sgtest::required_env;
+using sgtest::with_query;
 
 // The durability verdict the server's settings call for, read here apart
 // from the doctor: kFail when an acquire's commit may not survive a crash.

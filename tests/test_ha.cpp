@@ -10,16 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "test_context.h"
+#include "test_helpers.h"
 
 namespace {
 
-std::string required_env(const char* name) {
-  const char* v = std::getenv(name);
-  INFO(name << " must be set (tools/dbservers.sh env pg-ha / tools/test.sh); a missing server is a failure");
-  REQUIRE(v);
-  REQUIRE(*v);
-  return v;
-}
+using sgtest::required_env;
 
 nlohmann::json last_json_line(const std::string& out) {
   auto end = out.find_last_not_of('\n');

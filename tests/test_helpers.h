@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <future>
 #include <optional>
@@ -15,6 +16,23 @@
 #include "sqlguard/errors.h"
 
 namespace sgtest {
+
+// The value of an environment variable a topology's test needs (set by
+// tools/test.sh from tools/dbservers.sh env <topology>): a missing server is
+// a failure, never a skip.
+inline std::string required_env(const char* name) {
+  const char* v = std::getenv(name);
+  INFO(name << " must be set (tools/dbservers.sh env <topology>, as tools/test.sh does); a missing server is a "
+               "failure");
+  REQUIRE(v);
+  REQUIRE(*v);
+  return v;
+}
+
+// `uri` with one more query parameter.
+inline std::string with_query(const std::string& uri, const std::string& kv) {
+  return uri + (uri.find('?') == std::string::npos ? "?" : "&") + kv;
+}
 
 // Runs `f`, which must throw sqlguard::Error; returns its code (and what()).
 inline sqlguard::ErrorCode code_of(const std::function<void()>& f, std::string* what = nullptr) {

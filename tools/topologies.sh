@@ -27,6 +27,8 @@
 #                       exit 0 if everything runs, 3 otherwise
 #   env TARGET          print `export SQLGUARD_TEST_*=...` lines for eval:
 #                         pgbouncer SQLGUARD_TEST_PGBOUNCER_URI=postgresql://U:P@127.0.0.1:PORT/DB
+#                                   SQLGUARD_TEST_PGBOUNCER_LOCKS_URI=(same)/sqlguard_locks: the
+#                                   same database on a pool of its own (pool_size 2)
 #                         pg-ha     SQLGUARD_TEST_PG_HA_URI=postgresql://U:P@127.0.0.1:P1,127.0.0.1:P2/DB?target_session_attrs=read-write
 #                         pg-async  SQLGUARD_TEST_PG_ASYNC_URI=(same form)
 #                         galera    SQLGUARD_TEST_GALERA_URIS=mysql://U:P@127.0.0.1:P1/DB,...P2/DB,...P3/DB
@@ -431,6 +433,10 @@ pgb_start() {
 ; Wildcard: any database name goes to the pg server under the same name, with
 ; the client's own user and password (e.g. databases that tests create).
 * = host=127.0.0.1 port=$pgport
+; The lock clients' own pool (docs/deploying-postgresql.md): the same database
+; under another name, so that their renewals never queue behind the
+; application's transactions in the shared pool.
+sqlguard_locks = host=127.0.0.1 port=$pgport dbname=$TEST_DB pool_size=2
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -507,6 +513,8 @@ pgb_status() {
 pgb_env() {
   print_export SQLGUARD_TEST_PGBOUNCER_URI \
     "postgresql://$TEST_USER:$TEST_PASSWORD@127.0.0.1:$BOUNCER_PORT/$TEST_DB"
+  print_export SQLGUARD_TEST_PGBOUNCER_LOCKS_URI \
+    "postgresql://$TEST_USER:$TEST_PASSWORD@127.0.0.1:$BOUNCER_PORT/sqlguard_locks"
 }
 
 # Two psql sessions through the bouncer. A runs a transaction, B opens one

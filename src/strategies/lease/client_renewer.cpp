@@ -86,8 +86,12 @@ std::size_t ClientCore::places_registered_locked() const {
 }
 
 void ClientCore::renew_unregister(const ClientLease* l) {
-  std::lock_guard<std::mutex> lk(renew_mu_);
-  renewals_.erase(l);
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lk(renew_mu_);
+    last = renewals_.erase(l) > 0 && renewals_.empty();
+  }
+  if (last && renewal_behind_.load()) renew_cv_.notify_all();  // the renewer clears it (nothing held)
 }
 
 namespace {
@@ -168,6 +172,10 @@ void ClientCore::renewer_loop() {
       for (;;) {
         if (stop_) return;
         if (renewals_.empty()) {
+          // Nothing held: nothing for a late renewer to protect (and no
+          // round would ever clear it).
+          if (renewal_behind_.exchange(false))
+            log(LogLevel::kInfo, "lock client: nothing held any more; new acquisitions are taken again");
           renew_cv_.wait(lk);
           continue;
         }

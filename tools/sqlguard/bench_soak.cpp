@@ -127,10 +127,16 @@ class Soak {
     // The new names first, the oldest released after: at its peak the
     // client holds held + churn, and every cycle is a bulk acquire beside
     // a full set being renewed (issue 36 item 10's "second bulk acquire").
-    const std::size_t k = std::min(plan_.churn, ring_.size());
     std::vector<std::pair<Holding, std::future<bool>>> asyncs;
     std::vector<EndingWait> waits;
+    refused_now_ = false;
     for (std::size_t i = 0; i < plan_.churn; ++i) {
+      if (refused_now_) {
+        // The client refused new work (its renewer is behind): the rest of
+        // this cycle's names are not asked for (a service backs off too).
+        ++refused_;
+        continue;
+      }
       const std::string n = name(cycles_, i);
       const Kind kind = kinds_[slot_++ % kinds_.size()];
       try {
@@ -203,6 +209,9 @@ class Soak {
       }
     }
     const double acquire_s = seconds_since(t_cycle);
+    // As many of the oldest released as were acquired: `held` between
+    // cycles, fewer only while the client refuses new names.
+    const std::size_t k = ring_.size() > plan_.held ? ring_.size() - plan_.held : 0;
     for (std::size_t i = 0; i < k; ++i) {
       Holding h = std::move(ring_.front());
       ring_.pop_front();
@@ -309,6 +318,7 @@ class Soak {
       // leases first): counted, not an error.
       if (e.code() == ErrorCode::kResourceExhausted) {
         ++refused_;
+        refused_now_ = true;
         return false;
       }
       error(std::string("acquiring: ") + e.what());
@@ -337,6 +347,7 @@ class Soak {
   std::uint64_t waits_timed_out_ = 0, waits_cancelled_ = 0, errors_ = 0, refused_ = 0;
   std::string first_error_;
   double cycle_s_max_ = 0, acquire_s_max_ = 0;
+  bool refused_now_ = false;  // this cycle met a refusal
 };
 
 std::int64_t as_i64(const json& s, const char* k) { return s.at(k).get<std::int64_t>(); }

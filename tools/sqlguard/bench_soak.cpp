@@ -215,12 +215,7 @@ class Soak {
     for (std::size_t i = 0; i < k; ++i) {
       Holding h = std::move(ring_.front());
       ring_.pop_front();
-      try {
-        if (!release(h) && !reported_lost(h)) ++release_not_held_;
-        ++releases_;
-      } catch (const std::exception& e) {
-        error(std::string("releasing: ") + e.what());
-      }
+      release_one(h);
     }
     const double cycle_s = seconds_since(t_cycle);
     cycle_s_max_ = std::max(cycle_s_max_, cycle_s);
@@ -229,14 +224,7 @@ class Soak {
 
   // Releases every holding (the end of the soak).
   void release_all() {
-    for (auto& h : ring_) {
-      try {
-        if (!release(h) && !reported_lost(h)) ++release_not_held_;
-        ++releases_;
-      } catch (const std::exception& e) {
-        error(std::string("releasing: ") + e.what());
-      }
-    }
+    for (auto& h : ring_) release_one(h);
     ring_.clear();
   }
 
@@ -304,6 +292,16 @@ class Soak {
     o.fair = fair;
     o.on_lost = [lost = lost_](const LeaseLoss& l) { lost->add(l); };
     return o;
+  }
+  // Releases one holding: a release that finds it gone counts, unless its
+  // loss was reported already (one loss, not two).
+  void release_one(Holding& h) {
+    try {
+      if (!release(h) && !reported_lost(h)) ++release_not_held_;
+      ++releases_;
+    } catch (const std::exception& e) {
+      error(std::string("releasing: ") + e.what());
+    }
   }
   // Acquires `h` with `attempt`; held: it joins the ring. A new name that
   // is not free is an error (nobody else uses the cell's names).

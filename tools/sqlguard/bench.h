@@ -185,6 +185,12 @@ std::size_t process_threads();                 // /proc/self/task
 std::size_t settled_threads();                 // once ending threads have ended (at most 1 s)
 std::int64_t rss_bytes();                      // resident memory (/proc/self/statm)
 std::int64_t heap_in_use();                    // mallinfo2: uordblks + hblkhd (every arena, mmapped blocks)
+std::int64_t heap_from_system();               // mallinfo2: arena + hblkhd (what malloc holds, in use or free)
+struct ResidentSplit {
+  std::int64_t anon_bytes = 0;  // RssAnon: written pages (heap, stacks, arenas)
+  std::int64_t file_bytes = 0;  // RssFile: mapped files' pages (code, unwind tables)
+};
+ResidentSplit resident_split();                // /proc/self/status
 void trim_heap();                              // malloc_trim(0), before a baseline
 void start_shared_threads(const ClientBench& b);  // the process's I/O deadline timer, before a baseline
 double seconds_since(std::chrono::steady_clock::time_point t0);

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -80,7 +81,33 @@ std::int64_t rss_bytes() {
   return resident * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+// RssAnon and RssFile of /proc/self/status: resident memory split into what
+// the process wrote (heap, stacks, arenas) and pages of mapped files (code,
+// unwind tables, read on first use). A step in RSS with a flat heap is one of
+// the two; this says which.
+ResidentSplit resident_split() {
+  ResidentSplit r;
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  auto kb = [&](const char* key, std::int64_t& out) {
+    const std::size_t n = std::strlen(key);
+    if (line.compare(0, n, key) == 0) out = std::stoll(line.substr(n)) * 1024;
+  };
+  while (std::getline(f, line)) {
+    kb("RssAnon:", r.anon_bytes);
+    kb("RssFile:", r.file_bytes);
+  }
+  return r;
+}
+
 void trim_heap() { ::malloc_trim(0); }
+
+// What malloc has taken from the system (every arena's pages and the mmapped
+// blocks) and how much of it is free: the allocator's share of RssAnon.
+std::int64_t heap_from_system() {
+  const struct mallinfo2 m = ::mallinfo2();
+  return static_cast<std::int64_t>(m.arena + m.hblkhd);
+}
 
 // Heap memory the program has allocated and not freed (malloc's own count):
 // beside RSS, it tells live memory from what the allocator keeps.

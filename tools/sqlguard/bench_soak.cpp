@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <iostream>
@@ -232,6 +233,7 @@ class Soak {
   // The slowest cycle and acquire phase since the last sample go with it.
   json sample(double t_s) {
     const LockClientStats st = client_->stats();
+    const ResidentSplit rs = resident_split();
     json s = {{"t_s", r3(t_s)},
             {"cycles", cycles_},
             {"acquisitions", acquisitions_},
@@ -245,7 +247,10 @@ class Soak {
             {"refused", refused_},
             {"renewal_behind", st.renewal_behind},
             {"rss_bytes", rss_bytes()},
+            {"rss_anon_bytes", rs.anon_bytes},
+            {"rss_file_bytes", rs.file_bytes},
             {"heap_bytes", heap_in_use()},
+            {"heap_from_system_bytes", heap_from_system()},
             {"threads", process_threads()},
             {"held_leases", st.held_leases},
             {"queue_places", st.queue_places},
@@ -465,6 +470,17 @@ json churn_soak_cell(const ClientBench& b, const SoakPlan& plan, const std::func
   j["rss_baseline_bytes"] = rss_base;
   j["rss_end_bytes"] = last["rss_bytes"];
   j["rss_growth_pct"] = growth ? json(r3(*growth)) : json(nullptr);
+  // The same growth split: written pages and mapped files' pages (each against
+  // the baseline's RSS, so the two add up to the RSS growth at each sample).
+  for (const char* part : {"rss_anon_bytes", "rss_file_bytes"}) {
+    if (!base->contains(part)) continue;
+    const std::int64_t p0 = as_i64(*base, part);
+    j[std::string(part, std::strlen(part) - 6) + "_baseline_bytes"] = p0;
+    j[std::string(part, std::strlen(part) - 6) + "_end_bytes"] = last[part];
+    j[std::string(part, std::strlen(part) - 6) + "_growth_pct"] =
+        r3(100.0 * static_cast<double>(as_i64(last, part) - p0) / static_cast<double>(rss_base));
+  }
+  j["heap_from_system_end_bytes"] = last.value("heap_from_system_bytes", json(nullptr));
   j["heap_start_bytes"] = first["heap_bytes"];
   j["heap_baseline_bytes"] = (*base)["heap_bytes"];
   j["heap_end_bytes"] = last["heap_bytes"];

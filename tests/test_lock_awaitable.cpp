@@ -5,23 +5,27 @@
 // false; destroying a suspended coroutine cancels its acquire. No timing
 // assertion: the bounds on waiting only keep a broken build from hanging.
 #include <catch2/catch.hpp>
+#include <malloc.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <coroutine>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
 
+#include "sqlguard/admin.h"
 #include "sqlguard/errors.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_awaitable.h"
 #include "sqlguard/lock_client.h"
 #include "test_context.h"
+#include "test_helpers.h"
 
 using sgtest::ctx;
 using namespace std::chrono_literals;
@@ -448,4 +452,55 @@ TEST_CASE("destroying the LeaseLock while its attempt runs resumes the awaiting 
   }
   CHECK_FALSE(done.get().acquired);
   ex.run([&] { task.reset(); });
+}
+
+TEST_CASE("awaited acquires of new names leave nothing behind in the lock client or the heap",
+          "[lock-awaitable][memory]") {
+  // Issue 43 item 1, the awaitable path: a coroutine per new name waits for
+  // a held name and is served when it is released; the client's counts come
+  // back and the heap does not grow with the names (the bound as in
+  // test_lock_client.cpp's memory test: 16 KB + 2 B per acquisition; state
+  // kept per name costs 100 B or more each).
+  auto client = sqlguard::LockClient::create(ctx().uri);
+  auto admin = ctx().connect();
+  const std::string prefix = ctx().unique("awaitmem");
+  LoopExecutor ex;
+  Posts posts;
+  auto one = [&](const std::string& name) {
+    sqlguard::LeaseOptions o;
+    o.ttl = 30s;
+    sqlguard::LeaseLock holder(client, name, o), lock(client, name, o);
+    REQUIRE(holder.try_acquire());
+    std::optional<Task> task;
+    std::promise<Outcome> out;
+    auto done = out.get_future();
+    start(ex, task, lock, 30s, post_to(ex, posts), out);
+    REQUIRE(holder.release());
+    const Outcome r = wait_outcome(done);
+    REQUIRE(r.acquired);
+    REQUIRE(lock.release());
+    ex.run([&] { task.reset(); });
+  };
+  const int per_round = ctx().is_sqlite() ? 400 : 150;
+  auto round = [&](int r) {
+    const std::string p = prefix + "_" + std::to_string(r) + "_";
+    for (int i = 0; i < per_round; ++i) one(p + std::to_string(i));
+    sqlguard::admin::delete_by_prefix(*admin, p);
+  };
+  round(-1);  // warm-up: statement caches, the listener, the threads
+  const auto before = client->stats();
+  long grown = std::numeric_limits<long>::max();
+  for (int r = 0; r < 2; ++r) {
+    const std::size_t h0 = mallinfo2().uordblks;
+    round(r);
+    grown = std::min(grown, static_cast<long>(mallinfo2().uordblks) - static_cast<long>(h0));
+  }
+  INFO("heap grew at least " << grown << " B over a round of " << per_round << " awaited acquisitions");
+  CHECK(sgtest::eventually([&] {
+    const auto s = client->stats();
+    return s.held_leases == before.held_leases && s.waiters == before.waiters && s.listening == before.listening &&
+           s.names_tracked == before.names_tracked;
+  }, 5s));
+  CHECK(client->stats().names_tracked == 0);
+  CHECK(grown <= 16 * 1024 + 2 * per_round);
 }

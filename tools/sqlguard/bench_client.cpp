@@ -20,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -223,6 +224,78 @@ struct HoldSamples {
   std::size_t connections_max = 0;  // the client's connections_open (lock-client model)
 };
 
+// Heap in use at its lowest over 1.2 s (longer than a renew period of the
+// cells' 3 s leases): a renewal round's statement buffers (hundreds of KB at
+// 10,000 held) are freed when it ends, so the lowest of 30 readings is what
+// stays.
+std::int64_t settled_heap() {
+  std::int64_t low = heap_in_use();
+  for (int i = 0; i < 30; ++i) {
+    std::this_thread::sleep_for(milliseconds(40));
+    low = std::min(low, heap_in_use());
+  }
+  return low;
+}
+
+// What a waiter costs (lock-client model): up to 1,000 other handles wait
+// with acquire_async() on names the cell holds. Heap in use is read once
+// every one of them is pending (the client counts it), then they are
+// cancelled and destroyed and it is read again: what the waits left behind.
+// Twice: the first round also starts what a client sets up once (its waiter
+// and listener threads, their statements, containers grown to 1,000), the
+// second is what every later wait costs and leaves.
+struct WaitRound {
+  std::size_t pending = 0, served = 0, after_cancel = 0;
+  std::int64_t per_waiter = 0, left = 0;
+};
+
+WaitRound wait_round(const std::vector<std::unique_ptr<LeaseLock>>& locks, const std::shared_ptr<LockClient>& client,
+                     milliseconds ttl) {
+  WaitRound r;
+  const std::size_t k = std::min<std::size_t>(locks.size(), 1000);
+  const std::size_t before = client->stats().waiters;
+  LeaseOptions o;
+  o.ttl = ttl;
+  const std::int64_t heap0 = settled_heap();
+  {
+    std::vector<std::unique_ptr<LeaseLock>> waiters;
+    std::vector<std::future<bool>> done;
+    waiters.reserve(k);
+    done.reserve(k);
+    for (std::size_t i = 0; i < k; ++i) {
+      waiters.push_back(std::make_unique<LeaseLock>(client, locks[i]->name(), o, Watchdog::kOn));
+      done.push_back(waiters.back()->acquire_async(std::chrono::seconds(60)));
+    }
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while ((r.pending = client->stats().waiters - before) < k && Clock::now() < until)
+      std::this_thread::sleep_for(milliseconds(10));
+    r.per_waiter = std::llround(static_cast<double>(settled_heap() - heap0) / static_cast<double>(k));
+    for (auto& w : waiters) w->cancel_acquire();
+    for (auto& f : done) {
+      try {
+        r.served += f.get() ? 1 : 0;  // a waiter on a held name: 0 unless a lease was lost
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  std::this_thread::sleep_for(milliseconds(100));  // completions run on the client's threads
+  r.after_cancel = client->stats().waiters - before;
+  r.left = settled_heap() - heap0;
+  return r;
+}
+
+void measure_waiters(json& j, const std::vector<std::unique_ptr<LeaseLock>>& locks,
+                     const std::shared_ptr<LockClient>& client, milliseconds ttl) {
+  const WaitRound first = wait_round(locks, client, ttl);
+  const WaitRound again = wait_round(locks, client, ttl);
+  j["waiters_measured"] = again.pending;
+  j["heap_per_waiter_bytes"] = again.pending ? json(again.per_waiter) : json(nullptr);
+  j["heap_left_by_waits_bytes"] = again.left;
+  j["heap_first_waits_setup_bytes"] = first.left;  // the client's one-time set-up for waiting
+  j["waiters_served"] = first.served + again.served;
+  j["waiters_after_cancel"] = again.after_cancel;
+}
+
 // The part every held-leases cell shares: acquire `locks` one by one, hold
 // for 3 ttl while sampling, then check what is still owned, locally and in
 // the lock table, and release. `client` is null for the per-lease model.
@@ -303,6 +376,7 @@ void hold_and_check(json& j, const ClientBench& b, std::vector<std::unique_ptr<L
     ++errors;
     if (first_error.empty()) first_error = std::string("reading the lock table: ") + e.what();
   }
+  if (client) measure_waiters(j, locks, client, ttl);
   const auto t_rel = Clock::now();
   for (auto& l : locks) {
     try {

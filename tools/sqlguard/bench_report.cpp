@@ -78,8 +78,11 @@ void print_client_row(const json& j) {
               << ", renewal statements/period " << num("renewal_statements_per_period", 2) << ", RSS/lease "
               << num("rss_per_lease_bytes", 0) << " B (after 3 ttl " << num("rss_per_lease_held_bytes", 0)
               << " B), renewal lag p99 " << num("renewal_lag_p99_ms", 1) << " ms; owned after 3 ttl "
-              << num("owned_after", 0) << " (lock table " << num("db_owned_after", 0) << "), errors "
-              << j.value("errors", 0) << "\n";
+              << num("owned_after", 0) << " (lock table " << num("db_owned_after", 0) << ")";
+    if (j.contains("heap_per_waiter_bytes"))
+      std::cout << "; heap/waiter " << num("heap_per_waiter_bytes", 0) << " B over " << num("waiters_measured", 0)
+                << " waiters, left after their waits " << num("heap_left_by_waits_bytes", 0) << " B";
+    std::cout << ", errors " << j.value("errors", 0) << "\n";
   } else if (op == kSoakOp) {
     auto mb = [&](const json& v) { return v.is_number() ? num_mb(v.get<double>()) : std::string("-"); };
     std::cout << "churn-soak N=" << j.value("held", 0) << " churn=" << j.value("churn", 0) << " ("
@@ -87,7 +90,7 @@ void print_client_row(const json& j) {
               << " acquisitions (" << num("churn_per_s", 0) << "/s), losses " << num("losses", 0) << "; RSS "
               << mb(j.value("rss_baseline_bytes", json())) << " at " << num("baseline_s", 0) << " s -> "
               << mb(j.value("rss_end_bytes", json())) << " (growth " << num("rss_growth_pct", 1)
-              << " %), heap retained " << num("heap_retained_per_acquisition_bytes", 1)
+              << " %), heap retained " << num("heap_settled_retained_per_acquisition_bytes", 1)
               << " B/acquisition; target (RSS flat within 5 %, 0 losses) met: "
               << (j.value("target_met", false) ? "yes" : "no") << ", errors " << j.value("errors", 0) << "\n";
   } else {

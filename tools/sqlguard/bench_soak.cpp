@@ -25,6 +25,7 @@
 #include <deque>
 #include <future>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -489,6 +490,34 @@ json churn_soak_cell(const ClientBench& b, const SoakPlan& plan, const std::func
           ? json(r3(static_cast<double>(as_i64(last, "heap_bytes") - as_i64(*base, "heap_bytes")) /
                     static_cast<double>(acq_after)))
           : json(nullptr);
+  // The same, settled: a renewal round's statement buffers (several MB at
+  // 10,000 held) are in use while it runs and freed when it ends, so one
+  // sample can catch them. The lowest heap of the five samples from the
+  // baseline on, against the lowest of the last five.
+  {
+    std::vector<const json*> after_base;
+    bool from = false;
+    for (const auto& s : samples) {
+      if (&s == base) from = true;
+      if (from) after_base.push_back(&s);
+    }
+    auto lowest = [](auto begin, auto end) {
+      std::int64_t low = std::numeric_limits<std::int64_t>::max();
+      for (auto it = begin; it != end; ++it) low = std::min(low, as_i64(**it, "heap_bytes"));
+      return low;
+    };
+    const std::size_t k = std::min<std::size_t>(5, after_base.size() / 2);
+    if (k > 0 && acq_after > 0) {
+      const std::int64_t h0 = lowest(after_base.begin(), after_base.begin() + static_cast<std::ptrdiff_t>(k));
+      const std::int64_t h1 = lowest(after_base.end() - static_cast<std::ptrdiff_t>(k), after_base.end());
+      j["heap_settled_baseline_bytes"] = h0;
+      j["heap_settled_end_bytes"] = h1;
+      j["heap_settled_retained_per_acquisition_bytes"] =
+          r3(static_cast<double>(h1 - h0) / static_cast<double>(acq_after));
+    } else {
+      j["heap_settled_retained_per_acquisition_bytes"] = nullptr;
+    }
+  }
   j["released"] = released;
   j["renewal_statements"] = end_stats.renewal_statements;
   j["leases_renewed"] = end_stats.leases_renewed;

@@ -225,16 +225,28 @@ TEST_CASE("SQLite table-locked is classified LockBusy", "[errors]") {
 #endif
 }
 
-TEST_CASE("a missing table is classified SchemaMismatch and hints at migrate", "[errors]") {
+TEST_CASE("a missing table is classified SchemaMismatch; only a missing sqlguard table hints at migrate", "[errors]") {
   auto c = ctx().connect();
-  try {
-    c->execute("SELECT * FROM no_such_table_sqlguard");
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::kSchemaMismatch);
-    CHECK_THAT(e.what(), Catch::Matchers::Contains("sqlguard migrate"));
-    CHECK(e.statement() == "SELECT * FROM no_such_table_sqlguard");
-  }
+  auto error_of = [&](const std::string& sql) -> Error {
+    try {
+      c->execute(sql);
+    } catch (const Error& e) {
+      return e;
+    }
+    FAIL("expected an error from " << sql);
+    return Error(ErrorCode::kInternal, "unreachable");
+  };
+  // sqlguard's own table: `sqlguard migrate` is the way out.
+  const Error mine = error_of("SELECT * FROM sqlguard_no_such_table");
+  CHECK(mine.code() == ErrorCode::kSchemaMismatch);
+  CHECK_THAT(mine.what(), Catch::Matchers::Contains("sqlguard migrate"));
+  CHECK(mine.statement() == "SELECT * FROM sqlguard_no_such_table");
+  // The application's table (issue 39: `no such table: stock (run sqlguard
+  // migrate first?)` sent users the wrong way): no hint.
+  const Error theirs = error_of("UPDATE stock SET qty = qty - 1 WHERE sku = 'a'");
+  CHECK(theirs.code() == ErrorCode::kSchemaMismatch);
+  CHECK_THAT(theirs.what(), !Catch::Matchers::Contains("migrate"));
+  CHECK_THAT(theirs.what(), Catch::Matchers::Contains("stock"));
 }
 
 TEST_CASE("retry semantics: CommitInDoubt is never retryable", "[errors]") {
@@ -263,6 +275,10 @@ TEST_CASE("permission denied is classified PermissionDenied and names the object
       CHECK(got.code == ErrorCode::kPermissionDenied);
       CHECK(got.native == "42501");
       CHECK_THAT(what, Catch::Matchers::Contains(t));
+      // The user is named (not a secret, issue 39's one rule); the password never is.
+      const auto scheme_end = ctx().uri.find("://") + 3;
+      const std::string user = ctx().uri.substr(scheme_end, ctx().uri.find_first_of(":@", scheme_end) - scheme_end);
+      CHECK_THAT(what, Catch::Matchers::Contains("connected as user \"" + user + "\""));
       break;
     }
     case DialectKind::kMysql: {

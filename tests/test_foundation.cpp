@@ -270,6 +270,12 @@ TEST_CASE("durations parse with units and bad ones are refused", "[foundation][v
   CHECK_THAT(message_of([] { parse_duration("5"); }), Contains("1h30m"));
   CHECK(format_duration(milliseconds(30000)) == "30s");
   CHECK(format_duration(milliseconds(1500)) == "1500ms");
+  // Whole days as days: the bound of a ttl reads as the docs write it (issue 39: "168h").
+  CHECK(format_duration(std::chrono::hours(24 * 7)) == "7d");
+  CHECK(format_duration(std::chrono::hours(36)) == "36h");
+  CHECK(parse_duration(format_duration(std::chrono::hours(24 * 365))) == std::chrono::hours(24 * 365));
+  CHECK_THAT(message_of([] { check_duration(std::chrono::hours(24 * 8), "ttl", milliseconds(10), std::chrono::hours(24 * 7)); }),
+             Contains("between 10ms and 7d"));
 }
 
 TEST_CASE("bad URIs get a clear error naming the problem, with the password masked", "[foundation][uri]") {

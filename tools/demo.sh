@@ -4,9 +4,11 @@
 #
 # Usage: tools/demo.sh [args for `sqlguard demo`...]
 #
-# Installs build dependencies (tools/deps.sh --no-servers), configures and
-# builds into ${SQLGUARD_BUILD_DIR:-build}, then runs `sqlguard demo "$@"` if the
-# CLI has a demo subcommand, else migrates sqlite://demo.db and acquires a lock.
+# Installs what the demo's build needs (tools/deps.sh --demo), configures
+# ${SQLGUARD_BUILD_DIR:-build} without the test suite and the examples, builds
+# only the CLI (and the library it links), then runs `sqlguard demo "$@"`.
+# tools/test.sh, run afterwards on the same build directory, switches the
+# tests and examples back on and reuses what was built.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,26 +19,22 @@ CLI=$BUILD_DIR/tools/sqlguard
 log() { printf 'demo.sh: %s\n' "$*" >&2; }
 step() { printf '\n==> %s\n' "$*" >&2; }
 
-step "dependencies (tools/deps.sh --no-servers)"
-tools/deps.sh --no-servers
+step "dependencies (tools/deps.sh --demo)"
+tools/deps.sh --demo
 
-step "configure: cmake -S . -B $BUILD_DIR -DCMAKE_BUILD_TYPE=RelWithDebInfo"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+launcher=()
+if command -v ccache >/dev/null; then  # as tools/test.sh: the same cache serves both
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=1
+fi
+step "configure: cmake -S . -B $BUILD_DIR -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQLGUARD_BUILD_TESTS=OFF -DSQLGUARD_BUILD_EXAMPLES=OFF"
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQLGUARD_BUILD_TESTS=OFF -DSQLGUARD_BUILD_EXAMPLES=OFF \
+  -DSQLGUARD_BUILD_TOOLS=ON "${launcher[@]}"
 
-step "build: cmake --build $BUILD_DIR -j$(nproc)"
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+step "build: cmake --build $BUILD_DIR --target sqlguard_cli -j$(nproc) (the CLI and the library)"
+cmake --build "$BUILD_DIR" --target sqlguard_cli -j"$(nproc)"
 
 [[ -x "$CLI" ]] || { log "error: the CLI was not built at $CLI"; exit 1; }
 
-# A subcommand line in the help output looks like "  demo   Run a ...".
-help_text=$("$CLI" --help 2>&1 || true)
-if grep -Eq '^[[:space:]]+demo([[:space:]]|$)' <<<"$help_text"; then
-  step "$CLI demo $*"
-  exec "$CLI" demo "$@"
-fi
-
-(( $# == 0 )) || log "warning: '$CLI' has no demo subcommand; ignoring arguments: $*"
-step "$CLI --db sqlite://demo.db migrate"
-"$CLI" --db sqlite://demo.db migrate
-step "$CLI --db sqlite://demo.db lock acquire demo-lock --ttl 30s --json"
-"$CLI" --db sqlite://demo.db lock acquire demo-lock --ttl 30s --json
+step "$CLI demo $*"
+exec "$CLI" demo "$@"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Install every Debian package sqlguard needs (build, tests, throwaway DB servers).
 #
-# Usage: tools/deps.sh [--no-servers] [--topologies]
-#   --no-servers   skip PostgreSQL / MariaDB servers and clients (enough for the
-#                  SQLite-only demo path).
+# Usage: tools/deps.sh [--demo | --no-servers] [--topologies]
+#   --demo         only what tools/demo.sh builds: the library with SQLite and
+#                  the CLI (no drivers of other dialects, no test or example
+#                  packages, no servers).
+#   --no-servers   skip PostgreSQL / MariaDB servers and clients.
 #   --topologies   also the multi-server topologies of tools/topologies.sh
 #                  (Patroni + etcd, PgBouncer, Galera with rsync SST); implies
 #                  the servers. Not part of the default set.
@@ -22,8 +24,10 @@ usage() { # the header comment above
 
 with_servers=1
 with_topologies=0
+demo=0
 for arg in "$@"; do
   case "$arg" in
+    --demo) demo=1; with_servers=0 ;;
     --no-servers) with_servers=0 ;;
     --topologies) with_topologies=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -31,6 +35,7 @@ for arg in "$@"; do
   esac
 done
 
+demo_packages=(build-essential cmake pkg-config ccache libsqlite3-dev sqlite3 libssl-dev libcli11-dev nlohmann-json3-dev)
 packages=(
   build-essential cmake pkg-config ccache
   libpqxx-dev libpq-dev
@@ -44,6 +49,10 @@ packages=(
   # Boost.Asio (headers): examples/async-waiters and the Asio sample of docs/async.md
   libboost-dev
 )
+if (( demo )); then
+  (( ! with_topologies )) || die "--demo and --topologies do not go together"
+  packages=("${demo_packages[@]}")
+fi
 if (( with_servers || with_topologies )); then
   # redis-server and etcd-server: the bench's comparators (tools/bench.sh)
   # and the etcd client's test (tools/etcdserver.sh).

@@ -56,7 +56,10 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT} CCACHE_NOHASHDIR=1
 fi
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
+# Tests, tools and examples on: a build directory tools/demo.sh configured
+# without them gets them back (and keeps what it built).
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQLGUARD_BUILD_TESTS=ON -DSQLGUARD_BUILD_TOOLS=ON \
+  -DSQLGUARD_BUILD_EXAMPLES=ON "${launcher[@]}"
 
 step 3/7 "build: cmake --build $BUILD_DIR -j$(nproc)"
 cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -34,24 +34,24 @@ enum class ResultKind {
 std::string_view to_string(ResultKind kind) noexcept;  // ":one", ...
 
 struct CatalogEntry {
-  std::string name;                 // "lease_acquire"
-  std::string file;                 // "postgresql/lease.sql"
+  std::string name{};               // "lease_acquire"
+  std::string file{};               // "postgresql/lease.sql"
   bool fragment = false;            // spliced into other statements, never sent alone
   bool available = true;            // false: `-- not needed:` or `-- not supported:`
   bool not_supported = false;       // absent because the dialect cannot do it
-  std::string note;                 // why it is absent
-  std::string doc;                  // the entry's comment lines
-  std::vector<std::string> params;  // the name of each `?`, in order
+  std::string note{};               // why it is absent
+  std::string doc{};                // the entry's comment lines
+  std::vector<std::string> params{};  // the name of each `?`, in order
   ResultKind returns = ResultKind::k_exec;
-  std::vector<std::string> columns;  // canonical result columns ("columns..." = the caller's)
+  std::vector<std::string> columns{};  // canonical result columns ("columns..." = the caller's)
   // The statement's canonical arguments (the order the library passes values
   // in, the same on every dialect), and for each `?` the index of the
   // canonical argument it binds: bind values[bind_order[i]] to `?` i. Empty
   // bind_order: one `?` per canonical argument, in that order. Positional
   // statements ("values...") have no canonical order.
-  std::vector<std::string> canonical_params;
-  std::vector<int> bind_order;
-  std::string text;                 // the statement as sent (slots unfilled), no final ';'
+  std::vector<std::string> canonical_params{};
+  std::vector<int> bind_order{};
+  std::string text{};               // the statement as sent (slots unfilled), no final ';'
 };
 
 // The dialects this library knows, in registry order ("sqlite",

@@ -51,8 +51,10 @@ struct Capabilities {
   bool shared_row_locks = false;   // FOR SHARE / LOCK IN SHARE MODE
   bool listen_notify = false;      // LISTEN / NOTIFY wake-ups
   // wait_for_notify() wakes waiters on a release: PostgreSQL LISTEN/NOTIFY,
-  // SQLite a watch on the database's WAL file (any commit wakes; one host by
-  // definition). MySQL/MariaDB waiters use the lease_wakeup_* statements.
+  // SQLite futex words in a sidecar file beside the database
+  // (<file>-sqlguard-wake; the release of a name wakes that name's waiters;
+  // one host by definition). MySQL/MariaDB waiters use the lease_wakeup_*
+  // statements.
   bool wakeups = false;
   bool transactional_ddl = false;  // DDL can roll back
   // A transaction-pooling proxy is in the path (PostgreSQL URI
@@ -63,7 +65,7 @@ struct Capabilities {
   // Database-wide sequences for fencing tokens (MySQL 8 has none: sqlguard
   // needs MariaDB >= 10.3 there and refuses MySQL with NotSupported).
   bool sequences = true;
-  std::string server_version;      // as the server reports it ("" for SQLite)
+  std::string server_version{};    // as the server reports it ("" for SQLite)
 };
 
 // A bound parameter or a result cell. Values are ALWAYS bound, never
@@ -78,7 +80,7 @@ struct Capabilities {
 class Value {
  public:
   struct Blob {
-    std::string bytes;
+    std::string bytes{};
     bool operator==(const Blob&) const = default;
   };
 
@@ -126,13 +128,13 @@ class Value {
 using Params = std::vector<Value>;
 
 struct Row {
-  std::vector<Value> cells;
+  std::vector<Value> cells{};
   const Value& operator[](std::size_t i) const { return cells.at(i); }
   std::size_t size() const noexcept { return cells.size(); }
 };
 
 struct Result {
-  std::vector<Row> rows;
+  std::vector<Row> rows{};
   std::int64_t affected = 0;  // rows affected by INSERT/UPDATE/DELETE
   bool empty() const noexcept { return rows.empty(); }
 };
@@ -160,7 +162,7 @@ struct ConnectOptions {
   // Default: unset (none), except for the connections a LeaseLock opens from
   // a URI (ttl/3, at least 1 s). URIs may set it (`?io_timeout=S`, whole
   // seconds); the smaller wins. Range 1 ms .. 24 h.
-  std::optional<std::chrono::milliseconds> io_timeout;
+  std::optional<std::chrono::milliseconds> io_timeout{};
   // Prepared statements kept per connection, least recently used evicted
   // first; an evicted statement is deallocated on the server at once
   // (PostgreSQL DEALLOCATE — after the open transaction, if any —, MariaDB
@@ -207,10 +209,10 @@ struct ConnectionAccess;
 // --emit-sql` (see set_statement_observer()).
 enum class StatementKind { kStatement, kBegin, kCommit, kRollback };
 struct StatementEvent {
-  std::string_view dialect;       // "sqlite", "postgresql", "mysql"
+  std::string_view dialect{};     // "sqlite", "postgresql", "mysql"
   StatementKind kind = StatementKind::kStatement;
-  std::string_view sql;           // as sent, `?` placeholders (empty for begin/commit/rollback)
-  std::string_view catalog_name;  // sql/<dialect>/ entry it came from; empty for the caller's own SQL
+  std::string_view sql{};         // as sent, `?` placeholders (empty for begin/commit/rollback)
+  std::string_view catalog_name{};  // sql/<dialect>/ entry it came from; empty for the caller's own SQL
 };
 using StatementObserver = std::function<void(const StatementEvent&)>;
 
@@ -271,8 +273,8 @@ class Connection {
 
   // Wake-ups (capabilities().wakeups). PostgreSQL: waits up to `timeout` for
   // a NOTIFY on `channel`, LISTENing on first use. SQLite: waits up to
-  // `timeout` for any commit to the database file (`channel` is ignored),
-  // watching from the first call. True if one arrived. Must not be called
+  // `timeout` for a release that wakes `channel` (its futex word in
+  // <file>-sqlguard-wake), counting from the first call. True if one arrived. Must not be called
   // inside a transaction. Elsewhere: throws Error(kNotSupported).
   virtual bool wait_for_notify(const std::string& channel, std::chrono::milliseconds timeout);
   // Stops LISTENing on `channel` (no-op if not listening).
@@ -291,8 +293,8 @@ class Connection {
   // NOTIFY's payload, in order (at most 64; more collapse into one ""),
   // elsewhere one "".
   struct Wakeup {
-    std::string channel;
-    std::vector<std::string> payloads;
+    std::string channel{};
+    std::vector<std::string> payloads{};
   };
   // wait_for_any_notify() answering the payloads too.
   virtual std::vector<Wakeup> wait_for_any_wakeup(const std::vector<std::string>& channels,

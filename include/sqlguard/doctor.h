@@ -22,9 +22,9 @@ enum class CheckStatus { kOk, kWarn, kFail };
 std::string_view to_string(CheckStatus status) noexcept;
 
 struct CheckResult {
-  std::string check;   // stable id, e.g. "server_version", "replication"
+  std::string check{}; // stable id, e.g. "server_version", "replication"
   CheckStatus status = CheckStatus::kOk;
-  std::string detail;  // one human-readable line (secrets masked)
+  std::string detail{};  // one human-readable line (secrets masked)
 };
 
 // Runs every check for `uri`'s dialect. A failure to connect is itself a

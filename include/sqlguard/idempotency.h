@@ -96,7 +96,7 @@ std::string request_fingerprint(std::initializer_list<std::string_view> parts);
 // A response as stored and replayed: status code + body bytes (binary safe).
 struct StoredResponse {
   int status = 200;
-  std::string body;
+  std::string body{};
   bool operator==(const StoredResponse&) const = default;
 };
 
@@ -135,7 +135,7 @@ struct IdempotencyOptions {
   // With kStoreFailure: turns the handler's exception into the stored
   // response. Default (empty): status 500, body = what() of a
   // std::exception, else "handler failed".
-  std::function<StoredResponse(std::exception_ptr)> failure_response;
+  std::function<StoredResponse(std::exception_ptr)> failure_response{};
 };
 
 enum class IdempotencyOutcome { kExecuted, kReplayed, kInProgress, kMismatch, kLeaseLost, kConflict };
@@ -148,11 +148,11 @@ struct IdempotencyResult {
   IdempotencyOutcome outcome = IdempotencyOutcome::kExecuted;
   // kExecuted / kReplayed: the stored response. kLeaseLost: the handler's
   // response (not stored). Otherwise empty.
-  StoredResponse response;
+  StoredResponse response{};
   // The response is a stored failure (OnHandlerError::kStoreFailure).
   bool failed = false;
   // kExecuted with failed: the handler's exception (not rethrown).
-  std::exception_ptr error;
+  std::exception_ptr error{};
   // kExecuted / kLeaseLost: this call took over the row instead of
   // inserting it: a placeholder whose lease had expired (its execution
   // crashed or stalled) or a finished row past its retention not yet purged.
@@ -160,7 +160,7 @@ struct IdempotencyResult {
   // execute_phases(): the attempt number of this execution (1 = the first,
   // +1 per take-over) and the recovery point it resumed after, if any.
   int attempt = 0;
-  std::optional<std::string> resumed_after;
+  std::optional<std::string> resumed_after{};
 
   // HTTP status to answer with: the response's status for kExecuted /
   // kReplayed, 409 for kInProgress and kConflict, 422 for kMismatch, 500 for
@@ -232,11 +232,11 @@ enum class PhaseKind {
 };
 
 struct Phase {
-  std::string name;  // 1..64 bytes UTF-8, unique within the handler
+  std::string name{};  // 1..64 bytes UTF-8, unique within the handler
   PhaseKind kind = PhaseKind::kLocal;
   // Returns the response to store (the request is done) or std::nullopt
   // to go on with the next phase. The last phase must return a response.
-  std::function<std::optional<StoredResponse>(PhaseExecution&)> run;
+  std::function<std::optional<StoredResponse>(PhaseExecution&)> run{};
   // Isolation of a kLocal phase's transaction. Default: the server's.
   Isolation isolation = Isolation::kDefault;
 };

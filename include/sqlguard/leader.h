@@ -72,7 +72,7 @@ std::string_view to_string(RevokeCause cause) noexcept;
 struct Revocation {
   RevokeCause cause = RevokeCause::kResigned;
   std::int64_t term = 0;  // the term that ended
-  std::string detail;     // one line
+  std::string detail{};   // one line
 };
 
 struct ElectionOptions {
@@ -80,18 +80,18 @@ struct ElectionOptions {
   std::chrono::milliseconds ttl{std::chrono::seconds(10)};
   // Watchdog renewal period and safety margin: as in LeaseOptions
   // (defaults ttl / 3 and ttl / 10, at most 2 s).
-  std::optional<std::chrono::milliseconds> renew_period;
-  std::optional<std::chrono::milliseconds> safety_margin;
+  std::optional<std::chrono::milliseconds> renew_period{};
+  std::optional<std::chrono::milliseconds> safety_margin{};
   // Least pause before campaigning again after a loss. Default: 100 ms.
   std::chrono::milliseconds recampaign_delay{100};
   // Identifies this candidate in lease_info()/leader() (the owner token is
   // "<candidate>/<random>"). Default: empty = a random owner token only.
-  std::string candidate;
-  ConnectOptions connect;
+  std::string candidate{};
+  ConnectOptions connect{};
   // Called when this candidate becomes leader, with its term (the fence).
-  std::function<void(std::int64_t term)> on_elected;
+  std::function<void(std::int64_t term)> on_elected{};
   // Called when a term of this candidate ends, for any cause.
-  std::function<void(const Revocation&)> on_revoked;
+  std::function<void(const Revocation&)> on_revoked{};
 };
 
 class LeaderElector {
@@ -115,6 +115,12 @@ class LeaderElector {
   bool campaigning() const;
   // Leader now, inside the trust window of its lease.
   bool is_leader() const;
+  // Blocks until this candidate is leader (and on_elected has returned) or
+  // `timeout` passes (0 .. 365 d), and says whether it is leader then. Returns at once (false) when it is
+  // not campaigning or resigns meanwhile. Not from on_elected / on_revoked
+  // (they run on the thread that would elect it): there it throws
+  // Error(kInvalidArgument).
+  bool wait_until_leader(std::chrono::milliseconds timeout);
   // The current term while leader; 0 otherwise.
   std::int64_t term() const;
   // Terms this candidate has won so far (since construction).

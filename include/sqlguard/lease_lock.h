@@ -86,7 +86,7 @@ enum class ReleaseCommit { kCoveredByNextAcquire, kDurable };
 
 struct LeaseLoss {
   LossCause cause = LossCause::kExpired;
-  std::string detail;       // human-readable, one line
+  std::string detail{};     // human-readable, one line
   std::int64_t fence = 0;   // the token of the lost lease
   // What was left of the local trust window when the loss was detected
   // (0 if it had already ended): work can still be stopped in this time.
@@ -98,10 +98,10 @@ struct LeaseOptions {
   std::chrono::milliseconds ttl{std::chrono::seconds(30)};
   // Watchdog renewal period. Default (unset): ttl / 3 (30 s lease, 10 s
   // period, as Redisson). A period above ttl / 2 is refused.
-  std::optional<std::chrono::milliseconds> renew_period;
+  std::optional<std::chrono::milliseconds> renew_period{};
   // Subtracted from the local trust window to absorb clock-rate drift and
   // scheduling. Default (unset): ttl / 10, at most 2 s. Must be < ttl / 2.
-  std::optional<std::chrono::milliseconds> safety_margin;
+  std::optional<std::chrono::milliseconds> safety_margin{};
   // ShedLock's lockAtLeastFor: a release (or a renew with a shorter ttl)
   // before acquired_at + min_hold keeps the lease until then; only
   // force_release() ends it earlier. Default: 0. Must be <= ttl.
@@ -118,13 +118,13 @@ struct LeaseOptions {
   std::chrono::milliseconds backoff_max{500};
   // Fixed owner token (operators, the CLI). Default: empty = a fresh random
   // token per acquisition. Length 1..255 bytes.
-  std::string owner;
+  std::string owner{};
   // Watchdog: when set, every acquisition starts a background renewer that
   // uses a connection from this factory (never the borrowed one).
-  ConnectionFactory watchdog_connection;
+  ConnectionFactory watchdog_connection{};
   // Called once, from the watchdog thread, when a lease held under the
   // watchdog is lost. Must not block for long.
-  std::function<void(const LeaseLoss&)> on_lost;
+  std::function<void(const LeaseLoss&)> on_lost{};
   // How release() commits (see ReleaseCommit). Default: kCoveredByNextAcquire.
   ReleaseCommit release_commit = ReleaseCommit::kCoveredByNextAcquire;
   // A fair (FIFO) lease: each waiting acquire takes a place in the name's
@@ -142,7 +142,7 @@ struct LeaseOptions {
   // A fair waiter's queue place lasts this long past its last renewal (the
   // client renews it every place_ttl / 3 while the waiter waits). Default
   // (unset): ttl, within 300 ms .. 10 s. Range 300 ms .. 1 h.
-  std::optional<std::chrono::milliseconds> place_ttl;
+  std::optional<std::chrono::milliseconds> place_ttl{};
 };
 
 // Validates options; throws Error(kInvalidArgument) naming the field.
@@ -292,8 +292,8 @@ class LeaseGuard {
 // ---- operator functions (CLI, dashboards) ---------------------------------
 
 struct LeaseInfo {
-  std::string name;
-  std::string owner;
+  std::string name{};
+  std::string owner{};
   std::int64_t fence = 0;
   std::int64_t expire_at_ms = 0;
   std::int64_t acquired_at_ms = 0;
@@ -307,7 +307,7 @@ struct AcquireResult {
   bool acquired = false;
   std::int64_t fence = 0;
   std::int64_t expire_at_ms = 0;  // DB clock
-  std::string owner;
+  std::string owner{};
   // Not acquired: how long the current holder's lease still runs on the
   // database clock (0 when unknown or just taken). Waiters size their
   // backoff by it.
@@ -333,8 +333,8 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
 // One lease for renew_leases(): the lease acquired as (`owner`, `fence`) and
 // the ttl to extend it by.
 struct LeaseRenewal {
-  std::string name;
-  std::string owner;
+  std::string name{};
+  std::string owner{};
   std::int64_t fence = 0;
   std::chrono::milliseconds ttl{};
 };

@@ -90,11 +90,11 @@ struct AcquireAwaitState {
     kResumed,    // the coroutine runs again (or never suspended): the awaitable reads the result
     kAbandoned,  // the frame was destroyed while suspended: nobody resumes it
   };
-  std::mutex mu;
+  std::mutex mu{};
   Phase phase = Phase::kStarting;
-  std::coroutine_handle<> handle;
+  std::coroutine_handle<> handle{};
   bool acquired = false;
-  std::exception_ptr error;
+  std::exception_ptr error{};
 };
 
 // The function handed to `post`: resumes the coroutine unless its frame is gone.

@@ -75,7 +75,7 @@ struct LockClientOptions {
   // Options of every connection the client opens. Unset io_timeout: 10 s
   // (renewal connection: bounded by the shortest renew period it serves; a
   // renewal is abandoned, never waited for, when a trust window ends).
-  ConnectOptions connect;
+  ConnectOptions connect{};
 };
 
 // Throws Error(kInvalidArgument) naming the field.

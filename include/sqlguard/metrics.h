@@ -64,7 +64,7 @@ void reset_lease_metrics();
 //   sqlguard_inbox_processed_total          messages applied
 //   sqlguard_inbox_duplicates_total         messages skipped as already processed
 //   sqlguard_transition_applied_total       state machine moves applied
-//   sqlguard_transition_rejected_total{reason}  undeclared|state_changed|not_found
+//   sqlguard_transition_rejected_total{reason}  illegal_move|guard_failed|already_in_target|not_found
 //   sqlguard_cas_applied_total              compare-and-set writes applied
 //   sqlguard_cas_conflicts_total            compare-and-set writes that found a newer version
 //   sqlguard_cas_retries_total              read-modify-write retries after a conflict
@@ -107,7 +107,7 @@ class Histogram {
                                                      0.1,    0.25,  0.5,    1.0,   2.5,  5.0,  10.0};
   void observe(double seconds) noexcept;
   struct Data {
-    std::vector<std::uint64_t> buckets;  // NOT cumulative, one per bound + the +Inf bucket
+    std::vector<std::uint64_t> buckets{};  // NOT cumulative, one per bound + the +Inf bucket
     std::uint64_t count = 0;
     double sum = 0;  // seconds
   };
@@ -129,18 +129,18 @@ Counter& counter(std::string_view name, std::string_view help, const Labels& lab
 Histogram& histogram(std::string_view name, std::string_view help, const Labels& labels = {});
 
 struct CounterSample {
-  std::string name, help;
-  Labels labels;
+  std::string name{}, help{};
+  Labels labels{};
   std::uint64_t value = 0;
 };
 struct HistogramSample {
-  std::string name, help;
-  Labels labels;
-  Histogram::Data data;
+  std::string name{}, help{};
+  Labels labels{};
+  Histogram::Data data{};
 };
 struct Snapshot {
-  std::vector<CounterSample> counters;      // ordered by name, then labels
-  std::vector<HistogramSample> histograms;  // ordered by name, then labels
+  std::vector<CounterSample> counters{};    // ordered by name, then labels
+  std::vector<HistogramSample> histograms{};  // ordered by name, then labels
 };
 // Every series in the registry now (each read once, not all at one instant).
 Snapshot snapshot();

@@ -21,24 +21,24 @@ namespace sqlguard {
 
 struct Migration {
   int version = 0;       // NNNN
-  std::string name;      // file name without NNNN_ and .sql
-  std::string sql;
-  std::string checksum;  // hex SHA-256 of sql
+  std::string name{};    // file name without NNNN_ and .sql
+  std::string sql{};
+  std::string checksum{};  // hex SHA-256 of sql
 };
 
 struct MigrationState {
   int version = 0;
-  std::string name;
-  std::string checksum;                   // of the embedded file
+  std::string name{};
+  std::string checksum{};                 // of the embedded file
   bool applied = false;
-  std::optional<std::int64_t> applied_at_ms;  // DB clock
+  std::optional<std::int64_t> applied_at_ms{};  // DB clock
   bool checksum_mismatch = false;         // applied, but the file changed since
-  std::string applied_checksum;           // as recorded when applied
+  std::string applied_checksum{};         // as recorded when applied
 };
 
 struct MigrateReport {
-  std::vector<MigrationState> applied_now;   // applied by this call
-  std::vector<MigrationState> already;       // applied before
+  std::vector<MigrationState> applied_now{}; // applied by this call
+  std::vector<MigrationState> already{};     // applied before
 };
 
 // The migrations compiled in for a dialect, ordered by version.

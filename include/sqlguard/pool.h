@@ -65,7 +65,7 @@ struct PoolOptions {
   // check on every borrow. Range 0 .. 1 h.
   std::chrono::milliseconds health_check_after{0};
   // Options for every connection the pool opens.
-  ConnectOptions connect;
+  ConnectOptions connect{};
 };
 
 // Throws Error(kInvalidArgument) naming the field.

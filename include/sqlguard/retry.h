@@ -65,9 +65,9 @@ struct RetryStats {
 
 template <typename T>
 struct RetryResult {
-  std::optional<T> value;            // set when an attempt committed
-  RetryStats stats;
-  std::optional<Error> last_error;   // set when attempts ran out
+  std::optional<T> value{};          // set when an attempt committed
+  RetryStats stats{};
+  std::optional<Error> last_error{}; // set when attempts ran out
   bool ok() const noexcept { return value.has_value(); }
   explicit operator bool() const noexcept { return ok(); }
 };

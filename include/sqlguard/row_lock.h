@@ -105,20 +105,20 @@ struct ClaimLease {
   std::string owner_column = "claimed_by";     // text, NULL = unclaimed
   std::string until_column = "claimed_until";  // BIGINT ms (DB clock), NULL = unclaimed
   // Written by complete_claim() (values bound per call). Default: none.
-  std::vector<std::string> complete_columns;
+  std::vector<std::string> complete_columns{};
   // This claimer's owner token. Default: "" = make_owner_token() (unique).
-  std::string owner;
+  std::string owner{};
 };
 
 // The user's table. Names are validated and quoted once, at construction.
 struct RowLockSpec {
-  std::string table;                 // required
+  std::string table{};               // required
   std::string key_column = "id";     // Default: "id"
   // Extra columns returned in rows() after the key. Default: none.
-  std::vector<std::string> columns;
+  std::vector<std::string> columns{};
   // Columns compared for equality by claim() (values bound per call), e.g.
   // {"status"} for "WHERE status = ?". Default: none (claim any row).
-  std::vector<std::string> claim_filter;
+  std::vector<std::string> claim_filter{};
   // Leased claims (claim_leased() and friends). Default: std::nullopt = not used.
   std::optional<ClaimLease> lease = std::nullopt;
 };

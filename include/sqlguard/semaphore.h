@@ -81,7 +81,7 @@ class SyncHandle;
 // Where a semaphore or read-write lease stands now.
 struct SynchronizerInfo {
   bool exists = false;        // false: no acquire of this name yet
-  std::string kind;           // "semaphore" or "rw"
+  std::string kind{};         // "semaphore" or "rw"
   std::int64_t permits = 0;   // semaphore: its permit count
   std::int64_t in_use = 0;    // semaphore: permits held by live holdings
   std::int64_t shared = 0;    // read-write lease: live shared holders
@@ -103,11 +103,11 @@ std::int64_t resize_semaphore(Connection& conn, const std::string& name, std::in
 // One live holding of a semaphore or read-write lease (operators, `sqlguard
 // lock list`).
 struct HoldingInfo {
-  std::string name;
-  std::string kind;   // "semaphore" or "rw"
-  std::string mode;   // "permits", "shared" or "exclusive"
+  std::string name{};
+  std::string kind{}; // "semaphore" or "rw"
+  std::string mode{}; // "permits", "shared" or "exclusive"
   std::int64_t permits = 0;
-  std::string owner;
+  std::string owner{};
   std::int64_t fence = 0;
   std::int64_t expire_at_ms = 0;  // DB clock
   std::int64_t db_now_ms = 0;

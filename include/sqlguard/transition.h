@@ -54,7 +54,7 @@ enum class Compare { kEq, kNe, kLt, kLe, kGt, kGe };
 
 // `column <op> ?`
 struct Guard {
-  std::string column;
+  std::string column{};
   Compare op = Compare::kEq;
 };
 
@@ -65,17 +65,17 @@ enum class AssignOp {
 };
 
 struct Assignment {
-  std::string column;
+  std::string column{};
   AssignOp op = AssignOp::kSet;
 };
 
 // ---- GuardedUpdate ----------------------------------------------------------
 
 struct GuardedUpdateSpec {
-  std::string table;              // required
+  std::string table{};            // required
   std::string key_column = "id";  // Default: "id"
-  std::vector<Assignment> assignments;  // at least one
-  std::vector<Guard> guards;            // Default: none
+  std::vector<Assignment> assignments{};  // at least one
+  std::vector<Guard> guards{};          // Default: none
 };
 
 enum class GuardedStatus { kApplied, kRejected, kNotFound };
@@ -112,29 +112,29 @@ class GuardedUpdate {
 // ---- StateMachine -----------------------------------------------------------
 
 struct TransitionDef {
-  std::string event;              // unique name, e.g. "pay"
-  std::vector<std::string> from;  // allowed current states (at least one)
-  std::string to;                 // target state
+  std::string event{};            // unique name, e.g. "pay"
+  std::vector<std::string> from{};  // allowed current states (at least one)
+  std::string to{};               // target state
   // Extra predicates and writes of this event, e.g. guards {{"paid_amount", kGe}}.
-  std::vector<Guard> guards;
-  std::vector<Assignment> assignments;  // may not touch the status column
+  std::vector<Guard> guards{};
+  std::vector<Assignment> assignments{};  // may not touch the status column
 };
 
 struct AuditSpec {
   // Audit table (validated identifier). Default: "sqlguard_transition_audit".
   std::string table = "sqlguard_transition_audit";
   // Written to the `machine` column. Default: "" = the state machine's table name.
-  std::string machine;
+  std::string machine{};
 };
 
 struct StateMachineSpec {
-  std::string table;                      // required
+  std::string table{};                    // required
   std::string key_column = "id";          // Default: "id"
   std::string status_column = "status";   // Default: "status"
-  std::vector<std::string> states;        // every state, at least one
-  std::vector<std::string> terminal_states;  // no transition may leave these
-  std::vector<TransitionDef> transitions;    // at least one
-  std::optional<AuditSpec> audit;            // Default: no audit
+  std::vector<std::string> states{};      // every state, at least one
+  std::vector<std::string> terminal_states{};  // no transition may leave these
+  std::vector<TransitionDef> transitions{};  // at least one
+  std::optional<AuditSpec> audit{};          // Default: no audit
 };
 
 enum class TransitionStatus { kApplied, kAlreadyInTarget, kRejected, kNotFound };
@@ -142,23 +142,23 @@ std::string_view to_string(TransitionStatus s) noexcept;
 
 struct TransitionResult {
   TransitionStatus status = TransitionStatus::kRejected;
-  std::string event;
-  std::string to;                     // target state
+  std::string event{};
+  std::string to{};                   // target state
   // kApplied: the state it came from, when known (single from-state, or audited).
-  std::optional<std::string> from;
+  std::optional<std::string> from{};
   // kAlreadyInTarget / kRejected: the state read back after the UPDATE matched nothing.
-  std::optional<std::string> current_state;
+  std::optional<std::string> current_state{};
   bool guard_failed = false;          // kRejected although the state allowed the event
   explicit operator bool() const noexcept { return status == TransitionStatus::kApplied; }
 };
 
 struct FireOptions {
   // One per assignment, then one per guard of the event, in declaration order.
-  Params values;
+  Params values{};
   // Audit `actor` column; "" = NULL. At most 255 bytes (the column) of text
   // (validate.h), checked whether or not the machine audits, so a bad actor
   // fails the same way everywhere. Default: "".
-  std::string actor;
+  std::string actor{};
 };
 
 class StateMachine {
@@ -186,12 +186,12 @@ class StateMachine {
 
  private:
   struct Compiled {
-    TransitionDef def;
-    std::string update_sql;
-    std::string versioned_sql;   // rendered once the table is found declared
-    std::string version_error;   // ... or why this event may not run on it
+    TransitionDef def{};
+    std::string update_sql{};
+    std::string versioned_sql{}; // rendered once the table is found declared
+    std::string version_error{}; // ... or why this event may not run on it
     std::size_t nvalues = 0;
-    std::vector<std::string> value_names;  // FireOptions::values, for errors
+    std::vector<std::string> value_names{};  // FireOptions::values, for errors
   };
   // `update_sql`: the plain UPDATE; `versioned_sql`: where its versioned
   // twin will be (filled by prepare_versioned()).

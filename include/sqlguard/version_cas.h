@@ -83,12 +83,12 @@
 namespace sqlguard {
 
 struct VersionCasSpec {
-  std::string table;                     // required
+  std::string table{};                   // required
   std::string key_column = "id";         // Default: "id"
   std::string version_column = "version";  // Default: "version"
   // Columns read by read() and written by compare_and_set(), in this order.
   // At least one; none may be the key or the version column.
-  std::vector<std::string> columns;
+  std::vector<std::string> columns{};
   // Declare `table` versioned (by `version_column`) at construction, so
   // every other sqlguard writer on it bumps the version (the one version
   // rule, above). false: not declared; if no declaration exists, a warning
@@ -122,8 +122,8 @@ bool undeclare_versioned_table(Connection& conn, std::string_view table);
 // One stored declaration: the table's canonical name, its version column and
 // when it was declared (ms since the epoch, database clock).
 struct VersionedTable {
-  std::string table;
-  std::string version_column;
+  std::string table{};
+  std::string version_column{};
   std::int64_t declared_at_ms = 0;
 };
 // Every declaration, ordered by table name (`sqlguard versioned list`).
@@ -131,7 +131,7 @@ std::vector<VersionedTable> versioned_tables(Connection& conn);
 
 struct Versioned {
   std::int64_t version = 0;
-  std::vector<Value> values;  // VersionCasSpec::columns order
+  std::vector<Value> values{};  // VersionCasSpec::columns order
 };
 
 enum class CasStatus {
@@ -153,9 +153,9 @@ struct CasResult {
 struct CasUpdateResult {
   CasStatus status = CasStatus::kConflict;
   // kApplied: the committed state. kSkipped: the state the function saw.
-  std::optional<Versioned> state;
-  RetryStats stats;                 // attempts, conflicts (lost CAS + serialization/deadlock), busy
-  std::optional<Error> last_error;  // kConflict: the last retryable error
+  std::optional<Versioned> state{};
+  RetryStats stats{};               // attempts, conflicts (lost CAS + serialization/deadlock), busy
+  std::optional<Error> last_error{};  // kConflict: the last retryable error
   explicit operator bool() const noexcept { return status == CasStatus::kApplied; }
 };
 

@@ -23,7 +23,7 @@ struct HostPort {
 
 struct ParsedUri {
   std::string scheme;
-  std::string user;      // percent-decoded; never print it
+  std::string user;      // percent-decoded; not a secret: errors may name it
   std::string password;  // percent-decoded; never print it
   std::string userinfo;  // as written in the URI; never print it
   std::vector<HostPort> hosts;  // in order; empty = the driver's default

@@ -262,6 +262,7 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
 
 std::string format_duration(std::chrono::milliseconds d) {
   auto ms = d.count();
+  if (ms != 0 && ms % 86'400'000 == 0) return std::to_string(ms / 86'400'000) + "d";  // 7d, not 168h
   if (ms != 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
   if (ms != 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
   if (ms != 0 && ms % 1000 == 0) return std::to_string(ms / 1000) + "s";

@@ -144,6 +144,7 @@ struct LeaderElector::State : std::enable_shared_from_this<State> {
   bool pending = false;   // an asynchronous acquire is in flight
   std::uint64_t generation = 0;
   std::int64_t term = 0;  // of the current term; 0 when not leader
+  std::int64_t announced = 0;  // the last term whose on_elected has returned
   std::uint64_t won = 0;
   std::unique_ptr<LeaseLock> lock;  // used on the loop thread; owns() from any thread
   std::shared_ptr<ElectionLoop> loop;
@@ -264,6 +265,11 @@ struct LeaderElector::State : std::enable_shared_from_this<State> {
     metrics::election_elected();
     log(LogLevel::kInfo, "election '" + election + "': elected, term " + std::to_string(t));
     call("on_elected", options.on_elected, t);
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      announced = t;
+    }
+    cv.notify_all();  // wait_until_leader(): elected, and on_elected has returned
     check(t);
   }
 
@@ -445,6 +451,20 @@ bool LeaderElector::campaigning() const {
 bool LeaderElector::is_leader() const {
   std::lock_guard<std::mutex> lk(state_->mu);
   return state_->leader && !state_->lost && state_->lock && state_->lock->owns();
+}
+
+bool LeaderElector::wait_until_leader(milliseconds timeout) {
+  check_duration(timeout, "timeout", milliseconds(0), std::chrono::hours(24 * 365));
+  std::unique_lock<std::mutex> lk(state_->mu);
+  if (state_->loop && state_->loop->on_loop_thread())
+    throw Error(ErrorCode::kInvalidArgument, "election '" + state_->election +
+                                                 "': wait_until_leader() from an elector's callback would wait for "
+                                                 "the thread it runs on");
+  state_->cv.wait_for(lk, timeout, [&] {
+    return (state_->leader && state_->announced == state_->term) || !state_->running || state_->stop;
+  });
+  lk.unlock();
+  return is_leader();
 }
 
 std::int64_t LeaderElector::term() const {

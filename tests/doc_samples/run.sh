@@ -1,70 +1,88 @@
 #!/usr/bin/env bash
 # Every ```cpp block in README.md and docs/*.md compiles against this build
-# (issue 25): a block with `int main(` is a program of its own; any other
-# block is a fragment, compiled inside a function that has a
-# `sqlguard::Connection& conn` (its #include lines are hoisted). A block
-# right after a line `<!-- sample: run -->` is a program that is also RUN
-# (in a temporary directory, so it can use an SQLite file there).
+# as a reader would paste it (issues 25 and 39), with -Wall -Wextra -Werror:
+#   * a block with `int main(` is a program of its own, compiled as it is;
+#   * any other block is a fragment: the body of a function that is given a
+#     `sqlguard::Connection& conn` (so <sqlguard/connection.h> is included
+#     for it) and nothing else. Its own #include lines go to the top of its
+#     translation unit; everything else it uses (headers, `using namespace
+#     std::chrono_literals;`) must be written in the block. Each fragment is
+#     its own translation unit: one block's includes never help another.
+# A block right after a line `<!-- sample: run ... -->` is also RUN, in a
+# temporary directory of its own (so it can use an SQLite file there):
+#   <!-- sample: run -->                       a program; must exit 0
+#   <!-- sample: run fixture=F check=C -->     a fragment: its `conn` is
+#       shop.db with tests/doc_samples/fixtures/F.sql applied; afterwards the
+#       fixture's query `-- check C:` must answer 1
+#   expect="TEXT"                              the output must contain TEXT
+#   processes=N sum=WORD total=T               N copies run at once in one
+#       directory; the integers after WORD in their outputs add up to T
 # Usage: run.sh SOURCE_DIR BUILD_DIR WORK_DIR
 set -euo pipefail
 src=$1 build=$2 work=$3
 rm -rf "$work"
 mkdir -p "$work"
 cxx=${CXX:-c++}
-flags=(-std=c++20 -I"$src/include" -L"$build" -Wl,-rpath,"$build" -lsqlguard -pthread)
+flags=(-std=c++20 -Wall -Wextra -Werror -I"$src/include" -L"$build" -Wl,-rpath,"$build" -lsqlguard -pthread)
 fail=0 blocks=0 ran=0
 
-# Splits one Markdown file into numbered blocks: $work/<tag>_<n>.{frag,main,run}
+# Splits one Markdown file into numbered blocks: $work/<tag>_<n>.{frag,main}
+# and, for a block marked to run, $work/<tag>_<n>.meta (the marker's words).
 split_blocks() { # file tag
   awk -v out="$work/$2" '
-    /^<!-- sample: run -->/ { run = 1; fixture = ""; next }
-    /^<!-- sample: run fixture=[a-z0-9_-]+ check=[a-z0-9_-]+ -->/ {
-      run = 1; fixture = $4 " " $5; sub(/fixture=/, "", fixture); sub(/check=/, "", fixture); next
+    /^<!-- sample: run( [^>]*)? -->[ \t]*$/ {
+      run = 1; meta = $0; sub(/^<!-- sample: run ?/, "", meta); sub(/ ?-->[ \t]*$/, "", meta); next
     }
     /^```cpp[ \t]*$/ { inblock = 1; n++; body = ""; next }
     inblock && /^```[ \t]*$/ {
       inblock = 0
-      if (body ~ /int main\(/) kind = run ? "run" : "main"
-      else kind = "frag"
+      kind = body ~ /int main\(/ ? "main" : "frag"
       f = sprintf("%s_%02d.%s", out, n, kind); printf "%s", body > f; close(f)
-      if (kind == "frag" && run && fixture != "") {
-        f = sprintf("%s_%02d.fixture", out, n); print fixture > f; close(f)
-      }
-      run = 0; fixture = ""; next
+      if (run) { f = sprintf("%s_%02d.meta", out, n); print meta > f; close(f) }
+      run = 0; meta = ""; next
     }
     inblock { body = body $0 "\n"; next }
     /[^ \t]/ { run = 0 }
   ' "$1"
 }
 
+# One word of a marker: `key=value` or `key="value with spaces"`.
+meta_get() { # meta-text key
+  local re1="(^| )$2=\"([^\"]*)\"" re2="(^| )$2=([^ \"]+)"
+  if [[ $1 =~ $re1 ]]; then echo "${BASH_REMATCH[2]}"
+  elif [[ $1 =~ $re2 ]]; then echo "${BASH_REMATCH[2]}"
+  fi
+}
+
 compile() { # cpp-file what
   if ! "$cxx" "$1" "${flags[@]}" -o "${1%.cpp}" 2>"${1%.cpp}.err"; then
-    echo "doc_samples: FAIL: $2 does not compile:" >&2
+    echo "doc_samples: FAIL: $2 does not compile (as pasted, -Wall -Wextra -Werror):" >&2
     head -20 "${1%.cpp}.err" >&2
     fail=1
     return 1
   fi
 }
 
-# Builds one fragment into a program whose `conn` is shop.db with the fixture
-# applied, runs it in a temporary directory and checks the fixture's
-# expectations afterwards.
-run_fragment() { # frag-file fixture-name check-name doc
-  local fr=$1 fixture=$2 check=$3 rel=$4 n cpp dir sqlfile
-  n=$(basename "$fr" .frag); n=${n##*_}
-  sqlfile="$src/tests/doc_samples/fixtures/$fixture.sql"
-  [[ -e "$sqlfile" ]] || { echo "doc_samples: FAIL: $rel block $n: no fixture $sqlfile" >&2; fail=1; return 1; }
-  cpp="${fr%.frag}-run.cpp"
-  {
-    cat "$src/tests/doc_samples/prelude.h"
-    grep -h '^#include' "$fr" || true
-    printf '#include <fstream>\n#include <sstream>\n'
-    printf 'static void sample(sqlguard::Connection& conn) {\n'
-    grep -v '^#include' "$fr" || true  # a block of #include lines only has no body
-    printf '}\n'
-    cat <<'PROGRAM'
-// Statements end with ';' at the end of a line; the line `-- check NAME: Q`
-// named by argv[2] is run after the fragment and must answer 1.
+# A fragment as its own translation unit: its includes, the one header its
+# `conn` needs, the fragment as the body of sample(). `tail` (a file) is
+# appended after sample(): what comes there (a main that runs it) adds no
+# name the fragment could use.
+fragment_tu() { # frag-file tail-file
+  grep -h '^#include' "$1" || true
+  printf '#include <sqlguard/connection.h>\n'
+  printf '[[maybe_unused]] static void sample(sqlguard::Connection& conn) {\n  (void)conn;\n'
+  grep -v '^#include' "$1" || true  # a block of #include lines only has no body
+  printf '}\n'
+  cat "$2"
+}
+
+# The main that runs a fragment on shop.db: statements of the fixture end
+# with ';' at the end of a line; the line `-- check NAME: Q` named by argv[2]
+# is run after the fragment and must answer 1.
+cat >"$work/run-main.inc" <<'PROGRAM'
+#include <fstream>
+#include <iostream>
+#include <sqlguard/migrate.h>
 int main(int argc, char** argv) {
   if (argc != 3) return 2;
   try {
@@ -94,41 +112,104 @@ int main(int argc, char** argv) {
   }
 }
 PROGRAM
-  } >"$cpp"
-  compile "$cpp" "$rel block $n (run with fixture $fixture)" || return 1
+printf 'int main() { return 0; }\n' >"$work/empty-main.inc"
+
+# Runs a built sample as its marker says; 0 when it did what the text says.
+# A program takes no arguments; a fragment's program takes the fixture file
+# and the check's name.
+run_built() { # binary meta what [fixture-file check]
+  local bin=$1 meta=$2 what=$3 dir rc=0 expect procs sum total got i
+  shift 3
+  expect=$(meta_get "$meta" expect)
+  procs=$(meta_get "$meta" processes)
+  procs=${procs:-1}
   dir=$(mktemp -d)
-  local rc=0
-  (cd "$dir" && timeout 120 "${cpp%.cpp}" "$sqlfile" "$check" >"$dir/out" 2>&1) || rc=1
-  cp "$dir/out" "$work/last-run.out"
+  local pids=()
+  for ((i = 0; i < procs; i++)); do
+    (cd "$dir" && timeout 120 "$bin" "$@" >"$dir/out.$i" 2>&1) &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { rc=1; echo "doc_samples: FAIL: $what: process $i of $procs exits non-zero:" >&2; tail -20 "$dir/out.$i" >&2; }
+  done
+  cat "$dir"/out.* >"$work/last-run.out"
+  if ((rc == 0)) && [[ -n $expect ]] && ! grep -qF -- "$expect" "$work/last-run.out"; then
+    rc=1
+    echo "doc_samples: FAIL: $what: its output does not contain \"$expect\" (the text says it does):" >&2
+    tail -20 "$work/last-run.out" >&2
+  fi
+  sum=$(meta_get "$meta" sum)
+  if ((rc == 0)) && [[ -n $sum ]]; then
+    total=$(meta_get "$meta" total)
+    got=$(grep -ho -- "$sum [0-9]*" "$dir"/out.* | awk '{ s += $2 } END { print s + 0 }')
+    if [[ $got != "$total" ]]; then
+      rc=1
+      echo "doc_samples: FAIL: $what: $procs processes at once: '$sum' adds up to $got, the text says $total" >&2
+      cat "$dir"/out.* >&2
+    fi
+  fi
   rm -rf "$dir"
   ran=$((ran + 1))
-  if ((rc)); then
-    echo "doc_samples: FAIL: $rel block $n (fixture $fixture) fails when run:" >&2
-    tail -20 "$work/last-run.out" >&2
-    fail=1
-  fi
   return "$rc"
 }
 
-# Negative control: the sample README.md had before issue 25 (a bool where
-# the watchdog is an enum) must not compile here, or this test proves nothing.
-{
-  cat "$src/tests/doc_samples/prelude.h"
-  printf 'static void bad(sqlguard::LeaseOptions o) {\n'
-  printf '  sqlguard::LeaseLock lock("sqlite::memory:", "nightly-report", o, /*watchdog=*/true);\n}\nint main() {}\n'
-} >"$work/negative-control.cpp"
-if "$cxx" "$work/negative-control.cpp" "${flags[@]}" -o "$work/negative-control" 2>/dev/null; then
-  echo "doc_samples: FAIL: the negative control (a sample that must not compile) compiled" >&2
+# A fragment marked to run: built with the fixture's main, run, checked.
+run_fragment() { # frag-file meta what
+  local fr=$1 meta=$2 what=$3 fixture check sqlfile cpp
+  fixture=$(meta_get "$meta" fixture) check=$(meta_get "$meta" check)
+  [[ -n $fixture && -n $check ]] || { echo "doc_samples: FAIL: $what: a fragment to run needs fixture= and check=" >&2; fail=1; return 1; }
+  sqlfile="$src/tests/doc_samples/fixtures/$fixture.sql"
+  [[ -e "$sqlfile" ]] || { echo "doc_samples: FAIL: $what: no fixture $sqlfile" >&2; fail=1; return 1; }
+  cpp="${fr%.frag}-run.cpp"
+  fragment_tu "$fr" "$work/run-main.inc" >"$cpp"
+  compile "$cpp" "$what" || return 1
+  run_built "${cpp%.cpp}" "$meta" "$what (fixture $fixture, check $check)" "$sqlfile" "$check" || { fail=1; return 1; }
+}
+
+# Negative controls: each must fail, or the test proves nothing.
+# 1. The sample README.md had before issue 25 (a bool where the watchdog is
+#    an enum) must not compile.
+printf '#include <sqlguard/lease_lock.h>\n' >"$work/control_01.frag"
+printf 'sqlguard::LeaseLock lock("sqlite::memory:", "nightly-report", {}, /*watchdog=*/true);\n' >>"$work/control_01.frag"
+fragment_tu "$work/control_01.frag" "$work/empty-main.inc" >"$work/control-1.cpp"
+if "$cxx" "$work/control-1.cpp" "${flags[@]}" -o "$work/control-1" 2>/dev/null; then
+  echo "doc_samples: FAIL: negative control 1 (a sample that must not compile) compiled" >&2
   exit 1
 fi
-
-# Negative control of the fragment runs: a fragment that does nothing must
-# fail the check `paid` (or the checks prove nothing).
-printf '(void)conn;\n' >"$work/control_01.frag"
+# 2. A fragment that uses a header it does not include (issue 39: the old
+#    harness's hidden prelude gave every fragment all of them) must not compile.
+printf 'sqlguard::Inbox inbox(conn);\n' >"$work/control_02.frag"
+fragment_tu "$work/control_02.frag" "$work/empty-main.inc" >"$work/control-2.cpp"
+if "$cxx" "$work/control-2.cpp" "${flags[@]}" -o "$work/control-2" 2>/dev/null; then
+  echo "doc_samples: FAIL: negative control 2 (a fragment without its #include) compiled" >&2
+  exit 1
+fi
+# 3. Designated initializers naming one field of an option struct compile
+#    without -Wmissing-field-initializers; a struct member without a default
+#    member initializer would warn, and -Werror must make that fail.
+printf '#include <string>\nstruct Opt { int a = 0; std::string b; };\nint main() { Opt o{.a = 1}; return o.a; }\n' >"$work/control-3.cpp"
+if "$cxx" "$work/control-3.cpp" "${flags[@]}" -o "$work/control-3" 2>/dev/null; then
+  echo "doc_samples: FAIL: negative control 3 (a missing field initializer under -Werror) compiled" >&2
+  exit 1
+fi
+# 4. A fragment that does nothing must fail the check `paid`; an output check
+#    must fail on output that lacks its text; a sum must fail when it is off.
 saved_fail=$fail saved_ran=$ran
-if run_fragment "$work/control_01.frag" shop paid "negative control" 2>/dev/null ||
+printf '(void)conn;\n' >"$work/control_04.frag"
+if run_fragment "$work/control_04.frag" "fixture=shop check=paid" "negative control 4" 2>/dev/null ||
   ! grep -q "check failed after the fragment ran" "$work/last-run.out"; then
   echo "doc_samples: FAIL: a fragment that does nothing did not fail the check 'paid'" >&2
+  exit 1
+fi
+printf '#include <iostream>\nint main() { std::cout << "sold 1\\n"; }\n' >"$work/control-5.cpp"
+compile "$work/control-5.cpp" "negative control 5" || exit 1
+if run_built "$work/control-5" 'expect="leading"' "negative control 5" 2>/dev/null; then
+  echo "doc_samples: FAIL: an output without its expected text passed" >&2
+  exit 1
+fi
+if run_built "$work/control-5" "processes=3 sum=sold total=2" "negative control 6" 2>/dev/null ||
+  ! run_built "$work/control-5" "processes=3 sum=sold total=3" "control 6 (passing)"; then
+  echo "doc_samples: FAIL: a sum over processes was not checked" >&2
   exit 1
 fi
 fail=$saved_fail ran=$saved_ran
@@ -139,44 +220,26 @@ for doc in "${docs[@]}"; do
   rel=${doc#"$src"/}
   tag=$(echo "$rel" | tr '/.' '__')
   split_blocks "$doc" "$tag"
-  frags=("$work/$tag"_*.frag)
-  if [[ -e "${frags[0]}" ]]; then
-    tu="$work/$tag-fragments.cpp"
-    {
-      cat "$src/tests/doc_samples/prelude.h"
-      cat "${frags[@]}" | grep -h '^#include' || true
-      for fr in "${frags[@]}"; do
-        n=$(basename "$fr" .frag)
-        printf '\n// ---- %s, block %s\n[[maybe_unused]] static void sample_%s(sqlguard::Connection& conn) {\n  (void)conn;\n' "$rel" "${n##*_}" "${n##*_}"
-        grep -v '^#include' "$fr" || true  # a block of #include lines only has no body
-        printf '}\n'
-      done
-      printf 'int main() { return 0; }\n'
-    } >"$tu"
-    blocks=$((blocks + ${#frags[@]}))
-    compile "$tu" "$rel (fragments)" || true
-    for fr in "${frags[@]}"; do
-      fx="${fr%.frag}.fixture"
-      [[ -e "$fx" ]] || continue
-      read -r fixture check <"$fx"
-      run_fragment "$fr" "$fixture" "$check" "$rel" || true
-    done
-  fi
-  for prog in "$work/$tag"_*.main "$work/$tag"_*.run; do
-    [[ -e "$prog" ]] || continue
-    cpp="${prog%.*}-${prog##*.}.cpp"
-    cp "$prog" "$cpp"
+  for blk in "$work/$tag"_*.frag "$work/$tag"_*.main; do
+    [[ -e "$blk" ]] || continue
+    n=$(basename "${blk%.*}"); n=${n##*_}
+    what="$rel block $n"
+    meta_file="${blk%.*}.meta"
     blocks=$((blocks + 1))
-    compile "$cpp" "$rel block $(basename "${prog%.*}" | sed 's/.*_//')" || continue
-    if [[ "$prog" == *.run ]]; then
-      dir=$(mktemp -d)
-      if ! (cd "$dir" && timeout 120 "${cpp%.cpp}" >"$dir/out" 2>&1); then
-        echo "doc_samples: FAIL: $rel block $(basename "${prog%.*}" | sed 's/.*_//') exits non-zero:" >&2
-        tail -20 "$dir/out" >&2
-        fail=1
+    if [[ "$blk" == *.frag ]]; then
+      if [[ -e "$meta_file" ]]; then
+        run_fragment "$blk" "$(cat "$meta_file")" "$what" || true
+      else
+        fragment_tu "$blk" "$work/empty-main.inc" >"${blk%.frag}-frag.cpp"
+        compile "${blk%.frag}-frag.cpp" "$what" || true
       fi
-      ran=$((ran + 1))
-      rm -rf "$dir"
+    else
+      cpp="${blk%.main}-main.cpp"
+      cp "$blk" "$cpp"
+      compile "$cpp" "$what" || continue
+      if [[ -e "$meta_file" ]]; then
+        run_built "${cpp%.cpp}" "$(cat "$meta_file")" "$what" || fail=1
+      fi
     fi
   done
 done

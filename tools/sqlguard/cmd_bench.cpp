@@ -511,7 +511,7 @@ void add_bench(CLI::App& app) {
                   "ops also pause this long before asking again)")
       ->capture_default_str();
   cmd->add_option("--permits", o->permits, "semaphore-hot: the semaphore's permits")
-      ->check(CLI::Range(1, 1000))
+      ->check(whole_number(1, 1000))
       ->capture_default_str();
   cmd->add_flag("--processes", o->processes, "One forked process per client instead of threads");
   cmd->add_flag("--no-raw", o->no_raw, "Skip the raw driver baseline");
@@ -529,10 +529,10 @@ void add_bench(CLI::App& app) {
                                          "can check their cells come from one run");
   cmd->add_flag("--scale", o->scale, "Scale checks: latency with 1M rows in the lock / idempotency tables and during cleanup");
   cmd->add_option("--scale-rows", o->scale_rows, "Rows filled per table by --scale")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000000}))
+      ->check(whole_number(1, 100000000))
       ->capture_default_str();
   cmd->add_option("--scale-clients", o->scale_clients, "Clients of the --scale measurements")
-      ->check(CLI::Range(1, 512))
+      ->check(whole_number(1, 512))
       ->capture_default_str();
   cmd->add_option("--held", o->held,
                   "held-leases: comma-separated counts of leases one lock client holds (default 100,1000,10000; "
@@ -542,7 +542,7 @@ void add_bench(CLI::App& app) {
                   "churn-soak: the holdings' ttl (default 5s)");
   cmd->add_option("--churn", o->churn,
                   "churn-soak: holdings released and acquired on new names every cycle (at most --held)")
-      ->check(CLI::Range(1, 100000))
+      ->check(whole_number(1, 100000))
       ->capture_default_str();
   cmd->add_option("--churn-kinds", o->churn_kinds,
                   "churn-soak: lease (the new names as leases), or all (spread over a lease, a fair lease, a "
@@ -562,7 +562,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--per-lease", o->per_lease,
                   "held-leases: leases held the per-lease way (a watchdog connection and thread each) for "
                   "comparison, fewer if the server has no room; 0 = none")
-      ->check(CLI::Range(0, 2000))
+      ->check(whole_number(0, 2000))
       ->capture_default_str();
   cmd->add_option("--waiters", o->waiters,
                   "waiters: comma-separated counts of handles of one lock client waiting with acquire_async() on "

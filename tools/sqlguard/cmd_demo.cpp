@@ -525,7 +525,7 @@ int run_consumer_dedup(int workers, int messages, double redeliver) {
 void add_demo(CLI::App& app) {
   // Bad numbers are refused while parsing: exit 2 before anything starts.
   constexpr int kIntMax = std::numeric_limits<int>::max();
-  const CLI::Range kPositive(1, kIntMax);
+  const CLI::Validator kPositive = whole_number(1, kIntMax);
   auto* demo = app.add_subcommand("demo", "Show the three use cases with real processes (default: all of them)");
   struct Sale {
     std::string strategy = "all";
@@ -550,7 +550,7 @@ void add_demo(CLI::App& app) {
   fs->add_option("--stock", sale->stock, "Initial stock")->check(kPositive)->capture_default_str();
   fs->add_option("--orders", sale->orders, "Orders placed in total")->check(kPositive)->capture_default_str();
   fs->add_option("--think-ms", sale->think_ms, "Business logic time between read and write")
-      ->check(CLI::Range(0, kIntMax))
+      ->check(whole_number(0, kIntMax))
       ->capture_default_str();
   auto run_sale = [sale] {
     std::vector<std::string> strategies =

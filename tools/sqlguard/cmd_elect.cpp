@@ -34,7 +34,7 @@ void add_elect(CLI::App& app) {
   cmd->add_option("--candidate", o->candidate,
                   "Names this candidate in `lock list` (owner token \"ID/<random>\"); default: a random token");
   cmd->add_option("--conflict-exit-code", o->conflict_exit, "Exit code when not elected within --wait")
-      ->check(CLI::Range(0, 255))
+      ->check(whole_number(0, 255))
       ->capture_default_str();
   cmd->add_option("CMD", o->cmd, "Command and arguments (after --)")->required();
   cmd->callback([o, wait] {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -102,7 +103,7 @@ void add_lock_acquire(CLI::App* lock) {
     auto ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
     auto wait = duration_flag("--wait", o->wait, kAnyDuration);
     auto min_hold = duration_flag("--min-hold", o->min_hold, {milliseconds(0), ttl});
-    auto conn = open_db();
+    auto conn = open_db(existing_only());
     std::string owner = o->owner.empty() ? make_owner_token() : o->owner;
     auto r = acquire_waiting(*conn, o->name, owner, ttl, min_hold, wait);
     if (r.acquired) {
@@ -128,7 +129,7 @@ void add_lock_acquire(CLI::App* lock) {
       std::cerr << "not acquired: '" << terminal_safe(o->name) << "'";
       if (info)
         std::cerr << " is held by " << terminal_safe(info->owner) << " (fence " << info->fence << ") for another "
-                  << info->remaining_ms() << " ms";
+                  << remaining_text(info->remaining_ms());
       std::cerr << "\n";
     }
     exit_code() = kExitTempFail;
@@ -148,12 +149,12 @@ void add_lock_renew(CLI::App* lock) {
   cmd->add_option("--fence", o->fence,
                   "Fencing token printed by acquire: renew only that acquisition (recommended when an owner string "
                   "is reused)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1, std::numeric_limits<std::int64_t>::max()));
   cmd->callback([o] {
     check_name_arg("NAME", o->name);
     check_name_arg("--owner", o->owner);
     auto ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
-    auto conn = open_db();
+    auto conn = open_db(existing_only());
     bool ok = o->fence > 0 ? renew_lease(*conn, o->name, o->owner, o->fence, ttl)
                            : renew_lease(*conn, o->name, o->owner, ttl);
     auto info = lease_info(*conn, o->name);
@@ -189,7 +190,7 @@ void add_lock_release(CLI::App* lock) {
   auto* fence = cmd->add_option("--fence", o->fence,
                                 "Fencing token printed by acquire: release only that acquisition (recommended when "
                                 "an owner string is reused)")
-                    ->check(CLI::PositiveNumber)
+                    ->check(whole_number(1, std::numeric_limits<std::int64_t>::max()))
                     ->needs(owner);
   cmd->add_flag("--force", o->force, "Operator override: end the lease whoever holds it, ignoring the minimum hold")
       ->excludes(owner)
@@ -198,7 +199,7 @@ void add_lock_release(CLI::App* lock) {
     check_name_arg("NAME", o->name);
     if (!o->force && o->owner.empty()) throw BadValue("--owner", "release needs --owner ID (or --force)");
     if (!o->force) check_name_arg("--owner", o->owner);
-    auto conn = open_db();
+    auto conn = open_db(existing_only());
     bool ok = o->force       ? force_release(*conn, o->name)
               : o->fence > 0 ? release_lease(*conn, o->name, o->owner, o->fence)
                              : release_lease(*conn, o->name, o->owner);
@@ -256,14 +257,14 @@ void add_lock_list(CLI::App* lock) {
     for (const auto& l : leases)
       std::printf("%-32s %-48s %12lld %12s\n", terminal_safe(l.name).c_str(),
                   l.held() ? terminal_safe(l.owner).c_str() : "(free)", static_cast<long long>(l.fence),
-                  l.held() ? (std::to_string(l.remaining_ms()) + "ms").c_str() : "-");
+                  l.held() ? remaining_text(l.remaining_ms()).c_str() : "-");
     if (holdings.empty()) return;
     std::printf("\n%-32s %-10s %-9s %7s %-48s %12s %12s\n", "SEMAPHORE / READ-WRITE LEASE", "KIND", "MODE", "PERMITS",
                 "HOLDER", "FENCE", "REMAINING");
     for (const auto& h : holdings)
       std::printf("%-32s %-10s %-9s %7lld %-48s %12lld %12s\n", terminal_safe(h.name).c_str(), h.kind.c_str(),
                   h.mode.c_str(), static_cast<long long>(h.permits), terminal_safe(h.owner).c_str(),
-                  static_cast<long long>(h.fence), (std::to_string(h.remaining_ms()) + "ms").c_str());
+                  static_cast<long long>(h.fence), remaining_text(h.remaining_ms()).c_str());
   });
 }
 
@@ -276,10 +277,10 @@ void add_lock_resize(CLI::App* lock) {
   auto* cmd = lock->add_subcommand(
       "resize", "Change the permit count of the semaphore NAME for every user of it (`run --permits` asks with it)");
   cmd->add_option("NAME", o->name)->required();
-  cmd->add_option("--permits", o->permits, "The new count, 1..1000000")->required()->check(CLI::Range(1, 1000000));
+  cmd->add_option("--permits", o->permits, "The new count, 1..1000000")->required()->check(whole_number(1, 1000000));
   cmd->callback([o] {
     check_name_arg("NAME", o->name);
-    auto conn = open_db();
+    auto conn = open_db(existing_only());
     const std::int64_t before = resize_semaphore(*conn, o->name, o->permits);
     if (global().json) {
       print_json({{"name", o->name}, {"kind", "semaphore"}, {"permits", o->permits}, {"previous_permits", before}});
@@ -320,7 +321,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--min-hold", o->min_hold, "Keep the lease at least this long after CMD ends")->capture_default_str();
   cmd->add_option("--conflict-exit-code", o->conflict_exit,
                   "Exit code when the lock is held by someone else after --wait (flock -E; 0 makes a skip a success)")
-      ->check(CLI::Range(0, 255))
+      ->check(whole_number(0, 255))
       ->capture_default_str();
   auto* shared = cmd->add_flag("--shared", o->shared,
                                "Hold the read-write lease NAME shared (flock -s): many --shared runs at once, none "
@@ -331,7 +332,7 @@ void add_run(CLI::App& app) {
   auto* permits = cmd->add_option("--permits", o->permits,
                                   "Take one permit of the semaphore NAME of N permits: at most N runs at once (N is "
                                   "used when NAME is new)")
-                      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
+                      ->check(whole_number(1, 1000000));
   auto* fair = cmd->add_flag("--fair", o->fair,
                              "A fair lease (with --permits: a fair semaphore): waiting runs get it in arrival order "
                              "(with --wait), and a run cannot overtake one that waits");
@@ -369,7 +370,7 @@ void add_cleanup(CLI::App& app) {
   auto* cmd = app.add_subcommand("cleanup", "Delete expired lock, holding, queue place, idle head, idempotency and inbox rows in bounded batches");
   cmd->add_option("--every", o->every, "Run as a daemon every D until SIGTERM/SIGINT");
   cmd->add_option("--grace", o->grace, "Delete lock rows expired for longer than this")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "Rows per DELETE (1..100000)")->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--batch", o->batch, "Rows per DELETE (1..100000)")->capture_default_str()->check(whole_number(1, 100000));
   cmd->add_option("--pause", o->pause, "Sleep between batches")->capture_default_str();
   cmd->callback([o] {
     CleanupOptions co;
@@ -378,7 +379,7 @@ void add_cleanup(CLI::App& app) {
     co.pause = duration_flag("--pause", o->pause, {milliseconds(0), std::chrono::minutes(10)});
     milliseconds every{0};
     if (!o->every.empty()) every = duration_flag("--every", o->every, {milliseconds(10), std::chrono::hours(24 * 7)});
-    auto conn = open_db();
+    auto conn = open_db(existing_only());
     install_signal_handlers();
     int rounds = 0;
     do {

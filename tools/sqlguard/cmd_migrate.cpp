@@ -1,4 +1,5 @@
 // sqlguard migrate [--status]
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -31,13 +32,24 @@ void add_migrate(CLI::App& app) {
       auto states = migration_status(*conn);
       bool mismatch = false;
       nlohmann::json arr = nlohmann::json::array();
+      // Columns: the widest migration name sets the first (issue 39: they were ragged).
+      std::size_t width = 0;
+      for (const auto& s : states) width = std::max(width, label(s).size());
       for (const auto& s : states) {
         mismatch |= s.checksum_mismatch;
-        if (global().json) arr.push_back(to_json(s));
-        else
-          std::cout << label(s) << "  "
-                    << (s.checksum_mismatch ? "CHECKSUM MISMATCH" : s.applied ? "applied " : "pending ")
-                    << (s.applied_at_ms ? "  " + iso8601(*s.applied_at_ms) : "") << "\n";
+        if (global().json) {
+          arr.push_back(to_json(s));
+          continue;
+        }
+        const char* state = s.checksum_mismatch ? "CHECKSUM MISMATCH" : s.applied ? "applied" : "pending";
+        std::string line = label(s);
+        line.resize(width + 2, ' ');
+        line += state;
+        if (s.applied_at_ms) {
+          line.resize(width + 2 + 19, ' ');  // "CHECKSUM MISMATCH" + 2
+          line += iso8601(*s.applied_at_ms);
+        }
+        std::cout << line << "\n";
       }
       if (global().json) print_json({{"dialect", std::string(to_string(conn->kind()))}, {"migrations", arr}});
       if (mismatch) exit_code() = kExitError;

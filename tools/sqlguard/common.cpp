@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -59,6 +60,21 @@ std::chrono::milliseconds duration_flag(const std::string& flag, const std::stri
     throw BadValue(flag, "is " + text + "; it must be between " + format_duration(range.min) + " and " +
                              format_duration(range.max));
   return d;
+}
+
+CLI::Validator whole_number(std::int64_t lo, std::int64_t hi) {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        std::int64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [stop, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || (ec != std::errc() && ec != std::errc::result_out_of_range) || stop != end)
+          return "'" + terminal_safe(text) + "' is not a whole number (" + range + ")";
+        if (ec == std::errc::result_out_of_range || v < lo || v > hi) return text + " is outside " + range;
+        return {};
+      },
+      "INT in " + range);
 }
 
 void check_name_arg(const std::string& argument, const std::string& value, std::size_t max_bytes) {

@@ -41,9 +41,9 @@ void add_global_flags(CLI::App& app);
 // `o` with the global --connect-timeout applied; the rest of `o` is kept.
 ConnectOptions connect_options(ConnectOptions o = {});
 
-// ConnectOptions for commands that only look (doctor, lock list, migrate
-// --status): they never create a database, so a mistyped SQLite path is an
-// error (kNotFound), not a new empty file.
+// ConnectOptions for every command but `migrate` (and demo, bench and chaos,
+// which set up databases of their own): they never create a database, so a
+// mistyped SQLite path is an error (kNotFound), not a new empty file.
 inline ConnectOptions existing_only(ConnectOptions o = {}) {
   o.create_if_missing = false;
   return o;
@@ -97,6 +97,12 @@ inline constexpr DurationRange kLeaseTtl{std::chrono::milliseconds(10), std::chr
 // malformed text or a value outside `range` throws BadValue(flag).
 std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text,
                                         DurationRange range = kAnyDuration);
+
+// The check of every integer option, run on its text before CLI11 converts
+// it: a whole number within lo..hi, else one line naming the option, e.g.
+// "--batch: 'abc' is not a whole number (1..100000)" (CLI11's own Range said
+// "Value abc not in range").
+CLI::Validator whole_number(std::int64_t lo, std::int64_t hi);
 
 // Checks a name argument (lock name, owner) before it goes anywhere: well-
 // formed UTF-8 (no overlong forms, surrogates or code points above

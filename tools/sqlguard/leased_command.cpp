@@ -155,16 +155,49 @@ std::unique_ptr<Held> make_held(const LeasedCommand& c, const LeaseOptions& lo) 
       case HeldKind::kShared:
       case HeldKind::kExclusive:
         return std::make_unique<HeldReadWrite>(
-            std::make_unique<ReadWriteLease>(single_db(), c.name, lo, Watchdog::kOn, connect_options()),
+            std::make_unique<ReadWriteLease>(single_db(), c.name, lo, Watchdog::kOn, connect_options(existing_only())),
             c.kind == HeldKind::kShared ? LeaseMode::kShared : LeaseMode::kExclusive);
       case HeldKind::kPermit:
         return std::make_unique<HeldPermit>(
-            std::make_unique<Semaphore>(single_db(), c.name, c.permits, lo, Watchdog::kOn, connect_options()));
+            std::make_unique<Semaphore>(single_db(), c.name, c.permits, lo, Watchdog::kOn, connect_options(existing_only())));
       case HeldKind::kLease: break;
     }
     return std::make_unique<HeldLease>(
-        std::make_unique<LeaseLock>(single_db(), c.name, lo, Watchdog::kOn, connect_options()));
+        std::make_unique<LeaseLock>(single_db(), c.name, lo, Watchdog::kOn, connect_options(existing_only())));
   });
+}
+
+// Who holds `c.name` now, for a run that did not get it: the lease's holder,
+// or every live holding of the semaphore / read-write lease. Read on a
+// connection of its own after the wait; an error reading it leaves it out
+// (the answer is "not acquired" either way).
+nlohmann::json holders_of(const LeasedCommand& c) {
+  nlohmann::json out = nlohmann::json::array();
+  try {
+    auto conn = open_db(existing_only());
+    if (c.kind == HeldKind::kLease) {
+      if (auto info = lease_info(*conn, c.name); info && info->held())
+        out.push_back({{"owner", info->owner}, {"fence", info->fence}, {"remaining_ms", info->remaining_ms()}});
+    } else {
+      for (const auto& h : list_holdings(*conn))
+        if (h.name == c.name)
+          out.push_back({{"owner", h.owner}, {"fence", h.fence}, {"mode", h.mode}, {"remaining_ms", h.remaining_ms()}});
+    }
+  } catch (const std::exception& e) {
+    log(LogLevel::kDebug, std::string("reading who holds the lock failed: ") + e.what());
+  }
+  return out;
+}
+
+// "held by A (fence 7) for another 51.3s" (and ", B ..." for more holders).
+std::string holders_text(const nlohmann::json& holders) {
+  std::string s;
+  for (const auto& h : holders) {
+    s += s.empty() ? ": held by " : ", ";
+    s += terminal_safe(h["owner"].get<std::string>()) + " (fence " + std::to_string(h["fence"].get<std::int64_t>()) +
+         ") for another " + remaining_text(h["remaining_ms"].get<std::int64_t>());
+  }
+  return s;
 }
 
 // Waits `wait`, or (nullopt) until acquired: in chunks of the library's
@@ -195,9 +228,16 @@ void run_leased(const LeasedCommand& c) {
   auto lock_ptr = make_held(c, lo);
   Held& lock = *lock_ptr;
   if (!wait_for_lease(lock, c.wait)) {
-    if (!global().json) std::cerr << prefix << quoted << " not " << w.won << " within " << format_duration(*c.wait) << "\n";
+    const nlohmann::json holders = holders_of(c);
+    if (!global().json)
+      std::cerr << prefix << quoted << " not " << w.won << " within " << format_duration(*c.wait)
+                << holders_text(holders) << "\n";
     if (global().json)
-      print_json({{w.name_key, c.name}, {w.acquired_key, false}, {"waited_ms", c.wait->count()},
+      print_json({{w.name_key, c.name},
+                  {w.acquired_key, false},
+                  {"waited_ms", c.wait->count()},
+                  {"holder", holders.empty() ? nlohmann::json(nullptr) : holders[0]},
+                  {"holders", holders},
                   {"exit_code", c.conflict_exit}});
     exit_code() = c.conflict_exit;
     return;

@@ -2,6 +2,7 @@
 
 #include "sqlguard/validate.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace sqlguard::cli {
@@ -79,6 +80,21 @@ std::string terminal_safe(std::string_view s) {
     i += d.len;
   }
   return out;
+}
+
+std::string remaining_text(std::int64_t ms) {
+  char buf[32];
+  if (ms < 1000) return std::to_string(std::max<std::int64_t>(ms, 0)) + "ms";
+  if (ms < 60'000) {
+    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms / 100) / 10.0);  // 51380 -> 51.3s: never more than is left
+    return buf;
+  }
+  const std::int64_t s = ms / 1000;
+  if (s < 3600) std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  else if (s < 86'400)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60));
+  else std::snprintf(buf, sizeof buf, "%lldd%02lldh", static_cast<long long>(s / 86'400), static_cast<long long>(s / 3600 % 24));
+  return buf;
 }
 
 }  // namespace sqlguard::cli

@@ -2,6 +2,7 @@
 // place it goes: a name the CLI passes on, a terminal.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,5 +22,10 @@ std::optional<std::string> utf8_problem(std::string_view s);
 // quotes a value escaped (as the library's do) passes unchanged. Where the
 // exact bytes matter, --json has them.
 std::string terminal_safe(std::string_view s);
+
+// A remaining time for people: "850ms", "51.4s", "12m05s", "3h12m", "2d03h"
+// (`lock list`'s REMAINING, "held by X for another ..."). --json keeps
+// remaining_ms.
+std::string remaining_text(std::int64_t ms);
 
 }  // namespace sqlguard::cli

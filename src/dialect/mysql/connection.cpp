@@ -33,6 +33,7 @@
 #include "dialect/dialect.h"
 #include "core/catalog.h"
 #include "core/migration_lock.h"
+#include "core/schema_hint.h"
 #include "dialect/mysql/connection.h"
 #include "strategies/lease/plans.h"
 #include "dialect/mysql/errors.h"
@@ -530,7 +531,7 @@ class MysqlConnection final : public Connection {
         stmt_.reset();
         sock_fd_ = -1;
       }
-      if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
+      if (code == ErrorCode::kSchemaMismatch) msg = detail::with_migrate_hint(std::move(msg), st);
       throw Error(code, msg, "mysql", std::to_string(n), st);
     } catch (const std::exception& e) {
       throw Error(ErrorCode::kInternal, detail::scrub_credentials(e.what(), uri_), "mysql", "", st);

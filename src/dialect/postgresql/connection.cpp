@@ -29,6 +29,7 @@
 #include "dialect/dialect.h"
 #include "core/catalog.h"
 #include "core/migration_lock.h"
+#include "core/schema_hint.h"
 #include "dialect/postgresql/connection.h"
 #include "strategies/lease/plans.h"
 #include "dialect/postgresql/errors.h"
@@ -710,8 +711,10 @@ class PgConnection final : public Connection {
       if (state == "25006") throw Error(ErrorCode::kConnectionLost, clean(e.what()), "postgresql", state, stmt);
       if (code == ErrorCode::kConnectionLost) throw lost(clean(e.what()));
       std::string msg = clean(e.what());
-      if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
-      if (code == ErrorCode::kPermissionDenied) msg += " (as the user of " + description_ + ")";
+      if (code == ErrorCode::kSchemaMismatch) msg = detail::with_migrate_hint(std::move(msg), stmt);
+      if (code == ErrorCode::kPermissionDenied)  // the user is not a secret (the password is)
+        msg += uri_.user.empty() ? " (connected as the default user to " + description_ + ")"
+                                 : " (connected as user \"" + uri_.user + "\" to " + description_ + ")";
       throw Error(code, msg, "postgresql", state, stmt);
     } catch (const std::exception& e) {
       if (!conn_ || !conn_->is_open()) throw lost(clean(e.what()));

@@ -27,6 +27,7 @@
 #include "dialect/dialect.h"
 #include "core/catalog.h"
 #include "core/migration_lock.h"
+#include "core/schema_hint.h"
 #include "dialect/registry.h"
 #include "strategies/lease/plans.h"
 #include "dialect/sqlite/connection.h"
@@ -369,7 +370,7 @@ class SqliteConnection final : public Connection {
     if ((ext & 0xff) != (rc & 0xff)) ext = rc;
     std::string msg = sqlite3_errmsg(db_);
     ErrorCode code = sqlite_errors::classify(ext, msg);
-    if (code == ErrorCode::kSchemaMismatch) msg += " (run `sqlguard migrate` first?)";
+    if (code == ErrorCode::kSchemaMismatch) msg = detail::with_migrate_hint(std::move(msg), sql);
     throw Error(code, about_file(code, msg), "sqlite", std::to_string(ext), std::string(sql));
   }
 

@@ -3,8 +3,11 @@
 
 #include <nats/nats.h>
 
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace example {
 
@@ -47,18 +50,27 @@ class JetStream {
     check(s, "creating stream " + name);
   }
 
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+
   // Publishes and waits for JetStream's ack; `msg_id` is the de-duplication
-  // id (Nats-Msg-Id): a re-publish inside the window is dropped by the server.
+  // id (Nats-Msg-Id; "" = none): a re-publish inside the window is dropped
+  // by the server. `headers` travel with the message (e.g. why it was dead-lettered).
   // Returns true if the server reported it as a duplicate.
-  bool publish(const std::string& subject, const std::string& data, const std::string& msg_id) {
+  bool publish(const std::string& subject, const std::string& data, const std::string& msg_id,
+               const Headers& headers = {}) {
+    natsMsg* msg = nullptr;
+    check(natsMsg_Create(&msg, subject.c_str(), nullptr, data.data(), static_cast<int>(data.size())),
+          "creating message " + msg_id);
+    std::unique_ptr<natsMsg, void (*)(natsMsg*)> owned(msg, natsMsg_Destroy);
+    for (const auto& [name, value] : headers)
+      check(natsMsgHeader_Set(msg, name.c_str(), value.c_str()), "setting header " + name + " of " + msg_id);
     jsPubOptions po;
     jsPubOptions_Init(&po);
-    po.MsgId = msg_id.c_str();
+    if (!msg_id.empty()) po.MsgId = msg_id.c_str();
     po.MaxWait = 5000;
     jsPubAck* pa = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
-    check(js_Publish(&pa, js_, subject.c_str(), data.data(), static_cast<int>(data.size()), &po, &jerr),
-          "publishing " + msg_id);
+    check(js_PublishMsg(&pa, js_, msg, &po, &jerr), "publishing " + msg_id);
     bool dup = pa && pa->Duplicate;
     jsPubAck_Destroy(pa);
     return dup;

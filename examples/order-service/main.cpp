@@ -6,21 +6,26 @@
 //   POST /orders/{id}/pay|ship|cancel  declared StateMachine (audited); cancel
 //                                    restocks in the same transaction
 //   GET  /orders/{id}, /stock/{sku}, /metrics (Prometheus), /healthz
+//                                    (the last two also on --admin-listen)
 // An outbox relay runs only on the elected leader (LeaderElector) and
 // publishes claimed outbox rows to NATS JetStream with the outbox id as the
 // message id. See README.md, "Reference service".
 #include <httplib.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <regex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "../common/app_sql.h"
 #include "../common/jetstream.h"
@@ -54,22 +59,118 @@ std::string error_body(const std::string& code, const std::string& message) {
   return json{{"error", code}, {"message", message}}.dump();
 }
 
-// The state machine of an order (declared once; validated at construction).
-sqlguard::StateMachineSpec order_machine() {
-  sqlguard::StateMachineSpec s;
-  s.table = "eg_orders";
-  s.states = {"pending", "paid", "shipped", "cancelled"};
-  s.terminal_states = {"shipped", "cancelled"};
-  s.transitions = {{"pay", {"pending"}, "paid", {}, {}},
-                   {"ship", {"paid"}, "shipped", {}, {}},
-                   {"cancel", {"pending", "paid"}, "cancelled", {}, {}}};
-  s.audit = sqlguard::AuditSpec{};
-  return s;
+// Request bodies above this are refused with 413 before they are read into
+// memory (an order is a few dozen bytes).
+constexpr std::size_t kMaxBodyBytes = 64 * 1024;
+
+// Every value of header `name`, whole. httplib's get_header_value() returns
+// a const char*, which ends a value at its first NUL byte: "k\0b", "k\0c" and
+// "k" would all read as "k".
+std::vector<std::string> header_values(const httplib::Request& q, const std::string& name) {
+  std::vector<std::string> out;
+  auto [first, last] = q.headers.equal_range(name);
+  for (auto it = first; it != last; ++it) out.push_back(it->second);
+  return out;
 }
+
+bool printable_ascii(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+}
+
+// The Idempotency-Key of a request when it is usable: sent once, 1..255
+// bytes of printable ASCII. Anything else is refused rather than cut or
+// guessed at.
+std::optional<std::string> idempotency_key(const httplib::Request& q) {
+  auto keys = header_values(q, "Idempotency-Key");
+  if (keys.size() != 1 || keys[0].empty() || keys[0].size() > 255 || !printable_ascii(keys[0])) return std::nullopt;
+  return keys[0];
+}
+
+// What a client is told about a failure: a status and the error code name.
+// e.what() names the database (host, port, database or file) and goes to
+// the log only.
+int http_status(sqlguard::ErrorCode code) {
+  if (code == sqlguard::ErrorCode::kInvalidArgument) return 400;  // a value the library refused (NUL, too long...)
+  return sqlguard::is_retryable(code) ? 503 : 500;
+}
+
+std::string generic_message(int status) {
+  if (status == 400) return "a value in the request was refused";
+  if (status == 503) return "temporarily unavailable; retry later";
+  return "internal error; the service log has the details";
+}
+
+// The JSON body of every error cpp-httplib answers itself (unknown route
+// 404, malformed request 400, body too large 413), on both listeners.
+void json_error_handler(const httplib::Request&, httplib::Response& r) {
+  if (!r.body.empty()) return;
+  if (r.status == 404) r.set_content(error_body("not_found", "no such route"), "application/json");
+  else
+    r.set_content(error_body("http_" + std::to_string(r.status),
+                             "the HTTP request was refused (status " + std::to_string(r.status) + ")"),
+                  "application/json");
+}
+
+// Limits on what one connection may hold. cpp-httplib serves a connection
+// on one worker thread from its first byte to its last, so these bound how
+// long a slow or idle client keeps a worker: a read or write that makes no
+// progress for 5 s ends the connection, an idle keep-alive connection is
+// closed after 2 s. They do not stop a client that sends one byte every few
+// seconds (slowloris): each such connection holds a worker for as long as
+// it keeps trickling. That is why health probes have a listener and a
+// worker pool of their own (--admin-listen) instead of a larger pool, which
+// only raises the number of slow connections it takes; the real answer in
+// production is a reverse proxy that buffers whole requests.
+void bound_connections(httplib::Server& srv) {
+  srv.set_read_timeout(5s);
+  srv.set_write_timeout(5s);
+  srv.set_keep_alive_timeout(2);
+  srv.set_keep_alive_max_count(100);
+  srv.set_payload_max_length(kMaxBodyBytes);
+}
+
+// cpp-httplib 0.11 applies the payload limit to Content-Length bodies only,
+// and reads a chunked body (even one that also has a Content-Length) whole
+// into memory, whatever the method and route: such requests are answered
+// 411 from the pre-routing handler, before anything reads the body.
+bool refuse_chunked(const httplib::Request& q, httplib::Response& r) {
+  if (!q.has_header("Transfer-Encoding")) return false;
+  r.status = 411;
+  r.set_content(error_body("length_required",
+                           "send the body with a Content-Length (at most " + std::to_string(kMaxBodyBytes) + " bytes)"),
+                "application/json");
+  return true;
+}
+
+// The state machine of an order, declared once. The StateMachine built from
+// it per request validates it again in memory (see move()).
+const sqlguard::StateMachineSpec& order_machine() {
+  static const sqlguard::StateMachineSpec spec = [] {
+    sqlguard::StateMachineSpec s;
+    s.table = "eg_orders";
+    s.states = {"pending", "paid", "shipped", "cancelled"};
+    s.terminal_states = {"shipped", "cancelled"};
+    s.transitions = {{"pay", {"pending"}, "paid", {}, {}},
+                     {"ship", {"paid"}, "shipped", {}, {}},
+                     {"cancel", {"pending", "paid"}, "cancelled", {}, {}}};
+    s.audit = sqlguard::AuditSpec{};
+    return s;
+  }();
+  return spec;
+}
+
+// Stock taken by an order and put back by a cancel.
+const sqlguard::GuardedUpdateSpec kTakeStock{.table = "eg_stock",
+                                             .key_column = "sku",
+                                             .assignments = {{"qty", sqlguard::AssignOp::kSubtract}},
+                                             .guards = {{"qty", sqlguard::Compare::kGe}}};
+const sqlguard::GuardedUpdateSpec kRestock{
+    .table = "eg_stock", .key_column = "sku", .assignments = {{"qty", sqlguard::AssignOp::kAdd}}, .guards = {}};
 
 struct Options {
   std::string db;
   std::string listen = "127.0.0.1:8080";
+  std::string admin_listen;  // /healthz and /metrics only; empty = none
   std::string nats;
   std::int64_t seed_stock = 1000;
   std::string instance;
@@ -124,7 +225,11 @@ class Service {
     if (elector_) elector_->resign();
   }
 
+  // The public API, plus the probes (also served here for callers that have
+  // no admin listener).
   void routes(httplib::Server& srv) {
+    bound_connections(srv);
+    probe_routes(srv);
     srv.Post("/orders", [this](const httplib::Request& q, httplib::Response& r) { timed("create", r, [&] { create(q, r); }); });
     srv.Post(R"(/orders/([A-Za-z0-9_-]{1,64})/(pay|ship|cancel))", [this](const httplib::Request& q, httplib::Response& r) {
       timed(q.matches[2].str(), r, [&] { move(q.matches[1].str(), q.matches[2].str(), r); });
@@ -132,12 +237,12 @@ class Service {
     // pay/ship/cancel take no body, so `curl -X POST …/pay` (no body, no
     // Content-Length) must work too; cpp-httplib answers such a POST with an
     // empty 400 (after waiting for a body), so body-less POSTs are answered
-    // here, before it reads.
+    // here, before it reads. Chunked bodies are refused first.
     srv.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
       static const std::regex kMove(R"(/orders/([A-Za-z0-9_-]{1,64})/(pay|ship|cancel))");
       std::smatch m;
-      if (q.method != "POST" || q.has_header("Content-Length") || q.has_header("Transfer-Encoding"))
-        return httplib::Server::HandlerResponse::Unhandled;
+      if (refuse_chunked(q, r)) return httplib::Server::HandlerResponse::Handled;
+      if (q.method != "POST" || q.has_header("Content-Length")) return httplib::Server::HandlerResponse::Unhandled;
       if (std::regex_match(q.path, m, kMove)) {
         const std::string id = m[1].str(), event = m[2].str();
         timed(event, r, [&] { move(id, event, r); });
@@ -152,39 +257,21 @@ class Service {
       }
       return httplib::Server::HandlerResponse::Handled;
     });
-    // Every error has a JSON body, also the ones cpp-httplib answers itself
-    // (unknown route 404, malformed request 400, body too large 413).
-    srv.set_error_handler([](const httplib::Request&, httplib::Response& r) {
-      if (!r.body.empty()) return;
-      if (r.status == 404) r.set_content(error_body("not_found", "no such route"), "application/json");
-      else
-        r.set_content(error_body("http_" + std::to_string(r.status),
-                                 "the HTTP request was refused (status " + std::to_string(r.status) + ")"),
-                      "application/json");
-    });
     srv.Get(R"(/orders/([A-Za-z0-9_-]{1,64}))", [this](const httplib::Request& q, httplib::Response& r) {
       timed("get_order", r, [&] { get_order(q.matches[1].str(), r); });
     });
     srv.Get(R"(/stock/([A-Za-z0-9_-]{1,64}))", [this](const httplib::Request& q, httplib::Response& r) {
       timed("get_stock", r, [&] { get_stock(q.matches[1].str(), r); });
     });
+  }
+
+  // /healthz and /metrics: on the public listener and on the admin one.
+  void probe_routes(httplib::Server& srv) {
+    srv.set_error_handler(json_error_handler);
     srv.Get("/metrics", [](const httplib::Request&, httplib::Response& r) {
       r.set_content(sqlguard::prometheus_text(), sqlguard::kPrometheusContentType);
     });
-    srv.Get("/healthz", [this](const httplib::Request&, httplib::Response& r) {
-      json j{{"ok", true}, {"instance", opt_.instance}};
-      try {
-        auto conn = pool_.borrow(2s);
-        j["db_now_ms"] = conn->db_now_ms();
-      } catch (const std::exception& e) {
-        j["ok"] = false;
-        j["error"] = e.what();  // sqlguard errors never carry credentials
-      }
-      j["relay_leader"] = elector_ && elector_->is_leader();
-      j["relay_term"] = elector_ ? elector_->term() : 0;
-      r.status = j["ok"].get<bool>() ? 200 : 503;
-      r.set_content(j.dump(), "application/json");
-    });
+    srv.Get("/healthz", [this](const httplib::Request&, httplib::Response& r) { health(r); });
   }
 
  private:
@@ -198,6 +285,23 @@ class Service {
     return p;
   }
 
+  void health(httplib::Response& r) {
+    json j{{"ok", true}, {"instance", opt_.instance}};
+    try {
+      auto conn = pool_.borrow(2s);
+      j["db_now_ms"] = conn->db_now_ms();
+    } catch (const std::exception& e) {
+      std::cerr << "order-service " << opt_.instance << ": /healthz: " << e.what() << std::endl;
+      const auto* se = dynamic_cast<const sqlguard::Error*>(&e);
+      j["ok"] = false;
+      j["error"] = se ? std::string(sqlguard::to_string(se->code())) : std::string("internal");
+    }
+    j["relay_leader"] = elector_ && elector_->is_leader();
+    j["relay_term"] = elector_ ? elector_->term() : 0;
+    r.status = j["ok"].get<bool>() ? 200 : 503;
+    r.set_content(j.dump(), "application/json");
+  }
+
   template <typename F>
   void timed(const std::string& route, httplib::Response& r, F&& f) {
     auto t0 = std::chrono::steady_clock::now();
@@ -205,13 +309,15 @@ class Service {
     try {
       f();
     } catch (const sqlguard::Error& e) {
-      bool retry = sqlguard::is_retryable(e.code());
-      r.status = retry ? 503 : 500;
-      if (retry) r.set_header("Retry-After", "1");
-      r.set_content(error_body(std::string(sqlguard::to_string(e.code())), e.what()), "application/json");
+      std::cerr << "order-service " << opt_.instance << ": " << route << ": " << e.what() << std::endl;
+      r.status = http_status(e.code());
+      if (r.status == 503) r.set_header("Retry-After", "1");
+      r.set_content(error_body(std::string(sqlguard::to_string(e.code())), generic_message(r.status)),
+                    "application/json");
     } catch (const std::exception& e) {
+      std::cerr << "order-service " << opt_.instance << ": " << route << ": " << e.what() << std::endl;
       r.status = 500;
-      r.set_content(error_body("internal", e.what()), "application/json");
+      r.set_content(error_body("internal", generic_message(500)), "application/json");
     }
     sqlguard::metrics::counter("orders_http_requests_total", "HTTP requests by route and status",
                                {{"route", route}, {"code", std::to_string(r.status)}})
@@ -222,9 +328,18 @@ class Service {
 
   // The idempotency scope of a client: a hash of its credentials (never the
   // credentials themselves), so keys of different clients never collide.
+  // Whole header values (header_values()): credentials that differ after a
+  // NUL byte are different clients. One value hashes as it always did (the
+  // scopes of stored keys stay valid); several are joined with '\n', which
+  // no header value holds.
   static std::string client_scope(const httplib::Request& q) {
-    std::string who = q.get_header_value("Authorization");
-    if (who.empty()) who = "client-id:" + q.get_header_value("X-Client-Id");
+    auto joined = [&](const char* name) {
+      std::string all;
+      for (const auto& v : header_values(q, name)) all += (all.empty() ? "" : "\n") + v;
+      return all;
+    };
+    std::string who = joined("Authorization");
+    if (who.empty()) who = "client-id:" + joined("X-Client-Id");
     return "orders:" + sqlguard::request_fingerprint(who).substr(0, 32);
   }
 
@@ -237,13 +352,15 @@ class Service {
   }
 
   void create(const httplib::Request& q, httplib::Response& r) {
-    std::string key = q.get_header_value("Idempotency-Key");
-    if (key.empty() || key.size() > 255) {
+    const auto idem_key = idempotency_key(q);
+    if (!idem_key) {
       r.status = 400;
-      r.set_content(error_body("idempotency_key_required", "send an Idempotency-Key header (1..255 bytes)"),
+      r.set_content(error_body("idempotency_key_required",
+                               "send one Idempotency-Key header: 1..255 bytes of printable ASCII"),
                     "application/json");
       return;
     }
+    const std::string& key = *idem_key;
     json body = json::parse(q.body, nullptr, false);
     if (body.is_discarded() || !body.is_object() || !body.contains("sku") || !body["sku"].is_string() ||
         !body.contains("qty") || !body["qty"].is_number_integer() || body["qty"].get<std::int64_t>() < 1 ||
@@ -269,10 +386,7 @@ class Service {
       auto existing = conn->execute(app_sql::kOrderByKey, {scope, key});
       if (!existing.empty()) return {201, order_json(existing.rows[0])};
       sqlguard::Transaction tx(*conn);
-      sqlguard::GuardedUpdate take(*conn, {.table = "eg_stock",
-                                           .key_column = "sku",
-                                           .assignments = {{"qty", sqlguard::AssignOp::kSubtract}},
-                                           .guards = {{"qty", sqlguard::Compare::kGe}}});
+      sqlguard::GuardedUpdate take(*conn, kTakeStock);  // per request: see move()
       auto g = take.apply(sku, {qty, qty});
       if (g.status == sqlguard::GuardedStatus::kNotFound) return {404, error_body("unknown_sku", sku)};
       if (!g) return {409, error_body("out_of_stock", "not enough stock of " + sku)};
@@ -313,6 +427,14 @@ class Service {
   void move(const std::string& id, const std::string& event, httplib::Response& r) {
     auto conn = pool_.borrow();
     sqlguard::Transaction tx(*conn);
+    // Built per request on the borrowed connection, on purpose. sqlguard
+    // objects borrow a Connection, and the Pool has no per-connection slot
+    // or lifetime hook: a cache keyed by Connection* could hand out an
+    // object whose connection the pool discarded (a new one may reuse the
+    // address). Construction sends no statement here: it validates and
+    // renders SQL in memory, skips its key-collation check inside a
+    // transaction (both writers are built inside one), and its versioned-
+    // table lookup shares a process-wide one-second cache with fire()/apply().
     sqlguard::StateMachine sm(*conn, order_machine());
     auto res = sm.fire(id, event, {.values = {}, .actor = opt_.instance});
     if (res.status == sqlguard::TransitionStatus::kNotFound) {
@@ -324,10 +446,7 @@ class Service {
     if (res.status == sqlguard::TransitionStatus::kApplied) {
       const auto& o = row.rows.at(0);
       if (event == "cancel") {
-        sqlguard::GuardedUpdate restock(*conn, {.table = "eg_stock",
-                                                .key_column = "sku",
-                                                .assignments = {{"qty", sqlguard::AssignOp::kAdd}},
-                                                .guards = {}});
+        sqlguard::GuardedUpdate restock(*conn, kRestock);
         restock.apply(o[1], {o[2]});
       }
       outbox(*conn, conn->db_now_ms(), id, event == "pay" ? "paid" : event == "ship" ? "shipped" : "cancelled",
@@ -427,6 +546,15 @@ class Service {
   std::thread relay_;
 };
 
+// "HOST:PORT" -> host, port; false when there is no port.
+bool split_host_port(const std::string& hp, std::string& host, int& port) {
+  auto colon = hp.rfind(':');
+  if (colon == std::string::npos) return false;
+  host = hp.substr(0, colon);
+  port = std::atoi(hp.c_str() + colon + 1);
+  return port > 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -435,6 +563,9 @@ int main(int argc, char** argv) {
   o.db = "sqlite://order-service.db";
   app.add_option("--db", o.db, "database URI (default: embedded SQLite file order-service.db)");
   app.add_option("--listen", o.listen, "HOST:PORT to serve HTTP on (default 127.0.0.1:8080)");
+  app.add_option("--admin-listen", o.admin_listen,
+                 "HOST:PORT serving only /healthz and /metrics on workers of their own, so probes are "
+                 "answered while slow clients hold the public listener's workers (default: none)");
   app.add_option("--nats", o.nats, "NATS URL; enables the outbox relay (e.g. nats://127.0.0.1:4222)");
   app.add_option("--seed-stock", o.seed_stock, "units put on sku-1..sku-10 that do not exist yet (default 1000)")
       ->check(CLI::Range(static_cast<std::int64_t>(0), static_cast<std::int64_t>(1000000000)));
@@ -445,13 +576,13 @@ int main(int argc, char** argv) {
   app.add_option("--relay-lease-ms", lease_ms, "relay leader lease (default 5000)")->check(CLI::Range(100, 600000));
   CLI11_PARSE(app, argc, argv);
   o.lease = std::chrono::milliseconds(lease_ms);
-  auto colon = o.listen.rfind(':');
-  if (colon == std::string::npos) {
-    std::cerr << "order-service: --listen must be HOST:PORT" << std::endl;
+  std::string host, admin_host;
+  int port = 0, admin_port = 0;
+  if (!split_host_port(o.listen, host, port) ||
+      (!o.admin_listen.empty() && !split_host_port(o.admin_listen, admin_host, admin_port))) {
+    std::cerr << "order-service: --listen and --admin-listen must be HOST:PORT" << std::endl;
     return 2;
   }
-  std::string host = o.listen.substr(0, colon);
-  int port = std::atoi(o.listen.c_str() + colon + 1);
   if (o.instance.empty()) o.instance = "orders-" + std::to_string(port);
   sqlguard::set_log_hook([inst = o.instance](sqlguard::LogLevel level, std::string_view msg) {
     if (level >= sqlguard::LogLevel::kWarning) std::cerr << "order-service " << inst << ": sqlguard: " << msg << std::endl;
@@ -465,27 +596,48 @@ int main(int argc, char** argv) {
   }
   try {
     Service svc(o);
-    httplib::Server srv;
+    httplib::Server srv, admin;
     srv.new_task_queue = [n = o.threads] { return new httplib::ThreadPool(static_cast<std::size_t>(n)); };
     svc.routes(srv);
-    // SIGTERM / SIGINT stop the server from a thread of its own (sigwait),
+    // Two workers: probes are short, and this listener is for the cluster's
+    // health checker and Prometheus, not for clients.
+    admin.new_task_queue = [] { return new httplib::ThreadPool(2); };
+    bound_connections(admin);
+    admin.set_pre_routing_handler([](const httplib::Request& q, httplib::Response& r) {
+      return refuse_chunked(q, r) ? httplib::Server::HandlerResponse::Handled
+                                  : httplib::Server::HandlerResponse::Unhandled;
+    });
+    svc.probe_routes(admin);
+    // SIGTERM / SIGINT stop the servers from a thread of its own (sigwait),
     // never from a signal handler.
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
-    std::thread([set, &srv]() mutable {
+    std::thread([set, &srv, &admin]() mutable {
       int sig = 0;
       sigwait(&set, &sig);
+      admin.stop();
       srv.stop();
     }).detach();
     if (!srv.bind_to_port(host.c_str(), port)) {
       std::cerr << "order-service: cannot listen on " << o.listen << std::endl;
       return 1;
     }
-    std::cerr << "order-service " << o.instance << ": listening on " << o.listen << ", database "
+    std::thread admin_thread;
+    if (!o.admin_listen.empty()) {
+      if (!admin.bind_to_port(admin_host.c_str(), admin_port)) {
+        std::cerr << "order-service: cannot listen on " << o.admin_listen << std::endl;
+        return 1;
+      }
+      admin_thread = std::thread([&admin] { admin.listen_after_bind(); });
+    }
+    std::cerr << "order-service " << o.instance << ": listening on " << o.listen
+              << (o.admin_listen.empty() ? "" : ", probes also on " + o.admin_listen) << ", database "
               << sqlguard::mask_uri(o.db) << std::endl;
     srv.listen_after_bind();
+    admin.stop();  // the public listener stopped: so does the admin one
+    if (admin_thread.joinable()) admin_thread.join();
   } catch (const std::exception& e) {
     std::cerr << "order-service: " << e.what() << std::endl;
     return 1;

@@ -17,9 +17,10 @@
 #include "sqlguard/cleanup.h"
 #include "sqlguard/fenced_write.h"
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
 #include "sqlguard/metrics.h"
 #include "sqlguard/migrate.h"
-#include "strategies/lease/bounded_call.h"
+#include "client/bounded_call.h"
 #include "test_context.h"
 #include "test_helpers.h"
 
@@ -292,6 +293,44 @@ TEST_CASE("the watchdog keeps a lock for at least five times its TTL while work 
   CHECK(a.owns());
   CHECK(losses == 0);
   CHECK(a.release());
+}
+
+TEST_CASE("a handle on a borrowed connection is the one handle of a lock client of its own: one engine renews it",
+          "[lease][watchdog][lock-client]") {
+  auto c = ctx().connect();
+  auto name = ctx().unique("lk");
+  LeaseOptions o = ttl(600ms);
+  o.watchdog_connection = [] { return ctx().connect(); };
+  LeaseLock a(*c, name, o);
+  LeaseLock plain(*c, ctx().unique("lk"), ttl(10s));  // no watchdog_connection: nothing renews it
+  REQUIRE(a.client());
+  REQUIRE(plain.client());
+  CHECK(a.client() != plain.client());  // a client of its own each, over the caller's connection
+  auto s0 = a.client()->stats();
+  CHECK(s0.threads == 0);  // no renewal thread before a renewed lease is held
+  CHECK(s0.connections_open == 0);  // the borrowed connection is the caller's
+  REQUIRE(a.try_acquire());
+  REQUIRE(plain.try_acquire());
+  std::this_thread::sleep_for(700ms);  // more than a ttl: renewed, or lost
+  auto s = a.client()->stats();
+  CHECK(s.held_leases == 1);
+  CHECK(s.leases_renewed >= 2);  // every ttl/3
+  CHECK(s.renewal_rounds >= 2);
+  CHECK(s.threads >= 1);          // the client's one renewal thread (and the worker that bounds it)
+  CHECK(s.connections_open == 1);  // its renewal connection, from watchdog_connection
+  CHECK(a.owns());
+  CHECK(plain.client()->stats().held_leases == 0);
+  CHECK(plain.client()->stats().threads == 0);
+  // A borrowed connection's client has no waiter thread: acquire_async is refused with a clear error.
+  try {
+    a.acquire_async(1s, [](bool, std::exception_ptr) {});
+    FAIL("acquire_async on a borrowed connection must throw");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kNotSupported);
+    CHECK(std::string(e.what()).find("borrows a connection") != std::string::npos);
+  }
+  CHECK(a.release());
+  CHECK(plain.release());
 }
 
 TEST_CASE("the watchdog reports a taken-over lease with its cause before the trust window ends", "[lease][watchdog]") {

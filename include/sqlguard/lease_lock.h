@@ -23,12 +23,16 @@
 //    (steady_clock) + ttl - safety_margin. owns() is false past it, even if
 //    no renewal answered.
 //
+// One engine: every LeaseLock is a handle of a lock client (lock_client.h).
+// A handle made from a client or a URI borrows the client's connections
+// call by call and is renewed by the client's one renewal thread. A handle
+// on a borrowed Connection is the one handle of a client of its own over
+// that connection: its calls, a blocking acquire's waits included, run on
+// it from the caller's thread, and its renewals (options.watchdog_connection)
+// on the client's renewal thread with a connection from that factory.
+//
 // Thread safety: a LeaseLock is used from one thread at a time. owns(),
-// fence(), remaining() and last_loss() may be called from any thread. A
-// handle of a LockClient (lock_client.h) borrows the client's connections
-// call by call and is renewed by the client's one renewal thread; a handle
-// on a borrowed Connection uses it from the caller's thread, and its
-// watchdog runs on its own thread with its own connection.
+// fence(), remaining() and last_loss() may be called from any thread.
 //
 // Related headers: fenced_write.h (reject writes carrying an old fencing
 // token), metrics.h (process-wide lease counters).
@@ -49,28 +53,17 @@
 #include <vector>
 
 #include "sqlguard/connection.h"
+#include "sqlguard/lock.h"
 
 namespace sqlguard {
 namespace detail {
 struct LeaseState;
-class Waiter;
-class LeaseWatchdog;
 class ClientCore;
 struct ClientLease;
 }  // namespace detail
 class LockClient;  // lock_client.h
 
 using ConnectionFactory = std::function<std::unique_ptr<Connection>()>;
-
-// Why a lease was lost.
-enum class LossCause {
-  kExpired,         // the lease ran out before it was renewed
-  kTakenOver,       // ended by someone else: another owner holds it now (after our expiry), or it was
-                    // force-released or its row deleted before its expiry
-  kUnreachable,     // the database could not be reached within the trust window
-  kOutcomeUnknown,  // a renewal was sent but its answer never came; the trust window ended
-};
-std::string_view to_string(LossCause cause) noexcept;
 
 // How a release commits.
 //   kCoveredByNextAcquire: where the dialect can (PostgreSQL), a release on
@@ -83,15 +76,6 @@ std::string_view to_string(LossCause cause) noexcept;
 //     commit of the session (PostgreSQL: two flushes per lock cycle).
 // SQLite and MariaDB commit a release like any statement either way.
 enum class ReleaseCommit { kCoveredByNextAcquire, kDurable };
-
-struct LeaseLoss {
-  LossCause cause = LossCause::kExpired;
-  std::string detail{};     // human-readable, one line
-  std::int64_t fence = 0;   // the token of the lost lease
-  // What was left of the local trust window when the loss was detected
-  // (0 if it had already ended): work can still be stopped in this time.
-  std::chrono::milliseconds window_left{0};
-};
 
 struct LeaseOptions {
   // Lease duration on the database clock. Default: 30 s. Range 10 ms .. 7 d.
@@ -119,11 +103,13 @@ struct LeaseOptions {
   // Fixed owner token (operators, the CLI). Default: empty = a fresh random
   // token per acquisition. Length 1..255 bytes.
   std::string owner{};
-  // Watchdog: when set, every acquisition starts a background renewer that
-  // uses a connection from this factory (never the borrowed one).
+  // A handle on a borrowed Connection: when set, its lock client renews its
+  // lease while held, on a connection from this factory (never the borrowed
+  // one) and one renewal thread. Refused for a handle of a shared client,
+  // which renews on its own reserved connection.
   ConnectionFactory watchdog_connection{};
-  // Called once, from the watchdog thread, when a lease held under the
-  // watchdog is lost. Must not block for long.
+  // Called once, from the client's renewal thread, when a lease it renews is
+  // lost. Must not block for long.
   std::function<void(const LeaseLoss&)> on_lost{};
   // How release() commits (see ReleaseCommit). Default: kCoveredByNextAcquire.
   ReleaseCommit release_commit = ReleaseCommit::kCoveredByNextAcquire;
@@ -152,13 +138,8 @@ void validate(const LeaseOptions& options);
 // background (on a second connection to the same URI).
 enum class Watchdog { kOff, kOn };
 
-// Completion of an asynchronous acquire: (true, nullptr) acquired; (false,
-// nullptr) not within the wait, or cancelled; (false, error) the database
-// stayed unreachable (or no connection was free) until the wait ended, or
-// the attempt failed otherwise.
-using AcquireCallback = std::function<void(bool acquired, std::exception_ptr error)>;
-
-class LeaseLock {
+// A Lock (lock.h) of kind kLease, or kFairLease with options.fair.
+class LeaseLock final : public Lock {
  public:
   // A handle of `client` (lock_client.h): no connection or thread of its own
   // and no round trip to create. The client renews the lease while it is held
@@ -170,19 +151,24 @@ class LeaseLock {
             Watchdog watchdog = Watchdog::kOn);
   // Borrows `conn` for calls made from the caller's thread; `conn` must
   // outlive this object. Throws kInvalidArgument for a bad name/options. The
-  // watchdog (options.watchdog_connection) runs one thread and one
-  // connection per held lease: prefer a LockClient handle.
+  // handle gets a lock client of its own over `conn` (no connection opened,
+  // no thread until a renewed lease is held): with
+  // options.watchdog_connection its renewals run on one thread and one
+  // connection from that factory; without, only renew() extends the lease.
+  // acquire_async() and fair leases need a shared client (kNotSupported
+  // here): prefer LeaseLock(client, ...) when a process holds many leases.
   LeaseLock(Connection& conn, std::string name, LeaseOptions options = {});
   // A handle of the process-wide lock client for `uri` (LockClient::shared(uri,
   // connect with io_timeout bounded by ttl/3, at least 1 s)): handles of the
   // same URI and options share its connections and threads. The client renews
   // the lease when `watchdog` is kOn or options.on_lost is set.
-  // Exceptions, which open their own connection (and a watchdog connection
-  // and thread per held lease) as before 1.x: options.watchdog_connection set,
-  // or a URI whose every connection is its own database (SQLite in memory).
+  // Exceptions, which open a connection of their own and are a handle of a
+  // client over it (as LeaseLock(Connection&, ...); renewed, when asked, on
+  // a second connection to the URI): options.watchdog_connection set, or a
+  // URI whose every connection is its own database (SQLite in memory).
   LeaseLock(const std::string& uri, std::string name, LeaseOptions options = {}, Watchdog watchdog = Watchdog::kOff,
             const ConnectOptions& connect = {});
-  // Releases a held lease (errors go to the log hook) and stops the watchdog.
+  // Releases a held lease (errors go to the log hook); its renewals stop.
   ~LeaseLock();
   LeaseLock(const LeaseLock&) = delete;
   LeaseLock& operator=(const LeaseLock&) = delete;
@@ -193,10 +179,10 @@ class LeaseLock {
   // was lost: release it first). Contention errors (deadlock victims on
   // MariaDB hot keys, lock wait timeouts) count as "not acquired".
   // Throws ConnectionLost / other errors when the database misbehaves.
-  bool try_acquire();
+  bool try_acquire() override;
   // Retries until acquired or `wait` passes (backoff with full jitter,
   // NOTIFY wake-ups on PostgreSQL). acquire() uses options.wait.
-  bool acquire(std::chrono::milliseconds wait);
+  bool acquire(std::chrono::milliseconds wait) override;
   bool acquire() { return acquire(options_.wait); }
   // Waits without a thread (handles of a LockClient; others throw
   // kNotSupported): the client's waiter thread tries for this handle, first
@@ -207,12 +193,12 @@ class LeaseLock {
   // one (done(false)): then at once, on the caller's thread, before
   // acquire_async returns. One pending acquire per handle. Destroying the
   // handle cancels it.
-  void acquire_async(std::chrono::milliseconds wait, AcquireCallback done);
-  std::future<bool> acquire_async(std::chrono::milliseconds wait);
+  void acquire_async(std::chrono::milliseconds wait, AcquireCallback done) override;
+  using Lock::acquire_async;  // the std::future form
   // Cancels a pending asynchronous acquire: its callback gets (false,
   // nullptr), at once or, while its attempt runs, right after it (a lease
   // that attempt took is released). False when none was pending.
-  bool cancel_acquire();
+  bool cancel_acquire() override;
   // Extends the lease by ttl from now (DB clock; never before the minimum
   // hold ends), checked against this handle's owner and fence. False if it
   // was lost (the cause is in last_loss()).
@@ -220,17 +206,21 @@ class LeaseLock {
   // Drops one hold; the last one releases the row (owner- and
   // fence-checked; kept until the minimum hold ends). False if the lease was
   // no longer held (reported to the log hook with its cause).
-  bool release();
+  bool release() override;
 
-  bool owns() const;                         // held and inside the trust window
-  std::int64_t fence() const;                // token of the current/last lease; 0 before any
-  std::string owner() const;                 // owner token of the current/last lease
-  int hold_count() const;
-  std::chrono::milliseconds remaining() const;  // of the trust window; 0 when not owned
-  std::optional<LeaseLoss> last_loss() const;
+  bool owns() const override;                // held and inside the trust window
+  std::int64_t fence() const override;       // token of the current/last lease; 0 before any
+  std::string owner() const override;        // owner token of the current/last lease
+  int hold_count() const override;
+  std::chrono::milliseconds remaining() const override;  // of the trust window; 0 when not owned
+  std::optional<LeaseLoss> last_loss() const override;
   std::int64_t expires_at_ms() const;        // DB-clock expiry of the current lease
-  const std::string& name() const noexcept;
+  const std::string& name() const noexcept override;
+  LockKind kind() const noexcept override { return options_.fair ? LockKind::kFairLease : LockKind::kLease; }
   const LeaseOptions& options() const noexcept { return options_; }
+  // The lock client this handle belongs to (on a borrowed connection: the
+  // client of its own over it), e.g. for its stats().
+  const std::shared_ptr<LockClient>& client() const noexcept { return client_; }
 
   // Runs `work` in ONE database transaction on the borrowed connection that
   // first re-checks the lease (owner, fence, not expired) and write-locks
@@ -242,52 +232,30 @@ class LeaseLock {
   // on a fresh connection while the trust window lasts — `work` may run more
   // than once and must only touch the database through `tx`. An unknown
   // COMMIT outcome (kCommitInDoubt) is never retried.
-  bool run_guarded(const std::function<void(Transaction&)>& work);
+  bool run_guarded(const std::function<void(Transaction&)>& work) override;
 
-  // Lockable: lets std::unique_lock / std::lock_guard hold the lease.
-  void lock();             // waits up to options.wait, or forever if it is 0; throws kLockBusy on time-out
-  bool try_lock() { return try_acquire(); }
-  void unlock() noexcept;  // release(); errors go to the log hook
+  // Lockable (Lock::lock/try_lock/unlock): std::unique_lock / std::lock_guard
+  // hold the lease; lock() waits up to options.wait, or forever if it is 0.
+
+ protected:
+  std::chrono::milliseconds lock_wait() const override { return options_.wait; }
 
  private:
-  class Conn;  // the connection one call uses (lease_lock.cpp)
-  void init(std::optional<std::chrono::milliseconds> wait_cap);
   void init_client(bool renew);
-  bool attempt(std::optional<std::chrono::milliseconds> retry_budget);
-  bool guarded_once(Connection& conn, const std::string& owner, std::int64_t fence,
-                    const std::function<void(Transaction&)>& work);
   LossCause diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail);
   void stop_renewing();
 
-  std::shared_ptr<LockClient> client_;              // a client handle: no connection of its own
+  std::unique_ptr<Connection> own_conn_;            // a URI handle's own connection (outlives client_)
+  std::shared_ptr<LockClient> client_;              // every handle's: a shared one, or one over a borrowed connection
   std::shared_ptr<detail::ClientLease> lease_;      // its lease, as the client sees it
-
-  std::unique_ptr<Connection> own_conn_;
-  Connection* conn_;
-  std::string name_;
+  std::string name_;                                // until init_client() moves it into lease_
   LeaseOptions options_;
-  std::chrono::milliseconds margin_;
-  std::chrono::milliseconds period_;
-  std::shared_ptr<detail::LeaseState> state_;       // shared with the watchdog
-  std::unique_ptr<detail::Waiter> waiter_;          // the dialect's wait plan, for this handle
-  std::unique_ptr<detail::LeaseWatchdog> watchdog_;  // when options.watchdog_connection is set
-  std::chrono::milliseconds holder_remaining_{0};    // of the lease that made the last attempt busy
+  std::shared_ptr<detail::LeaseState> state_;       // shared with the client's renewer
 };
 
-// RAII: acquires in the constructor (waiting up to `wait`), releases in the
-// destructor. Throws Error(kLockBusy) when not acquired in time.
-class LeaseGuard {
- public:
-  explicit LeaseGuard(LeaseLock& lock, std::chrono::milliseconds wait = std::chrono::milliseconds(0));
-  ~LeaseGuard();
-  LeaseGuard(const LeaseGuard&) = delete;
-  LeaseGuard& operator=(const LeaseGuard&) = delete;
-  std::int64_t fence() const { return lock_.fence(); }
-  bool owns() const { return lock_.owns(); }
-
- private:
-  LeaseLock& lock_;
-};
+// RAII for a lease (lock.h's LockGuard): acquires in the constructor (waiting
+// up to `wait`), releases in the destructor; Error(kLockBusy) when not acquired.
+using LeaseGuard = LockGuard;
 
 // ---- operator functions (CLI, dashboards) ---------------------------------
 

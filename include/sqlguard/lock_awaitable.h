@@ -1,4 +1,5 @@
-// sqlguard/lock_awaitable.h — co_await a lease acquire, on any executor.
+// sqlguard/lock_awaitable.h — co_await any Lock's acquire (lock.h: a lease, a
+// fair lease, a semaphore permit, a read-write lease's side), on any executor.
 //
 //   // `post` is how your executor runs a function later (an event loop's
 //   // queue, a thread pool, asio::post, ...):
@@ -9,7 +10,7 @@
 //     lock.release();
 //   }
 //
-// The awaitable wraps LeaseLock::acquire_async(wait, callback) (a handle of a
+// The awaitable wraps Lock::acquire_async(wait, callback) (a handle of a
 // LockClient, lock_client.h): no thread and no connection wait for the
 // lock; the client's one waiter thread tries for it and completes the wait.
 // It needs only C++20 <coroutine>, so it works with any coroutine type whose
@@ -25,7 +26,7 @@
 // throws at once (a handle that does not belong to a LockClient:
 // kNotSupported; another asynchronous acquire of this handle still pending,
 // a bad `wait`: kInvalidArgument; a forked child) are thrown at `co_await`
-// too. Re-entrant like LeaseLock::try_acquire(): a handle that holds a valid
+// too. Re-entrant like Lock::try_acquire(): a handle that holds a valid
 // lease gets one more hold at once.
 //
 // Who resumes the coroutine: never the client's waiter thread. When the
@@ -35,7 +36,7 @@
 // fast answer), the coroutine does not suspend: it goes on, on the thread
 // that awaited, and `post` is not called. `post` is called at most once per
 // co_await, from the thread that completes the acquire: the client's waiter
-// thread, or a thread that cancels it (cancel_acquire(), ~LeaseLock).
+// thread, or a thread that cancels it (cancel_acquire(), the handle's destructor).
 //
 // Requirements on `post` (taken by value; any callable `post(fn)` where fn
 // is a copyable `void()` callable, e.g. std::function<void(std::function<void()>)>):
@@ -48,19 +49,19 @@
 //    (log hook) and the coroutine is never resumed.
 //
 // Cancellation:
-//  * lock.cancel_acquire(), or destroying the LeaseLock while the coroutine
+//  * lock.cancel_acquire(), or destroying the handle while the coroutine
 //    waits, cancels the acquire: the coroutine resumes (through `post`) with
-//    false. Short of that, the LeaseLock must outlive the co_await.
+//    false. Short of that, the handle must outlive the co_await.
 //  * Destroying the suspended coroutine's frame (an executor shut down with
 //    the coroutine pending, a task object dropped) is safe, provided the
 //    frame is destroyed on a thread where `lock` may be used and not while
 //    its posted resumption runs: the awaitable's destructor cancels the
 //    pending acquire (cancel_acquire()); a resumption already posted finds the
 //    frame gone and does nothing; a lease the acquire took for the destroyed
-//    coroutine is released (LeaseLock::unlock(), one hold; errors go to the
+//    coroutine is released (Lock::unlock(), one hold; errors go to the
 //    log hook). The destructor may then do one round trip to the database.
 //
-// Thread safety: as LeaseLock — one co_await per handle at a time, and the
+// Thread safety: as the handle's — one co_await per handle at a time, and the
 // handle is not used from another thread while the coroutine waits (owns(),
 // fence() and the other const readers excepted).
 #pragma once
@@ -74,7 +75,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "sqlguard/lease_lock.h"
+#include "sqlguard/lock.h"
 
 namespace sqlguard {
 namespace detail {
@@ -126,7 +127,7 @@ concept AcquirePost = std::copy_constructible<Post> && std::invocable<Post&, det
 template <AcquirePost Post>
 class AcquireAwaitable {
  public:
-  AcquireAwaitable(LeaseLock& lock, std::chrono::milliseconds wait, Post post)
+  AcquireAwaitable(Lock& lock, std::chrono::milliseconds wait, Post post)
       : lock_(&lock), wait_(wait), post_(std::move(post)) {}
   AcquireAwaitable(const AcquireAwaitable&) = delete;
   AcquireAwaitable& operator=(const AcquireAwaitable&) = delete;
@@ -204,7 +205,7 @@ class AcquireAwaitable {
   }
 
  private:
-  LeaseLock* lock_;
+  Lock* lock_;
   std::chrono::milliseconds wait_;
   Post post_;
   std::shared_ptr<detail::AcquireAwaitState> state_;
@@ -215,7 +216,7 @@ class AcquireAwaitable {
 // `post`. See the contract at the top of this header.
 template <class Post>
   requires AcquirePost<std::decay_t<Post>>
-[[nodiscard]] AcquireAwaitable<std::decay_t<Post>> acquire_awaitable(LeaseLock& lock, std::chrono::milliseconds wait,
+[[nodiscard]] AcquireAwaitable<std::decay_t<Post>> acquire_awaitable(Lock& lock, std::chrono::milliseconds wait,
                                                                      Post&& post) {
   return AcquireAwaitable<std::decay_t<Post>>(lock, wait, std::forward<Post>(post));
 }

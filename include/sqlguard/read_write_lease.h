@@ -61,6 +61,41 @@ std::string_view to_string(LeaseMode mode) noexcept;
 
 class ReadWriteLease {
  public:
+  // One side of the lease as a Lock (lock.h) of kind kReadWrite: its
+  // acquires ask for that mode. Both sides share the handle's one holding:
+  // a side owns() it (and answers hold_count(), remaining(), run_guarded())
+  // only while the handle holds it in the side's mode.
+  class Side final : public Lock {
+   public:
+    Side(ReadWriteLease& rw, LeaseMode mode) : rw_(rw), mode_(mode) {}
+    LockKind kind() const noexcept override { return LockKind::kReadWrite; }
+    const std::string& name() const noexcept override { return rw_.name(); }
+    LeaseMode mode() const noexcept { return mode_; }
+    bool try_acquire() override { return rw_.try_acquire(mode_); }
+    bool acquire(std::chrono::milliseconds wait) override { return rw_.acquire(mode_, wait); }
+    void acquire_async(std::chrono::milliseconds wait, AcquireCallback done) override {
+      rw_.acquire_async(mode_, wait, std::move(done));
+    }
+    using Lock::acquire_async;
+    bool cancel_acquire() override { return rw_.cancel_acquire(); }
+    // False, sending nothing, while the handle holds the other mode.
+    bool release() override;
+    bool owns() const override;
+    std::int64_t fence() const override { return rw_.fence(); }
+    std::string owner() const override { return rw_.owner(); }
+    int hold_count() const override;
+    std::chrono::milliseconds remaining() const override;
+    std::optional<LeaseLoss> last_loss() const override { return rw_.last_loss(); }
+    bool run_guarded(const std::function<void(Transaction&)>& work) override;
+
+   protected:
+    std::chrono::milliseconds lock_wait() const override;
+
+   private:
+    ReadWriteLease& rw_;
+    LeaseMode mode_;
+  };
+
   // A handle of `client`. options: as for LeaseLock; watchdog_connection,
   // fair and place_ttl are refused.
   ReadWriteLease(std::shared_ptr<LockClient> client, std::string name, LeaseOptions options = {},
@@ -71,6 +106,11 @@ class ReadWriteLease {
   ~ReadWriteLease();
   ReadWriteLease(const ReadWriteLease&) = delete;
   ReadWriteLease& operator=(const ReadWriteLease&) = delete;
+
+  // The sides as Locks: LockGuard(rw.exclusive(), 5s), co_await, `sqlguard run --exclusive`.
+  Side& shared() noexcept { return shared_; }
+  Side& exclusive() noexcept { return exclusive_; }
+  Side& side(LeaseMode mode) noexcept { return mode == LeaseMode::kShared ? shared_ : exclusive_; }
 
   bool try_acquire(LeaseMode mode);
   bool acquire(LeaseMode mode, std::chrono::milliseconds wait);
@@ -89,24 +129,20 @@ class ReadWriteLease {
   std::optional<LeaseLoss> last_loss() const;
   const std::string& name() const noexcept;
   SynchronizerInfo info();
+  // Lock::run_guarded for the current holding, whatever its mode.
+  bool run_guarded(const std::function<void(Transaction&)>& work);
 
  private:
   std::unique_ptr<detail::SyncHandle> h_;
+  Side shared_{*this, LeaseMode::kShared};
+  Side exclusive_{*this, LeaseMode::kExclusive};
 };
 
-// RAII: acquires in `mode` (waiting up to `wait`), releases in the
-// destructor. Throws Error(kLockBusy) when not acquired in time.
-class ReadWriteGuard {
+// RAII for one side: LockGuard(lease.side(mode), wait) (lock.h).
+class ReadWriteGuard : public LockGuard {
  public:
-  ReadWriteGuard(ReadWriteLease& lease, LeaseMode mode, std::chrono::milliseconds wait = std::chrono::milliseconds(0));
-  ~ReadWriteGuard();
-  ReadWriteGuard(const ReadWriteGuard&) = delete;
-  ReadWriteGuard& operator=(const ReadWriteGuard&) = delete;
-  std::int64_t fence() const { return lease_.fence(); }
-  bool owns() const { return lease_.owns(); }
-
- private:
-  ReadWriteLease& lease_;
+  ReadWriteGuard(ReadWriteLease& lease, LeaseMode mode, std::chrono::milliseconds wait = std::chrono::milliseconds(0))
+      : LockGuard(lease.side(mode), wait) {}
 };
 
 }  // namespace sqlguard

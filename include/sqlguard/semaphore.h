@@ -116,7 +116,8 @@ struct HoldingInfo {
 // Every live holding, ordered by name.
 std::vector<HoldingInfo> list_holdings(Connection& conn);
 
-class Semaphore {
+// A Lock (lock.h) of kind kSemaphore: its Lock face asks for one permit.
+class Semaphore final : public Lock {
  public:
   // A handle of `client`: no connection or thread of its own. `permits`
   // (1 .. 1,000,000) is the count when the name is new. options: as for
@@ -144,9 +145,11 @@ class Semaphore {
   // or wait out the whole wait. A handle holds one holding at
   // a time: asking again while holding the same n is re-entrant (one more
   // hold, nothing sent); another n throws kInvalidArgument.
-  bool try_acquire(std::int64_t n = 1);
+  bool try_acquire(std::int64_t n);
+  bool try_acquire() override { return try_acquire(1); }
   // Tries until acquired or `wait` passes.
   bool acquire(std::int64_t n, std::chrono::milliseconds wait);
+  bool acquire(std::chrono::milliseconds wait) override { return acquire(1, wait); }
   bool acquire(std::int64_t n = 1) { return acquire(n, options_wait()); }
   // Waits without a thread (lease_lock.h's acquire_async contract): the
   // lock client's waiter thread tries for this handle, first come first
@@ -159,21 +162,31 @@ class Semaphore {
   // cancels it.
   void acquire_async(std::int64_t n, std::chrono::milliseconds wait, AcquireCallback done);
   std::future<bool> acquire_async(std::int64_t n, std::chrono::milliseconds wait);
+  void acquire_async(std::chrono::milliseconds wait, AcquireCallback done) override {
+    acquire_async(1, wait, std::move(done));
+  }
+  using Lock::acquire_async;  // acquire_async(wait): a future, one permit
   // Cancels a pending asynchronous acquire (its callback gets false); false
   // when none was pending.
-  bool cancel_acquire();
+  bool cancel_acquire() override;
   // Drops one hold; the last gives the permits back (not before the minimum
   // hold ends). False if the holding was no longer held.
-  bool release();
+  bool release() override;
 
-  bool owns() const;                 // held and inside the trust window
+  bool owns() const override;         // held and inside the trust window
   std::int64_t held_permits() const;  // of the current holding; 0 when none
-  std::int64_t fence() const;
-  std::string owner() const;
-  int hold_count() const;
-  std::chrono::milliseconds remaining() const;
-  std::optional<LeaseLoss> last_loss() const;
-  const std::string& name() const noexcept;
+  std::int64_t fence() const override;
+  std::string owner() const override;
+  int hold_count() const override;
+  std::chrono::milliseconds remaining() const override;
+  std::optional<LeaseLoss> last_loss() const override;
+  const std::string& name() const noexcept override;
+  LockKind kind() const noexcept override { return LockKind::kSemaphore; }
+  // A transaction that first re-checks this handle's holding and locks its
+  // row until commit (Lock::run_guarded): an acquire that would count the
+  // holding expired waits for it, so its permits are never taken while the
+  // work commits. False, committing nothing, when the holding is not held.
+  bool run_guarded(const std::function<void(Transaction&)>& work) override;
 
   // The permit count and how many are held now (one round trip).
   SynchronizerInfo info();
@@ -182,14 +195,18 @@ class Semaphore {
   // on, other handles that still ask with the old one are refused.
   void set_permits(std::int64_t permits);
 
+ protected:
+  std::chrono::milliseconds lock_wait() const override { return options_wait(); }
+
  private:
   std::chrono::milliseconds options_wait() const;
   std::unique_ptr<detail::SyncHandle> h_;
   std::int64_t permits_;
 };
 
-// RAII: acquires n permits in the constructor (waiting up to `wait`),
-// releases in the destructor. Throws Error(kLockBusy) when not acquired.
+// RAII for n permits: acquires them in the constructor (waiting up to
+// `wait`), releases in the destructor. Throws Error(kLockBusy) when not
+// acquired. For one permit, LockGuard (lock.h) does the same.
 class SemaphoreGuard {
  public:
   explicit SemaphoreGuard(Semaphore& sem, std::int64_t n = 1,

@@ -119,6 +119,16 @@ UPDATE sqlguard_sync SET permits = ? WHERE name = ?;
 UPDATE sqlguard_sync_holder SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
 WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
+-- name: sync_guard_check
+-- Re-verifies a holding inside a guarded transaction (1 row affected = still held) and
+-- WRITES its row, locking it until commit: an acquire that would count it expired must
+-- first delete it (sync_purge), and waits on one server; on Galera that delete, committed
+-- on another node, makes this transaction fail certification. guard_writes: 0009.
+-- returns: :execrows
+-- params: name, slot, owner, fence
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_sync_holder SET guard_writes = guard_writes + 1
+WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
 -- name: sync_list_held
 -- Operators (`sqlguard lock list`): every live holding of every semaphore and read-write
 -- lease, by name and slot.

@@ -114,6 +114,13 @@ UPDATE sqlguard_sync SET permits = ? WHERE name = ?;
 UPDATE sqlguard_sync_holder SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
 WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
 
+-- name: sync_guard_check
+-- Re-verifies a holding inside a guarded transaction and row-locks it until commit: an
+-- acquire that would count it expired must first delete it (sync_purge), and waits.
+-- returns: :execrows
+-- params: name, slot, owner, fence
+SELECT fence FROM sqlguard_sync_holder WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT FOR UPDATE;
+
 -- name: sync_list_held
 -- Operators (`sqlguard lock list`): every live holding of every semaphore and read-write
 -- lease, by name and slot.

@@ -115,6 +115,13 @@ UPDATE sqlguard_sync SET permits = ? WHERE name = ?;
 UPDATE sqlguard_sync_holder SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at)
 WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
 
+-- name: sync_guard_check
+-- Re-verifies a holding inside a guarded transaction; BEGIN IMMEDIATE already holds the
+-- database write lock, so no acquire can take its permits before it commits.
+-- returns: :execrows
+-- params: name, slot, owner, fence
+SELECT fence FROM sqlguard_sync_holder WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+
 -- name: sync_list_held
 -- Operators (`sqlguard lock list`): every live holding of every semaphore and read-write
 -- lease, by name and slot.

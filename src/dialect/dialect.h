@@ -23,7 +23,7 @@ class WaitPlan;
 class MigrationLockPlan;
 class RenewPlan;
 
-// The plans a dialect (or variant) uses: src/strategies/lease/plans.h,
+// The plans a dialect (or variant) uses: src/plans/plans.h,
 // src/core/migration_lock.h. Chosen once, shared by every connection.
 struct DialectPlans {
   const AcquirePlan* acquire;

@@ -15,7 +15,7 @@
 #include "sqlguard/errors.h"
 #include "sqlguard/metrics.h"
 #include "sqlguard/validate.h"
-#include "strategies/lease/client_core.h"
+#include "client/client.h"
 
 namespace sqlguard {
 

@@ -160,6 +160,8 @@ void Semaphore::set_permits(std::int64_t permits) {
   h_->core().sync_notify("semaphore:" + h_->name());  // a larger count may let local waiters in
 }
 
+bool Semaphore::run_guarded(const std::function<void(Transaction&)>& work) { return h_->run_guarded(work); }
+
 SemaphoreGuard::SemaphoreGuard(Semaphore& sem, std::int64_t n, milliseconds wait) : sem_(sem) {
   if (!sem_.acquire(n, wait))
     throw Error(ErrorCode::kLockBusy, "semaphore '" + printable(sem_.name(), 64) + "': " + std::to_string(n) +
@@ -231,20 +233,29 @@ SynchronizerInfo ReadWriteLease::info() {
   return to_info(detail::sync_status(*c, h_->name()));
 }
 
-ReadWriteGuard::ReadWriteGuard(ReadWriteLease& lease, LeaseMode mode, milliseconds wait) : lease_(lease) {
-  if (!lease_.acquire(mode, wait))
-    throw Error(ErrorCode::kLockBusy, "read-write lease '" + printable(lease_.name(), 64) + "': " +
-                                          std::string(to_string(mode)) + " hold not acquired within " +
-                                          format_duration(wait));
+bool ReadWriteLease::run_guarded(const std::function<void(Transaction&)>& work) { return h_->run_guarded(work); }
+
+// ---- ReadWriteLease::Side ----------------------------------------------------------
+
+bool ReadWriteLease::Side::owns() const { return rw_.mode() == mode_ && rw_.owns(); }
+int ReadWriteLease::Side::hold_count() const { return rw_.mode() == mode_ ? rw_.hold_count() : 0; }
+milliseconds ReadWriteLease::Side::remaining() const { return rw_.mode() == mode_ ? rw_.remaining() : milliseconds(0); }
+milliseconds ReadWriteLease::Side::lock_wait() const { return rw_.h_->options().wait; }
+
+bool ReadWriteLease::Side::release() {
+  const auto held = rw_.mode();
+  if (held && *held != mode_) {
+    log(LogLevel::kWarning, "release() of the " + std::string(to_string(mode_)) + " side of read-write lease '" +
+                                rw_.name() + "', which this handle holds " + std::string(to_string(*held)) +
+                                ": nothing released");
+    return false;
+  }
+  return rw_.release();
 }
 
-ReadWriteGuard::~ReadWriteGuard() {
-  try {
-    lease_.release();
-  } catch (const std::exception& e) {
-    log(LogLevel::kWarning, "ReadWriteGuard: release of '" + lease_.name() + "' failed (it expires by itself): " +
-                                e.what());
-  }
+bool ReadWriteLease::Side::run_guarded(const std::function<void(Transaction&)>& work) {
+  if (rw_.mode() != mode_) return false;  // not held in this mode: nothing runs
+  return rw_.run_guarded(work);
 }
 
 }  // namespace sqlguard

@@ -94,76 +94,23 @@ int take_signal() {
   return sig;
 }
 
-// What the command holds, whatever its kind (leased_command.h HeldKind).
-class Held {
- public:
-  virtual ~Held() = default;
-  virtual bool acquire(milliseconds wait) = 0;
-  virtual bool release() = 0;
-  virtual bool owns() const = 0;
-  virtual milliseconds remaining() const = 0;
-  virtual std::int64_t fence() const = 0;
-  virtual std::string owner() const = 0;
-};
-
-class HeldLease final : public Held {
- public:
-  explicit HeldLease(std::unique_ptr<LeaseLock> l) : l_(std::move(l)) {}
-  bool acquire(milliseconds wait) override { return l_->acquire(wait); }
-  bool release() override { return l_->release(); }
-  bool owns() const override { return l_->owns(); }
-  milliseconds remaining() const override { return l_->remaining(); }
-  std::int64_t fence() const override { return l_->fence(); }
-  std::string owner() const override { return l_->owner(); }
-
- private:
-  std::unique_ptr<LeaseLock> l_;
-};
-
-class HeldReadWrite final : public Held {
- public:
-  HeldReadWrite(std::unique_ptr<ReadWriteLease> l, LeaseMode mode) : l_(std::move(l)), mode_(mode) {}
-  bool acquire(milliseconds wait) override { return l_->acquire(mode_, wait); }
-  bool release() override { return l_->release(); }
-  bool owns() const override { return l_->owns(); }
-  milliseconds remaining() const override { return l_->remaining(); }
-  std::int64_t fence() const override { return l_->fence(); }
-  std::string owner() const override { return l_->owner(); }
-
- private:
-  std::unique_ptr<ReadWriteLease> l_;
-  LeaseMode mode_;
-};
-
-class HeldPermit final : public Held {
- public:
-  explicit HeldPermit(std::unique_ptr<Semaphore> s) : s_(std::move(s)) {}
-  bool acquire(milliseconds wait) override { return s_->acquire(1, wait); }
-  bool release() override { return s_->release(); }
-  bool owns() const override { return s_->owns(); }
-  milliseconds remaining() const override { return s_->remaining(); }
-  std::int64_t fence() const override { return s_->fence(); }
-  std::string owner() const override { return s_->owner(); }
-
- private:
-  std::unique_ptr<Semaphore> s_;
-};
-
-std::unique_ptr<Held> make_held(const LeasedCommand& c, const LeaseOptions& lo) {
-  return with_db_uri([&]() -> std::unique_ptr<Held> {
+// What the command holds, whatever its kind (leased_command.h HeldKind): a
+// Lock (lock.h) — a lease, a semaphore's permit, or a read-write lease's
+// side, kept alive with the handle it belongs to.
+std::shared_ptr<Lock> make_held(const LeasedCommand& c, const LeaseOptions& lo) {
+  return with_db_uri([&]() -> std::shared_ptr<Lock> {
+    const auto connect = connect_options(existing_only());
     switch (c.kind) {
       case HeldKind::kShared:
-      case HeldKind::kExclusive:
-        return std::make_unique<HeldReadWrite>(
-            std::make_unique<ReadWriteLease>(single_db(), c.name, lo, Watchdog::kOn, connect_options(existing_only())),
-            c.kind == HeldKind::kShared ? LeaseMode::kShared : LeaseMode::kExclusive);
+      case HeldKind::kExclusive: {
+        auto rw = std::make_shared<ReadWriteLease>(single_db(), c.name, lo, Watchdog::kOn, connect);
+        return std::shared_ptr<Lock>(rw, &rw->side(c.kind == HeldKind::kShared ? LeaseMode::kShared : LeaseMode::kExclusive));
+      }
       case HeldKind::kPermit:
-        return std::make_unique<HeldPermit>(
-            std::make_unique<Semaphore>(single_db(), c.name, c.permits, lo, Watchdog::kOn, connect_options(existing_only())));
+        return std::make_shared<Semaphore>(single_db(), c.name, c.permits, lo, Watchdog::kOn, connect);
       case HeldKind::kLease: break;
     }
-    return std::make_unique<HeldLease>(
-        std::make_unique<LeaseLock>(single_db(), c.name, lo, Watchdog::kOn, connect_options(existing_only())));
+    return std::make_shared<LeaseLock>(single_db(), c.name, lo, Watchdog::kOn, connect);
   });
 }
 
@@ -202,7 +149,7 @@ std::string holders_text(const nlohmann::json& holders) {
 
 // Waits `wait`, or (nullopt) until acquired: in chunks of the library's
 // longest wait, each of which a release still ends at once.
-bool wait_for_lease(Held& lock, const std::optional<milliseconds>& wait) {
+bool wait_for_lease(Lock& lock, const std::optional<milliseconds>& wait) {
   if (wait) return lock.acquire(*wait);
   while (!lock.acquire(kAnyDuration.max)) {
   }
@@ -226,7 +173,7 @@ void run_leased(const LeasedCommand& c) {
   };
   install_signals(w, c.name);
   auto lock_ptr = make_held(c, lo);
-  Held& lock = *lock_ptr;
+  Lock& lock = *lock_ptr;
   if (!wait_for_lease(lock, c.wait)) {
     const nlohmann::json holders = holders_of(c);
     if (!global().json)

@@ -35,7 +35,7 @@
 #include "core/migration_lock.h"
 #include "core/schema_hint.h"
 #include "dialect/mysql/connection.h"
-#include "strategies/lease/plans.h"
+#include "plans/plans.h"
 #include "dialect/mysql/errors.h"
 #include "sqlguard/mysql.h"
 

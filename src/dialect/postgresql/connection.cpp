@@ -31,7 +31,7 @@
 #include "core/migration_lock.h"
 #include "core/schema_hint.h"
 #include "dialect/postgresql/connection.h"
-#include "strategies/lease/plans.h"
+#include "plans/plans.h"
 #include "dialect/postgresql/errors.h"
 #include "sqlguard/postgresql.h"
 

@@ -29,7 +29,7 @@
 #include "core/migration_lock.h"
 #include "core/schema_hint.h"
 #include "dialect/registry.h"
-#include "strategies/lease/plans.h"
+#include "plans/plans.h"
 #include "dialect/sqlite/connection.h"
 #include "dialect/sqlite/errors.h"
 #include "sqlguard/sqlite.h"

@@ -18,8 +18,8 @@
 #include "sqlguard/metrics.h"
 #include "sqlguard/validate.h"
 #include "strategies/lease/lease_state.h"
-#include "strategies/lease/lease_util.h"
-#include "strategies/lease/plans.h"
+#include "core/reconnect.h"
+#include "plans/plans.h"
 
 namespace sqlguard {
 
@@ -27,6 +27,27 @@ using detail::Sql;
 using detail::run;
 using std::chrono::milliseconds;
 namespace metric = detail::metric;
+
+void validate(const LeaseOptions& o) {
+  check_duration(o.ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
+  if (o.renew_period) {
+    if (o.renew_period->count() <= 0 || *o.renew_period > o.ttl / 2)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "renew_period is " + format_duration(*o.renew_period) + "; it must be positive and at most ttl/2 (" +
+                      format_duration(o.ttl / 2) + ") so a renewal can fail once and still be retried in time");
+  }
+  if (o.safety_margin) check_duration(*o.safety_margin, "safety_margin", milliseconds(0), o.ttl / 2 - milliseconds(1));
+  check_duration(o.min_hold, "min_hold", milliseconds(0), o.ttl);
+  check_duration(o.wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
+  check_duration(o.backoff_initial, "backoff_initial", milliseconds(1), std::chrono::minutes(10));
+  check_duration(o.backoff_max, "backoff_max", o.backoff_initial, std::chrono::minutes(10));
+  if (!o.owner.empty()) validate_name(o.owner, "owner");
+  if (o.place_ttl) {
+    if (!o.fair)
+      throw Error(ErrorCode::kInvalidArgument, "place_ttl is set but fair is false: only a fair lease has queue places");
+    check_duration(*o.place_ttl, "place_ttl", milliseconds(300), std::chrono::hours(1));
+  }
+}
 
 namespace {
 // Every lease series exists (at 0) from the start, as an exporter expects.

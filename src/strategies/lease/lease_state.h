@@ -1,4 +1,4 @@
-// Internal: what a LeaseLock handle and its watchdog share (one mutex), and
+// Internal: what a lock handle and the lock client's renewer share (one mutex), and
 // the lease functions both call.
 #pragma once
 
@@ -27,12 +27,11 @@ struct LeaseState {
   std::chrono::steady_clock::time_point valid_until{};
   bool lost = false;
   // A release() of the acquisition is under way: it ends the acquisition
-  // before anything else can report on it (the renewer's or the watchdog's
+  // before anything else can report on it (the renewer's
   // result for a lease the handle is releasing says nothing about a lease
   // the handle still holds). Cleared when the release returns or throws.
   bool ending = false;
   std::unique_ptr<LeaseLoss> loss;  // the last one (allocated only when a loss happens)
-  bool stop = false;  // the watchdog stops
   std::function<void(const LeaseLoss&)> on_lost;
 
   std::optional<LeaseLoss> last_loss_locked() const { return loss ? std::optional<LeaseLoss>(*loss) : std::nullopt; }

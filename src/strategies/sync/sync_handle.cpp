@@ -6,7 +6,7 @@
 
 #include "core/metric_hooks.h"
 #include "sqlguard/validate.h"
-#include "strategies/lease/lease_util.h"
+#include "core/reconnect.h"
 
 namespace sqlguard::detail {
 
@@ -132,24 +132,10 @@ SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, std
   s_->options = std::move(options);
   s_->kind = std::move(kind);
   const LeaseOptions& o = s_->options;
-  auto lease = std::make_shared<ClientLease>();
-  lease->kind = RowKind::kHolding;
-  lease->name = std::move(name);
-  lease->options.ttl = o.ttl;
-  lease->options.min_hold = o.min_hold;
-  lease->options.backoff_initial = o.backoff_initial;
-  lease->options.backoff_max = o.backoff_max;
-  lease->options.owner = o.owner;
   // A fair semaphore: its waiters queue like a fair lease's, in the queue of
   // the semaphore's own name (its sqlguard_sync row hands out the tickets).
-  lease->options.fair = o.fair;
-  lease->options.place_ttl =
-      o.place_ttl.value_or(std::clamp<milliseconds>(o.ttl, milliseconds(300), std::chrono::seconds(10)));
+  auto lease = make_client_lease(RowKind::kHolding, std::move(name), o, renew || static_cast<bool>(o.on_lost));
   lease->options.queue_kind = s_->kind == "semaphore" ? "semaphore" : "rw";
-  lease->margin = o.safety_margin.value_or(std::min<milliseconds>(o.ttl / 10, std::chrono::seconds(2)));
-  lease->period = o.renew_period.value_or(o.ttl / 3);
-  lease->renew = renew || static_cast<bool>(o.on_lost);
-  lease->state->on_lost = o.on_lost;
   s_->wake_key = s_->kind + ":" + lease->name;
   lease->queue_key = s_->wake_key;
   s_->lease = std::move(lease);

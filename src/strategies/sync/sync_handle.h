@@ -12,7 +12,7 @@
 
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
-#include "strategies/lease/client_core.h"
+#include "client/client.h"
 #include "strategies/sync/sync_ops.h"
 
 namespace sqlguard::detail {
@@ -51,6 +51,8 @@ class SyncHandle {
   void acquire_async(SyncMode mode, std::int64_t n, std::int64_t capacity, std::chrono::milliseconds wait,
                      AcquireCallback done);
   bool cancel_acquire();
+  // Lock::run_guarded for this handle's holding (ClientCore::run_guarded).
+  bool run_guarded(const std::function<void(Transaction&)>& work) { return client_->core()->run_guarded(s_->lease, work); }
 
   bool owns() const;
   std::optional<SyncMode> mode() const;

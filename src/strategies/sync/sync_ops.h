@@ -16,6 +16,8 @@
 
 #include "sqlguard/connection.h"
 #include "sqlguard/errors.h"
+#include "plans/plans.h"
+#include "strategies/names.h"
 #include "sqlguard/lease_lock.h"
 
 namespace sqlguard::detail {
@@ -44,23 +46,6 @@ struct SyncGrant {
   std::int64_t holder_remaining_ms = 0;  // busy: the earliest live holder's expiry from now
   std::int64_t capacity = 0;           // semaphore: its permit count
 };
-
-// ---- a name is one lock ----------------------------------------------------------
-// A semaphore or read-write lease reserves its name in sqlguard_lock with a
-// row no lease can take: owner '', expire_at = kReservedExpireAt (held for
-// ever; sync_reserve_name). A lease acquire that finds the name held until
-// then was asked for a name of another kind.
-inline constexpr std::int64_t kReservedExpireAt = std::numeric_limits<std::int64_t>::max();
-// The error for a use of `name` as `asked` ("lease", "fair", "semaphore",
-// "rw") when it is `stored` (`permits`: a stored semaphore's count):
-// kInvalidArgument (not retryable: the same call is refused until the name's
-// rows are gone), naming both kinds.
-Error kind_clash(const std::string& name, std::string_view stored, std::int64_t permits, std::string_view asked);
-// A lease acquire (`asked`: "lease" or "fair") found the name's lease row held
-// until `holder_expire_at`: when that is a synchronizer's reservation,
-// throws kind_clash naming its kind (one read); otherwise returns.
-void refuse_if_reserved(Connection& conn, const std::string& name, std::int64_t holder_expire_at,
-                        std::string_view asked);
 
 // One attempt (one transaction). Contention (a deadlock victim, a Galera
 // certification failure, SQLite busy) is "not acquired". Throws
@@ -94,15 +79,6 @@ SyncStatus sync_status(Connection& conn, const std::string& name);
 // (0: the name is new).
 std::int64_t sync_set_permits(Connection& conn, const std::string& name, std::int64_t permits);
 
-// One row the lock client's renewer keeps alive besides leases: a holding
-// (key = slot) or a fair waiter's queue place (key = ticket, fence unused).
-struct RowRenewal {
-  std::string name;
-  std::int64_t key = 0;
-  std::string owner;
-  std::int64_t fence = 0;
-  std::chrono::milliseconds ttl{};
-};
 // Renews holdings (at most kMaxRenewalBatch, distinct (name, slot)) with the
 // dialect's renew plan; answers, in order, whether each was still held.
 std::vector<bool> renew_holdings(Connection& conn, std::span<const RowRenewal> rows);

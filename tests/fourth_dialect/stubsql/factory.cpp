@@ -8,7 +8,7 @@
 #include "dialect/dialect.h"
 #include "dialect/registry.h"
 #include "dialect/sqlite/connection.h"
-#include "strategies/lease/plans.h"
+#include "plans/plans.h"
 
 namespace sqlguard {
 namespace detail {

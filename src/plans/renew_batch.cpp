@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "core/catalog.h"
-#include "strategies/lease/batch_rows.h"
-#include "strategies/lease/plans.h"
+#include "plans/batch_rows.h"
+#include "plans/plans.h"
 
 namespace sqlguard::detail {
 namespace {

@@ -32,6 +32,11 @@ namespace sqlguard::detail {
 
 class WaitPlan;
 class WakeListener;
+class Waiter;
+struct RenewItem;   // renewer.cpp
+struct Completion;  // waiters.cpp
+struct RenewRound;
+struct ChunkResult;
 
 // What row a ClientLease keeps alive: a lease (sqlguard_lock), a holding of
 // a semaphore or read-write lease (sqlguard_sync_holder, key = its slot), or
@@ -79,11 +84,22 @@ struct ClientLease {
   // write lock); a renewal statement would wait for it, and with it every
   // lease of the batch. The renewer leaves it out until the transaction ends.
   std::atomic<int> guarded{0};
+  // A client over a borrowed connection (ClientCore::over): what a blocking
+  // acquire keeps of its wait on that session between calls (a LISTEN, the
+  // wake-up lock, its place among the waiters), made by the dialect's wait
+  // plan on its first wait. Empty for every other client.
+  std::shared_ptr<Waiter> session_waiter;
 
   // lease_wakeup_channel(name), or empty: no wake-up channel. Derived, not
   // kept: a held lease should cost rows, not kilobytes.
   std::string channel() const { return wakes ? lease_wakeup_channel(name) : std::string(); }
 };
+
+// A handle's row as the client keeps it, from the handle's (validated)
+// options: the trust window's safety margin and the renew period derived,
+// a fair waiter's place_ttl, on_lost. `renew`: the client renews it while held.
+std::shared_ptr<ClientLease> make_client_lease(RowKind kind, std::string name, const LeaseOptions& options,
+                                               bool renew);
 
 using AcquireDone = std::function<void(bool acquired, std::exception_ptr error)>;
 
@@ -168,6 +184,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   ClientCore(std::string uri, LockClientOptions options);
   ~ClientCore();
   void open();  // the renewal connection and one work connection
+  // A client over a connection the caller owns and uses from its own thread
+  // (LeaseLock(Connection&, ...)): its one work connection is `conn`, which
+  // it never closes; a blocking acquire waits on the caller's thread, on
+  // that session, as the dialect's wait plan says (`wait_cap`: no single
+  // wait statement blocks longer); there is no waiter thread
+  // (acquire_async: kNotSupported). Leases are renewed only when `renewal`
+  // is set: the renewer then runs on a connection from it, opened when the
+  // first renewed lease is acquired.
+  static std::shared_ptr<ClientCore> over(Connection& conn, ConnectionFactory renewal,
+                                          std::optional<std::chrono::milliseconds> wait_cap);
+  bool borrows() const noexcept { return borrowed_ != nullptr; }
 
   // Every entry point: throws in a forked child.
   void check_process() const;
@@ -194,6 +221,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // A work connection within options.borrow_timeout (kResourceExhausted
   // otherwise); `slot` >= 0: that one. Connects a slot that has none.
   Borrowed borrow(int slot = -1);
+  // The work connection one call of `lease`'s handle uses: any, or
+  // (`pinned`) the one that acquired it where the dialect's release must run
+  // on that session.
+  Borrowed borrow_for(const ClientLease& lease, bool pinned);
   const WaitPlan& wait_plan() const noexcept { return *wait_plan_; }
 
   // ---- leases (the rest of a client handle's calls run in LeaseLock on a
@@ -207,6 +238,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Cancels the lease's pending asynchronous acquire (its callback gets
   // false); false when none was pending.
   bool cancel_acquire(const std::shared_ptr<ClientLease>& lease);
+  // Lock::run_guarded for any handle's row (guarded.cpp).
+  bool run_guarded(const std::shared_ptr<ClientLease>& lease, const std::function<void(Transaction&)>& work);
   // Whether the lease's handle has an asynchronous acquire pending.
   bool waiting(const ClientLease& lease) const;
   // Whether the caller runs on this client's waiter thread (a blocking
@@ -247,6 +280,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void renew_unregister(const ClientLease* lease);
   // A handle of this client released `name`: its local waiters try at once.
   void local_release(const std::string& name);
+  // A lease handle released its lease on `conn`: what its session wait kept
+  // is let go, then local_release(name).
+  void released(const ClientLease& lease, Connection& conn);
+  // A lease handle goes away: its session wait stops listening.
+  void forget(const ClientLease& lease) noexcept;
 
   // ---- waits of semaphores and read-write leases (sync_handle.cpp): the
   // caller's thread naps between attempts; a release by a handle of this
@@ -261,8 +299,21 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
  private:
   // One attempt on `conn` (no re-entrancy check); on success the lease's
   // state is set and its renewal registered. `holder_remaining` out.
+  // `session`: the caller's session wait (a client over a borrowed
+  // connection), whose queue seat the attempt rides.
   bool attempt_on(Borrowed& conn, const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds budget,
-                  std::chrono::milliseconds* holder_remaining, ClientWait* wait = nullptr);
+                  std::chrono::milliseconds* holder_remaining, ClientWait* wait = nullptr, Waiter* session = nullptr);
+  bool guarded_once(Connection& conn, ClientLease& lease, const std::string& owner, std::int64_t fence,
+                    std::int64_t key, const std::function<void(Transaction&)>& work);
+  // A blocking acquire of a client over a borrowed connection, on the
+  // caller's thread (client_session_wait.cpp).
+  bool acquire_here(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds wait);
+  // One re-entrant attempt on the borrowed connection; `session` as above.
+  bool try_here(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds budget,
+                std::chrono::milliseconds* holder_remaining, Waiter* session);
+  // A fair lease acquired by waiter `w` keeps its queue place until the
+  // release (fairness.cpp).
+  void keep_place_for_release(Connection& conn, ClientLease& lease, ClientWait* w);
   // A fair lease's waiter takes a place at the tail of the name's queue
   // (registered for renewal); leave_place gives it up (errors: it expires).
   std::shared_ptr<ClientLease> take_place(Connection& conn, const ClientLease& lease);
@@ -283,27 +334,60 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   static std::unique_ptr<Connection> open_connection(const std::string& uri, ConnectOptions connect, bool renewal);
  private:
 
-  // ---- renewer (client_renewer.cpp) ------------------------------------------
+  // ---- renewer (renewer.cpp) ------------------------------------------------------
+  struct Renewal;
   void renewer_loop();
+  bool wait_until_due_locked(std::unique_lock<std::mutex>& lk);  // false: stopping
+  void take_due_locked(std::vector<RenewItem>& items, std::vector<std::shared_ptr<ClientLease>>& blocked);
+  static std::vector<std::size_t> statements_of(std::vector<RenewItem>& items);
+  bool renew_statement(RenewRound& round, std::vector<RenewItem>& items, std::size_t begin, std::size_t end);
+  using LostRows = std::vector<std::pair<std::size_t, std::pair<LossCause, std::string>>>;
+  void answered_locked(RenewRound& round, std::vector<RenewItem>& items, std::size_t begin, std::size_t end,
+                       std::chrono::steady_clock::time_point start, ChunkResult& res, LostRows& lost);
+  void unanswered_locked(RenewRound& round, std::vector<RenewItem>& items, std::size_t begin, std::size_t end,
+                         bool timed_out, ChunkResult& res, LostRows& lost);
+  void report_lost(std::vector<RenewItem>& items, LostRows& lost);
+  void end_round(RenewRound& round);
+  Renewal* registration_locked(const RenewItem& it);
   std::size_t places_registered_locked() const;  // queue places among renewals_ (renew_mu_ held)
 
-  // ---- waiters (client_waiters.cpp) --------------------------------------------
+  // ---- waiters (waiters.cpp) ------------------------------------------------------
   void start_waiter_threads();
   void waiter_loop();
+  void expire_waits_locked(std::vector<Completion>& done);
+  std::chrono::steady_clock::time_point due_heads_locked(std::vector<std::string>& woken,
+                                                         std::vector<std::string>& timed) const;
+  std::vector<std::string> without_poll(std::vector<std::string>& timed);
+  void poll_heads(std::vector<std::string>& timed);
+  void run_head(const std::string& name, bool was_woken, std::vector<Completion>& done);
+  void head_done_locked(std::map<std::string, NameQueue>::iterator qi, bool acquired);
+  void head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait>& w, bool was_woken,
+                        std::chrono::milliseconds holder, const std::optional<Error>& outage);
+  void pace_fair_head_locked(NameQueue& q, const ClientWait& w, std::chrono::steady_clock::time_point t) const;
   void listener_loop();
 
   const std::string uri_;
   const LockClientOptions options_;
+  // A client over a borrowed connection (over()): that connection and the
+  // cap of its wait statements; else null.
+  Connection* borrowed_ = nullptr;
+  std::optional<std::chrono::milliseconds> wait_cap_;
+  // Opens the renewal connection (from the URI; over(): the caller's
+  // factory, or none: nothing is renewed). The renewer's worker keeps a copy.
+  ConnectionFactory renewal_factory_;
   std::string description_;
   const pid_t pid_;
   const WaitPlan* wait_plan_ = nullptr;
   bool session_bound_release_ = false;
 
-  // Work slots.
+  // Work slots (over(): one, the borrowed connection, never busy: the
+  // caller uses it from its own thread, nested calls included).
   struct Slot {
     std::unique_ptr<Connection> conn;
     bool busy = false;
   };
+  Connection& slot_connection(int slot) const;
+  void start_renewer_locked();  // renew_mu_ held; once
   mutable std::mutex slot_mu_;
   std::condition_variable slot_cv_;
   std::vector<Slot> slots_;

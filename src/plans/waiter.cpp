@@ -1,9 +1,9 @@
-#include "strategies/lease/waiter.h"
+#include "plans/waiter.h"
 
 #include <algorithm>
 #include <thread>
 
-#include "strategies/lease/lease_util.h"
+#include "core/reconnect.h"
 
 namespace sqlguard::detail {
 

@@ -2,7 +2,7 @@
 // else (PostgreSQL behind a transaction pooler: no LISTEN, no session lock).
 #include <thread>
 
-#include "strategies/lease/waiter.h"
+#include "plans/waiter.h"
 
 namespace sqlguard::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "strategies/lease/acquire_common.h"
+#include "plans/acquire_common.h"
 
 namespace sqlguard::detail {
 

@@ -2,7 +2,7 @@
 // a deadline. A call blocked past it (a frozen server, a silent partition) is
 // abandoned with its worker, which finishes on its own; the next call gets a
 // fresh worker. One long-lived worker per caller otherwise, not a thread per
-// call (the watchdog keeps one caller per held lease).
+// call (the lock client's renewer keeps one caller).
 #pragma once
 
 #include <algorithm>

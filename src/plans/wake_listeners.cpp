@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "core/catalog.h"
-#include "strategies/lease/plans.h"
+#include "plans/plans.h"
 
 namespace sqlguard::detail {
 namespace {

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "core/catalog.h"
-#include "strategies/lease/lease_util.h"
-#include "strategies/lease/waiter.h"
+#include "core/reconnect.h"
+#include "plans/waiter.h"
 
 namespace sqlguard::detail {
 namespace {

@@ -3,7 +3,7 @@
 // clock, in one round trip; a held row does not match its WHERE, so a busy
 // attempt is a read. The waiter queue of notify_queue_head() rides in the
 // same statement (queue_role). A name never seen: lease_insert.
-#include "strategies/lease/acquire_common.h"
+#include "plans/acquire_common.h"
 
 namespace sqlguard::detail {
 namespace {

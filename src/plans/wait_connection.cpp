@@ -1,7 +1,7 @@
 // Wait plan "connection wake-ups" (SQLite): the release statement wakes the
 // waiters of the lease on this host after its commit (a futex word, see
 // src/dialect/sqlite/connection.cpp); a waiter watches it between attempts.
-#include "strategies/lease/waiter.h"
+#include "plans/waiter.h"
 
 namespace sqlguard::detail {
 namespace {

@@ -2,7 +2,7 @@
 // a plain read decides first (lease_precheck), so a busy attempt takes no
 // write lock (SQLite takes the database write lock for any UPDATE); only an
 // expired row is updated and only a missing name inserted.
-#include "strategies/lease/acquire_common.h"
+#include "plans/acquire_common.h"
 
 namespace sqlguard::detail {
 namespace {

@@ -8,7 +8,8 @@
 
 #include "core/catalog.h"
 #include "sqlguard/lease_lock.h"
-#include "strategies/lease/plans.h"
+#include "plans/plans.h"
+#include "strategies/names.h"
 
 namespace sqlguard::detail {
 

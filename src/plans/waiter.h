@@ -10,7 +10,7 @@
 
 #include "sqlguard/connection.h"
 #include "sqlguard/errors.h"
-#include "strategies/lease/plans.h"
+#include "plans/plans.h"
 
 namespace sqlguard::detail {
 

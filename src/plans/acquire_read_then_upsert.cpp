@@ -3,7 +3,7 @@
 // for the row lock even when the row will not match); then lease_take
 // creates or takes over, reads the fence and takes the wake-up lock in one
 // round trip, returning the row as it left it.
-#include "strategies/lease/acquire_common.h"
+#include "plans/acquire_common.h"
 #include "sqlguard/errors.h"
 
 namespace sqlguard::detail {

@@ -1,4 +1,4 @@
-#include "strategies/lease/bounded_call.h"
+#include "client/bounded_call.h"
 
 #include <condition_variable>
 #include <mutex>

@@ -13,10 +13,10 @@
 
 #include "core/catalog.h"
 #include "sqlguard/validate.h"
-#include "strategies/lease/batch_rows.h"
-#include "strategies/lease/client_core.h"
-#include "strategies/lease/lease_util.h"
-#include "strategies/lease/plans.h"
+#include "plans/batch_rows.h"
+#include "client/client.h"
+#include "core/reconnect.h"
+#include "plans/plans.h"
 
 namespace sqlguard::detail {
 
@@ -78,6 +78,9 @@ void ClientCore::start_waiter_threads() {
 
 void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, milliseconds wait, AcquireDone done) {
   check_process();
+  if (borrowed_)
+    throw Error(ErrorCode::kNotSupported, "lease '" + l->name + "': acquire_async needs a handle of a LockClient (this "
+                                          "one borrows a connection: its waits run on the caller's thread)");
   check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
   if (!done) throw Error(ErrorCode::kInvalidArgument, "acquire_async: the completion callback is empty");
   int reentrant = 0;  // 1: held, one more hold; -1: holding a lost lease (release() it first)
@@ -99,6 +102,8 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
 
 void ClientCore::acquire_async(std::shared_ptr<ClientWait> w, milliseconds wait, AcquireDone done) {
   check_process();
+  if (borrowed_)
+    throw Error(ErrorCode::kNotSupported, "'" + w->lease->name + "': acquire_async needs a handle of a LockClient");
   check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
   if (!done) throw Error(ErrorCode::kInvalidArgument, "acquire_async: the completion callback is empty");
   const std::shared_ptr<ClientLease> l = w->lease;
@@ -226,13 +231,14 @@ void ClientCore::release_quietly(const std::shared_ptr<ClientLease>& l) noexcept
   local_release(l->name);
 }
 
-namespace {
 // A completed wait: its callback runs outside the waiter thread's mutex.
 struct Completion {
   std::shared_ptr<ClientWait> wait;
   bool acquired;
   std::exception_ptr error;
 };
+
+namespace {
 
 void complete(ClientCore& core, std::vector<Completion>& done) noexcept {
   for (auto& c : done) {
@@ -260,35 +266,9 @@ void ClientCore::waiter_loop() {
   std::vector<Completion> done;
   std::unique_lock<std::mutex> lk(wait_mu_);
   while (!stop_) {
-    auto now = steady_clock::now();
-    // Waits past their deadline leave (a head whose attempt runs finishes it first).
-    for (auto qi = queues_.begin(); qi != queues_.end();) {
-      auto& q = qi->second;
-      for (std::size_t i = 0; i < q.waits.size();) {
-        auto& w = q.waits[i];
-        if ((i == 0 && q.busy) || w->deadline > now) {
-          ++i;
-          continue;
-        }
-        w->lease->waiting = false;
-        done.push_back(Completion{w, false, timed_out_error(*w)});
-        q.waits.erase(q.waits.begin() + static_cast<std::ptrdiff_t>(i));
-        if (i == 0) {
-          q.since = now;
-          q.woken = true;
-        }
-      }
-      qi = q.waits.empty() && !q.busy ? queues_.erase(qi) : std::next(qi);
-    }
+    expire_waits_locked(done);
     std::vector<std::string> woken, timed;
-    auto next = now + std::chrono::seconds(1);
-    for (auto& [name, q] : queues_) {
-      if (q.busy || q.waits.empty()) continue;
-      if (q.woken && !far_in_line(q, *wait_plan_)) woken.push_back(name);
-      else if (q.next_try <= now) timed.push_back(name);
-      else next = std::min(next, q.next_try);
-      for (const auto& w : q.waits) next = std::min(next, w->deadline);
-    }
+    const auto next = due_heads_locked(woken, timed);
     if (woken.empty() && timed.empty()) {
       if (!done.empty()) {
         lk.unlock();
@@ -301,188 +281,15 @@ void ClientCore::waiter_loop() {
     }
     lk.unlock();
     complete(*this, done);
-    // Queues with no wake-up channel (semaphores, read-write leases) are
-    // not leases: their heads try without the poll. Nor do fair heads poll:
-    // a held lease says nothing of their turn.
-    std::vector<std::string> direct;
-    {
-      std::lock_guard<std::mutex> g(wait_mu_);
-      for (auto it = timed.begin(); it != timed.end();) {
-        auto qi = queues_.find(*it);
-        if (qi != queues_.end() && (qi->second.channel.empty() || qi->second.waits.front()->place)) {
-          direct.push_back(*it);
-          it = timed.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
+    std::vector<std::string> direct = without_poll(timed);
     // Several names due by their timers: one poll says which are free.
-    if (timed.size() > 1) {
-      std::set<std::string> free(timed.begin(), timed.end());
-      std::map<std::string, milliseconds> remaining;
-      try {
-        auto c = borrow();
-        for (std::size_t b = 0; b < timed.size(); b += kMaxRenewalBatch) {
-          const std::size_t e = std::min(timed.size(), b + kMaxRenewalBatch);
-          const std::size_t places = padded_size(e - b);
-          const std::string sql = render_rows(catalog(*c), Sql::lease_poll, "names", Sql::lease_name_ref, places);
-          static const Params pad{std::string()};  // no lease has an empty name
-          const Params values = padded_values(std::span<const std::string>(timed.data() + b, e - b), places, pad,
-                                              [](Params& v, const std::string& n) { v.emplace_back(n); });
-          auto r = run_rendered(*c, Sql::lease_poll, sql, values);
-          {
-            std::lock_guard<std::mutex> g(wait_mu_);
-            ++polls_;
-          }
-          static constexpr auto kName = column(Sql::lease_poll, "name");
-          static constexpr auto kExpire = column(Sql::lease_poll, "expire_at");
-          static constexpr auto kNow = column(Sql::lease_poll, "db_now_ms");
-          for (const auto& row : r.rows) {
-            const std::int64_t left = cell(row, kExpire).as_int() - cell(row, kNow).as_int();
-            if (left > 0) {
-              const std::string n = cell(row, kName).as_string();
-              free.erase(n);
-              remaining[n] = milliseconds(left);
-            }
-          }
-        }
-      } catch (const Error& e) {
-        log(LogLevel::kDebug, std::string("lock client poll failed (the heads try instead): ") + e.what());
-      }
-      lk.lock();
-      now = steady_clock::now();
-      for (const auto& n : timed) {
-        auto qi = queues_.find(n);
-        if (qi == queues_.end() || free.count(n)) continue;
-        auto& q = qi->second;
-        const auto& o = q.waits.front()->lease->options;
-        q.holder_remaining = remaining[n];
-        const auto cap = std::min(q.backoff, std::max(q.holder_remaining, o.backoff_initial));
-        q.next_try = now + jitter(cap);
-        q.backoff = std::min(q.backoff * 2, o.backoff_max);
-      }
-      lk.unlock();
-      timed.assign(free.begin(), free.end());
-    }
+    if (timed.size() > 1) poll_heads(timed);
     timed.insert(timed.end(), direct.begin(), direct.end());
     // The heads try, one attempt each.
     std::vector<std::string> order = woken;
     order.insert(order.end(), timed.begin(), timed.end());
-    std::set<std::string> was_woken(woken.begin(), woken.end());
-    for (const auto& name : order) {
-      std::shared_ptr<ClientWait> w;
-      {
-        std::lock_guard<std::mutex> g(wait_mu_);
-        auto qi = queues_.find(name);
-        if (qi == queues_.end() || qi->second.busy || qi->second.waits.empty()) continue;
-        qi->second.busy = true;
-        qi->second.woken = false;
-        w = qi->second.waits.front();
-        ++attempts_;
-      }
-      bool ok = false;
-      std::exception_ptr err;
-      std::optional<Error> outage;
-      milliseconds holder{0};
-      try {
-        auto c = borrow();
-        const auto left = std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now());
-        ok = w->attempt ? w->attempt(*this, *c, &holder, w.get())
-                        : attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder, w.get());
-      } catch (const Error& e) {
-        // Unreachable, or no connection free: keep waiting, report it if the wait ends so.
-        if (is_outage(e) || e.code() == ErrorCode::kResourceExhausted) outage = e;
-        else err = std::current_exception();
-      } catch (...) {
-        err = std::current_exception();
-      }
-      bool release_now = false;
-      {
-        std::lock_guard<std::mutex> g(wait_mu_);
-        auto qi = queues_.find(name);
-        auto& q = qi->second;  // stays: a busy queue is not erased
-        q.busy = false;
-        const auto t = steady_clock::now();
-        const auto& o = w->lease->options;
-        if (w->cancelled || ok || err) {
-          q.waits.pop_front();
-          w->lease->waiting = false;
-          done.push_back(w->cancelled ? Completion{w, false, nullptr} : Completion{w, ok, err});
-          release_now = w->cancelled && ok;
-          q.since = t;
-          q.idle_wakes = 0;
-          q.backoff = q.waits.empty() ? o.backoff_initial : q.waits.front()->lease->options.backoff_initial;
-          // The next head: right after a local take-over the lease is ours,
-          // so it waits for the local release (or its timer) — unless
-          // several may hold at once (a semaphore, shared holders).
-          const bool wait_release = ok && !w->several;
-          q.holder_remaining = wait_release ? o.ttl : milliseconds(0);
-          q.woken = !wait_release;
-          q.next_try = t + (wait_release ? std::min(o.ttl, o.backoff_max) : milliseconds(0));
-          if (q.waits.empty()) queues_.erase(qi);
-        } else {
-          w->outage = outage;
-          if (!outage) w->outage.reset();
-          // A fair waiter woken while others are ahead of it was woken
-          // rightly (the release was for the next ticket): the listener
-          // must keep waking it.
-          if (was_woken.count(name) && !outage && !w->not_turn && !wait_plan_->wakes_every_waiter()) ++q.idle_wakes;
-          q.holder_remaining = holder;
-          const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(holder, o.backoff_initial));
-          q.next_try = t + jitter(cap);
-          q.backoff = std::min(q.backoff * 2, o.backoff_max);
-          q.outage_until = outage ? q.next_try : steady_clock::time_point{};
-          if (w->place && w->not_turn && !outage && wait_plan_->wakes_fair_by_ticket()) {
-            // Its ticket's wake-up comes when it is next: the timer only
-            // covers a waiter ahead that died (its place expires), so the
-            // waiters in line do not poll the queue.
-            const auto net = std::max(o.backoff_max, o.backoff_initial);
-            q.next_try = t + net / 2 + jitter(net / 2);
-          } else if (w->place && w->not_turn && !outage && (!wait_plan_->wakes_every_waiter() || q.channel.empty())) {
-            // (A fair semaphore's waiters have no wake-up channel at all: they
-            // are paced the same way on every dialect.)
-            const auto turn = w->fastest_turn.count() > 0   ? w->fastest_turn
-                              : w->lease->fair_turn.count() > 0 ? w->lease->fair_turn
-                                                                : std::chrono::microseconds(1000);
-            if (far_in_line(q, *wait_plan_)) {
-              // Back before it is next: 4/5 of the turns until then, by the
-              // fastest turn seen (early rather than late: a late check
-              // leaves the lease free with nobody woken for it).
-              const auto pace = std::chrono::duration_cast<milliseconds>(turn * (w->ahead - 1) * 4 / 5);
-              q.next_try = t + std::clamp(pace, milliseconds(1), kFarCheckMax);
-            } else {
-              // Next in line: the release wakes it; the timer only covers a
-              // wake-up it missed.
-              const auto net = std::chrono::duration_cast<milliseconds>(turn * 4);
-              q.next_try = t + std::clamp(net, o.backoff_initial, kFarCheckMax);
-            }
-          } else if (w->place && !w->not_turn && !outage && q.channel.empty()) {
-            // A fair semaphore's first waiter: its turn has come and only
-            // permits are missing. A release by another process wakes
-            // nothing here (semaphores have no wake-up channel), so it looks
-            // again within kFarCheckMax, not after its backoff (which grew
-            // to hundreds of ms): the documented bound for a fair waiter.
-            q.next_try = std::min(q.next_try, t + kFarCheckMax);
-          }
-          // A fair head whose place had lapsed queued again at the tail (a
-          // new, higher ticket): the local queue goes back to ticket order,
-          // or the head would wait for a turn its followers hold.
-          if (w->place && q.waits.size() > 1) {
-            std::stable_sort(q.waits.begin(), q.waits.end(), [](const auto& a, const auto& b) {
-              return fair_ticket(*a) < fair_ticket(*b);
-            });
-            if (q.waits.front() != w) q.woken = true;
-          }
-        }
-      }
-      wait_cv_.notify_all();  // the listener may block on this name again
-      if (release_now) {
-        if (w->release) w->release(*this);
-        else release_quietly(w->lease);
-      }
-      complete(*this, done);
-    }
+    const std::set<std::string> was_woken(woken.begin(), woken.end());
+    for (const auto& name : order) run_head(name, was_woken.count(name) > 0, done);
     lk.lock();
   }
   // Stopping: every pending wait ends unacquired.
@@ -494,6 +301,248 @@ void ClientCore::waiter_loop() {
   queues_.clear();
   lk.unlock();
   complete(*this, done);
+}
+
+// Waits past their deadline leave (a head whose attempt runs finishes it first).
+void ClientCore::expire_waits_locked(std::vector<Completion>& done) {
+  const auto now = steady_clock::now();
+  for (auto qi = queues_.begin(); qi != queues_.end();) {
+    auto& q = qi->second;
+    for (std::size_t i = 0; i < q.waits.size();) {
+      auto& w = q.waits[i];
+      if ((i == 0 && q.busy) || w->deadline > now) {
+        ++i;
+        continue;
+      }
+      w->lease->waiting = false;
+      done.push_back(Completion{w, false, timed_out_error(*w)});
+      q.waits.erase(q.waits.begin() + static_cast<std::ptrdiff_t>(i));
+      if (i == 0) {
+        q.since = now;
+        q.woken = true;
+      }
+    }
+    qi = q.waits.empty() && !q.busy ? queues_.erase(qi) : std::next(qi);
+  }
+}
+
+// The heads that try now: woken by a release, or due by their timers.
+// Answers when to look again.
+steady_clock::time_point ClientCore::due_heads_locked(std::vector<std::string>& woken,
+                                                      std::vector<std::string>& timed) const {
+  const auto now = steady_clock::now();
+  auto next = now + std::chrono::seconds(1);
+  for (const auto& [name, q] : queues_) {
+    if (q.busy || q.waits.empty()) continue;
+    if (q.woken && !far_in_line(q, *wait_plan_)) woken.push_back(name);
+    else if (q.next_try <= now) timed.push_back(name);
+    else next = std::min(next, q.next_try);
+    for (const auto& w : q.waits) next = std::min(next, w->deadline);
+  }
+  return next;
+}
+
+// Queues with no wake-up channel (semaphores, read-write leases) are not
+// leases: their heads try without the poll. Nor do fair heads poll: a held
+// lease says nothing of their turn. Moves them out of `timed`.
+std::vector<std::string> ClientCore::without_poll(std::vector<std::string>& timed) {
+  std::vector<std::string> direct;
+  std::lock_guard<std::mutex> g(wait_mu_);
+  for (auto it = timed.begin(); it != timed.end();) {
+    auto qi = queues_.find(*it);
+    if (qi != queues_.end() && (qi->second.channel.empty() || qi->second.waits.front()->place)) {
+      direct.push_back(*it);
+      it = timed.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return direct;
+}
+
+// One lease_poll statement per 1000 names says which of `timed` are free:
+// `timed` keeps those; the held ones wait again, paced by their holders'
+// expiries. A failed poll leaves every head to try.
+void ClientCore::poll_heads(std::vector<std::string>& timed) {
+  std::set<std::string> free(timed.begin(), timed.end());
+  std::map<std::string, milliseconds> remaining;
+  try {
+    auto c = borrow();
+    for (std::size_t b = 0; b < timed.size(); b += kMaxRenewalBatch) {
+      const std::size_t e = std::min(timed.size(), b + kMaxRenewalBatch);
+      const std::size_t places = padded_size(e - b);
+      const std::string sql = render_rows(catalog(*c), Sql::lease_poll, "names", Sql::lease_name_ref, places);
+      static const Params pad{std::string()};  // no lease has an empty name
+      const Params values = padded_values(std::span<const std::string>(timed.data() + b, e - b), places, pad,
+                                          [](Params& v, const std::string& n) { v.emplace_back(n); });
+      auto r = run_rendered(*c, Sql::lease_poll, sql, values);
+      {
+        std::lock_guard<std::mutex> g(wait_mu_);
+        ++polls_;
+      }
+      static constexpr auto kName = column(Sql::lease_poll, "name");
+      static constexpr auto kExpire = column(Sql::lease_poll, "expire_at");
+      static constexpr auto kNow = column(Sql::lease_poll, "db_now_ms");
+      for (const auto& row : r.rows) {
+        const std::int64_t left = cell(row, kExpire).as_int() - cell(row, kNow).as_int();
+        if (left <= 0) continue;
+        const std::string n = cell(row, kName).as_string();
+        free.erase(n);
+        remaining[n] = milliseconds(left);
+      }
+    }
+  } catch (const Error& e) {
+    log(LogLevel::kDebug, std::string("lock client poll failed (the heads try instead): ") + e.what());
+  }
+  std::lock_guard<std::mutex> g(wait_mu_);
+  const auto now = steady_clock::now();
+  for (const auto& n : timed) {
+    auto qi = queues_.find(n);
+    if (qi == queues_.end() || free.count(n)) continue;
+    auto& q = qi->second;
+    const auto& o = q.waits.front()->lease->options;
+    q.holder_remaining = remaining[n];
+    const auto cap = std::min(q.backoff, std::max(q.holder_remaining, o.backoff_initial));
+    q.next_try = now + jitter(cap);
+    q.backoff = std::min(q.backoff * 2, o.backoff_max);
+  }
+  timed.assign(free.begin(), free.end());
+}
+
+// The head of `name`'s queue makes one attempt; its wait ends (acquired,
+// failed, cancelled) or it is paced for its next try.
+void ClientCore::run_head(const std::string& name, bool was_woken, std::vector<Completion>& done) {
+  std::shared_ptr<ClientWait> w;
+  {
+    std::lock_guard<std::mutex> g(wait_mu_);
+    auto qi = queues_.find(name);
+    if (qi == queues_.end() || qi->second.busy || qi->second.waits.empty()) return;
+    qi->second.busy = true;
+    qi->second.woken = false;
+    w = qi->second.waits.front();
+    ++attempts_;
+  }
+  bool ok = false;
+  std::exception_ptr err;
+  std::optional<Error> outage;
+  milliseconds holder{0};
+  try {
+    auto c = borrow();
+    const auto left = std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now());
+    ok = w->attempt ? w->attempt(*this, *c, &holder, w.get())
+                    : attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder, w.get());
+  } catch (const Error& e) {
+    // Unreachable, or no connection free: keep waiting, report it if the wait ends so.
+    if (is_outage(e) || e.code() == ErrorCode::kResourceExhausted) outage = e;
+    else err = std::current_exception();
+  } catch (...) {
+    err = std::current_exception();
+  }
+  bool release_now = false;
+  {
+    std::lock_guard<std::mutex> g(wait_mu_);
+    auto qi = queues_.find(name);
+    auto& q = qi->second;  // stays: a busy queue is not erased
+    q.busy = false;
+    if (w->cancelled || ok || err) {
+      release_now = w->cancelled && ok;
+      done.push_back(w->cancelled ? Completion{w, false, nullptr} : Completion{w, ok, err});
+      head_done_locked(qi, ok);
+    } else {
+      head_busy_locked(q, w, was_woken, holder, outage);
+    }
+  }
+  wait_cv_.notify_all();  // the listener may block on this name again
+  if (release_now) {
+    if (w->release) w->release(*this);
+    else release_quietly(w->lease);
+  }
+  complete(*this, done);
+}
+
+// The head's wait ended: the next one's turn.
+void ClientCore::head_done_locked(std::map<std::string, NameQueue>::iterator qi, bool acquired) {
+  auto& q = qi->second;
+  const std::shared_ptr<ClientWait> w = q.waits.front();
+  const auto& o = w->lease->options;
+  const auto t = steady_clock::now();
+  q.waits.pop_front();
+  w->lease->waiting = false;
+  q.since = t;
+  q.idle_wakes = 0;
+  q.backoff = q.waits.empty() ? o.backoff_initial : q.waits.front()->lease->options.backoff_initial;
+  // The next head: right after a local take-over the lease is ours, so it
+  // waits for the local release (or its timer) — unless several may hold at
+  // once (a semaphore, shared holders).
+  const bool wait_release = acquired && !w->several;
+  q.holder_remaining = wait_release ? o.ttl : milliseconds(0);
+  q.woken = !wait_release;
+  q.next_try = t + (wait_release ? std::min(o.ttl, o.backoff_max) : milliseconds(0));
+  if (q.waits.empty()) queues_.erase(qi);
+}
+
+// The head's attempt found it taken (or could not be made): its next try,
+// after a full-jitter backoff capped by what the holder's lease has left;
+// a fair head is paced by its place in line.
+void ClientCore::head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait>& w, bool was_woken,
+                                  milliseconds holder, const std::optional<Error>& outage) {
+  const auto t = steady_clock::now();
+  const auto& o = w->lease->options;
+  w->outage = outage;
+  // A fair waiter woken while others are ahead of it was woken rightly (the
+  // release was for the next ticket): the listener must keep waking it.
+  if (was_woken && !outage && !w->not_turn && !wait_plan_->wakes_every_waiter()) ++q.idle_wakes;
+  q.holder_remaining = holder;
+  const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(holder, o.backoff_initial));
+  q.next_try = t + jitter(cap);
+  q.backoff = std::min(q.backoff * 2, o.backoff_max);
+  q.outage_until = outage ? q.next_try : steady_clock::time_point{};
+  if (w->place && !outage) pace_fair_head_locked(q, *w, t);
+  // A fair head whose place had lapsed queued again at the tail (a new,
+  // higher ticket): the local queue goes back to ticket order, or the head
+  // would wait for a turn its followers hold.
+  if (w->place && q.waits.size() > 1) {
+    std::stable_sort(q.waits.begin(), q.waits.end(),
+                     [](const auto& a, const auto& b) { return fair_ticket(*a) < fair_ticket(*b); });
+    if (q.waits.front() != w) q.woken = true;
+  }
+}
+
+// When a fair head that did not get its turn looks again.
+void ClientCore::pace_fair_head_locked(NameQueue& q, const ClientWait& w, steady_clock::time_point t) const {
+  const auto& o = w.lease->options;
+  if (w.not_turn && wait_plan_->wakes_fair_by_ticket()) {
+    // Its ticket's wake-up comes when it is next: the timer only covers a
+    // waiter ahead that died (its place expires), so the waiters in line do
+    // not poll the queue.
+    const auto net = std::max(o.backoff_max, o.backoff_initial);
+    q.next_try = t + net / 2 + jitter(net / 2);
+  } else if (w.not_turn && (!wait_plan_->wakes_every_waiter() || q.channel.empty())) {
+    // (A fair semaphore's waiters have no wake-up channel at all: they are
+    // paced the same way on every dialect.)
+    const auto turn = w.fastest_turn.count() > 0          ? w.fastest_turn
+                      : w.lease->fair_turn.count() > 0 ? w.lease->fair_turn
+                                                        : std::chrono::microseconds(1000);
+    if (far_in_line(q, *wait_plan_)) {
+      // Back before it is next: 4/5 of the turns until then, by the fastest
+      // turn seen (early rather than late: a late check leaves the lease
+      // free with nobody woken for it).
+      const auto pace = std::chrono::duration_cast<milliseconds>(turn * (w.ahead - 1) * 4 / 5);
+      q.next_try = t + std::clamp(pace, milliseconds(1), kFarCheckMax);
+    } else {
+      // Next in line: the release wakes it; the timer only covers a wake-up
+      // it missed.
+      const auto net = std::chrono::duration_cast<milliseconds>(turn * 4);
+      q.next_try = t + std::clamp(net, o.backoff_initial, kFarCheckMax);
+    }
+  } else if (!w.not_turn && q.channel.empty()) {
+    // A fair semaphore's first waiter: its turn has come and only permits
+    // are missing. A release by another process wakes nothing here
+    // (semaphores have no wake-up channel), so it looks again within
+    // kFarCheckMax, not after its backoff (which grew to hundreds of ms):
+    // the documented bound for a fair waiter.
+    q.next_try = std::min(q.next_try, t + kFarCheckMax);
+  }
 }
 
 void ClientCore::listener_loop() {

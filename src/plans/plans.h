@@ -19,7 +19,6 @@
 
 #include "sqlguard/connection.h"
 #include "sqlguard/lease_lock.h"
-#include "strategies/sync/sync_ops.h"
 
 namespace sqlguard::detail {
 
@@ -67,6 +66,16 @@ const AcquirePlan& read_then_update(bool returning);
 // A plain read decides first (lease_precheck); then one upsert creates or
 // takes over and returns the row as it left it (lease_take). MariaDB.
 const AcquirePlan& read_then_upsert_returning();
+
+// One row the lock client's renewer keeps alive besides leases: a holding
+// (key = slot) or a fair waiter's queue place (key = ticket, fence unused).
+struct RowRenewal {
+  std::string name;
+  std::int64_t key = 0;
+  std::string owner;
+  std::int64_t fence = 0;
+  std::chrono::milliseconds ttl{};
+};
 
 // How many leases are renewed at once (renew_leases()).
 class RenewPlan {

@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "core/catalog.h"
-#include "strategies/lease/waiter.h"
+#include "plans/waiter.h"
 
 namespace sqlguard::detail {
 namespace {

@@ -1,0 +1,131 @@
+// The lock client's one acquire attempt (attempt_on) and the handle calls
+// built on it: try_acquire and a blocking acquire.
+#include <algorithm>
+#include <limits>
+
+#include "client/client.h"
+#include "core/catalog.h"
+#include "core/reconnect.h"
+#include "plans/plans.h"
+#include "plans/waiter.h"
+#include "sqlguard/validate.h"
+#include "strategies/sync/sync_ops.h"
+
+namespace sqlguard::detail {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, milliseconds budget,
+                            milliseconds* holder_remaining, ClientWait* w, Waiter* session) {
+  if (l->renew) admit(*l);
+  Connection& conn = *c;
+  const auto& o = l->options;
+  bool seen_free = false;
+  if (o.fair) {
+    std::int64_t lease_left = 0;
+    if (!fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left)) return false;
+    if (lease_left > 0) {
+      // Its turn, but the lease is still held: the same read said so.
+      *holder_remaining = milliseconds(lease_left);
+      return false;
+    }
+    seen_free = true;
+  }
+  const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
+  const auto start = steady_clock::now();
+  budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
+  auto r = with_reconnect(conn, budget, "acquiring lease '" + l->name + "'", [&](int attempt) {
+    if (attempt > 1) {
+      // A retry after an unanswered attempt first asks whether that attempt
+      // took the lease (the owner token is ours alone).
+      auto mine = run(conn, Sql::lease_read_mine, {l->name, owner, l->channel()});
+      if (!mine.rows.empty()) {
+        static constexpr auto kFence = column(Sql::lease_read_mine, "fence");
+        static constexpr auto kExpireAt = column(Sql::lease_read_mine, "expire_at");
+        if (cell(mine.rows[0], kExpireAt).as_int() > conn.db_now_ms())
+          return AcquireResult{true, cell(mine.rows[0], kFence).as_int(), cell(mine.rows[0], kExpireAt).as_int(), owner};
+      }
+      if (session) session->session_lost();  // a new session: it holds no queue place and listens to nothing
+    }
+    auto res = acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, session ? session->seat() : nullptr,
+                                    seen_free && attempt == 1);
+    if (session) session->seated();
+    return res;
+  });
+  if (!r.acquired) {
+    *holder_remaining = r.holder_remaining_ms > 0 ? milliseconds(r.holder_remaining_ms) : o.ttl;
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lk(l->state->mu);
+    l->state->hold = 1;
+    l->state->owner = owner;
+    l->state->fence = r.fence;
+    ++l->state->acquisition;
+    l->state->expire_at = r.expire_at_ms;
+    l->state->valid_until = start + o.ttl - l->margin;
+    l->state->lost = false;
+    l->state->loss.reset();
+    l->slot = session_bound_release_ ? c.slot() : -1;
+    l->held_place = HeldPlace{};
+  }
+  if (l->renew) renew_register(l);
+  if (o.fair && w) keep_place_for_release(conn, *l, w);
+  return true;
+}
+
+bool ClientCore::try_acquire(const std::shared_ptr<ClientLease>& l) {
+  check_process();
+  {
+    std::lock_guard<std::mutex> lk(l->state->mu);
+    if (l->state->hold > 0) {
+      if (!l->state->valid_locked()) return false;  // lost: release() first
+      ++l->state->hold;
+      return true;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    if (l->waiting)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "lease '" + l->name + "': an asynchronous acquire of this handle is still pending (cancel_acquire() "
+                  "it first)");
+  }
+  auto c = borrow();
+  milliseconds holder{0};
+  return attempt_on(c, l, l->options.ttl, &holder);
+}
+
+bool ClientCore::acquire(const std::shared_ptr<ClientLease>& l, milliseconds wait) {
+  check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
+  if (wait.count() == 0) return try_acquire(l);
+  if (std::this_thread::get_id() == waiter_thread_id_.load())
+    throw Error(ErrorCode::kInvalidArgument,
+                "lease '" + l->name + "': a blocking acquire() from a callback on the lock client's waiter thread "
+                "would wait for that thread itself; use acquire_async()");
+  if (borrowed_) return acquire_here(l, wait);
+  const auto deadline = steady_clock::now() + wait;
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    queued = queues_.count(l->name) > 0;
+  }
+  if (!queued) {  // nobody of this process waits for it: try at once on this thread
+    try {
+      if (try_acquire(l)) return true;
+    } catch (const Error& e) {
+      if (!is_outage(e) && e.code() != ErrorCode::kResourceExhausted) throw;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(l->state->mu);
+    if (l->state->hold > 0) return false;  // holding a lost lease: waiting cannot help
+  }
+  auto [done, f] = completion_future();
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+  acquire_async(l, std::max(left, milliseconds(1)), std::move(done));
+  return f.get();
+}
+
+}  // namespace sqlguard::detail

@@ -1,0 +1,179 @@
+// Fairness, the lock client's one policy for FIFO waiters (fair leases and
+// fair semaphores): a waiter's queue place (sqlguard_lock_queue), taken,
+// renewed while it waits, read for its turn, kept by the holder until its
+// release, and left.
+#include <algorithm>
+#include <limits>
+
+#include "client/client.h"
+#include "core/catalog.h"
+#include "core/reconnect.h"
+#include "plans/plans.h"
+#include "plans/waiter.h"
+#include "sqlguard/validate.h"
+#include "strategies/sync/sync_ops.h"
+
+namespace sqlguard::detail {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+std::shared_ptr<ClientLease> ClientCore::take_place(Connection& conn, const ClientLease& l) {
+  admit(l);  // a place is renewed as a lease is
+  auto p = std::make_shared<ClientLease>();
+  p->kind = RowKind::kPlace;
+  p->name = l.name;
+  p->options.ttl = l.options.place_ttl;
+  p->margin = l.options.place_ttl / 10;
+  p->period = l.options.place_ttl / 3;
+  const std::string owner = make_owner_token();
+  const auto start = steady_clock::now();
+  const std::int64_t ticket = with_reconnect(conn, std::max<milliseconds>(l.options.place_ttl, milliseconds(1000)),
+                                             "joining the queue of fair lease '" + l.name + "'",
+                                             [&](int) {
+                                               return fair_enqueue(conn, l.name, owner, l.options.place_ttl,
+                                                                   l.options.queue_kind, l.options.queue_permits);
+                                             });
+  {
+    std::lock_guard<std::mutex> lk(p->state->mu);
+    p->key = ticket;
+    p->state->hold = 1;
+    p->state->owner = owner;
+    p->state->fence = ticket;
+    ++p->state->acquisition;
+    p->state->valid_until = start + p->options.ttl - p->margin;
+  }
+  renew_register(p);
+  return p;
+}
+
+void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p, Connection* held, bool wake) noexcept {
+  if (!p) return;
+  renew_unregister(p.get());
+  std::string owner;
+  std::int64_t ticket;
+  {
+    std::lock_guard<std::mutex> lk(p->state->mu);
+    if (p->state->hold == 0) return;
+    p->state->hold = 0;
+    owner = p->state->owner;
+    ticket = p->key;
+  }
+  try {
+    // Idempotent: retried on a fresh connection (a killed session, a
+    // restart), or the place would hold up the queue until it expires.
+    // On the caller's connection when it holds one (an attempt: borrowing a
+    // second could wait for the only work connection, its own).
+    std::optional<Borrowed> own;
+    if (!held) own.emplace(borrow());
+    Connection& c = held ? *held : **own;
+    with_reconnect(c, std::clamp<milliseconds>(p->options.ttl / 3, milliseconds(100), milliseconds(2000)),
+                   "leaving the queue of fair lease '" + p->name + "'",
+                   [&](int) { fair_leave(c, p->name, ticket, owner, wake); });
+  } catch (const std::exception& e) {
+    log(LogLevel::kDebug, "leaving the queue of fair lease '" + p->name + "' failed (the place expires by itself): " +
+                              e.what());
+  }
+}
+
+bool ClientCore::fair_turn_on(Connection& conn, const ClientLease& l, ClientWait* w, milliseconds budget,
+                              milliseconds* holder_remaining, std::int64_t* lease_left_ms) {
+  // Only the lowest live ticket may take it. A waiter whose place lapsed (it
+  // was gone longer than place_ttl) queues again at the tail; a try without
+  // a place (try_acquire) goes only when nobody waits.
+  std::shared_ptr<ClientLease> place;
+  if (w) {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    place = w->place;
+  }
+  std::int64_t ticket = std::numeric_limits<std::int64_t>::max();
+  std::string place_owner;
+  if (place) {
+    std::lock_guard<std::mutex> lk(place->state->mu);
+    ticket = place->key;
+    place_owner = place->state->owner;
+  }
+  const FairTurn turn = with_reconnect(conn, std::max(budget, milliseconds(1)), "reading the queue of '" + l.name + "'",
+                                       [&](int) { return fair_turn(conn, l.name, ticket, place_owner); });
+  // A fair lease of a name a semaphore or read-write lease reserved: refused.
+  if (lease_left_ms && turn.reserved) refuse_if_reserved(conn, l.name, kReservedExpireAt, "fair");
+  if (place && !turn.place_live) {
+    leave_place(place, &conn, false);
+    auto fresh = take_place(conn, l);
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    w->place = fresh;
+    w->ahead = -1;
+    *holder_remaining = l.options.backoff_initial;
+    return false;
+  }
+  if (w) {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    const auto now = steady_clock::now();
+    if (w->ahead > turn.ahead) {
+      // The fastest turn seen since its last check: a check paced by it is
+      // seldom late (a late one leaves the turn unused with nobody woken).
+      const auto per = std::chrono::duration_cast<std::chrono::microseconds>(now - w->ahead_since) /
+                       (w->ahead - turn.ahead);
+      w->fastest_turn = w->fastest_turn.count() > 0 ? std::min(w->fastest_turn, per) : per;
+      w->lease->fair_turn = w->fastest_turn;
+    }
+    w->ahead = turn.ahead;
+    w->ahead_since = now;
+    w->not_turn = turn.ahead > 0;
+  }
+  if (turn.ahead > 0) {
+    *holder_remaining = l.options.ttl;  // paced by the waiter thread; a release wakes it
+    return false;
+  }
+  if (lease_left_ms) *lease_left_ms = turn.holder_left_ms;
+  return true;
+}
+
+void ClientCore::fair_acquired(Connection& conn, ClientWait* w) noexcept {
+  if (!w) return;
+  std::shared_ptr<ClientLease> place;
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    place = std::move(w->place);
+    w->place.reset();
+  }
+  leave_place(place, &conn, false);
+}
+
+// A fair lease acquired from its queue place: the place stays until the
+// release removes it in its own commit: the next waiter is still behind it,
+// and the hand-off costs no commit of its own. It is not renewed any more: a
+// holder that dies leaves it to expire at its last renewal + place_ttl, as a
+// waiter's. Where place_ttl is longer than the lease's ttl, its expiry is
+// first brought down to the lease's (one statement, after the take-over
+// committed): a dead holder then holds up the queue for ttl at most, not
+// place_ttl.
+void ClientCore::keep_place_for_release(Connection& conn, ClientLease& lease, ClientWait* w) {
+  const auto& o = lease.options;
+  std::shared_ptr<ClientLease> place;
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    place = std::move(w->place);
+    w->place.reset();
+  }
+  HeldPlace kept;
+  if (place) {
+    renew_unregister(place.get());
+    std::lock_guard<std::mutex> lk(place->state->mu);
+    if (place->state->hold > 0) kept = HeldPlace{place->key, place->state->owner};
+    place->state->hold = 0;
+  }
+  if (!kept.owner.empty() && o.place_ttl > o.ttl) {
+    try {
+      const RowRenewal row{lease.name, kept.ticket, kept.owner, kept.ticket, o.ttl};
+      renew_places(conn, std::span<const RowRenewal>(&row, 1));
+    } catch (const std::exception& e) {
+      log(LogLevel::kDebug, "shortening the held queue place of fair lease '" + lease.name +
+                                "' failed (it expires at its place_ttl): " + e.what());
+    }
+  }
+  std::lock_guard<std::mutex> lk(lease.state->mu);
+  lease.held_place = std::move(kept);
+}
+
+}  // namespace sqlguard::detail

@@ -1,0 +1,99 @@
+// The lock client's work connections: borrowed call by call, one per slot
+// (a client over a borrowed connection: that one, never busy).
+#include <algorithm>
+#include <limits>
+
+#include "client/client.h"
+#include "core/catalog.h"
+#include "core/reconnect.h"
+#include "plans/plans.h"
+#include "plans/waiter.h"
+#include "sqlguard/validate.h"
+#include "strategies/sync/sync_ops.h"
+
+namespace sqlguard::detail {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// ---- work connections ----------------------------------------------------------
+
+ClientCore::Borrowed::~Borrowed() {
+  if (!core_) return;
+  {
+    std::lock_guard<std::mutex> lk(core_->slot_mu_);
+    core_->slots_[static_cast<std::size_t>(slot_)].busy = false;
+  }
+  core_->slot_cv_.notify_all();
+}
+
+Connection& ClientCore::Borrowed::operator*() const { return core_->slot_connection(slot_); }
+
+Connection& ClientCore::slot_connection(int slot) const {
+  return borrowed_ ? *borrowed_ : *slots_[static_cast<std::size_t>(slot)].conn;
+}
+
+void ClientCore::Borrowed::discard() noexcept {
+  if (core_->borrowed_) return;  // the caller's: it reconnects on its next use
+  std::unique_ptr<Connection> gone;
+  std::lock_guard<std::mutex> lk(core_->slot_mu_);
+  gone = std::move(core_->slots_[static_cast<std::size_t>(slot_)].conn);
+}
+
+ClientCore::Borrowed ClientCore::borrow_for(const ClientLease& l, bool pinned) {
+  int slot = -1;
+  if (pinned) {
+    std::lock_guard<std::mutex> lk(l.state->mu);
+    slot = l.slot;
+  }
+  return borrow(slot);
+}
+
+ClientCore::Borrowed ClientCore::borrow(int slot) {
+  check_process();
+  if (borrowed_) return Borrowed(this, 0);
+  const auto deadline = steady_clock::now() + options_.borrow_timeout;
+  std::unique_lock<std::mutex> lk(slot_mu_);
+  int got = -1;
+  auto pick = [&] {
+    if (stop_) return true;
+    if (slot >= 0) {
+      got = slots_[static_cast<std::size_t>(slot)].busy ? -1 : slot;
+      return got >= 0;
+    }
+    for (int pass = 0; pass < 2 && got < 0; ++pass)  // an open connection first
+      for (std::size_t i = 0; i < slots_.size(); ++i)
+        if (!slots_[i].busy && (pass == 1 || slots_[i].conn)) {
+          got = static_cast<int>(i);
+          break;
+        }
+    return got >= 0;
+  };
+  if (!slot_cv_.wait_until(lk, deadline, pick) || got < 0) {
+    ++exhausted_;
+    throw Error(ErrorCode::kResourceExhausted,
+                "lock client of " + description_ + ": " +
+                    (slot >= 0 ? std::string("the work connection that holds this lease's session lock")
+                               : "all " + std::to_string(slots_.size()) + " work connections") +
+                    " stayed busy for borrow_timeout (" + format_duration(options_.borrow_timeout) +
+                    "); held leases are still renewed. Raise LockClientOptions::max_connections or borrow_timeout");
+  }
+  auto& s = slots_[static_cast<std::size_t>(got)];
+  s.busy = true;
+  if (!s.conn) {
+    lk.unlock();
+    try {
+      auto c = connect(false);
+      lk.lock();
+      s.conn = std::move(c);
+    } catch (...) {
+      if (!lk.owns_lock()) lk.lock();
+      s.busy = false;
+      slot_cv_.notify_all();
+      throw;
+    }
+  }
+  return Borrowed(this, got);
+}
+
+}  // namespace sqlguard::detail

@@ -1,0 +1,54 @@
+// What every Lock (include/sqlguard/lock.h) does the same way: the future
+// form of acquire_async, Lockable, and the one guard.
+#include "sqlguard/lock.h"
+
+#include "client/client.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard {
+
+using std::chrono::milliseconds;
+
+namespace {
+// "lease 'x'", "fair lease 'x'", "semaphore 'x'", "read-write lease 'x'".
+std::string named(const Lock& l) {
+  switch (l.kind()) {
+    case LockKind::kLease: return "lease '" + l.name() + "'";
+    case LockKind::kFairLease: return "fair lease '" + l.name() + "'";
+    case LockKind::kSemaphore: return "semaphore '" + l.name() + "'";
+    case LockKind::kReadWrite: return "read-write lease '" + l.name() + "'";
+  }
+  return "'" + l.name() + "'";
+}
+}  // namespace
+
+std::future<bool> Lock::acquire_async(milliseconds wait) {
+  auto [done, f] = detail::completion_future();
+  acquire_async(wait, std::move(done));
+  return std::move(f);
+}
+
+void Lock::lock() {
+  const milliseconds configured = lock_wait();
+  const milliseconds wait = configured.count() > 0 ? configured : std::chrono::hours(24 * 365);
+  if (!acquire(wait))
+    throw Error(ErrorCode::kLockBusy,
+                named(*this) + " not acquired within " + format_duration(wait));
+}
+
+void Lock::unlock() noexcept {
+  try {
+    release();
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarning, "unlock of " + named(*this) + " failed (it expires by itself): " + e.what());
+  }
+}
+
+LockGuard::LockGuard(Lock& lock, milliseconds wait) : lock_(lock) {
+  if (!lock_.acquire(wait))
+    throw Error(ErrorCode::kLockBusy, named(lock) + " not acquired within " + format_duration(wait));
+}
+
+LockGuard::~LockGuard() { lock_.unlock(); }
+
+}  // namespace sqlguard

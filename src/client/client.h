@@ -61,9 +61,9 @@ struct ClientLease {
     std::string owner;  // fixed owner token, or empty
     bool fair = false;  // LeaseOptions::fair
     std::chrono::milliseconds place_ttl{0};  // fair: of a waiter's queue place
-    // fair: the name's synchronizer kind its queue belongs to ("fair": a
-    // lease; "semaphore") and, for a semaphore, its count when new.
-    const char* queue_kind = "fair";  // a string literal
+    // fair: the kind of the name its queue belongs to (a fair lease, a
+    // semaphore) and, for a semaphore, its count when new.
+    LockKind queue_kind = LockKind::kFairLease;
     std::int64_t queue_permits = 0;
   } options;
   std::chrono::milliseconds margin{0}, period{0};

@@ -96,7 +96,7 @@ bool ClientCore::fair_turn_on(Connection& conn, const ClientLease& l, ClientWait
   const FairTurn turn = with_reconnect(conn, std::max(budget, milliseconds(1)), "reading the queue of '" + l.name + "'",
                                        [&](int) { return fair_turn(conn, l.name, ticket, place_owner); });
   // A fair lease of a name a semaphore or read-write lease reserved: refused.
-  if (lease_left_ms && turn.reserved) refuse_if_reserved(conn, l.name, kReservedExpireAt, "fair");
+  if (lease_left_ms && turn.reserved) refuse_if_reserved(conn, l.name, kReservedExpireAt, LockKind::kFairLease);
   if (place && !turn.place_live) {
     leave_place(place, &conn, false);
     auto fresh = take_place(conn, l);

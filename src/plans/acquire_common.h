@@ -34,7 +34,7 @@ inline AcquireResult acquired(const std::string& owner, std::int64_t fence, std:
 // name is one lock: refuse_if_reserved, kInvalidArgument naming both kinds).
 inline AcquireResult busy_until(Connection& conn, const LeaseRequest& req, std::int64_t holder_expire_at,
                                 std::int64_t now) {
-  refuse_if_reserved(conn, req.name, holder_expire_at, "lease");
+  refuse_if_reserved(conn, req.name, holder_expire_at, LockKind::kLease);
   return busy(req.owner, holder_expire_at - now);
 }
 

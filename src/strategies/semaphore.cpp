@@ -91,7 +91,7 @@ Semaphore::Semaphore(std::shared_ptr<LockClient> client, std::string name, std::
                      LeaseOptions options, Watchdog watchdog)
     : permits_(permits) {
   check_permits(permits, "permits");
-  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
+  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), LockKind::kSemaphore, std::move(options),
                                     watchdog == Watchdog::kOn, "Semaphore");
 }
 
@@ -102,7 +102,7 @@ Semaphore::Semaphore(const std::string& uri, std::string name, std::int64_t perm
   validate_name(name, "Semaphore name");
   detail::validate_sync_options(options, "Semaphore", true);
   auto client = detail::shared_client_for(uri, options, connect, "Semaphore");
-  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "semaphore", std::move(options),
+  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), LockKind::kSemaphore, std::move(options),
                                     watchdog == Watchdog::kOn, "Semaphore");
 }
 
@@ -186,7 +186,7 @@ SyncMode sync_mode(LeaseMode m) { return m == LeaseMode::kShared ? SyncMode::kSh
 
 ReadWriteLease::ReadWriteLease(std::shared_ptr<LockClient> client, std::string name, LeaseOptions options,
                                Watchdog watchdog)
-    : h_(std::make_unique<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
+    : h_(std::make_unique<SyncHandle>(std::move(client), std::move(name), LockKind::kReadWrite, std::move(options),
                                       watchdog == Watchdog::kOn, "ReadWriteLease")) {}
 
 ReadWriteLease::ReadWriteLease(const std::string& uri, std::string name, LeaseOptions options, Watchdog watchdog,
@@ -194,7 +194,7 @@ ReadWriteLease::ReadWriteLease(const std::string& uri, std::string name, LeaseOp
   validate_name(name, "ReadWriteLease name");
   detail::validate_sync_options(options, "ReadWriteLease", false);
   auto client = detail::shared_client_for(uri, options, connect, "ReadWriteLease");
-  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), "rw", std::move(options),
+  h_ = std::make_unique<SyncHandle>(std::move(client), std::move(name), LockKind::kReadWrite, std::move(options),
                                     watchdog == Watchdog::kOn, "ReadWriteLease");
 }
 

@@ -121,22 +121,22 @@ bool release_on(ClientCore& core, SyncShared& s) {
 
 }  // namespace
 
-SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, std::string kind, LeaseOptions options,
+SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, LockKind kind, LeaseOptions options,
                        bool renew, std::string_view type)
     : client_(std::move(client)), s_(std::make_shared<SyncShared>()) {
   s_->type = std::string(type);
   if (!client_) throw Error(ErrorCode::kInvalidArgument, s_->type + ": the lock client is null");
   validate_name(name, s_->type + " name");
-  validate_sync_options(options, s_->type, kind == "semaphore");
+  validate_sync_options(options, s_->type, kind == LockKind::kSemaphore);
   client_->core()->check_process();
   s_->options = std::move(options);
-  s_->kind = std::move(kind);
+  s_->kind = kind;
   const LeaseOptions& o = s_->options;
   // A fair semaphore: its waiters queue like a fair lease's, in the queue of
   // the semaphore's own name (its sqlguard_sync row hands out the tickets).
   auto lease = make_client_lease(RowKind::kHolding, std::move(name), o, renew || static_cast<bool>(o.on_lost));
-  lease->options.queue_kind = s_->kind == "semaphore" ? "semaphore" : "rw";
-  s_->wake_key = s_->kind + ":" + lease->name;
+  lease->options.queue_kind = s_->kind;
+  s_->wake_key = std::string(kind_name(s_->kind)) + ":" + lease->name;
   lease->queue_key = s_->wake_key;
   s_->lease = std::move(lease);
   s_->intent = std::max<milliseconds>(milliseconds(1000), o.backoff_max * 4);

@@ -24,7 +24,8 @@ namespace sqlguard::detail {
 struct SyncShared {
   std::shared_ptr<ClientLease> lease;
   LeaseOptions options;
-  std::string kind, type, wake_key;
+  LockKind kind = LockKind::kSemaphore;
+  std::string type, wake_key;
   std::chrono::milliseconds intent{0};
   SyncMode mode = SyncMode::kPermits;  // guarded by lease->state->mu
   std::int64_t n = 0;                  // guarded by lease->state->mu
@@ -32,8 +33,8 @@ struct SyncShared {
 
 class SyncHandle {
  public:
-  // `kind`: "semaphore" or "rw"; `type`: the class name, for errors.
-  SyncHandle(std::shared_ptr<LockClient> client, std::string name, std::string kind, LeaseOptions options,
+  // `kind`: kSemaphore or kReadWrite; `type`: the class name, for errors.
+  SyncHandle(std::shared_ptr<LockClient> client, std::string name, LockKind kind, LeaseOptions options,
              bool renew, std::string_view type);
   // Cancels a pending asynchronous acquire and releases a held holding
   // (errors go to the log hook). An attempt still running on the client's

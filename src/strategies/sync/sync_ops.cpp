@@ -24,6 +24,7 @@ struct Head {
   std::string kind;
   std::int64_t permits = 0, fence = 0, writer_until = 0, version = 0, now = 0;
   std::optional<std::string> lease_owner;  // the name's sqlguard_lock row ('' = reserved by a synchronizer)
+  StoredName stored() const { return StoredName{kind, permits, lease_owner}; }
 };
 
 Head read_head(Connection& conn, const std::string& name) {
@@ -43,41 +44,6 @@ Head read_head(Connection& conn, const std::string& name) {
          cell(row, kWriter).as_int(),  cell(row, kVersion).as_int(), cell(row, kNow).as_int(), std::nullopt};
   if (!cell(row, kLeaseOwner).is_null()) h.lease_owner = cell(row, kLeaseOwner).as_string();
   return h;
-}
-
-void check_kind(const Head& h, const std::string& name, std::string_view kind) {
-  if (h.kind != kind) throw kind_clash(name, h.kind, h.permits, kind);
-}
-
-// A semaphore handle asks with its own count (`asked`; 0 = a read-write lease
-// or a fair lease: no count): one that differs from the name's is refused, so
-// a count changed in one place is never silently ignored in another.
-void check_permits(std::int64_t stored, const std::string& name, std::string_view kind, std::int64_t asked) {
-  if (kind != "semaphore" || asked <= 0 || asked == stored) return;
-  const std::string n = printable(name, 64);
-  throw Error(ErrorCode::kInvalidArgument,
-              "semaphore '" + n + "' has " + std::to_string(stored) + " permits; asked with " + std::to_string(asked) +
-                  ": ask with " + std::to_string(stored) + ", or change its count for every user of the name "
-                  "(Semaphore::set_permits, or `sqlguard lock resize " + n + " --permits " + std::to_string(asked) + "`)");
-}
-
-// A semaphore or read-write lease (not a fair lease's queue: its lease row is
-// the fair lease's own) reserves its name in sqlguard_lock inside the acquire
-// transaction, after sync_open: a lease row of the name refuses it. Two first
-// uses at once insert one primary key: the later one waits for the earlier
-// and finds its row.
-void reserve_name(Connection& conn, const Head& h, const std::string& name, std::string_view kind) {
-  if (kind == "fair") return;
-  if (h.lease_owner) {
-    if (h.lease_owner->empty()) return;
-    throw kind_clash(name, "lease", 0, kind);
-  }
-  if (run(conn, Sql::sync_reserve_name, {name}).affected == 1) return;
-  auto info = run(conn, Sql::lease_info, {name});
-  if (info.rows.empty())
-    throw Error(ErrorCode::kConflict, "'" + printable(name, 64) + "': its lease row came and went while reserving it");
-  if (!cell(info.rows.front(), column(Sql::lease_info, "owner")).as_string().empty())
-    throw kind_clash(name, "lease", 0, kind);
 }
 
 // n permits of a semaphore of `permits` (its count stored now): more could
@@ -148,10 +114,8 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
       static constexpr auto kLiveX = column(Sql::sync_peek, "live_exclusive");
       static constexpr auto kEarliest = column(Sql::sync_peek, "earliest_expire_at");
       const auto& row = peek.rows.front();
-      Head h;
-      h.kind = cell(row, kKind).as_string();
-      check_kind(h, req.name, req.kind);
-      check_permits(cell(row, kPermits).as_int(), req.name, req.kind, req.capacity);
+      check_name(req.name, StoredName{cell(row, kKind).as_string(), cell(row, kPermits).as_int(), std::nullopt},
+                 req.kind, req.capacity);
       const std::int64_t permits = cell(row, kPermits).as_int(), writer = cell(row, kWriter).as_int(),
                          now = cell(row, kNow).as_int(), live_p = cell(row, kLiveP).as_int(),
                          live_s = cell(row, kLiveS).as_int(), live_x = cell(row, kLiveX).as_int(),
@@ -176,12 +140,11 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
   }
   try {
     Transaction tx(conn, Isolation::kReadCommitted);
-    run(conn, Sql::sync_open, {req.name, std::string(req.kind), req.capacity});
+    run(conn, Sql::sync_open, {req.name, std::string(kind_name(req.kind)), req.capacity});
     const Head h = read_head(conn, req.name);
-    check_kind(h, req.name, req.kind);
-    check_permits(h.permits, req.name, req.kind, req.capacity);
+    check_name(req.name, h.stored(), req.kind, req.capacity);
     check_asked_permits(req, h.permits);
-    reserve_name(conn, h, req.name, req.kind);
+    reserve_name(conn, h.stored(), req.name, req.kind);
     const Live live = read_live(conn, req.name);
     g.capacity = h.permits;
     bool ok = false;
@@ -293,11 +256,11 @@ std::int64_t sync_set_permits(Connection& conn, const std::string& name, std::in
   require_no_transaction(conn, "changing a semaphore's permits", "use another connection");
   return with_reconnect(conn, milliseconds(0), "changing semaphore permits", [&](int) {
     Transaction tx(conn, Isolation::kReadCommitted);
-    run(conn, Sql::sync_open, {name, std::string("semaphore"), permits});
+    run(conn, Sql::sync_open, {name, std::string(kind_name(LockKind::kSemaphore)), permits});
     const Head h = read_head(conn, name);
     const bool created = h.version == 0;  // sync_open inserted it (an update bumps the version)
-    check_kind(h, name, "semaphore");
-    reserve_name(conn, h, name, "semaphore");
+    check_name(name, h.stored(), LockKind::kSemaphore, 0);
+    reserve_name(conn, h.stored(), name, LockKind::kSemaphore);
     run(conn, Sql::sync_set_permits, {permits, name});
     tx.commit();
     return created ? std::int64_t{0} : h.permits;
@@ -331,18 +294,17 @@ void renew_places(Connection& conn, std::span<const RowRenewal> rows) {
 }
 
 std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::string& owner, milliseconds place_ttl,
-                          const std::string& kind, std::int64_t permits) {
+                          LockKind kind, std::int64_t permits) {
   require_no_transaction(conn, "joining a fair lease's queue", "use another connection");
   // Two waiters arriving at once (a deadlock victim, a Galera certification
   // failure, a ticket the other node inserted first): the loser takes the
   // next ticket.
   return retry_contention(conn, [&] {
     Transaction tx(conn, Isolation::kReadCommitted);
-    run(conn, Sql::sync_open, {name, kind, permits});
+    run(conn, Sql::sync_open, {name, std::string(kind_name(kind)), permits});
     const Head h = read_head(conn, name);
-    check_kind(h, name, kind);
-    check_permits(h.permits, name, kind, permits);
-    reserve_name(conn, h, name, kind);
+    check_name(name, h.stored(), kind, permits);
+    reserve_name(conn, h.stored(), name, kind);
     run(conn, Sql::fair_purge, {name});
     run(conn, Sql::fair_enqueue, {name, h.version, owner, static_cast<std::int64_t>(place_ttl.count())});
     tx.commit();

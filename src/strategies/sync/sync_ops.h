@@ -28,7 +28,7 @@ enum class SyncMode : char { kPermits = 'P', kShared = 'S', kExclusive = 'X' };
 
 struct SyncRequest {
   const std::string& name;
-  std::string_view kind;      // "semaphore" or "rw" (the sqlguard_sync row's kind)
+  LockKind kind;              // kSemaphore or kReadWrite (names.h: what the name must be)
   SyncMode mode;
   std::int64_t permits;       // permits wanted (kPermits); 1 otherwise
   std::int64_t capacity;      // semaphore: its permit count if the name is new; 0 otherwise
@@ -89,10 +89,10 @@ void renew_places(Connection& conn, std::span<const RowRenewal> rows);
 // ---- the fair lease's queue ---------------------------------------------------
 // Takes a place at the tail: the database assigns the ticket (one at a time
 // per name, in commit order). Returns the ticket.
-// `kind`/`permits`: the name's synchronizer ("fair" for a fair lease,
-// "semaphore" with its count when new for a fair semaphore).
+// `kind`/`permits`: what the name is (kFairLease for a fair lease,
+// kSemaphore with its count when new for a fair semaphore).
 std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::string& owner,
-                          std::chrono::milliseconds place_ttl, const std::string& kind = "fair",
+                          std::chrono::milliseconds place_ttl, LockKind kind = LockKind::kFairLease,
                           std::int64_t permits = 0);
 struct FairTurn {
   bool place_live = false;   // the caller's place is still there

@@ -141,7 +141,7 @@ struct ClientWait {
   bool not_turn = false;  // a fair waiter's last attempt found others ahead (not an idle wake-up)
   // A fair waiter's last count of live places ahead of its own (-1: not yet),
   // since when, and the fastest turn of the queue it saw (0: none yet).
-  // Guarded by ClientCore::wait_mu_ (see far_in_line in client_waiters.cpp).
+  // Guarded by ClientCore::wait_mu_ (see FairPolicy::far_in_line, client/fairness.h).
   std::int64_t ahead = -1;
   std::chrono::steady_clock::time_point ahead_since{};
   std::chrono::microseconds fastest_turn{0};
@@ -363,7 +363,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void head_done_locked(std::map<std::string, NameQueue>::iterator qi, bool acquired);
   void head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait>& w, bool was_woken,
                         std::chrono::milliseconds holder, const std::optional<Error>& outage);
-  void pace_fair_head_locked(NameQueue& q, const ClientWait& w, std::chrono::steady_clock::time_point t) const;
   void listener_loop();
 
   const std::string uri_;

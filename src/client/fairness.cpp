@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "client/client.h"
+#include "client/fairness.h"
 #include "core/catalog.h"
 #include "core/reconnect.h"
 #include "plans/plans.h"
@@ -174,6 +175,96 @@ void ClientCore::keep_place_for_release(Connection& conn, ClientLease& lease, Cl
   }
   std::lock_guard<std::mutex> lk(lease.state->mu);
   lease.held_place = std::move(kept);
+}
+
+// ---- the waiter thread's side of fairness ------------------------------------------
+
+std::int64_t FairPolicy::ticket(const ClientWait& w) {
+  if (!w.place) return std::numeric_limits<std::int64_t>::max();
+  std::lock_guard<std::mutex> g(w.place->state->mu);
+  return w.place->key;
+}
+
+bool FairPolicy::far_in_line(const NameQueue& q, const WaitPlan& plan) {
+  if (q.waits.empty() || plan.wakes_fair_by_ticket() || (plan.wakes_every_waiter() && !q.channel.empty())) return false;
+  const auto& w = *q.waits.front();
+  return w.place && w.ahead >= kFarInLine;
+}
+
+bool FairPolicy::wakes_head(const NameQueue& q, const std::vector<std::string>& payloads) {
+  if (q.waits.empty() || !q.waits.front()->place) return true;
+  const std::int64_t mine = ticket(*q.waits.front());
+  for (const auto& p : payloads) {
+    if (p.empty()) return true;
+    try {
+      if (std::stoll(p) >= mine) return true;
+    } catch (const std::exception&) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void FairPolicy::enqueue(NameQueue& q, std::shared_ptr<ClientWait> w) {
+  // The local queue keeps ticket order (two threads may take their places
+  // in the other order than they get here), so the local head is always
+  // this process's lowest ticket.
+  const std::int64_t mine = ticket(*w);
+  auto pos = q.waits.end();
+  for (auto it = q.waits.begin(); it != q.waits.end(); ++it)
+    if ((it != q.waits.begin() || !q.busy) && ticket(**it) > mine) {
+      pos = it;
+      break;
+    }
+  q.waits.insert(pos, std::move(w));
+}
+
+void FairPolicy::pace(NameQueue& q, const ClientWait& w, steady_clock::time_point t, const WaitPlan& plan) {
+  const auto& o = w.lease->options;
+  if (w.not_turn && plan.wakes_fair_by_ticket()) {
+    // Its ticket's wake-up comes when it is next: the timer only covers a
+    // waiter ahead that died (its place expires), so the waiters in line do
+    // not poll the queue.
+    const auto net = std::max(o.backoff_max, o.backoff_initial);
+    q.next_try = t + net / 2 + jitter(net / 2);
+  } else if (w.not_turn && (!plan.wakes_every_waiter() || q.channel.empty())) {
+    // (A fair semaphore's waiters have no wake-up channel at all: they are
+    // paced the same way on every dialect.)
+    const auto turn = w.fastest_turn.count() > 0          ? w.fastest_turn
+                      : w.lease->fair_turn.count() > 0 ? w.lease->fair_turn
+                                                        : std::chrono::microseconds(1000);
+    if (far_in_line(q, plan)) {
+      // Back before it is next: 4/5 of the turns until then, by the fastest
+      // turn seen (early rather than late: a late check leaves the lease
+      // free with nobody woken for it).
+      const auto pace = std::chrono::duration_cast<milliseconds>(turn * (w.ahead - 1) * 4 / 5);
+      q.next_try = t + std::clamp(pace, milliseconds(1), kFarCheckMax);
+    } else {
+      // Next in line: the release wakes it; the timer only covers a wake-up
+      // it missed.
+      const auto net = std::chrono::duration_cast<milliseconds>(turn * 4);
+      q.next_try = t + std::clamp(net, o.backoff_initial, kFarCheckMax);
+    }
+  } else if (!w.not_turn && q.channel.empty()) {
+    // A fair semaphore's first waiter: its turn has come and only permits
+    // are missing. A release by another process wakes nothing here
+    // (semaphores have no wake-up channel), so it looks again within
+    // kFarCheckMax, not after its backoff (which grew to hundreds of ms):
+    // the documented bound for a fair waiter.
+    q.next_try = std::min(q.next_try, t + kFarCheckMax);
+  }
+}
+
+void FairPolicy::after_busy(NameQueue& q, const std::shared_ptr<ClientWait>& w, steady_clock::time_point t,
+                            const WaitPlan& plan, bool outage) {
+  if (!outage) pace(q, *w, t, plan);
+  // A fair head whose place had lapsed queued again at the tail (a new,
+  // higher ticket): the local queue goes back to ticket order, or the head
+  // would wait for a turn its followers hold.
+  if (q.waits.size() > 1) {
+    std::stable_sort(q.waits.begin(), q.waits.end(), [](const auto& a, const auto& b) { return ticket(*a) < ticket(*b); });
+    if (q.waits.front() != w) q.woken = true;
+  }
 }
 
 }  // namespace sqlguard::detail

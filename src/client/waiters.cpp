@@ -15,6 +15,7 @@
 #include "sqlguard/validate.h"
 #include "plans/batch_rows.h"
 #include "client/client.h"
+#include "client/fairness.h"
 #include "core/reconnect.h"
 #include "plans/plans.h"
 
@@ -23,50 +24,6 @@ namespace sqlguard::detail {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-namespace {
-// A fair waiter's ticket (its queue place's); other waits sort last.
-std::int64_t fair_ticket(const ClientWait& w) {
-  if (!w.place) return std::numeric_limits<std::int64_t>::max();
-  std::lock_guard<std::mutex> g(w.place->state->mu);
-  return w.place->key;
-}
-
-// Where wake-ups neither name the next ticket nor reach every waiter for free
-// (MariaDB's wake-up lock: each woken listener costs a statement, and its
-// waiter a read of the queue), a fair head with kFarInLine or more places
-// ahead is left out of them: the listener does not block on its name and a
-// wake-up does not make it try. It checks its turn again after 4/5 of the
-// turns until it is next, timed by the fastest turn of the queue it saw (a
-// check after its turn came would leave the lease free with nobody woken, so
-// early beats late). Only the next in line blocks on the wake-up lock.
-constexpr std::int64_t kFarInLine = 2;
-// ... and never later than this: a check late by a misjudged pace costs the
-// queue at most this long.
-constexpr std::chrono::milliseconds kFarCheckMax{20};
-
-bool far_in_line(const NameQueue& q, const WaitPlan& plan) {
-  if (q.waits.empty() || plan.wakes_fair_by_ticket() || (plan.wakes_every_waiter() && !q.channel.empty())) return false;
-  const auto& w = *q.waits.front();
-  return w.place && w.ahead >= kFarInLine;
-}
-
-// Whether a wake-up is for this queue's head: a fair head's when it names no
-// ticket, the head's own, or a later one (the head's place lapsed: it queues
-// again); every wake-up for other heads.
-bool wakes_head(const NameQueue& q, const std::vector<std::string>& payloads) {
-  if (q.waits.empty() || !q.waits.front()->place) return true;
-  const std::int64_t mine = fair_ticket(*q.waits.front());
-  for (const auto& p : payloads) {
-    if (p.empty()) return true;
-    try {
-      if (std::stoll(p) >= mine) return true;
-    } catch (const std::exception&) {
-      return true;
-    }
-  }
-  return false;
-}
-}  // namespace
 
 void ClientCore::start_waiter_threads() {
   std::lock_guard<std::mutex> lk(wait_mu_);
@@ -140,21 +97,8 @@ void ClientCore::acquire_async(std::shared_ptr<ClientWait> w, milliseconds wait,
       q.idle_wakes = 0;
       q.backoff = l->options.backoff_initial;
     }
-    if (w->place) {
-      // Fair: the local queue keeps ticket order (two threads may take
-      // their places in the other order than they get here), so the local
-      // head is always this process's lowest ticket.
-      const std::int64_t mine = fair_ticket(*w);
-      auto pos = q.waits.end();
-      for (auto it = q.waits.begin(); it != q.waits.end(); ++it)
-        if ((it != q.waits.begin() || !q.busy) && fair_ticket(**it) > mine) {
-          pos = it;
-          break;
-        }
-      q.waits.insert(pos, std::move(w));
-    } else {
-      q.waits.push_back(std::move(w));
-    }
+    if (w->place) FairPolicy::enqueue(q, std::move(w));
+    else q.waits.push_back(std::move(w));
   }
   wait_cv_.notify_all();
 }
@@ -334,7 +278,7 @@ steady_clock::time_point ClientCore::due_heads_locked(std::vector<std::string>& 
   auto next = now + std::chrono::seconds(1);
   for (const auto& [name, q] : queues_) {
     if (q.busy || q.waits.empty()) continue;
-    if (q.woken && !far_in_line(q, *wait_plan_)) woken.push_back(name);
+    if (q.woken && !FairPolicy::far_in_line(q, *wait_plan_)) woken.push_back(name);
     else if (q.next_try <= now) timed.push_back(name);
     else next = std::min(next, q.next_try);
     for (const auto& w : q.waits) next = std::min(next, w->deadline);
@@ -497,53 +441,9 @@ void ClientCore::head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait
   q.next_try = t + jitter(cap);
   q.backoff = std::min(q.backoff * 2, o.backoff_max);
   q.outage_until = outage ? q.next_try : steady_clock::time_point{};
-  if (w->place && !outage) pace_fair_head_locked(q, *w, t);
-  // A fair head whose place had lapsed queued again at the tail (a new,
-  // higher ticket): the local queue goes back to ticket order, or the head
-  // would wait for a turn its followers hold.
-  if (w->place && q.waits.size() > 1) {
-    std::stable_sort(q.waits.begin(), q.waits.end(),
-                     [](const auto& a, const auto& b) { return fair_ticket(*a) < fair_ticket(*b); });
-    if (q.waits.front() != w) q.woken = true;
-  }
+  if (w->place) FairPolicy::after_busy(q, w, t, *wait_plan_, outage.has_value());
 }
 
-// When a fair head that did not get its turn looks again.
-void ClientCore::pace_fair_head_locked(NameQueue& q, const ClientWait& w, steady_clock::time_point t) const {
-  const auto& o = w.lease->options;
-  if (w.not_turn && wait_plan_->wakes_fair_by_ticket()) {
-    // Its ticket's wake-up comes when it is next: the timer only covers a
-    // waiter ahead that died (its place expires), so the waiters in line do
-    // not poll the queue.
-    const auto net = std::max(o.backoff_max, o.backoff_initial);
-    q.next_try = t + net / 2 + jitter(net / 2);
-  } else if (w.not_turn && (!wait_plan_->wakes_every_waiter() || q.channel.empty())) {
-    // (A fair semaphore's waiters have no wake-up channel at all: they are
-    // paced the same way on every dialect.)
-    const auto turn = w.fastest_turn.count() > 0          ? w.fastest_turn
-                      : w.lease->fair_turn.count() > 0 ? w.lease->fair_turn
-                                                        : std::chrono::microseconds(1000);
-    if (far_in_line(q, *wait_plan_)) {
-      // Back before it is next: 4/5 of the turns until then, by the fastest
-      // turn seen (early rather than late: a late check leaves the lease
-      // free with nobody woken for it).
-      const auto pace = std::chrono::duration_cast<milliseconds>(turn * (w.ahead - 1) * 4 / 5);
-      q.next_try = t + std::clamp(pace, milliseconds(1), kFarCheckMax);
-    } else {
-      // Next in line: the release wakes it; the timer only covers a wake-up
-      // it missed.
-      const auto net = std::chrono::duration_cast<milliseconds>(turn * 4);
-      q.next_try = t + std::clamp(net, o.backoff_initial, kFarCheckMax);
-    }
-  } else if (!w.not_turn && q.channel.empty()) {
-    // A fair semaphore's first waiter: its turn has come and only permits
-    // are missing. A release by another process wakes nothing here
-    // (semaphores have no wake-up channel), so it looks again within
-    // kFarCheckMax, not after its backoff (which grew to hundreds of ms):
-    // the documented bound for a fair waiter.
-    q.next_try = std::min(q.next_try, t + kFarCheckMax);
-  }
-}
 
 void ClientCore::listener_loop() {
   auto listener = wait_plan_->make_listener();
@@ -562,7 +462,7 @@ void ClientCore::listener_loop() {
       if (!q.waits.empty() && !q.channel.empty())
         found.push_back({q.since, WaitedName{name, q.channel,
                                              q.idle_wakes >= 2 || q.woken || q.busy || q.outage_until > now ||
-                                                 far_in_line(q, *wait_plan_)}});
+                                                 FairPolicy::far_in_line(q, *wait_plan_)}});
     if (!listener) {  // no wake-up source (a transaction pooler): the heads poll
       wait_cv_.wait_for(lk, std::chrono::seconds(1));
       continue;
@@ -608,7 +508,7 @@ void ClientCore::listener_loop() {
     bool any = false;
     for (const auto& n : woken) {
       auto qi = queues_.find(n.name);
-      if (qi == queues_.end() || !wakes_head(qi->second, n.payloads)) continue;
+      if (qi == queues_.end() || !FairPolicy::wakes_head(qi->second, n.payloads)) continue;
       qi->second.woken = true;
       ++wakeups_;
       any = true;

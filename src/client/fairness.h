@@ -1,0 +1,56 @@
+// Internal: fairness, the lock client's one policy for FIFO waiters (fair
+// leases and fair semaphores). A fair waiter holds a queue place
+// (sqlguard_lock_queue) with a ticket the database assigns; only the lowest
+// live ticket may take the lock. The place's life (taken, renewed while it
+// waits, read for its turn, kept by the holder until its release, left) is
+// ClientCore's take_place / fair_turn_on / keep_place_for_release /
+// leave_place (fairness.cpp); how the waiter thread orders, wakes and paces
+// fair heads is here.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "plans/plans.h"
+
+namespace sqlguard::detail {
+
+struct FairPolicy {
+  // Where wake-ups neither name the next ticket nor reach every waiter for
+  // free (MariaDB's wake-up lock: each woken listener costs a statement, and
+  // its waiter a read of the queue), a fair head with kFarInLine or more
+  // places ahead is left out of them: the listener does not block on its
+  // name and a wake-up does not make it try. It checks its turn again after
+  // 4/5 of the turns until it is next, timed by the fastest turn of the
+  // queue it saw (a check after its turn came would leave the lease free
+  // with nobody woken, so early beats late). Only the next in line blocks
+  // on the wake-up lock.
+  static constexpr std::int64_t kFarInLine = 2;
+  // ... and never later than this: a check late by a misjudged pace costs
+  // the queue at most this long.
+  static constexpr std::chrono::milliseconds kFarCheckMax{20};
+
+  // A fair waiter's ticket (its queue place's); other waits sort last.
+  static std::int64_t ticket(const ClientWait& w);
+  // The queue's head is fair and far in line (see kFarInLine).
+  static bool far_in_line(const NameQueue& q, const WaitPlan& plan);
+  // Whether a wake-up is for this queue's head: a fair head's when it names
+  // no ticket, the head's own, or a later one (the head's place lapsed: it
+  // queues again); every wake-up for other heads.
+  static bool wakes_head(const NameQueue& q, const std::vector<std::string>& payloads);
+  // A fair wait joins its local queue in ticket order.
+  static void enqueue(NameQueue& q, std::shared_ptr<ClientWait> w);
+  // A fair head's attempt did not get it: when it looks again (unless
+  // `outage`), and the local queue back in ticket order.
+  static void after_busy(NameQueue& q, const std::shared_ptr<ClientWait>& w, std::chrono::steady_clock::time_point t,
+                         const WaitPlan& plan, bool outage);
+
+ private:
+  static void pace(NameQueue& q, const ClientWait& w, std::chrono::steady_clock::time_point t, const WaitPlan& plan);
+};
+
+}  // namespace sqlguard::detail

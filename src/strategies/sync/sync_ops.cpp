@@ -92,6 +92,48 @@ std::int64_t draw_fence(Connection& conn, const Head& h) {
   return std::max(cell(r.rows.front(), kValue).as_int(), h.fence + 1);
 }
 
+// A plain read first: an attempt that is clearly busy ends here, writing
+// nothing (waiters that poll a hot name cost reads, not a row lock, a WAL
+// record and a commit flush each). The transaction decides again. True:
+// busy (`g` says for how long).
+bool busy_by_peek(Connection& conn, const SyncRequest& req, SyncGrant& g) {
+  auto peek = run(conn, Sql::sync_peek, {req.name});
+  if (!peek.rows.empty()) {
+    static constexpr auto kKind = column(Sql::sync_peek, "kind");
+    static constexpr auto kPermits = column(Sql::sync_peek, "permits");
+    static constexpr auto kWriter = column(Sql::sync_peek, "writer_until");
+    static constexpr auto kNow = column(Sql::sync_peek, "db_now_ms");
+    static constexpr auto kLiveP = column(Sql::sync_peek, "live_permits");
+    static constexpr auto kLiveS = column(Sql::sync_peek, "live_shared");
+    static constexpr auto kLiveX = column(Sql::sync_peek, "live_exclusive");
+    static constexpr auto kEarliest = column(Sql::sync_peek, "earliest_expire_at");
+    const auto& row = peek.rows.front();
+    check_name(req.name, StoredName{cell(row, kKind).as_string(), cell(row, kPermits).as_int(), std::nullopt},
+               req.kind, req.capacity);
+    const std::int64_t permits = cell(row, kPermits).as_int(), writer = cell(row, kWriter).as_int(),
+                       now = cell(row, kNow).as_int(), live_p = cell(row, kLiveP).as_int(),
+                       live_s = cell(row, kLiveS).as_int(), live_x = cell(row, kLiveX).as_int(),
+                       earliest = cell(row, kEarliest).as_int();
+    check_asked_permits(req, permits);
+    bool busy = false;
+    switch (req.mode) {
+      case SyncMode::kPermits: busy = live_p + req.permits > permits; break;
+      case SyncMode::kShared: busy = live_x > 0 || writer > now; break;
+      case SyncMode::kExclusive: busy = live_p + live_s + live_x > 0; break;
+    }
+    // A waiting writer still goes on to (re)publish its intent when what
+    // is left of it is under half.
+    const bool publish = req.mode == SyncMode::kExclusive && req.intent.count() > 0 && writer - now < req.intent.count() / 2;
+    if (busy && !publish) {
+      g.capacity = permits;
+      g.holder_remaining_ms = earliest > 0 ? earliest - now : std::max<std::int64_t>(writer - now, 0);
+      ++metric::lock_busy();
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
@@ -99,45 +141,7 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
                          "its rows would stay locked and invisible until it commits; use another connection");
   ++metric::lock_attempts();
   SyncGrant g;
-  // A plain read first: an attempt that is clearly busy ends here, writing
-  // nothing (waiters that poll a hot name cost reads, not a row lock, a WAL
-  // record and a commit flush each). The transaction decides again.
-  {
-    auto peek = run(conn, Sql::sync_peek, {req.name});
-    if (!peek.rows.empty()) {
-      static constexpr auto kKind = column(Sql::sync_peek, "kind");
-      static constexpr auto kPermits = column(Sql::sync_peek, "permits");
-      static constexpr auto kWriter = column(Sql::sync_peek, "writer_until");
-      static constexpr auto kNow = column(Sql::sync_peek, "db_now_ms");
-      static constexpr auto kLiveP = column(Sql::sync_peek, "live_permits");
-      static constexpr auto kLiveS = column(Sql::sync_peek, "live_shared");
-      static constexpr auto kLiveX = column(Sql::sync_peek, "live_exclusive");
-      static constexpr auto kEarliest = column(Sql::sync_peek, "earliest_expire_at");
-      const auto& row = peek.rows.front();
-      check_name(req.name, StoredName{cell(row, kKind).as_string(), cell(row, kPermits).as_int(), std::nullopt},
-                 req.kind, req.capacity);
-      const std::int64_t permits = cell(row, kPermits).as_int(), writer = cell(row, kWriter).as_int(),
-                         now = cell(row, kNow).as_int(), live_p = cell(row, kLiveP).as_int(),
-                         live_s = cell(row, kLiveS).as_int(), live_x = cell(row, kLiveX).as_int(),
-                         earliest = cell(row, kEarliest).as_int();
-      check_asked_permits(req, permits);
-      bool busy = false;
-      switch (req.mode) {
-        case SyncMode::kPermits: busy = live_p + req.permits > permits; break;
-        case SyncMode::kShared: busy = live_x > 0 || writer > now; break;
-        case SyncMode::kExclusive: busy = live_p + live_s + live_x > 0; break;
-      }
-      // A waiting writer still goes on to (re)publish its intent when what
-      // is left of it is under half.
-      const bool publish = req.mode == SyncMode::kExclusive && req.intent.count() > 0 && writer - now < req.intent.count() / 2;
-      if (busy && !publish) {
-        g.capacity = permits;
-        g.holder_remaining_ms = earliest > 0 ? earliest - now : std::max<std::int64_t>(writer - now, 0);
-        ++metric::lock_busy();
-        return g;
-      }
-    }
-  }
+  if (busy_by_peek(conn, req, g)) return g;
   try {
     Transaction tx(conn, Isolation::kReadCommitted);
     run(conn, Sql::sync_open, {req.name, std::string(kind_name(req.kind)), req.capacity});

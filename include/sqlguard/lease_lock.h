@@ -244,6 +244,8 @@ class LeaseLock final : public Lock {
   void init_client(bool renew);
   LossCause diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail);
   void stop_renewing();
+  template <class Read>
+  auto observe(Read read) const;  // detail::observe over this handle's lease (lease_lock.cpp)
 
   std::unique_ptr<Connection> own_conn_;            // a URI handle's own connection (outlives client_)
   std::shared_ptr<LockClient> client_;              // every handle's: a shared one, or one over a borrowed connection

@@ -95,6 +95,13 @@ struct ClientLease {
   std::string channel() const { return wakes ? lease_wakeup_channel(name) : std::string(); }
 };
 
+// What a handle answers of its row (Lock's observers: owns, fence, owner,
+// hold_count, remaining, last_loss), written once for every kind: `read`
+// runs under the row's state mutex. In a forked child it throws (the row is
+// the parent's).
+template <class Read>
+auto observe(const ClientCore& core, const ClientLease& lease, Read read);
+
 // A handle's row as the client keeps it, from the handle's (validated)
 // options: the trust window's safety margin and the renew period derived,
 // a fair waiter's place_ttl, on_lost. `renew`: the client renews it while held.
@@ -441,5 +448,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::uint64_t wakeups_ = 0, polls_ = 0, attempts_ = 0;
   mutable std::atomic<std::uint64_t> exhausted_{0};
 };
+
+template <class Read>
+auto observe(const ClientCore& core, const ClientLease& lease, Read read) {
+  core.check_process();
+  std::lock_guard<std::mutex> lk(lease.state->mu);
+  return read(static_cast<const LeaseState&>(*lease.state));
+}
 
 }  // namespace sqlguard::detail

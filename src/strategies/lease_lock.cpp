@@ -146,6 +146,11 @@ LeaseLock::~LeaseLock() {
   client_->core()->local_release(name());
 }
 
+template <class Read>
+auto LeaseLock::observe(Read read) const {
+  return detail::observe(*client_->core(), *lease_, read);
+}
+
 void LeaseLock::stop_renewing() { client_->core()->renew_unregister(lease_.get()); }
 
 const std::string& LeaseLock::name() const noexcept { return lease_->name; }
@@ -306,47 +311,15 @@ bool LeaseLock::release() {
   return ok;
 }
 
-bool LeaseLock::owns() const {
-  refuse_in_forked_child(client_);
-  std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->valid_locked();
-}
-
-std::int64_t LeaseLock::fence() const {
-  refuse_in_forked_child(client_);
-  std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->fence;
-}
-
-std::string LeaseLock::owner() const {
-  refuse_in_forked_child(client_);
-  std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->owner;
-}
-
-int LeaseLock::hold_count() const {
-  refuse_in_forked_child(client_);
-  std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->hold;
-}
-
-std::int64_t LeaseLock::expires_at_ms() const {
-  refuse_in_forked_child(client_);
-  std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->expire_at;
-}
-
-milliseconds LeaseLock::remaining() const {
-  refuse_in_forked_child(client_);
-  std::lock_guard<std::mutex> lk(state_->mu);
-  if (!state_->valid_locked()) return milliseconds(0);
-  return std::chrono::duration_cast<milliseconds>(state_->valid_until - steady_clock::now());
-}
-
+using State = detail::LeaseState;
+bool LeaseLock::owns() const { return observe([](const State& s) { return s.valid_locked(); }); }
+std::int64_t LeaseLock::fence() const { return observe([](const State& s) { return s.fence; }); }
+std::string LeaseLock::owner() const { return observe([](const State& s) { return s.owner; }); }
+int LeaseLock::hold_count() const { return observe([](const State& s) { return s.hold; }); }
+std::int64_t LeaseLock::expires_at_ms() const { return observe([](const State& s) { return s.expire_at; }); }
+milliseconds LeaseLock::remaining() const { return observe([](const State& s) { return s.remaining_locked(); }); }
 std::optional<LeaseLoss> LeaseLock::last_loss() const {
-  refuse_in_forked_child(client_);
-  std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->last_loss_locked();
+  return observe([](const State& s) { return s.last_loss_locked(); });
 }
 
 bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {

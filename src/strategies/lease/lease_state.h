@@ -36,6 +36,11 @@ struct LeaseState {
 
   std::optional<LeaseLoss> last_loss_locked() const { return loss ? std::optional<LeaseLoss>(*loss) : std::nullopt; }
   bool valid_locked() const { return hold > 0 && !lost && std::chrono::steady_clock::now() < valid_until; }
+  // What is left of the trust window; 0 when not valid.
+  std::chrono::milliseconds remaining_locked() const {
+    if (!valid_locked()) return std::chrono::milliseconds(0);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(valid_until - std::chrono::steady_clock::now());
+  }
   // Records the loss of the held lease once, counts it, logs it and calls
   // on_lost (outside the mutex). Nothing when not held, already lost or
   // being released (`ending`), or (`owner` given) when the held lease is

@@ -285,54 +285,28 @@ bool SyncHandle::acquire(SyncMode mode, std::int64_t n, std::int64_t capacity, m
 
 bool SyncHandle::release() { return release_on(*client_->core(), *s_); }
 
-bool SyncHandle::owns() const {
-  client_->core()->check_process();  // a forked child: the holding is the parent's
-  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
-  return s_->lease->state->valid_locked();
-}
+using State = LeaseState;
+bool SyncHandle::owns() const { return observe(core(), *s_->lease, [](const State& s) { return s.valid_locked(); }); }
 
 std::optional<SyncMode> SyncHandle::mode() const {
-  client_->core()->check_process();  // a forked child: the holding is the parent's
-  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
-  if (s_->lease->state->hold == 0) return std::nullopt;
-  return s_->mode;
+  return observe(core(), *s_->lease, [&](const State& s) -> std::optional<SyncMode> {
+    if (s.hold == 0) return std::nullopt;
+    return s_->mode;
+  });
 }
 
 std::int64_t SyncHandle::held() const {
-  client_->core()->check_process();  // a forked child: the holding is the parent's
-  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
-  return s_->lease->state->hold > 0 ? s_->n : 0;
+  return observe(core(), *s_->lease, [&](const State& s) { return s.hold > 0 ? s_->n : std::int64_t{0}; });
 }
 
-std::int64_t SyncHandle::fence() const {
-  client_->core()->check_process();  // a forked child: the holding is the parent's
-  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
-  return s_->lease->state->fence;
-}
-
-std::string SyncHandle::owner() const {
-  client_->core()->check_process();  // a forked child: the holding is the parent's
-  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
-  return s_->lease->state->owner;
-}
-
-int SyncHandle::hold_count() const {
-  client_->core()->check_process();  // a forked child: the holding is the parent's
-  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
-  return s_->lease->state->hold;
-}
-
+std::int64_t SyncHandle::fence() const { return observe(core(), *s_->lease, [](const State& s) { return s.fence; }); }
+std::string SyncHandle::owner() const { return observe(core(), *s_->lease, [](const State& s) { return s.owner; }); }
+int SyncHandle::hold_count() const { return observe(core(), *s_->lease, [](const State& s) { return s.hold; }); }
 milliseconds SyncHandle::remaining() const {
-  client_->core()->check_process();  // a forked child: the holding is the parent's
-  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
-  if (!s_->lease->state->valid_locked()) return milliseconds(0);
-  return std::chrono::duration_cast<milliseconds>(s_->lease->state->valid_until - steady_clock::now());
+  return observe(core(), *s_->lease, [](const State& s) { return s.remaining_locked(); });
 }
-
 std::optional<LeaseLoss> SyncHandle::last_loss() const {
-  client_->core()->check_process();  // a forked child: the holding is the parent's
-  std::lock_guard<std::mutex> lk(s_->lease->state->mu);
-  return s_->lease->state->last_loss_locked();
+  return observe(core(), *s_->lease, [](const State& s) { return s.last_loss_locked(); });
 }
 
 // ---- ClientCore's naps ---------------------------------------------------------

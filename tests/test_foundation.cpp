@@ -90,6 +90,11 @@ TEST_CASE("a connection opens from the context URI and reports its dialect", "[f
   auto c = ctx().connect();
   CHECK(c->kind() == ctx().kind);
   CHECK(to_string(c->kind()) == ctx().name);
+  // A dialect is known by its name; the enum is a deprecated alias.
+  CHECK(c->dialect_name() == ctx().name);
+  CHECK(dialect_available(c->dialect_name()));
+  CHECK_FALSE(dialect_available("duckdb"));
+  CHECK(to_string(DialectKind::kOther) == "other");
   CHECK_THAT(c->description(), !Contains("sqlguard:sqlguard@"));  // password masked
 }
 

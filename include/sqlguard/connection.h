@@ -34,13 +34,18 @@
 
 namespace sqlguard {
 
+// A dialect is known by its name (Connection::dialect_name(): "sqlite",
+// "postgresql", "mysql", or the name a dialect added later registers).
+// DialectKind is kept for code that switches on the three dialects sqlguard
+// started with; a dialect added since is kOther (prefer dialect_name()).
 enum class DialectKind {
   kSqlite,
   kPostgresql,
   kMysql,
+  kOther,  // a dialect known by name only
   kPostgres [[deprecated("spelled kPostgresql, like the dialect's name")]] = kPostgresql,
 };
-// "sqlite", "postgresql", "mysql".
+// "sqlite", "postgresql", "mysql"; "other" for kOther.
 std::string_view to_string(DialectKind kind) noexcept;
 
 // What a dialect can do; strategies refuse early with NotSupported otherwise.
@@ -227,7 +232,10 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  virtual DialectKind kind() const noexcept = 0;
+  // The dialect's name: "sqlite", "postgresql", "mysql", or a later one's.
+  std::string_view dialect_name() const noexcept;
+  // The same as DialectKind (kOther for a dialect added since the three).
+  DialectKind kind() const noexcept;
   virtual const Capabilities& capabilities() const noexcept = 0;
   // Internal SQL builder of this dialect (src/dialect/dialect.h).
   virtual const Dialect& dialect() const noexcept = 0;
@@ -359,6 +367,7 @@ void require_no_transaction(const Connection& conn, std::string_view what, std::
 
 // Which dialects this build of sqlguard has compiled in.
 bool dialect_available(DialectKind kind) noexcept;
+bool dialect_available(std::string_view dialect_name) noexcept;
 
 // The URI for messages: the whole userinfo (user and password) becomes ***,
 // and so do the values of password-like query parameters or libpq keywords

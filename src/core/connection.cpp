@@ -18,11 +18,10 @@ std::shared_ptr<const StatementObserver> g_observer;  // guarded by g_observer_m
 std::atomic<bool> g_has_observer{false};
 }  // namespace
 
-std::string_view to_string(DialectKind kind) noexcept {
-  for (const auto* d : detail::registered_dialects())
-    if (d->kind == kind) return d->name;
-  return "unknown";
-}
+std::string_view to_string(DialectKind kind) noexcept { return detail::dialect_kind_name(kind); }
+
+std::string_view Connection::dialect_name() const noexcept { return dialect().name(); }
+DialectKind Connection::kind() const noexcept { return detail::dialect_kind_of(dialect().name()); }
 
 void set_global_statement_observer(StatementObserver observer) {
   std::lock_guard<std::mutex> lk(g_observer_mu);
@@ -184,10 +183,11 @@ std::unique_ptr<Connection> make_connection(std::string_view uri, const ConnectO
   return d->open(uri, options);
 }
 
-bool dialect_available(DialectKind kind) noexcept {
-  for (const auto* d : detail::registered_dialects())
-    if (d->kind == kind) return d->available;
-  return false;
+bool dialect_available(DialectKind kind) noexcept { return dialect_available(to_string(kind)); }
+
+bool dialect_available(std::string_view dialect_name) noexcept {
+  const auto* d = detail::find_dialect_by_name(dialect_name);
+  return d && d->available;
 }
 
 void require_no_transaction(const Connection& conn, std::string_view what, std::string_view why) {

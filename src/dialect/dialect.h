@@ -36,11 +36,9 @@ struct DialectPlans {
 class Dialect {
  public:
   // `catalog`: the name of the SQL catalog (sql/<catalog>/); empty = `name`.
-  Dialect(DialectKind kind, std::string_view name, char quote, detail::DialectPlans plans,
-          std::string_view catalog = {})
-      : kind_(kind), name_(name), quote_(quote), plans_(plans), catalog_name_(catalog.empty() ? name : catalog) {}
+  Dialect(std::string_view name, char quote, detail::DialectPlans plans, std::string_view catalog = {})
+      : name_(name), quote_(quote), plans_(plans), catalog_name_(catalog.empty() ? name : catalog) {}
   virtual ~Dialect() = default;
-  DialectKind kind() const noexcept { return kind_; }
   std::string_view name() const noexcept { return name_; }
 
   // Quotes an identifier that validate_identifier() already accepted
@@ -80,7 +78,6 @@ class Dialect {
   [[noreturn]] void not_supported(std::string_view feature) const;
 
  private:
-  DialectKind kind_;
   std::string_view name_;
   char quote_;
   detail::DialectPlans plans_;

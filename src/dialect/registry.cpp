@@ -25,10 +25,21 @@ const DialectEntry* find_dialect_by_scheme(std::string_view scheme) noexcept {
   return nullptr;
 }
 
-const DialectEntry& find_dialect(DialectKind kind) {
-  for (const auto* d : registered_dialects())
-    if (d->kind == kind) return *d;
-  throw Error(ErrorCode::kInternal, "dialect kind " + std::to_string(static_cast<int>(kind)) + " is not registered");
+DialectKind dialect_kind_of(std::string_view name) noexcept {
+  if (name == "sqlite") return DialectKind::kSqlite;
+  if (name == "postgresql") return DialectKind::kPostgresql;
+  if (name == "mysql") return DialectKind::kMysql;
+  return DialectKind::kOther;
+}
+
+std::string_view dialect_kind_name(DialectKind kind) noexcept {
+  switch (kind) {
+    case DialectKind::kSqlite: return "sqlite";
+    case DialectKind::kPostgresql: return "postgresql";
+    case DialectKind::kMysql: return "mysql";
+    case DialectKind::kOther: break;
+  }
+  return "other";
 }
 
 }  // namespace sqlguard::detail

@@ -1,6 +1,7 @@
 // Internal: the ONE dialect registry. A dialect is a folder src/dialect/<name>/
 // (connection, error table, factory), sql/<name>/ and migrations/<name>/, plus
-// one line in registry.cpp. Nothing else switches on the dialect.
+// one line in registry.def. Nothing else switches on the dialect; a dialect
+// is known by its name (the public DialectKind enum is never extended).
 #pragma once
 
 #include <memory>
@@ -14,7 +15,6 @@ namespace sqlguard::detail {
 class DoctorContext;  // core/doctor.h
 
 struct DialectEntry {
-  DialectKind kind;
   std::string_view name;                      // "postgresql": folders, JSON, messages
   std::vector<std::string_view> schemes;      // URI schemes, lower case
   std::string_view uri_example;               // for messages: "postgresql://host:port/db"
@@ -39,7 +39,10 @@ struct DialectEntry {
 const std::vector<const DialectEntry*>& registered_dialects();
 const DialectEntry* find_dialect_by_name(std::string_view name) noexcept;
 const DialectEntry* find_dialect_by_scheme(std::string_view scheme) noexcept;
-const DialectEntry& find_dialect(DialectKind kind);
+// The deprecated DialectKind of a dialect name (kOther for a dialect added
+// after the three it names), and back ("other").
+DialectKind dialect_kind_of(std::string_view name) noexcept;
+std::string_view dialect_kind_name(DialectKind kind) noexcept;
 
 // Each dialect folder defines its entry in factory.cpp (or missing.cpp when
 // its driver was not compiled in); registry.def lists them.

@@ -337,7 +337,6 @@ namespace {
 class RawSession final : public Connection {
  public:
   RawSession(Connection& base, std::shared_ptr<RawConn> raw) : base_(base), raw_(std::move(raw)) {}
-  DialectKind kind() const noexcept override { return base_.kind(); }
   const Capabilities& capabilities() const noexcept override { return base_.capabilities(); }
   const Dialect& dialect() const noexcept override { return base_.dialect(); }
   const std::string& description() const noexcept override { return base_.description(); }

@@ -47,7 +47,7 @@ class MysqlDialect final : public Dialect {
   // The same catalog on a Galera node; only how an acquire is decided differs
   // (no INSERT ... RETURNING: certification can leave its answer unsent).
   explicit MysqlDialect(const detail::AcquirePlan& acquire)
-      : Dialect(DialectKind::kMysql, "mysql", '`',
+      : Dialect("mysql", '`',
                 {&acquire, &detail::wakeup_lock(), &detail::lock_row_migrations(),
                  &detail::renew_lock_then_update()}) {}
   // Row-lock scopes bound their wait inside the statement (SET STATEMENT
@@ -88,7 +88,6 @@ class MysqlConnection final : public Connection {
     }
   }
 
-  DialectKind kind() const noexcept override { return DialectKind::kMysql; }
   const Capabilities& capabilities() const noexcept override { return caps_; }
   const Dialect& dialect() const noexcept override { return galera_ ? kGaleraDialect : kDialect; }
   const std::string& description() const noexcept override { return description_; }

@@ -65,7 +65,7 @@ class PgDialect final : public Dialect {
   // session: no LISTEN, no session advisory lock (waiters poll), no session
   // SET (watchdog statements are bounded client-side only).
   explicit PgDialect(bool pooler)
-      : Dialect(DialectKind::kPostgresql, "postgresql", '"',
+      : Dialect("postgresql", '"',
                 {&detail::one_statement_takeover(), pooler ? &detail::polling() : &detail::notify_queue_head(),
                  &detail::transaction_lock_migrations(), &detail::renew_returning()}),
         pooler_(pooler) {}
@@ -244,7 +244,6 @@ class PgConnection final : public Connection {
   std::size_t cached_statements() const noexcept override { return prepared_.size(); }
   std::size_t statement_cache_capacity() const noexcept override { return prepared_.capacity(); }
 
-  DialectKind kind() const noexcept override { return DialectKind::kPostgresql; }
   const Capabilities& capabilities() const noexcept override { return caps_; }
   const Dialect& dialect() const noexcept override { return pooler_ ? kPoolerDialect : kDialect; }
   const std::string& description() const noexcept override { return description_; }

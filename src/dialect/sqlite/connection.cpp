@@ -43,7 +43,7 @@ class SqliteDialect final : public Dialect {
   // An in-memory database (`in_memory`) has no file for the futex word of
   // the release wake-ups: its waiters poll.
   explicit SqliteDialect(bool in_memory)
-      : Dialect(DialectKind::kSqlite, "sqlite", '"',
+      : Dialect("sqlite", '"',
                 {&detail::read_then_update(/*returning=*/true),
                  in_memory ? &detail::polling() : &detail::connection_wakeups(),
                  &detail::exclusive_transaction_migrations(), &detail::renew_returning()}) {}
@@ -135,7 +135,6 @@ class SqliteConnection final : public Connection {
   std::size_t cached_statements() const noexcept override { return cache_.size(); }
   std::size_t statement_cache_capacity() const noexcept override { return cache_.capacity(); }
 
-  DialectKind kind() const noexcept override { return DialectKind::kSqlite; }
   const Capabilities& capabilities() const noexcept override { return caps_; }
   const Dialect& dialect() const noexcept override { return caps_.wakeups ? kDialect : kMemoryDialect; }
   const std::string& description() const noexcept override { return description_; }

@@ -17,7 +17,7 @@ namespace {
 class StubDialect final : public Dialect {
  public:
   StubDialect()
-      : Dialect(DialectKind::kSqlite, "stubsql", '"',
+      : Dialect("stubsql", '"',
                 {&read_then_update(/*returning=*/true), &connection_wakeups(), &exclusive_transaction_migrations(),
                  &renew_returning()}) {}
   bool reports_key_collation() const override { return false; }
@@ -27,7 +27,6 @@ const StubDialect kDialect;
 class StubConnection final : public Connection {
  public:
   explicit StubConnection(std::unique_ptr<Connection> inner) : inner_(std::move(inner)) {}
-  DialectKind kind() const noexcept override { return inner_->kind(); }
   const Capabilities& capabilities() const noexcept override { return inner_->capabilities(); }
   const Dialect& dialect() const noexcept override { return kDialect; }
   const std::string& description() const noexcept override { return inner_->description(); }
@@ -67,7 +66,7 @@ std::unique_ptr<Connection> open_stubsql(std::string_view uri, const ConnectOpti
 }
 }  // namespace
 
-const DialectEntry kStubsqlDialect{DialectKind::kSqlite, "stubsql", {"stubsql"}, "stubsql:///path.db", true, &open_stubsql, nullptr,
+const DialectEntry kStubsqlDialect{"stubsql", {"stubsql"}, "stubsql:///path.db", true, &open_stubsql, nullptr,
                                    /*uri_is_path=*/true};
 }  // namespace detail
 }  // namespace sqlguard

@@ -20,6 +20,7 @@
 #include "sqlguard/lock_client.h"
 #include "sqlguard/metrics.h"
 #include "sqlguard/migrate.h"
+#include "sqlguard/semaphore.h"
 #include "client/bounded_call.h"
 #include "test_context.h"
 #include "test_helpers.h"
@@ -329,8 +330,33 @@ TEST_CASE("a handle on a borrowed connection is the one handle of a lock client 
     CHECK(e.code() == ErrorCode::kNotSupported);
     CHECK(std::string(e.what()).find("borrows a connection") != std::string::npos);
   }
+  // That client serves its one handle: another handle of it would share the caller's connection.
+  CHECK(code_of([&] { LeaseLock other(a.client(), ctx().unique("lk")); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { Semaphore other(a.client(), ctx().unique("sem"), 2); }) == ErrorCode::kInvalidArgument);
   CHECK(a.release());
   CHECK(plain.release());
+}
+
+TEST_CASE("on_lost may destroy its own LeaseLock on a borrowed connection (the handle owns its client)",
+          "[lease][watchdog][lock-client]") {
+  auto c = ctx().connect();
+  auto op = ctx().connect();
+  auto name = ctx().unique("lk");
+  std::unique_ptr<LeaseLock> a;
+  std::promise<void> gone;
+  LeaseOptions o = ttl(600ms);
+  o.watchdog_connection = [] { return ctx().connect(); };
+  o.on_lost = [&](const LeaseLoss&) {
+    a.reset();  // on the client's renewal thread: the client must not join itself
+    gone.set_value();
+  };
+  a = std::make_unique<LeaseLock>(*c, name, o);
+  REQUIRE(a->try_acquire());
+  REQUIRE(force_release(*op, name));
+  REQUIRE(acquire_lease(*op, name, "rival", 30s).acquired);
+  CHECK(gone.get_future().wait_for(5s) == std::future_status::ready);
+  std::this_thread::sleep_for(100ms);  // the client is destroyed on a thread of its own meanwhile
+  CHECK(lease_info(*op, name)->owner == "rival");
 }
 
 TEST_CASE("the watchdog reports a taken-over lease with its cause before the trust window ends", "[lease][watchdog]") {

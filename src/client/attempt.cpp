@@ -98,6 +98,7 @@ bool ClientCore::try_acquire(const std::shared_ptr<ClientLease>& l) {
 }
 
 bool ClientCore::acquire(const std::shared_ptr<ClientLease>& l, milliseconds wait) {
+  check_process();
   check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
   if (wait.count() == 0) return try_acquire(l);
   if (std::this_thread::get_id() == waiter_thread_id_.load())

@@ -219,7 +219,8 @@ std::unique_ptr<Connection> ClientCore::connect(bool renewal) const {
 
 LockClientStats ClientCore::stats() const {
   LockClientStats s;
-  s.connections_max = options_.max_connections;
+  // A client over a borrowed connection opens one of its own at most (renewals).
+  s.connections_max = borrowed_ ? (renewal_factory_ ? 1 : 0) : options_.max_connections;
   {
     std::lock_guard<std::mutex> lk(slot_mu_);
     for (const auto& sl : slots_) s.connections_open += sl.conn ? 1 : 0;

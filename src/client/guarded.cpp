@@ -6,6 +6,8 @@
 // already; a holding is not (an acquire counts live holdings with a read
 // of its own and would trust the old expiry), the renewer renews it when
 // the transaction ends.
+#include <span>
+
 #include "client/client.h"
 #include "core/catalog.h"
 #include "core/reconnect.h"
@@ -66,8 +68,24 @@ bool ClientCore::run_guarded(const std::shared_ptr<ClientLease>& l, const std::f
 
 bool ClientCore::guarded_once(Connection& conn, ClientLease& l, const std::string& owner, std::int64_t fence,
                               std::int64_t key, const std::function<void(Transaction&)>& work) {
-  Transaction tx(conn);
   const bool lease = l.kind == RowKind::kLease;
+  if (!lease && l.renew && renewal_wanted(&l)) {
+    // A holding due for renewal is renewed first, in a statement of its
+    // own: back-to-back guarded transactions would otherwise keep the
+    // renewer out (its batch would wait for their row locks) until the
+    // trust window ends. Not inside the transaction: see the file comment.
+    const auto start = steady_clock::now();
+    const RowRenewal row{l.name, key, owner, fence, l.options.ttl};
+    if (renew_holdings(conn, std::span<const RowRenewal>(&row, 1)).front()) {
+      {
+        std::lock_guard<std::mutex> lk(l.state->mu);
+        if (l.state->owner == owner && l.state->fence == fence && !l.state->lost)
+          l.state->valid_until = start + l.options.ttl - l.margin;
+      }
+      renewed_in_guard(&l);
+    }
+  }
+  Transaction tx(conn);
   // One renewal statement a period, not one per transaction, while guarded
   // transactions keep the renewer out.
   const bool renew_here = lease && l.renew && renewal_wanted(&l);

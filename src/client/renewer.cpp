@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 #include <string_view>
+#include <thread>
 
 #include "core/metric_hooks.h"
 #include "dialect/dialect.h"
@@ -87,12 +88,13 @@ std::size_t ClientCore::places_registered_locked() const {
 }
 
 void ClientCore::renew_unregister(const ClientLease* l) {
-  bool last = false;
-  {
-    std::lock_guard<std::mutex> lk(renew_mu_);
-    last = renewals_.erase(l) > 0 && renewals_.empty();
-  }
-  if (last && renewal_behind_.load()) renew_cv_.notify_all();  // the renewer clears it (nothing held)
+  std::lock_guard<std::mutex> lk(renew_mu_);
+  const bool last = renewals_.erase(l) > 0 && renewals_.empty();
+  // Nothing held: nothing for a late renewer to protect. Cleared here, not
+  // when the renewer wakes next: an acquire right after the last release
+  // must not be refused for a round that no longer matters.
+  if (last && renewal_behind_.exchange(false))
+    log(LogLevel::kInfo, "lock client: nothing held any more; new acquisitions are taken again");
 }
 
 // What the worker answers for one statement.
@@ -484,6 +486,19 @@ void ClientCore::unanswered_locked(RenewRound& round, std::vector<RenewItem>& it
 
 void ClientCore::report_lost(std::vector<RenewItem>& items,
                              std::vector<std::pair<std::size_t, std::pair<LossCause, std::string>>>& lost) {
+  if (lost.empty()) return;
+  // on_lost may drop the last handle of this client (a LeaseLock on a
+  // borrowed connection owns its client): the client stays alive while the
+  // callbacks run, and this reference is let go on another thread, where
+  // the last one destroys the client and joins this thread (a thread cannot
+  // join itself).
+  auto self = weak_from_this().lock();
+  struct LetGo {
+    std::shared_ptr<ClientCore>& self;
+    ~LetGo() {
+      if (self) std::thread([s = std::move(self)]() mutable { s.reset(); }).detach();
+    }
+  } let_go{self};
   std::size_t reported = 0;
   for (auto& [i, cause] : lost) {
     ClientLease* lease = items[i].lease.get();

@@ -19,6 +19,7 @@ using std::chrono::steady_clock;
 
 bool ClientCore::try_here(const std::shared_ptr<ClientLease>& l, milliseconds budget, milliseconds* holder_remaining,
                           Waiter* session) {
+  check_process();
   {
     std::lock_guard<std::mutex> lk(l->state->mu);
     if (l->state->hold > 0) {
@@ -75,7 +76,11 @@ bool ClientCore::acquire_here(const std::shared_ptr<ClientLease>& l, millisecond
       // The database went away while this waiter waits: keep waiting (and
       // retrying) until the wait's own deadline, and report the outage, not
       // "busy", if it lasts that long.
-      if (!is_outage(e) || conn.in_transaction() || steady_clock::now() >= deadline) throw;
+      // (Or new leases were refused while the renewer is behind: waited out
+      // like an outage, as the shared client's waiters do.)
+      if ((!is_outage(e) && e.code() != ErrorCode::kResourceExhausted) || conn.in_transaction() ||
+          steady_clock::now() >= deadline)
+        throw;
       outage = e;
       w.session_lost();
     }

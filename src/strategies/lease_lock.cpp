@@ -73,6 +73,11 @@ LeaseLock::LeaseLock(std::shared_ptr<LockClient> client, std::string name, Lease
                 "LeaseLock of a lock client: options.watchdog_connection is for a handle on a borrowed connection "
                 "(the client renews its leases itself)");
   client->core()->check_process();
+  if (client->core()->borrows())
+    throw Error(ErrorCode::kInvalidArgument,
+                "LeaseLock: this lock client is the one of a LeaseLock on a borrowed connection and serves that "
+                "handle alone (its connection is the caller's, used from the caller's thread); make handles of a "
+                "LockClient::create()/shared() client");
   client_ = std::move(client);
   init_client(watchdog == Watchdog::kOn || static_cast<bool>(options_.on_lost));
 }

@@ -3,6 +3,7 @@
 #include "sqlguard/lock.h"
 
 #include "client/client.h"
+#include "sqlguard/read_write_lease.h"
 #include "sqlguard/validate.h"
 
 namespace sqlguard {
@@ -10,15 +11,19 @@ namespace sqlguard {
 using std::chrono::milliseconds;
 
 namespace {
-// "lease 'x'", "fair lease 'x'", "semaphore 'x'", "read-write lease 'x'".
+// "lease 'x'", "fair lease 'x'", "semaphore 'x'", "read-write lease 'x' (shared)".
 std::string named(const Lock& l) {
+  const std::string n = "'" + printable(l.name(), 64) + "'";
   switch (l.kind()) {
-    case LockKind::kLease: return "lease '" + l.name() + "'";
-    case LockKind::kFairLease: return "fair lease '" + l.name() + "'";
-    case LockKind::kSemaphore: return "semaphore '" + l.name() + "'";
-    case LockKind::kReadWrite: return "read-write lease '" + l.name() + "'";
+    case LockKind::kLease: return "lease " + n;
+    case LockKind::kFairLease: return "fair lease " + n;
+    case LockKind::kSemaphore: return "semaphore " + n;
+    case LockKind::kReadWrite:
+      if (const auto* side = dynamic_cast<const ReadWriteLease::Side*>(&l))
+        return "read-write lease " + n + " (" + std::string(to_string(side->mode())) + ")";
+      return "read-write lease " + n;
   }
-  return "'" + l.name() + "'";
+  return n;
 }
 }  // namespace
 

@@ -564,7 +564,7 @@ sql::Connection* native_handle(Connection& conn) {
   auto* c = dynamic_cast<MysqlConnection*>(&conn);
   if (!c)
     throw Error(ErrorCode::kInvalidArgument,
-                "mysql::native_handle() needs a MySQL/MariaDB connection, got " + std::string(to_string(conn.kind())));
+                "mysql::native_handle() needs a MySQL/MariaDB connection, got " + std::string(conn.dialect_name()));
   return c->handle();
 }
 }  // namespace mysql

@@ -754,7 +754,7 @@ PgConnection& as_pg(Connection& conn, const char* fn) {
   auto* c = dynamic_cast<PgConnection*>(&conn);
   if (!c)
     throw Error(ErrorCode::kInvalidArgument,
-                std::string("postgresql::") + fn + "() needs a PostgreSQL connection, got " + std::string(to_string(conn.kind())));
+                std::string("postgresql::") + fn + "() needs a PostgreSQL connection, got " + std::string(conn.dialect_name()));
   return *c;
 }
 

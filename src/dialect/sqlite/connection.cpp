@@ -472,7 +472,7 @@ sqlite3* native_handle(Connection& conn) {
   auto* c = dynamic_cast<SqliteConnection*>(&conn);
   if (!c)
     throw Error(ErrorCode::kInvalidArgument, "sqlite::native_handle() needs an SQLite connection, got " +
-                                                 std::string(to_string(conn.kind())));
+                                                 std::string(conn.dialect_name()));
   return c->handle();
 }
 }  // namespace sqlite

@@ -129,6 +129,10 @@ SyncHandle::SyncHandle(std::shared_ptr<LockClient> client, std::string name, Loc
   validate_name(name, s_->type + " name");
   validate_sync_options(options, s_->type, kind == LockKind::kSemaphore);
   client_->core()->check_process();
+  if (client_->core()->borrows())
+    throw Error(ErrorCode::kInvalidArgument,
+                s_->type + ": this lock client is the one of a LeaseLock on a borrowed connection and serves that "
+                "handle alone; make handles of a LockClient::create()/shared() client");
   s_->options = std::move(options);
   s_->kind = kind;
   const LeaseOptions& o = s_->options;

@@ -78,23 +78,15 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
 bool ClientCore::try_acquire(const std::shared_ptr<ClientLease>& l) {
   check_process();
   {
-    std::lock_guard<std::mutex> lk(l->state->mu);
-    if (l->state->hold > 0) {
-      if (!l->state->valid_locked()) return false;  // lost: release() first
-      ++l->state->hold;
-      return true;
-    }
-  }
-  {
     std::lock_guard<std::mutex> lk(wait_mu_);
-    if (l->waiting)
+    if (l->waiting)  // (a handle with a pending acquire holds nothing: re-entry is not at stake)
       throw Error(ErrorCode::kInvalidArgument,
                   "lease '" + l->name + "': an asynchronous acquire of this handle is still pending (cancel_acquire() "
                   "it first)");
   }
-  auto c = borrow();
   milliseconds holder{0};
-  return attempt_on(c, l, l->options.ttl, &holder);
+  // A borrowed connection's session waiter hears of a reconnect too.
+  return try_here(l, l->options.ttl, &holder, l->session_waiter.get());
 }
 
 bool ClientCore::acquire(const std::shared_ptr<ClientLease>& l, milliseconds wait) {

@@ -315,7 +315,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // A blocking acquire of a client over a borrowed connection, on the
   // caller's thread (client_session_wait.cpp).
   bool acquire_here(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds wait);
-  // One re-entrant attempt on the borrowed connection; `session` as above.
+  // One re-entrant attempt (try_acquire's, and each of acquire_here's); `session` as above.
   bool try_here(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds budget,
                 std::chrono::milliseconds* holder_remaining, Waiter* session);
   // A fair lease acquired by waiter `w` keeps its queue place until the

@@ -201,3 +201,62 @@ TEST_CASE("a guarded transaction of a semaphore permit or a read-write holding k
     CHECK(other.release());
   }
 }
+
+namespace {
+// Runs `take` on another thread while `guarded`'s guarded transaction is
+// open (after `before` inside it), and says whether it answered within
+// `within`; *answer is what it answered (after the commit if not within).
+bool answered_inside(Lock& guarded, const std::function<bool()>& take, std::chrono::milliseconds within,
+                     bool* answer, std::chrono::milliseconds before = 0ms) {
+  std::future<bool> f;
+  bool ready = false;
+  CHECK(guarded.run_guarded([&](Transaction&) {
+    std::this_thread::sleep_for(before);
+    f = std::async(std::launch::async, take);
+    ready = f.wait_for(within) == std::future_status::ready;
+  }));
+  *answer = f.get();
+  return ready;
+}
+}  // namespace
+
+TEST_CASE("a guarded transaction of a live holding holds up no acquire of a free permit or another shared hold of "
+          "its name; an expired one does (control)",
+          "[lock-family][guarded][semaphore][rw-lease]") {
+  auto mine = LockClient::create(ctx().uri);
+  auto theirs = LockClient::create(ctx().uri);
+  bool got = false;
+  // SQLite has one writer: a guarded transaction holds the database's write
+  // lock, so every acquire waits for its commit (docs/synchronizers.md).
+  const bool one_writer = ctx().is_sqlite();
+  SECTION("a semaphore of 2 permits: the free one") {
+    const std::string name = ctx().unique("glive");
+    Semaphore sem(mine, name, 2, opts(10s));
+    Semaphore other(theirs, name, 2, opts(10s));
+    REQUIRE(sem.try_acquire());
+    CHECK(answered_inside(sem, [&] { return other.try_acquire(); }, one_writer ? 300ms : 5s, &got) != one_writer);
+    CHECK(got);
+    CHECK(other.release());
+    CHECK(sem.release());
+  }
+  SECTION("a read-write lease: another shared hold") {
+    const std::string name = ctx().unique("glive_rw");
+    ReadWriteLease rw(mine, name, opts(10s));
+    ReadWriteLease other(theirs, name, opts(10s));
+    REQUIRE(rw.shared().try_acquire());
+    CHECK(answered_inside(rw.shared(), [&] { return other.shared().try_acquire(); }, one_writer ? 300ms : 5s, &got) !=
+          one_writer);
+    CHECK(got);
+    CHECK(other.release());
+    CHECK(rw.release());
+  }
+  SECTION("control: a holding that expired inside its guarded transaction holds the acquire up until it commits") {
+    const std::string name = ctx().unique("glive_ctl");
+    Semaphore sem(mine, name, 1, opts(400ms), Watchdog::kOff);
+    Semaphore other(theirs, name, 1, opts(10s));
+    REQUIRE(sem.try_acquire());
+    CHECK_FALSE(answered_inside(sem, [&] { return other.try_acquire(); }, 1s, &got, 600ms));
+    CHECK(got);  // after the commit: the holding had expired
+    CHECK(other.release());
+  }
+}

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,9 +18,11 @@
 
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
+#include "sqlguard/lock_kinds.h"
 #include "sqlguard/migrate.h"
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/semaphore.h"
+#include "strategies/kinds.h"
 #include "test_context.h"
 #include "test_helpers.h"
 
@@ -52,38 +55,36 @@ struct Kind {
   std::function<Use(std::shared_ptr<LockClient>, const std::string&)> make;
 };
 
-template <class H, class T, class R>
-Use use_of(std::shared_ptr<H> h, T try_, R rel) {
-  return Use{[h, try_] { return try_(*h); }, [h, rel] { return rel(*h); }};
-}
-
+// Every kind of lock_kinds.def, made by make_lock (a new kind is in this
+// table without a line here): a semaphore of 1 permit, fair or not, and both
+// sides of a read-write lease.
 std::vector<Kind> kinds() {
-  auto lease = [](bool fair) {
-    return [fair](std::shared_ptr<LockClient> c, const std::string& n) {
-      return use_of(std::make_shared<LeaseLock>(c, n, opts(fair)), [](LeaseLock& l) { return l.try_acquire(); },
-                    [](LeaseLock& l) { return l.release(); });
+  auto use = [](LockSpec spec, bool fair) {
+    return [spec, fair](std::shared_ptr<LockClient> c, const std::string& n) {
+      std::shared_ptr<Lock> l = make_lock(c, n, spec, opts(fair));
+      return Use{[l] { return l->try_acquire(); }, [l] { return l->release(); }};
     };
   };
-  auto sem = [](bool fair) {
-    return [fair](std::shared_ptr<LockClient> c, const std::string& n) {
-      return use_of(std::make_shared<Semaphore>(c, n, 1, opts(fair)), [](Semaphore& s) { return s.try_acquire(); },
-                    [](Semaphore& s) { return s.release(); });
-    };
-  };
-  auto rw = [](LeaseMode m) {
-    return [m](std::shared_ptr<LockClient> c, const std::string& n) {
-      return use_of(std::make_shared<ReadWriteLease>(c, n, opts()), [m](ReadWriteLease& l) { return l.try_acquire(m); },
-                    [](ReadWriteLease& l) { return l.release(); });
-    };
-  };
-  return {
-      {"lease", "lease", "lease", "a lease", lease(false)},
-      {"fair lease", "lease", "lease", "a fair lease", lease(true)},
-      {"semaphore", "semaphore", "a semaphore", "a semaphore", sem(false)},
-      {"fair semaphore", "semaphore", "a semaphore", "a semaphore", sem(true)},
-      {"shared", "rw", "a read-write lease", "a read-write lease", rw(LeaseMode::kShared)},
-      {"exclusive", "rw", "a read-write lease", "a read-write lease", rw(LeaseMode::kExclusive)},
-  };
+  std::vector<Kind> out;
+  for (LockKind k : lock_kinds()) {
+    const std::string name(to_string(k)), noun = detail::kind_noun(name);
+    // Fair and non-fair leases are one kind of lock: one family.
+    const std::string family = k == LockKind::kFairLease ? "lease" : name;
+    const std::string is = family == "lease" ? "lease" : noun;
+    LockSpec spec{k};
+    if (k == LockKind::kSemaphore) {
+      spec.permits = 1;
+      out.push_back({"fair semaphore", family, is, noun, use(spec, true)});
+    }
+    if (k == LockKind::kReadWrite) {
+      out.push_back({"exclusive", family, is, noun, use(spec, false)});
+      spec.mode = LeaseMode::kShared;
+      out.push_back({"shared", family, is, noun, use(spec, false)});
+      continue;
+    }
+    out.push_back({k == LockKind::kFairLease ? "fair lease" : name, family, is, noun, use(spec, false)});
+  }
+  return out;
 }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -290,4 +291,134 @@ TEST_CASE("migration 0008 reserves the names of semaphores and read-write leases
     CHECK(code_of([&] { acquire_lease(*conn, name, "someone", 5s); }, &what) == ErrorCode::kInvalidArgument);
     CHECK(has(what, "asked as a lease"));
   }
+}
+
+namespace {
+// The spec of a kind's exclusive use: a semaphore of one permit, a read-write
+// lease's exclusive side, any other kind as it is.
+LockSpec exclusive_spec(LockKind k) {
+  LockSpec spec{k};
+  if (k == LockKind::kSemaphore) spec.permits = 1;
+  return spec;
+}
+}  // namespace
+
+TEST_CASE("every kind of lock_kinds.def, made by make_lock, excludes another client, lists its holder, runs guarded "
+          "work and hands over to a waiter with a larger fence; a two-permit semaphore is the control",
+          "[lock-kinds][lock-family]") {
+  auto a = LockClient::create(ctx().uri);
+  auto b = LockClient::create(ctx().uri);
+  auto conn = ctx().connect();
+  REQUIRE(lock_kinds().size() >= 4);
+  // tests/new_kind/run.sh: a kind added to a copy of the tree must be here.
+  if (const char* expected = std::getenv("SQLGUARD_TEST_EXPECT_KIND")) {
+    INFO("SQLGUARD_TEST_EXPECT_KIND=" << expected);
+    bool known = false;
+    for (LockKind k : lock_kinds()) known = known || to_string(k) == std::string(expected);
+    REQUIRE(known);
+  }
+  for (LockKind k : lock_kinds()) {
+    const std::string name = ctx().unique("mk_" + std::string(to_string(k)));
+    INFO("kind " << to_string(k) << " on '" << name << "'");
+    const LockSpec spec = exclusive_spec(k);
+    std::shared_ptr<Lock> first = make_lock(a, name, spec, opts());
+    std::shared_ptr<Lock> second = make_lock(b, name, spec, opts());
+    CHECK(first->kind() == k);
+    CHECK(first->name() == name);
+    CHECK(lock_holders(*conn, name, k).empty());
+    REQUIRE(first->try_acquire());
+    CHECK_FALSE(second->try_acquire());
+    auto holders = lock_holders(*conn, name, k);
+    REQUIRE(holders.size() == 1);
+    CHECK(holders[0].owner == first->owner());
+    CHECK(holders[0].fence == first->fence());
+    CHECK(holders[0].remaining_ms > 0);
+    // Guarded work runs for the holder only.
+    bool ran = false;
+    CHECK(first->run_guarded([&](Transaction&) { ran = true; }));
+    CHECK(ran);
+    ran = false;
+    CHECK_FALSE(second->run_guarded([&](Transaction&) { ran = true; }));
+    CHECK_FALSE(ran);
+    // A waiter on the other client gets it when the holder releases.
+    auto waited = second->acquire_async(5s);
+    CHECK(waited.wait_for(100ms) == std::future_status::timeout);
+    const std::int64_t fence = first->fence();
+    CHECK(first->release());
+    REQUIRE(waited.wait_for(5s) == std::future_status::ready);
+    CHECK(waited.get());
+    CHECK(second->owns());
+    CHECK(second->fence() > fence);
+    holders = lock_holders(*conn, name, k);
+    REQUIRE(holders.size() == 1);
+    CHECK(holders[0].owner == second->owner());
+    CHECK(second->release());
+    CHECK(lock_holders(*conn, name, k).empty());
+  }
+  SECTION("control: a semaphore of 2 permits lets the second client in, and lists both holders") {
+    const std::string name = ctx().unique("mk_control");
+    LockSpec two{LockKind::kSemaphore};
+    two.permits = 2;
+    auto first = make_lock(a, name, two, opts());
+    auto second = make_lock(b, name, two, opts());
+    REQUIRE(first->try_acquire());
+    CHECK(second->try_acquire());
+    CHECK(lock_holders(*conn, name, LockKind::kSemaphore).size() == 2);
+    CHECK(lock_holders(*conn, name, LockKind::kLease).empty());  // not of that kind: no holders
+    CHECK(first->release());
+    CHECK(second->release());
+  }
+}
+
+TEST_CASE("a lock spec is read back as written and refused, naming what is wrong, when it does not fit its kind",
+          "[lock-kinds]") {
+  for (const char* text : {"lease", "fair", "semaphore:3", "rw:shared", "rw:exclusive"}) {
+    INFO(text);
+    CHECK(to_string(parse_lock_spec(text)) == text);
+  }
+  CHECK(parse_lock_spec("rw").mode == LeaseMode::kExclusive);
+  for (LockKind k : lock_kinds()) {
+    const std::string text = std::string(to_string(k)) + (k == LockKind::kSemaphore ? ":2" : "");
+    CHECK(parse_lock_spec(text).kind == k);
+  }
+  std::string what;
+  CHECK(code_of([] { parse_lock_spec("mutex"); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(has(what, "unknown lock kind 'mutex'"));
+  CHECK(has(what, "lease, fair, semaphore, rw"));
+  CHECK(code_of([] { parse_lock_spec("semaphore:x"); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(has(what, "a permit count"));
+  CHECK(code_of([] { parse_lock_spec("semaphore:"); }, &what) == ErrorCode::kInvalidArgument);
+  // make_lock checks a spec made without parse_lock_spec the same way.
+  LockSpec counted{LockKind::kLease};
+  counted.permits = 2;
+  auto any_client = LockClient::create(ctx().uri);
+  CHECK(code_of([&] { make_lock(any_client, ctx().unique("spec"), counted); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK(has(what, "a lease takes no permit count"));
+
+  auto client = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("spec");
+  struct Bad {
+    const char* spec;
+    const char* says;
+  } bad[] = {{"lease:3", "takes no permit count"},
+             {"fair:shared", "has no shared side"},
+             {"semaphore", "is 0; it must be between 1 and 1000000"},
+             {"semaphore:1000001", "is 1000001; it must be between 1 and 1000000"},
+             {"semaphore:shared", "has no shared side"},
+             {"rw:2", "takes no permit count"}};
+  for (const auto& b : bad) {
+    INFO(b.spec);
+    CHECK(code_of([&] { make_lock(client, name, parse_lock_spec(b.spec), opts()); }, &what) ==
+          ErrorCode::kInvalidArgument);
+    CHECK(has(what, b.says));
+  }
+  LeaseOptions fair = opts(true);
+  CHECK(code_of([&] { make_lock(client, name, LockSpec{LockKind::kLease}, fair); }, &what) ==
+        ErrorCode::kInvalidArgument);
+  CHECK(has(what, "ask for kind 'fair'"));
+  CHECK(code_of([&] { make_lock(std::shared_ptr<LockClient>(), name, LockSpec{}); }, &what) ==
+        ErrorCode::kInvalidArgument);
+  // A fair lease by its kind: make_lock sets options.fair.
+  auto f = make_lock(client, name, LockSpec{LockKind::kFairLease}, opts());
+  CHECK(f->kind() == LockKind::kFairLease);
 }

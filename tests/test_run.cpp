@@ -732,6 +732,8 @@ TEST_CASE("run of a name held as another kind of lock never runs its CMD: it exi
       {{"--fair"}, {"--exclusive"}, "is a lease", "asked as a read-write lease"},
       {{"--permits", "1"}, {"--fair"}, "is a semaphore of 1 permits", "asked as a fair lease"},
       {{"--shared"}, {"--permits", "2"}, "is a read-write lease", "asked as a semaphore"},
+      {{"--kind", "semaphore:1"}, {"--kind", "rw:shared"}, "is a semaphore of 1 permits", "asked as a read-write lease"},
+      {{"--kind", "fair"}, {"--kind", "rw:exclusive"}, "is a lease", "asked as a read-write lease"},
   };
   int i = 0;
   for (const auto& c : cases) {
@@ -759,6 +761,35 @@ TEST_CASE("run of a name held as another kind of lock never runs its CMD: it exi
   CHECK(held.finish() == 0);
   CHECK(try_run(name, {"--fair"}, dir.file("same_ran")).first == 0);
   CHECK(std::filesystem::exists(dir.file("same_ran")));
+}
+
+TEST_CASE("run --kind takes any kind by its spec; a spec that is no kind or does not fit its kind exits 2 naming "
+          "what is wrong, and CMD never starts",
+          "[run-sync][lock-kinds]") {
+  TempDir dir;
+  struct Bad {
+    const char* spec;
+    const char* says;
+  } bad[] = {{"mutex", "unknown lock kind 'mutex' (known: lease, fair, semaphore, rw"},
+             {"lease:3", "a lease takes no permit count"},
+             {"semaphore", "is 0; it must be between 1 and 1000000"},
+             {"semaphore:x", "a permit count (semaphore:3) or shared / exclusive"}};
+  int i = 0;
+  for (const auto& b : bad) {
+    INFO(b.spec);
+    const std::string marker = dir.file("bad" + std::to_string(i++));
+    auto [rc, message] = try_run(ctx().unique("runkindbad"), {"--kind", b.spec}, marker);
+    CHECK(rc == 2);
+    CHECK_FALSE(std::filesystem::exists(marker));
+    INFO(message);
+    CHECK(message.find(b.says) != std::string::npos);
+  }
+  // Control: a spec that fits runs CMD, twice at once for a semaphore of 2.
+  const std::string name = ctx().unique("runkindok");
+  HeldRun held(name, {"--kind", "semaphore:2"}, dir, "ok");
+  CHECK(try_run(name, {"--kind", "semaphore:2"}, dir.file("ok_ran")).first == 0);
+  CHECK(std::filesystem::exists(dir.file("ok_ran")));
+  CHECK(held.finish() == 0);
 }
 
 TEST_CASE("run --permits N on a semaphore of another count exits 1 naming both counts; lock resize changes the count",

@@ -62,13 +62,17 @@ using AcquireCallback = std::function<void(bool acquired, std::exception_ptr err
 // What a lock name is. One name is one kind: the database refuses a handle
 // of another kind (or, for a semaphore, another permit count) on a name in
 // use (Error(kInvalidArgument) naming both), so two kinds never run together.
+// The kinds are listed in sqlguard/lock_kinds.def: kLease (LeaseLock),
+// kFairLease (LeaseLock with LeaseOptions::fair: FIFO waiters), kSemaphore (n
+// permits: Semaphore, fair or not), kReadWrite (shared and exclusive holders:
+// ReadWriteLease), and any kind added there. sqlguard/lock_kinds.h makes a
+// Lock of any kind by its name (make_lock) and reads a name's holders.
 enum class LockKind {
-  kLease,      // a lease lock (LeaseLock)
-  kFairLease,  // a lease lock with LeaseOptions::fair: FIFO waiters
-  kSemaphore,  // n permits (Semaphore; fair or not)
-  kReadWrite,  // shared and exclusive holders (ReadWriteLease)
+#define SQLGUARD_LOCK_KIND(enumerator, name, noun, ops) enumerator,
+#include "sqlguard/lock_kinds.def"
+#undef SQLGUARD_LOCK_KIND
 };
-// "lease", "fair", "semaphore", "rw": as `sqlguard lock list` prints them.
+// "lease", "fair", "semaphore", "rw", ...: as `sqlguard lock list` prints them.
 std::string_view to_string(LockKind kind) noexcept;
 
 class Lock {

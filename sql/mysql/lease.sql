@@ -1,5 +1,5 @@
 -- sql/mysql/lease.sql — MariaDB >= 10.6 (mysqlcppconn 1.1). Session time zone is pinned to UTC.
--- Lease lock (src/strategies/lease_lock.cpp). Table sqlguard_lock, migrations/mysql/0001_lease_lock.sql.
+-- Lease lock (src/strategies/kinds/lease_lock.cpp). Table sqlguard_lock, migrations/mysql/0001_lease_lock.sql.
 -- Every time is the database clock in ms since the Unix epoch; fences come from
 -- the sqlguard_fence_seq sequence (NOCACHE), so they never go back.
 -- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a

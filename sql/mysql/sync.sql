@@ -78,6 +78,30 @@ FROM sqlguard_sync_holder WHERE name = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW
 -- params: name
 DELETE FROM sqlguard_sync_holder WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
+-- name: sync_rows
+-- Every holder row of the name, live or expired on the database clock (the acquire counts the
+-- live ones and purges the expired ones by slot).
+-- returns: :many slot, mode, permits, expire_at, db_now_ms
+-- params: name
+SELECT slot, mode, permits, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms
+FROM sqlguard_sync_holder WHERE name = ? ORDER BY slot;
+
+-- name: sync_purge_slots
+-- Deletes the listed holder rows of the name that are expired (a released holding expires at
+-- once, or when its minimum hold ends; a dead holder's at its expiry): their permits come back.
+-- Touches no other row: a live holding inside its guarded transaction never holds it up, while an
+-- expired one that is still inside its guarded transaction does (its work commits first).
+-- By primary key (FORCE INDEX): a range scan of the name's rows, or of the expiry index,
+-- would wait for the row lock of a live holding inside its guarded transaction
+-- (run_guarded), and every acquire of the name with it.
+-- {slots}: one sync_slot_ref per slot (padded with -1, which no holding has).
+-- returns: :execrows
+-- params: name, slots...
+DELETE h FROM sqlguard_sync_holder h FORCE INDEX (PRIMARY) WHERE h.name = ? AND h.slot IN ({slots*, }) AND h.expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- fragment: sync_slot_ref
+?
+
 -- name: sync_draw
 -- One value of the fence sequence (shared with the lease lock, NOCACHE). Two Galera nodes
 -- can draw the same value: the strategy takes max(value, the name's fence + 1).

@@ -1,5 +1,5 @@
 -- sql/postgresql/lease.sql — PostgreSQL 15 (libpqxx 6.4). `?` placeholders are numbered $1..$n by the driver.
--- Lease lock (src/strategies/lease_lock.cpp). Table sqlguard_lock, migrations/postgresql/0001_lease_lock.sql.
+-- Lease lock (src/strategies/kinds/lease_lock.cpp). Table sqlguard_lock, migrations/postgresql/0001_lease_lock.sql.
 -- Every time is the database clock in ms since the Unix epoch; fences come from
 -- the sqlguard_fence_seq sequence, so they never go back.
 -- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a

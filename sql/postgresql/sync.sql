@@ -74,6 +74,27 @@ FROM sqlguard_sync_holder WHERE name = ? AND expire_at > (EXTRACT(EPOCH FROM clo
 -- params: name
 DELETE FROM sqlguard_sync_holder WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
 
+-- name: sync_rows
+-- Every holder row of the name, live or expired on the database clock (the acquire counts the
+-- live ones and purges the expired ones by slot).
+-- returns: :many slot, mode, permits, expire_at, db_now_ms
+-- params: name
+SELECT slot, mode, permits, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms
+FROM sqlguard_sync_holder WHERE name = ? ORDER BY slot;
+
+-- name: sync_purge_slots
+-- Deletes the listed holder rows of the name that are expired (a released holding expires at
+-- once, or when its minimum hold ends; a dead holder's at its expiry): their permits come back.
+-- Touches no other row: a live holding inside its guarded transaction never holds it up, while an
+-- expired one that is still inside its guarded transaction does (its work commits first).
+-- {slots}: one sync_slot_ref per slot (padded with -1, which no holding has).
+-- returns: :execrows
+-- params: name, slots...
+DELETE FROM sqlguard_sync_holder WHERE name = ? AND slot IN ({slots*, }) AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+
+-- fragment: sync_slot_ref
+CAST(? AS BIGINT)
+
 -- name: sync_draw
 -- One value of the fence sequence (shared with the lease lock: a fence never goes back).
 -- returns: :one value

@@ -14,6 +14,7 @@
 
 #include "core/catalog.h"
 #include "core/metric_hooks.h"
+#include "core/process.h"
 #include "core/uri.h"
 #include "dialect/dialect.h"
 #include "dialect/registry.h"
@@ -63,7 +64,7 @@ std::shared_ptr<LockClient> LockClient::create(const std::string& uri, LockClien
 namespace {
 struct SharedClients {
   std::mutex mu;
-  pid_t pid = ::getpid();
+  pid_t pid = detail::process_id();
   std::map<std::string, std::weak_ptr<LockClient>> clients;
 };
 SharedClients& shared_clients() {
@@ -82,13 +83,13 @@ std::string shared_key(const std::string& uri, const ConnectOptions& c) {
 std::shared_ptr<LockClient> LockClient::shared(const std::string& uri, const ConnectOptions& connect) {
   auto& s = shared_clients();
   std::lock_guard<std::mutex> lk(s.mu);
-  if (s.pid != ::getpid()) {
+  if (s.pid != detail::process_id()) {
     // A forked child: the parent's clients are not ours (their threads do
     // not exist here, their sessions are the parent's). Forget them without
     // destroying anything.
     new std::map<std::string, std::weak_ptr<LockClient>>(std::move(s.clients));
     s.clients.clear();
-    s.pid = ::getpid();
+    s.pid = detail::process_id();
   }
   const std::string key = shared_key(uri, connect);
   if (auto c = s.clients[key].lock()) return c;
@@ -109,7 +110,7 @@ const LockClientOptions& LockClient::options() const noexcept { return core_->op
 namespace detail {
 
 ClientCore::ClientCore(std::string uri, LockClientOptions options)
-    : uri_(std::move(uri)), options_(std::move(options)), description_(mask_uri(uri_)), pid_(::getpid()) {
+    : uri_(std::move(uri)), options_(std::move(options)), description_(mask_uri(uri_)), pid_(process_id()) {
   slots_.resize(options_.max_connections - 2);
   if (!uri_.empty())
     renewal_factory_ = [uri = uri_, connect = options_.connect] { return open_connection(uri, connect, true); };
@@ -147,7 +148,7 @@ void ClientCore::start_renewer_locked() {
 }
 
 ClientCore::~ClientCore() {
-  if (::getpid() != pid_) {
+  if (process_id() != pid_) {
     // A forked child: the threads are the parent's (they do not run here) and
     // closing a session would end the parent's. Leave everything as it is.
     new std::thread(std::move(renewer_));
@@ -171,13 +172,13 @@ ClientCore::~ClientCore() {
   if (listener_.joinable()) listener_.join();
 }
 
-bool ClientCore::same_process() const noexcept { return ::getpid() == pid_; }
+bool ClientCore::same_process() const noexcept { return process_id() == pid_; }
 
 void ClientCore::check_process() const {
-  if (::getpid() != pid_)
+  if (process_id() != pid_)
     throw Error(ErrorCode::kInvalidArgument,
                 "this lock client (" + description_ + ") was created in process " + std::to_string(pid_) +
-                    " and this is a forked child (" + std::to_string(::getpid()) +
+                    " and this is a forked child (" + std::to_string(process_id()) +
                     "): its sessions and threads belong to the parent. Create a LockClient in the child "
                     "(LockClient::shared() and the LeaseLock URI constructor do)");
 }

@@ -5,25 +5,23 @@
 #include "client/client.h"
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/validate.h"
+#include "strategies/kinds.h"
 
 namespace sqlguard {
 
 using std::chrono::milliseconds;
 
 namespace {
-// "lease 'x'", "fair lease 'x'", "semaphore 'x'", "read-write lease 'x' (shared)".
+// "lease 'x'", "fair lease 'x'", "semaphore 'x'", "read-write lease 'x' (shared)":
+// the kind's noun (lock_kinds.def) without its article.
 std::string named(const Lock& l) {
-  const std::string n = "'" + printable(l.name(), 64) + "'";
-  switch (l.kind()) {
-    case LockKind::kLease: return "lease " + n;
-    case LockKind::kFairLease: return "fair lease " + n;
-    case LockKind::kSemaphore: return "semaphore " + n;
-    case LockKind::kReadWrite:
-      if (const auto* side = dynamic_cast<const ReadWriteLease::Side*>(&l))
-        return "read-write lease " + n + " (" + std::string(to_string(side->mode())) + ")";
-      return "read-write lease " + n;
-  }
-  return n;
+  std::string noun = detail::kind_noun(detail::kind_name(l.kind()));
+  for (std::string_view article : {"a ", "an "})
+    if (noun.starts_with(article)) noun.erase(0, article.size());
+  std::string s = noun + " '" + printable(l.name(), 64) + "'";
+  if (const auto* side = dynamic_cast<const ReadWriteLease::Side*>(&l))
+    s += " (" + std::string(to_string(side->mode())) + ")";
+  return s;
 }
 }  // namespace
 

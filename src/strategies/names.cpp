@@ -3,33 +3,15 @@
 
 #include "core/catalog.h"
 #include "sqlguard/validate.h"
+#include "strategies/kinds.h"
 
 namespace sqlguard {
 
-std::string_view to_string(LockKind kind) noexcept { return detail::kind_name(kind); }
-
 namespace detail {
-
-std::string_view kind_name(LockKind kind) noexcept {
-  switch (kind) {
-    case LockKind::kLease: return "lease";
-    case LockKind::kFairLease: return "fair";
-    case LockKind::kSemaphore: return "semaphore";
-    case LockKind::kReadWrite: return "rw";
-  }
-  return "lease";
-}
 
 Error kind_clash(const std::string& name, std::string_view stored, std::int64_t permits, LockKind asked_kind) {
   const std::string_view asked = kind_name(asked_kind);
-  auto what = [](std::string_view k) -> std::string {
-    if (k == "lease") return "a lease";
-    if (k == "fair") return "a fair lease";
-    if (k == "semaphore") return "a semaphore";
-    if (k == "rw") return "a read-write lease";
-    if (k == "reserved") return "a semaphore or read-write lease";
-    return "a lock of kind '" + printable(k, 32) + "'";
-  };
+  auto what = [](std::string_view k) { return kind_noun(k); };
   std::string is = what(stored);
   if (stored == "semaphore" && permits > 0) is += " of " + std::to_string(permits) + " permits";
   return Error(ErrorCode::kInvalidArgument,

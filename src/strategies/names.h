@@ -48,8 +48,7 @@ void reserve_name(Connection& conn, const StoredName& stored, const std::string&
 // throws kind_clash naming its kind (one read); otherwise returns.
 void refuse_if_reserved(Connection& conn, const std::string& name, std::int64_t holder_expire_at, LockKind asked);
 
-// The spelling of a kind in sqlguard_sync.kind and errors ("lease", "fair",
-// "semaphore", "rw").
+// The spelling of a kind in sqlguard_sync.kind and errors: kinds.h.
 std::string_view kind_name(LockKind kind) noexcept;
 
 }  // namespace sqlguard::detail

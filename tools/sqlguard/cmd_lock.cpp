@@ -292,6 +292,30 @@ void add_lock_resize(CLI::App* lock) {
   });
 }
 
+// What `run` holds: --kind, or its short forms (--permits N, --fair,
+// --shared, --exclusive; none: a lease). A bad --kind exits 2 naming the
+// known kinds.
+LockSpec lock_spec_of(const std::string& kind, bool shared, bool exclusive, std::int64_t permits, bool fair) {
+  if (!kind.empty()) {
+    try {
+      return parse_lock_spec(kind);
+    } catch (const Error& e) {
+      throw BadValue("--kind", e.what());
+    }
+  }
+  LockSpec spec;
+  if (shared || exclusive) {
+    spec.kind = LockKind::kReadWrite;
+    spec.mode = shared ? LeaseMode::kShared : LeaseMode::kExclusive;
+  } else if (permits > 0) {
+    spec.kind = LockKind::kSemaphore;
+    spec.permits = permits;
+  } else if (fair) {
+    spec.kind = LockKind::kFairLease;
+  }
+  return spec;
+}
+
 }  // namespace
 
 void add_lock(CLI::App& app) {
@@ -310,6 +334,7 @@ void add_run(CLI::App& app) {
     int conflict_exit = kExitTempFail;
     bool shared = false, exclusive = false, fair = false;
     std::int64_t permits = 0;
+    std::string kind;
     std::vector<std::string> cmd;
   };
   auto o = std::make_shared<Opts>();
@@ -336,20 +361,21 @@ void add_run(CLI::App& app) {
   auto* fair = cmd->add_flag("--fair", o->fair,
                              "A fair lease (with --permits: a fair semaphore): waiting runs get it in arrival order "
                              "(with --wait), and a run cannot overtake one that waits");
+  auto* kind = cmd->add_option("--kind", o->kind,
+                               "Hold NAME as this kind of lock: KIND or KIND:ARG, e.g. lease, fair, semaphore:3, "
+                               "rw:shared, rw:exclusive, or any kind this build knows (the error lists them); "
+                               "--permits N, --fair, --shared and --exclusive are its short forms");
   shared->excludes(exclusive)->excludes(permits)->excludes(fair);
   exclusive->excludes(permits)->excludes(fair);
+  kind->excludes(shared)->excludes(exclusive)->excludes(permits)->excludes(fair);
   cmd->add_option("CMD", o->cmd, "Command and arguments (after --)")->required();
   cmd->callback([o] {
     check_name_arg("--lock", o->name);
     LeasedCommand c;
     c.words = {"run", "lock", "acquired", "fence", "lock", "acquired", "waiting for", "lease"};
     c.name = o->name;
-    c.kind = o->shared      ? HeldKind::kShared
-             : o->exclusive ? HeldKind::kExclusive
-             : o->permits   ? HeldKind::kPermit
-                            : HeldKind::kLease;
-    c.permits = o->permits;
-    c.lease.fair = o->fair;
+    c.spec = lock_spec_of(o->kind, o->shared, o->exclusive, o->permits, o->fair);
+    c.lease.fair = o->fair && o->permits > 0;  // a fair semaphore; a fair lease is its own kind
     c.lease.ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
     c.lease.min_hold = duration_flag("--min-hold", o->min_hold, {milliseconds(0), c.lease.ttl});
     c.wait = duration_flag("--wait", o->wait);

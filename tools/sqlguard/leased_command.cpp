@@ -94,41 +94,26 @@ int take_signal() {
   return sig;
 }
 
-// What the command holds, whatever its kind (leased_command.h HeldKind): a
-// Lock (lock.h) — a lease, a semaphore's permit, or a read-write lease's
-// side, kept alive with the handle it belongs to.
+// What the command holds, whatever its kind: a Lock of the process-wide lock
+// client of --db (make_lock), renewed by it.
 std::shared_ptr<Lock> make_held(const LeasedCommand& c, const LeaseOptions& lo) {
   return with_db_uri([&]() -> std::shared_ptr<Lock> {
-    const auto connect = connect_options(existing_only());
-    switch (c.kind) {
-      case HeldKind::kShared:
-      case HeldKind::kExclusive: {
-        auto rw = std::make_shared<ReadWriteLease>(single_db(), c.name, lo, Watchdog::kOn, connect);
-        return std::shared_ptr<Lock>(rw, &rw->side(c.kind == HeldKind::kShared ? LeaseMode::kShared : LeaseMode::kExclusive));
-      }
-      case HeldKind::kPermit:
-        return std::make_shared<Semaphore>(single_db(), c.name, c.permits, lo, Watchdog::kOn, connect);
-      case HeldKind::kLease: break;
-    }
-    return std::make_shared<LeaseLock>(single_db(), c.name, lo, Watchdog::kOn, connect);
+    return make_lock(single_db(), c.name, c.spec, lo, Watchdog::kOn, connect_options(existing_only()));
   });
 }
 
-// Who holds `c.name` now, for a run that did not get it: the lease's holder,
-// or every live holding of the semaphore / read-write lease. Read on a
+// Who holds `c.name` now, for a run that did not get it: every live holder
+// of the name as its kind (lock_holders). Read on a
 // connection of its own after the wait; an error reading it leaves it out
 // (the answer is "not acquired" either way).
 nlohmann::json holders_of(const LeasedCommand& c) {
   nlohmann::json out = nlohmann::json::array();
   try {
     auto conn = open_db(existing_only());
-    if (c.kind == HeldKind::kLease) {
-      if (auto info = lease_info(*conn, c.name); info && info->held())
-        out.push_back({{"owner", info->owner}, {"fence", info->fence}, {"remaining_ms", info->remaining_ms()}});
-    } else {
-      for (const auto& h : list_holdings(*conn))
-        if (h.name == c.name)
-          out.push_back({{"owner", h.owner}, {"fence", h.fence}, {"mode", h.mode}, {"remaining_ms", h.remaining_ms()}});
+    for (const auto& h : lock_holders(*conn, c.name, c.spec.kind)) {
+      nlohmann::json j = {{"owner", h.owner}, {"fence", h.fence}, {"remaining_ms", h.remaining_ms}};
+      if (!h.mode.empty()) j["mode"] = h.mode;
+      out.push_back(std::move(j));
     }
   } catch (const std::exception& e) {
     log(LogLevel::kDebug, std::string("reading who holds the lock failed: ") + e.what());

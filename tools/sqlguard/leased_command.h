@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_kinds.h"
 
 #include <cstdint>
 
@@ -30,18 +31,12 @@ struct LeasedWords {
   const char* lost;          // "lease": "lease 'x' lost (...)"
 };
 
-// What the command holds while CMD runs.
-enum class HeldKind {
-  kLease,      // a lease lock (LeaseLock; options.fair for a FIFO one)
-  kShared,     // a shared hold of the read-write lease NAME (flock -s)
-  kExclusive,  // an exclusive hold of the read-write lease NAME (excludes kShared holders)
-  kPermit,     // one permit of the semaphore NAME
-};
-
 struct LeasedCommand {
   LeasedWords words{};
-  HeldKind kind = HeldKind::kLease;
-  std::int64_t permits = 0;  // kPermit: the semaphore's count when NAME is new
+  // What the command holds while CMD runs: a lease (lease.fair: a fair one),
+  // a semaphore's permit (spec.permits: its count when NAME is new), a side of
+  // a read-write lease, or any kind of lock_kinds.def (`run --kind`).
+  LockSpec spec{};
   std::string name;  // the lease; checked by the command (check_name_arg)
   // ttl, min_hold, owner. on_lost is the helper's.
   LeaseOptions lease;

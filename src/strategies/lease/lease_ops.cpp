@@ -13,6 +13,7 @@
 #include "core/catalog.h"
 #include "core/crypto.h"
 #include "core/metric_hooks.h"
+#include "core/process.h"
 #include "dialect/dialect.h"
 #include "sqlguard/fenced_write.h"
 #include "sqlguard/metrics.h"
@@ -122,7 +123,7 @@ std::string make_owner_token() {
   static std::string prefix;
   static pid_t prefix_pid = 0;
   static std::uint64_t counter = 0;
-  const pid_t pid = getpid();
+  const pid_t pid = detail::process_id();
   std::lock_guard<std::mutex> lk(mu);
   if (prefix_pid != pid) {
     char host[65] = {0};

@@ -61,24 +61,49 @@ struct Live {
   bool exclusive = false;
   std::int64_t count = 0;
   std::int64_t earliest_left = 0;  // ms until the first live holding expires
+  std::vector<std::int64_t> expired;  // slots of the name's expired holder rows
 };
 
 Live read_live(Connection& conn, const std::string& name) {
-  static constexpr auto kMode = column(Sql::sync_holders, "mode");
-  static constexpr auto kPermits = column(Sql::sync_holders, "permits");
-  static constexpr auto kExpire = column(Sql::sync_holders, "expire_at");
-  static constexpr auto kNow = column(Sql::sync_holders, "db_now_ms");
+  static constexpr auto kSlot = column(Sql::sync_rows, "slot");
+  static constexpr auto kMode = column(Sql::sync_rows, "mode");
+  static constexpr auto kPermits = column(Sql::sync_rows, "permits");
+  static constexpr auto kExpire = column(Sql::sync_rows, "expire_at");
+  static constexpr auto kNow = column(Sql::sync_rows, "db_now_ms");
   Live l;
-  for (const auto& row : run(conn, Sql::sync_holders, {name}).rows) {
+  for (const auto& row : run(conn, Sql::sync_rows, {name}).rows) {
+    const std::int64_t left = cell(row, kExpire).as_int() - cell(row, kNow).as_int();
+    if (left <= 0) {
+      l.expired.push_back(cell(row, kSlot).as_int());
+      continue;
+    }
     const std::string mode = cell(row, kMode).as_string();
     ++l.count;
     if (mode == "P") l.permits += cell(row, kPermits).as_int();
     else if (mode == "S") ++l.shared;
     else l.exclusive = true;
-    const std::int64_t left = cell(row, kExpire).as_int() - cell(row, kNow).as_int();
     l.earliest_left = l.count == 1 ? left : std::min(l.earliest_left, left);
   }
   return l;
+}
+
+// Deletes the expired holdings read_live counted as free, by slot (never a
+// live one: on MariaDB a scan would wait for a live holding's guarded
+// transaction). An expired holding still inside its guarded transaction
+// holds the delete up until its work commits, so its permits are never
+// taken while it writes. A slot that is gone already deletes nothing.
+void purge_expired(Connection& conn, const std::string& name, const std::vector<std::int64_t>& slots) {
+  const Catalog& cat = catalog(conn);
+  for (std::size_t at = 0; at < slots.size(); at += kMaxRenewalBatch) {
+    const std::size_t n = std::min(kMaxRenewalBatch, slots.size() - at);
+    const std::size_t places = padded_size(n);
+    Params values;
+    values.reserve(places + 1);
+    values.emplace_back(name);
+    for (std::size_t i = 0; i < places; ++i) values.emplace_back(i < n ? slots[at + i] : std::int64_t{-1});
+    run_rendered(conn, Sql::sync_purge_slots, render_rows(cat, Sql::sync_purge_slots, "slots", Sql::sync_slot_ref, places),
+                 values);
+  }
 }
 
 // The next fence of `name`: from the sequence, and above the name's last one
@@ -166,7 +191,7 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
       ++metric::lock_busy();
       return g;
     }
-    run(conn, Sql::sync_purge, {req.name});
+    purge_expired(conn, req.name, live.expired);
     if (req.mode == SyncMode::kShared) {
       g.fence = h.fence;  // the last exclusive hold's: shared holders see it
     } else {
@@ -254,6 +279,30 @@ SyncStatus sync_status(Connection& conn, const std::string& name) {
   s.shared = live.shared;
   s.exclusive = live.exclusive;
   return s;
+}
+
+std::vector<LockHolder> sync_live_holders(Connection& conn, const std::string& name, LockKind kind) {
+  std::vector<LockHolder> out;
+  auto head = run(conn, Sql::sync_state, {name});
+  if (head.rows.empty() || cell(head.rows.front(), column(Sql::sync_state, "kind")).as_string() != kind_name(kind))
+    return out;
+  static constexpr auto kMode = column(Sql::sync_holders, "mode");
+  static constexpr auto kPermits = column(Sql::sync_holders, "permits");
+  static constexpr auto kOwner = column(Sql::sync_holders, "owner");
+  static constexpr auto kFence = column(Sql::sync_holders, "fence");
+  static constexpr auto kExpire = column(Sql::sync_holders, "expire_at");
+  static constexpr auto kNow = column(Sql::sync_holders, "db_now_ms");
+  for (const auto& row : run(conn, Sql::sync_holders, {name}).rows) {
+    const std::string m = cell(row, kMode).as_string();
+    LockHolder h;
+    h.owner = cell(row, kOwner).as_string();
+    h.fence = cell(row, kFence).as_int();
+    h.mode = m == "P" ? "permits" : m == "S" ? "shared" : "exclusive";
+    h.permits = m == "P" ? cell(row, kPermits).as_int() : 0;
+    h.remaining_ms = std::max<std::int64_t>(0, cell(row, kExpire).as_int() - cell(row, kNow).as_int());
+    out.push_back(std::move(h));
+  }
+  return out;
 }
 
 std::int64_t sync_set_permits(Connection& conn, const std::string& name, std::int64_t permits) {

@@ -19,6 +19,7 @@
 #include "plans/plans.h"
 #include "strategies/names.h"
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_kinds.h"
 
 namespace sqlguard::detail {
 
@@ -74,6 +75,10 @@ struct SyncStatus {
   std::int64_t fence = 0;          // the last fence granted (rw: of the last exclusive hold)
 };
 SyncStatus sync_status(Connection& conn, const std::string& name);
+// The live holders of `name` when its sqlguard_sync row is of `kind`
+// (lock_holders() for a semaphore, a read-write lease or a kind built on
+// holdings); empty otherwise.
+std::vector<LockHolder> sync_live_holders(Connection& conn, const std::string& name, LockKind kind);
 // Sets a semaphore's permit count (creating it with that count); throws
 // kInvalidArgument when the name is another kind. Returns the count before
 // (0: the name is new).

@@ -17,6 +17,7 @@
 #include "strategies/lease/lease_state.h"
 #include "core/reconnect.h"
 #include "plans/plans.h"
+#include "strategies/kinds.h"
 
 namespace sqlguard {
 
@@ -330,5 +331,46 @@ std::optional<LeaseLoss> LeaseLock::last_loss() const {
 bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
   return client_->core()->run_guarded(lease_, work);
 }
+
+// ---- the kinds kLease and kFairLease (lock_kinds.def) ---------------------------
+
+namespace detail {
+namespace {
+void check_lease(const LockSpec& spec) {
+  refuse_spec_extras(spec, spec.kind == LockKind::kFairLease ? "a fair lease" : "a lease");
+}
+
+LeaseOptions lease_kind_options(const LockSpec& spec, LeaseOptions o) {
+  const bool fair = spec.kind == LockKind::kFairLease;
+  if (o.fair && !fair)
+    throw Error(ErrorCode::kInvalidArgument, "LockSpec kind 'lease' with LeaseOptions::fair set: ask for kind 'fair'");
+  o.fair = fair;
+  return o;
+}
+
+std::vector<LockHolder> lease_holders(Connection& conn, const std::string& name) {
+  std::vector<LockHolder> out;
+  // A synchronizer's reservation (owner '') is no holder of a lease.
+  if (auto info = lease_info(conn, name); info && info->held() && !info->owner.empty())
+    out.push_back(LockHolder{info->owner, info->fence, "", 0, info->remaining_ms()});
+  return out;
+}
+
+std::shared_ptr<Lock> make_lease(std::shared_ptr<LockClient> client, std::string name, const LockSpec& spec,
+                                 LeaseOptions options, Watchdog watchdog) {
+  return std::make_shared<LeaseLock>(std::move(client), std::move(name), lease_kind_options(spec, std::move(options)),
+                                     watchdog);
+}
+
+std::shared_ptr<Lock> make_lease_from_uri(const std::string& uri, std::string name, const LockSpec& spec,
+                                          LeaseOptions options, Watchdog watchdog, const ConnectOptions& connect) {
+  return std::make_shared<LeaseLock>(uri, std::move(name), lease_kind_options(spec, std::move(options)), watchdog,
+                                     connect);
+}
+}  // namespace
+
+const KindOps kLeaseKind{check_lease, make_lease, make_lease_from_uri, lease_holders};
+const KindOps kFairLeaseKind{check_lease, make_lease, make_lease_from_uri, lease_holders};
+}  // namespace detail
 
 }  // namespace sqlguard

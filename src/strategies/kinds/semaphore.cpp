@@ -7,6 +7,7 @@
 #include "core/catalog.h"
 #include "strategies/sync/sync_handle.h"
 #include "strategies/sync/sync_ops.h"
+#include "strategies/kinds.h"
 
 namespace sqlguard {
 
@@ -257,5 +258,62 @@ bool ReadWriteLease::Side::run_guarded(const std::function<void(Transaction&)>& 
   if (rw_.mode() != mode_) return false;  // not held in this mode: nothing runs
   return rw_.run_guarded(work);
 }
+
+// ---- the kinds kSemaphore and kReadWrite (lock_kinds.def) ------------------------
+
+namespace detail {
+namespace {
+void check_semaphore(const LockSpec& spec) {
+  if (spec.mode != LeaseMode::kExclusive)
+    throw Error(ErrorCode::kInvalidArgument, "a semaphore has no shared side (LockSpec::mode shared is for a "
+                                             "read-write lease)");
+  check_permits(spec.permits, "a semaphore's permits (LockSpec::permits)");
+}
+
+std::shared_ptr<Lock> make_semaphore(std::shared_ptr<LockClient> client, std::string name, const LockSpec& spec,
+                                     LeaseOptions options, Watchdog watchdog) {
+  return std::make_shared<Semaphore>(std::move(client), std::move(name), spec.permits, std::move(options), watchdog);
+}
+
+std::shared_ptr<Lock> make_semaphore_from_uri(const std::string& uri, std::string name, const LockSpec& spec,
+                                              LeaseOptions options, Watchdog watchdog, const ConnectOptions& connect) {
+  return std::make_shared<Semaphore>(uri, std::move(name), spec.permits, std::move(options), watchdog, connect);
+}
+
+void check_read_write(const LockSpec& spec) {
+  if (spec.permits != 0)
+    throw Error(ErrorCode::kInvalidArgument, "a read-write lease takes no permit count (LockSpec::permits is " +
+                                                 std::to_string(spec.permits) + ")");
+}
+
+// The side the spec asks for; the Lock keeps its ReadWriteLease alive.
+std::shared_ptr<Lock> side_of(std::shared_ptr<ReadWriteLease> rw, LeaseMode mode) {
+  Lock& side = rw->side(mode);
+  return std::shared_ptr<Lock>(std::move(rw), &side);
+}
+
+std::shared_ptr<Lock> make_read_write(std::shared_ptr<LockClient> client, std::string name, const LockSpec& spec,
+                                      LeaseOptions options, Watchdog watchdog) {
+  return side_of(std::make_shared<ReadWriteLease>(std::move(client), std::move(name), std::move(options), watchdog),
+                 spec.mode);
+}
+
+std::shared_ptr<Lock> make_read_write_from_uri(const std::string& uri, std::string name, const LockSpec& spec,
+                                               LeaseOptions options, Watchdog watchdog, const ConnectOptions& connect) {
+  return side_of(std::make_shared<ReadWriteLease>(uri, std::move(name), std::move(options), watchdog, connect),
+                 spec.mode);
+}
+
+std::vector<LockHolder> semaphore_holders(Connection& conn, const std::string& name) {
+  return sync_live_holders(conn, name, LockKind::kSemaphore);
+}
+std::vector<LockHolder> read_write_holders(Connection& conn, const std::string& name) {
+  return sync_live_holders(conn, name, LockKind::kReadWrite);
+}
+}  // namespace
+
+const KindOps kSemaphoreKind{check_semaphore, make_semaphore, make_semaphore_from_uri, semaphore_holders};
+const KindOps kReadWriteKind{check_read_write, make_read_write, make_read_write_from_uri, read_write_holders};
+}  // namespace detail
 
 }  // namespace sqlguard

@@ -68,7 +68,7 @@ done
 if [[ -n "$this_tests" ]]; then
   rc=0
   SQLGUARD_TEST_DIALECT=sqlite SQLGUARD_TEST_EXPECT_KIND=stubmutex "$this_tests" \
-    "every kind of lock_kinds.def, made by make_lock*" >"$out" 2>&1 || rc=$?
+    "every kind of lock_kinds.def*" >"$out" 2>&1 || rc=$?
   grep -q "stubmutex" "$out" || { rm -f "$out"; fail "control: the expectation's failure does not name stubmutex"; }
   (( rc != 0 )) || { rm -f "$out"; fail "control: the expected kind passed on a tree without it"; }
   say "control: without the line, the expectation fails (exit $rc) naming stubmutex"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The table of a tools/bench_compare.sh run, generated from its compare.json.
 
-Usage: bench_compare.py OUT_DIR  (reads OUT_DIR/compare.json and settings.txt,
-prints Markdown). Every number is the median of the cell's rounds on its side;
+Usage: bench_compare.py OUT_DIR [--check]  (reads OUT_DIR/compare.json and
+settings.txt, prints Markdown; --check: exit 1 unless OUT_DIR/compare.md is
+exactly that, so a published table is never edited by hand). Every number is the median of the cell's rounds on its side;
 the ratio is after / before (higher is better for throughput; for latency the
 table prints both sides' p99 and does not judge).
 """
@@ -31,8 +32,35 @@ LATENCY = {"held-leases": "renewal_lag_p99_ms"}
 ZERO = {"held-leases": ["leases_lost", "errors"], "*": ["errors", "overlaps"]}
 
 
+def render(out):
+    lines = []
+    real_print = print
+
+    def print_(*args):
+        lines.append(" ".join(str(a) for a in args))
+
+    globals()["print"] = print_
+    try:
+        table(out)
+    finally:
+        globals()["print"] = real_print
+    return "\n".join(lines) + "\n"
+
+
 def main():
     out = sys.argv[1]
+    text = render(out)
+    if "--check" in sys.argv[2:]:
+        path = os.path.join(out, "compare.md")
+        if open(path).read() != text:
+            sys.stderr.write("{} is not what tools/bench_compare.py renders from {}/compare.json: regenerate it "
+                             "(python3 tools/bench_compare.py {} > {})\n".format(path, out, out, path))
+            sys.exit(1)
+        return
+    sys.stdout.write(text)
+
+
+def table(out):
     cells = [json.loads(l) for l in open(os.path.join(out, "compare.json")) if l.strip()]
     cells = [c for c in cells if not c.get("comparator") and c.get("model", "lock-client") == "lock-client"]
     by = defaultdict(lambda: {"before": [], "after": []})

@@ -173,6 +173,108 @@ PooledConnection Pool::borrow(milliseconds timeout) {
 
 std::optional<PooledConnection> Pool::try_borrow() { return borrow_until(steady_clock::now(), false); }
 
+namespace {
+using PoolState = PooledConnection::State;
+
+// What waiting for a connection gave: an idle one (and since when it was
+// idle), or (conn null) a slot reserved for a new one, opened outside the lock.
+struct Taken {
+  std::unique_ptr<Connection> conn;
+  steady_clock::time_point idle_since{};
+};
+
+Error borrow_timeout(const std::string& description, const PoolState& s, const std::string& last_error) {
+  return Error(ErrorCode::kTimeout, "pool " + description + ": no connection within the borrow timeout (all " +
+                                        std::to_string(s.options.max_size) + " in use" +
+                                        (last_error.empty() ? std::string(")") : "; last connect error: " + last_error + ")"));
+}
+
+// Waits (until `deadline`; not at all unless `wait`) for an idle connection
+// or room for a new one. nullopt: none, and not waiting. Throws kTimeout.
+std::optional<Taken> take(PoolState& s, const std::string& description, steady_clock::time_point deadline, bool wait,
+                          const std::string& last_error) {
+  std::unique_lock<std::mutex> lk(s.mu);
+  auto ready = [&] { return !s.idle.empty() || s.total < s.options.max_size; };
+  if (!ready() && (!wait || !s.cv.wait_until(lk, deadline, ready))) {
+    ++s.counters.borrow_timeouts;
+    if (!wait) return std::nullopt;
+    throw borrow_timeout(description, s, last_error);
+  }
+  Taken t;
+  if (!s.idle.empty()) {
+    t.conn = std::move(s.idle.back().conn);
+    t.idle_since = s.idle.back().since;
+    s.idle.pop_back();
+  } else {
+    ++s.total;  // reserve the slot while connecting outside the lock
+  }
+  ++s.counters.in_use;
+  return t;
+}
+
+// Gives a borrowed or reserved slot back (its connection failed or was
+// discarded), counting why, and wakes a waiter.
+void give_slot_back(PoolState& s, std::initializer_list<std::uint64_t PoolStats::*> why) {
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    --s.total;
+    --s.counters.in_use;
+    for (auto counter : why) ++(s.counters.*counter);
+  }
+  s.cv.notify_one();
+}
+
+enum class Opened { kYes, kRetry, kGiveUp };
+
+// Opens a connection in a reserved slot. A connect failure worth retrying
+// naps (kRetry) while the deadline allows; kGiveUp: not waiting; throws
+// kTimeout past the deadline, and any other error as it is.
+Opened open_in_slot(PoolState& s, const std::string& description, steady_clock::time_point deadline, bool wait,
+                    std::unique_ptr<Connection>& conn, std::string& last_error, int& retry, Backoff& backoff) {
+  try {
+    conn = make_connection(s.uri, s.options.connect);
+  } catch (const Error& e) {
+    give_slot_back(s, {&PoolStats::connect_failures});
+    if (e.code() != ErrorCode::kConnectionLost && e.code() != ErrorCode::kTimeout) throw;
+    last_error = e.what();
+    const auto nap = backoff.delay(++retry);
+    if (!wait || steady_clock::now() + nap >= deadline) {
+      std::lock_guard<std::mutex> lk(s.mu);
+      ++s.counters.borrow_timeouts;
+      if (!wait) return Opened::kGiveUp;
+      throw Error(ErrorCode::kTimeout,
+                  "pool " + description + ": no connection within the borrow timeout; last connect error: " + last_error);
+    }
+    std::this_thread::sleep_for(nap);
+    return Opened::kRetry;
+  } catch (...) {  // not a database error (e.g. out of memory): give the slot back, let it propagate
+    give_slot_back(s, {});
+    throw;
+  }
+  std::lock_guard<std::mutex> lk(s.mu);
+  ++s.counters.opened;
+  return Opened::kYes;
+}
+
+// An idle connection passes its health check (one round trip) unless it was
+// returned just now; one that fails it is closed and its slot given back.
+bool healthy(PoolState& s, const std::string& description, std::unique_ptr<Connection>& conn,
+             steady_clock::time_point idle_since) {
+  if (steady_clock::now() - idle_since < s.options.health_check_after) return true;
+  try {
+    detail::run(*conn, detail::Sql::pool_ping);
+    return true;
+  } catch (const std::exception& e) {
+    log(LogLevel::kInfo, "pool " + description + ": an idle connection failed its health check (" +
+                             std::string(e.what()) + "); discarded");
+  }
+  give_slot_back(s, {&PoolStats::discarded, &PoolStats::health_failures});
+  count_discard("health_check");
+  PoolState::close_quietly(std::move(conn));
+  return false;
+}
+}  // namespace
+
 std::optional<PooledConnection> Pool::borrow_until(steady_clock::time_point deadline, bool wait) {
   auto& s = *state_;
   const auto t0 = steady_clock::now();
@@ -180,97 +282,14 @@ std::optional<PooledConnection> Pool::borrow_until(steady_clock::time_point dead
   int connect_retry = 0;
   Backoff backoff{milliseconds(20), milliseconds(500)};
   for (;;) {
-    std::unique_ptr<Connection> conn;
-    bool fresh = false;
-    steady_clock::time_point idle_since{};
-    {
-      std::unique_lock<std::mutex> lk(s.mu);
-      auto ready = [&] { return !s.idle.empty() || s.total < s.options.max_size; };
-      if (!ready()) {
-        if (!wait || !s.cv.wait_until(lk, deadline, ready)) {
-          ++s.counters.borrow_timeouts;
-          if (!wait) return std::nullopt;
-          throw Error(ErrorCode::kTimeout,
-                      "pool " + description_ + ": no connection within the borrow timeout (all " +
-                          std::to_string(s.options.max_size) + " in use" +
-                          (last_error.empty() ? std::string(")") : "; last connect error: " + last_error + ")"));
-        }
-      }
-      if (!s.idle.empty()) {
-        conn = std::move(s.idle.back().conn);
-        idle_since = s.idle.back().since;
-        s.idle.pop_back();
-      } else {
-        ++s.total;  // reserve the slot while connecting outside the lock
-        fresh = true;
-      }
-      ++s.counters.in_use;
-    }
-    if (fresh) {
-      try {
-        conn = make_connection(s.uri, s.options.connect);
-      } catch (const Error& e) {
-        {
-          std::lock_guard<std::mutex> lk(s.mu);
-          --s.total;
-          --s.counters.in_use;
-          ++s.counters.connect_failures;
-        }
-        s.cv.notify_one();
-        bool retryable = e.code() == ErrorCode::kConnectionLost || e.code() == ErrorCode::kTimeout;
-        if (!retryable) throw;
-        last_error = e.what();
-        auto nap = backoff.delay(++connect_retry);
-        auto now = steady_clock::now();
-        if (!wait || now + nap >= deadline) {
-          std::lock_guard<std::mutex> lk(s.mu);
-          ++s.counters.borrow_timeouts;
-          if (!wait) return std::nullopt;
-          throw Error(ErrorCode::kTimeout,
-                      "pool " + description_ + ": no connection within the borrow timeout; last connect error: " +
-                          last_error);
-        }
-        std::this_thread::sleep_for(nap);
-        continue;
-      } catch (...) {  // not a database error (e.g. out of memory): give the slot back, let it propagate
-        {
-          std::lock_guard<std::mutex> lk(s.mu);
-          --s.total;
-          --s.counters.in_use;
-        }
-        s.cv.notify_one();
-        throw;
-      }
-      {
-        std::lock_guard<std::mutex> lk(s.mu);
-        ++s.counters.opened;
-        ++s.counters.borrows;
-      }
-      borrow_seconds().observe(std::chrono::duration<double>(steady_clock::now() - t0).count());
-      return PooledConnection(state_, std::move(conn));
-    }
-    // Health check on borrow (one round trip) unless it was returned just now.
-    bool healthy = true;
-    if (steady_clock::now() - idle_since >= s.options.health_check_after) {
-      try {
-        detail::run(*conn, detail::Sql::pool_ping);
-      } catch (const std::exception& e) {
-        healthy = false;
-        log(LogLevel::kInfo, "pool " + description_ + ": an idle connection failed its health check (" +
-                                 std::string(e.what()) + "); discarded");
-      }
-    }
-    if (!healthy) {
-      {
-        std::lock_guard<std::mutex> lk(s.mu);
-        --s.total;
-        --s.counters.in_use;
-        ++s.counters.discarded;
-        ++s.counters.health_failures;
-      }
-      count_discard("health_check");
-      s.cv.notify_one();
-      PooledConnection::State::close_quietly(std::move(conn));
+    auto taken = take(s, description_, deadline, wait, last_error);
+    if (!taken) return std::nullopt;
+    std::unique_ptr<Connection> conn = std::move(taken->conn);
+    if (!conn) {  // a slot reserved for a new connection
+      const Opened o = open_in_slot(s, description_, deadline, wait, conn, last_error, connect_retry, backoff);
+      if (o == Opened::kGiveUp) return std::nullopt;
+      if (o == Opened::kRetry) continue;
+    } else if (!healthy(s, description_, conn, taken->idle_since)) {
       continue;  // the next idle one, or a replacement
     }
     {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "core/catalog.h"
@@ -92,7 +93,17 @@ Live read_live(Connection& conn, const std::string& name) {
 // transaction). An expired holding still inside its guarded transaction
 // holds the delete up until its work commits, so its permits are never
 // taken while it writes. A slot that is gone already deletes nothing.
+// sync_purge_slots with `places` slots, rendered once per catalog and size
+// on each thread (at most 11 sizes: padded_size).
+const std::string& purge_text(const Catalog& cat, std::size_t places) {
+  thread_local std::map<std::pair<const Catalog*, std::size_t>, std::string> texts;
+  std::string& text = texts[{&cat, places}];
+  if (text.empty()) text = render_rows(cat, Sql::sync_purge_slots, "slots", Sql::sync_slot_ref, places);
+  return text;
+}
+
 void purge_expired(Connection& conn, const std::string& name, const std::vector<std::int64_t>& slots) {
+  if (slots.empty()) return;
   const Catalog& cat = catalog(conn);
   for (std::size_t at = 0; at < slots.size(); at += kMaxRenewalBatch) {
     const std::size_t n = std::min(kMaxRenewalBatch, slots.size() - at);
@@ -101,8 +112,7 @@ void purge_expired(Connection& conn, const std::string& name, const std::vector<
     values.reserve(places + 1);
     values.emplace_back(name);
     for (std::size_t i = 0; i < places; ++i) values.emplace_back(i < n ? slots[at + i] : std::int64_t{-1});
-    run_rendered(conn, Sql::sync_purge_slots, render_rows(cat, Sql::sync_purge_slots, "slots", Sql::sync_slot_ref, places),
-                 values);
+    run_rendered(conn, Sql::sync_purge_slots, purge_text(cat, places), values);
   }
 }
 

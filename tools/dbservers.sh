@@ -189,24 +189,11 @@ port_listeners() { ss -ltnpH "sport = :$1" 2>/dev/null || true; }
 require_free_port() { # port envvar what
   local port=$1 var=$2 what=$3 who
   who=$(port_listeners "$port")
-  if [[ -n "$who" ]]; then
-    who=$(grep -o 'users:(.*)' <<<"$who" | head -n 1 || true)
-    die "$what: TCP port $port is already in use by another process${who:+ ($who)}," \
-        "not by our $what server. Set $var to a free port (e.g. $var=$(( port + 1 )))" \
-        "or stop whatever is listening there."
-  fi
-  # Our ports lie in the kernel's ephemeral range (ip_local_port_range): an
-  # outgoing connection (a test's client, a server's last session in
-  # TIME-WAIT) may hold the port as its local end, and the server's bind then
-  # fails. Such a socket ends by itself (TIME-WAIT within 60 s): wait for it.
-  local waited=0
-  while [[ -n "$(ss -tanH "sport = :$port" 2>/dev/null)" ]]; do
-    (( waited == 0 )) && log "$what: port $port is the local end of another connection (ephemeral port); waiting for it to close"
-    (( waited >= 140 )) && die "$what: port $port stayed in use by a connection for 70 s (ss -tan 'sport = :$port');" \
-      "set $var to another port, or reserve it: sysctl -w net.ipv4.ip_local_reserved_ports=$port"
-    sleep 0.5
-    waited=$(( waited + 1 ))
-  done
+  [[ -z "$who" ]] && return 0
+  who=$(grep -o 'users:(.*)' <<<"$who" | head -n 1 || true)
+  die "$what: TCP port $port is already in use by another process${who:+ ($who)}," \
+      "not by our $what server. Set $var to a free port (e.g. $var=$(( port + 1 )))" \
+      "or stop whatever is listening there."
 }
 
 show_log_tail() { # file what

@@ -88,11 +88,6 @@ Live read_live(Connection& conn, const std::string& name) {
   return l;
 }
 
-// Deletes the expired holdings read_live counted as free, by slot (never a
-// live one: on MariaDB a scan would wait for a live holding's guarded
-// transaction). An expired holding still inside its guarded transaction
-// holds the delete up until its work commits, so its permits are never
-// taken while it writes. A slot that is gone already deletes nothing.
 // sync_purge_slots with `places` slots, rendered once per catalog and size
 // on each thread (at most 11 sizes: padded_size).
 const std::string& purge_text(const Catalog& cat, std::size_t places) {
@@ -102,6 +97,11 @@ const std::string& purge_text(const Catalog& cat, std::size_t places) {
   return text;
 }
 
+// Deletes the expired holdings read_live counted as free, by slot (never a
+// live one: on MariaDB a scan would wait for a live holding's guarded
+// transaction). An expired holding still inside its guarded transaction
+// holds the delete up until its work commits, so its permits are never
+// taken while it writes. A slot that is gone already deletes nothing.
 void purge_expired(Connection& conn, const std::string& name, const std::vector<std::int64_t>& slots) {
   if (slots.empty()) return;
   const Catalog& cat = catalog(conn);

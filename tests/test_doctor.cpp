@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "sqlguard/doctor.h"
+#include "core/doctor.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/migrate.h"
 #include "test_context.h"
@@ -118,6 +119,7 @@ TEST_CASE("doctor passes on the migrated test database and names every check onc
   CHECK(m["migrations"].status == CheckStatus::kOk);
   CHECK(m["clock"].status == CheckStatus::kOk);
   CHECK(m["clock"].detail.find("database clock") != std::string::npos);
+  CHECK(m["clock"].detail.find("monotonic clock") != std::string::npos);  // says which clock decides what
   REQUIRE(m.count("durability") == 1);
   auto conn = sqlguard::make_connection(ctx().uri);
   CHECK(m["durability"].status == expected_durability(*conn));
@@ -416,4 +418,18 @@ TEST_CASE("doctor fails a server whose commits may not survive a crash, and pass
   INFO(out);
   CHECK(sgtest::run_process({sgtest::cli_path(), "doctor", "--db", ctx().uri}, &out) == 1);
   CHECK(out.find("fail  durability") != std::string::npos);
+}
+
+TEST_CASE("the clock check fails when the database and this host disagree by more than a second the round trip cannot "
+          "explain, and warns beyond 100 ms",
+          "[doctor][takeover]") {
+  using sqlguard::detail::clock_skew_status;
+  CHECK(clock_skew_status(0, 1) == CheckStatus::kOk);
+  CHECK(clock_skew_status(-40, 2) == CheckStatus::kOk);
+  CHECK(clock_skew_status(300, 2) == CheckStatus::kWarn);
+  CHECK(clock_skew_status(1100, 400) == CheckStatus::kWarn);  // half the round trip explains 200 ms of it
+  // What the clock issue measured doctor calling "ok": the server 90 s and 120 s ahead.
+  CHECK(clock_skew_status(90'000, 3) == CheckStatus::kFail);
+  CHECK(clock_skew_status(120'000, 3) == CheckStatus::kFail);
+  CHECK(clock_skew_status(-3'600'000, 3) == CheckStatus::kFail);
 }

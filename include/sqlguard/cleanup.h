@@ -18,7 +18,9 @@
 namespace sqlguard {
 
 struct CleanupOptions {
-  // Lock rows are deleted once expired for longer than this. Default: 10 min.
+  // Released lock rows are deleted once expired for longer than this (an
+  // unreleased row is never deleted by the database clock: the next acquirer
+  // takes it over after watching it, TakeOver). Default: 10 min.
   std::chrono::milliseconds lock_grace{std::chrono::minutes(10)};
   // Rows per DELETE. Default: 1000. Range 1 .. 100000.
   int batch_size = 1000;
@@ -27,7 +29,7 @@ struct CleanupOptions {
   int max_batches = 0;
   // Sleep between batches to leave room for other writers. Default: 0.
   std::chrono::milliseconds pause{0};
-  bool locks = true;        // sqlguard_lock, the semaphore / read-write holdings, fair queue places and idle heads
+  bool locks = true;        // sqlguard_lock, its sightings, the semaphore / read-write holdings, fair queue places and idle heads
   bool idempotency = true;  // sqlguard_idempotency (retention expired)
   bool inbox = true;        // sqlguard_inbox (retention expired)
 };
@@ -41,6 +43,8 @@ struct CleanupReport {
   // than lock_grace). A name used again gets a new head; its fences still
   // only grow (a new head starts at the fence sequence's last value).
   std::int64_t sync_heads_deleted = 0;
+  // sqlguard_lock_watch: machines' sightings of leases that have changed since.
+  std::int64_t lease_watches_deleted = 0;
   std::int64_t idempotency_deleted = 0;
   std::int64_t inbox_deleted = 0;
   int batches = 0;

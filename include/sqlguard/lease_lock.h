@@ -2,9 +2,12 @@
 // the sqlguard_lock table, valid across processes and machines.
 //
 // Invariants (all on SQLite, PostgreSQL and MySQL/MariaDB):
-//  * Acquire is atomic on the DATABASE clock: it inserts the row or takes it
-//    over when expire_at <= now, and returns a new fencing token. No client
-//    timestamps are ever written. (The statements are lease_acquire,
+//  * Acquire is one compare-and-set: it inserts the row, takes a released
+//    row, or takes over an unreleased one only after this process watched it
+//    unchanged for its holder's ttl on its own monotonic clock (TakeOver);
+//    it returns a new fencing token. No client timestamps are ever written;
+//    expiries are on the database clock and only say what `lock list` shows
+//    (and, with TakeOver::kDatabaseClock, when a take-over may happen). (The statements are lease_acquire,
 //    lease_insert and lease_read_mine in sql/<dialect>/lease.sql.)
 //  * Owner token: unique per acquisition (128 random bits + host + pid).
 //  * Fencing token: strictly increasing per lock name across release,
@@ -77,6 +80,28 @@ using ConnectionFactory = std::function<std::unique_ptr<Connection>()>;
 // SQLite and MariaDB commit a release like any statement either way.
 enum class ReleaseCommit { kCoveredByNextAcquire, kDurable };
 
+// Who may take over a lease its holder has not released (docs/failure-model.md,
+// "Clock steps"). A released lease is taken at once under either rule.
+enum class TakeOver {
+  // The default. An unreleased lease is taken over only after this process
+  // has seen its row unchanged (no renewal) for the holder's whole ttl on its
+  // own monotonic clock, and then only by a compare-and-set on the row it saw.
+  // No wall clock, the database's included, decides: a step of any clock
+  // cannot let a taker in early. Assumes only that clock RATES agree within
+  // the safety margin (ttl / 10 by default: far above NTP-disciplined drift).
+  // Cost: a taker that arrives after the holder died waits one ttl from its
+  // first look; a one-shot try starts the watch (kept for this process's
+  // later tries) and is refused with the time left.
+  kWatched,
+  // Takes over once the database clock passes the holder's expiry: sooner
+  // for a taker that arrives late, but a forward step of the database
+  // server's wall clock lets it in while the holder still trusts its lease
+  // (overlap up to the trust window). Every handle of a name should use one
+  // rule: mixed, the name gets this one's guarantee.
+  kDatabaseClock,
+};
+const char* to_string(TakeOver rule) noexcept;
+
 struct LeaseOptions {
   // Lease duration on the database clock. Default: 30 s. Range 10 ms .. 7 d.
   std::chrono::milliseconds ttl{std::chrono::seconds(30)};
@@ -129,6 +154,8 @@ struct LeaseOptions {
   // client renews it every place_ttl / 3 while the waiter waits). Default
   // (unset): ttl, within 300 ms .. 10 s. Range 300 ms .. 1 h.
   std::optional<std::chrono::milliseconds> place_ttl{};
+  // Who may take over an unreleased lease (see TakeOver). Default: kWatched.
+  TakeOver take_over = TakeOver::kWatched;
 };
 
 // Validates options; throws Error(kInvalidArgument) naming the field.
@@ -278,17 +305,28 @@ struct AcquireResult {
   std::int64_t fence = 0;
   std::int64_t expire_at_ms = 0;  // DB clock
   std::string owner{};
-  // Not acquired: how long the current holder's lease still runs on the
-  // database clock (0 when unknown or just taken). Waiters size their
-  // backoff by it.
+  // Not acquired: how long until this process may take the holder's lease
+  // over if it is renewed no more (0 when unknown or just taken): under
+  // TakeOver::kWatched the rest of this process's watch of it, under
+  // kDatabaseClock what its expiry has left on the database clock. Waiters
+  // size their backoff by it.
   std::int64_t holder_remaining_ms = 0;
+  // Not acquired, TakeOver::kWatched: how long this process has seen the
+  // holder's row unchanged, of the watch_ms (the holder's ttl) a take-over
+  // needs. Both 0 when the row was not seen (a race, a name just created).
+  std::int64_t holder_unchanged_ms = 0;
+  std::int64_t watch_ms = 0;
 };
 
 // One acquire attempt with an explicit owner (the lease outlives the call).
 // Throws Error(kResourceExhausted) when the fencing-token sequence has run
 // out (2^63 - 1 tokens; it never wraps).
+// An unreleased lease is taken over by `rule` (see TakeOver): the default
+// watches it with this process's watch book, which later calls (of any handle
+// or client of this process) share.
 AcquireResult acquire_lease(Connection& conn, const std::string& name, const std::string& owner,
-                            std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold = {});
+                            std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold = {},
+                            TakeOver rule = TakeOver::kWatched);
 // Renew / release of the lease acquired as (`owner`, `fence`) (AcquireResult,
 // or `sqlguard lock acquire`'s output). True if exactly that lease was still
 // held. Renew sets expire_at = max(db_now + ttl, acquired_at + min_hold);

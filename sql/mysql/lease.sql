@@ -5,6 +5,13 @@
 -- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a
 -- renewal never keeps an expiry at the acquisition time, so a backward step of the
 -- database clock does not hold a released lease for the length of the step.
+-- Who may take over (migrations/mysql/0010_watched_takeover.sql, docs/failure-model.md):
+-- a RELEASED row (beat = 0) once its minimum hold has passed; an unreleased row only by a
+-- compare-and-set on the (fence, beat, expire_at) the caller's process has watched unchanged
+-- for the holder's whole ttl on its own monotonic clock (watched_*: -1 = no watch is ripe);
+-- or, with LeaseOptions::take_over = kDatabaseClock (db_clock_rule = 1), once the database
+-- clock has passed expire_at. Every renewal bumps beat; a release sets it to 0. No wall
+-- clock alone decides a take-over under the default rule.
 -- Galera (docs/galera.md): statements that decide ownership read the cluster's latest
 -- state (`SET STATEMENT wsrep_sync_wait = N FOR ...`: 1 = reads, 2 = UPDATE/DELETE,
 -- 4 = INSERT; ignored when wsrep is off), and every statement that must conflict with a
@@ -20,18 +27,20 @@
 -- returning), or on Galera lease_update_expired then lease_read_mine
 
 -- name: lease_update_expired
--- Takes over an EXPIRED row (Galera's plan: read first, then update): one statement decides,
--- on the database clock, and draws one fence. lease_precheck reads first, so a loser never
--- gets here.
+-- Takes over a released row, or one this process watched unchanged for its ttl (Galera's
+-- plan: read first, then update; see the head of this file): one statement decides and draws
+-- one fence. lease_precheck reads first, so a loser never gets here.
 -- 1 row affected = acquired; lease_read_mine then reads the fence.
 -- GREATEST(..., fence + 1): take-overs of one name are ordered by the row itself (on
 -- Galera two take-overs of the row from different nodes conflict at certification, and
 -- the winner's successor has applied it first), whatever the sequence says on this node.
 -- returns: :execrows
--- params: owner, ttl_ms, min_hold_ms, min_hold_ms, name
-UPDATE sqlguard_lock SET owner = ?, fence = GREATEST(NEXTVAL(sqlguard_fence_seq), fence + 1), expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
+-- params: owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule
+UPDATE sqlguard_lock SET owner = ?, fence = GREATEST(NEXTVAL(sqlguard_fence_seq), fence + 1), beat = 1, ttl_ms = ?, expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
   renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at = CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END
-WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+WHERE name = ? AND ((beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+                    OR (owner <> '' AND fence = ? AND beat = ? AND expire_at = ?)
+                    OR (? = 1 AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)));
 
 -- name: lease_insert
 -- not needed: lease_take creates a name never seen (and Galera's plan uses lease_create)
@@ -41,49 +50,61 @@ WHERE name = ? AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 -- concurrent creator makes it fail with 1062 = already there. No RETURNING (see lease_take):
 -- lease_read_mine reads the fence.
 -- returns: :execrows
--- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms
-INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END);
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, ttl_ms
+INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat, ttl_ms)
+VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END, 1, ?);
 
 -- name: lease_take
 -- The take-over AND the fence read in one round trip (MariaDB has no UPDATE ... RETURNING;
 -- INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING returns the row as the statement left
--- it). Sent only after lease_precheck found the lease expired or the name missing, so a
--- busy attempt stays a read. Creates a name never seen, or takes over an expired row: each
--- column changes only while the row is expired (expire_at is assigned last, so every
--- IF sees the old expiry); a row another contender took in between comes back unchanged.
+-- it). Sent only after lease_precheck found the lease free or the name missing, so a
+-- busy attempt stays a read. Creates a name never seen, or takes over a released row or one
+-- this process watched unchanged for its ttl (see the head of this file). The first
+-- assignment decides, on the row as it was, and marks a take-over with beat = -1 (never
+-- stored: the last assignment makes it 1); every other column changes only under that mark
+-- (MariaDB evaluates ON DUPLICATE KEY UPDATE assignments left to right, each seeing the
+-- ones before it). A row another contender took in between comes back unchanged.
 -- NOW(3) is one value for the whole statement, so acquired = (owner is ours AND
 -- acquired_at = the statement's now). NEXTVAL is drawn for the VALUES row either way;
 -- GREATEST(..., fence + 1) orders take-overs of one name by the row itself (Galera: two
--- nodes can draw the same NOCACHE value). The last column takes the wake-up lock when this
+-- nodes can draw the same NOCACHE value). The wake_lock column takes the wake-up lock when this
 -- call took the lease (GET_LOCK(channel, 0): session-scoped, never waits), unless this
 -- session holds it already (a waiter woken by lease_wakeup_wait keeps it; GET_LOCK twice
 -- would need two RELEASE_LOCKs).
 -- Not on Galera (its plan is lease_update_expired / lease_create, then lease_read_mine): an
 -- autocommit INSERT ... RETURNING that certification aborts can leave the client waiting for
 -- a result that never comes (seen on MariaDB 10.11 under cross-node take-overs).
--- returns: :one owner, fence, expire_at, acquired_at, db_now_ms, wake_lock
--- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, owner, channel, channel
-INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END)
+-- returns: :one owner, fence, expire_at, acquired_at, db_now_ms, wake_lock, beat, watch_ms, released
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, ttl_ms, watched_fence, watched_beat, watched_expire_at, db_clock_rule, owner, channel, channel
+INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat, ttl_ms)
+VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END, 1, ?)
 ON DUPLICATE KEY UPDATE
-  owner = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(owner), owner),
-  fence = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), GREATEST(VALUES(fence), fence + 1), fence),
-  acquired_at = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(acquired_at), acquired_at),
-  renewed_at = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(renewed_at), renewed_at),
-  min_release_at = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(min_release_at), min_release_at),
-  expire_at = IF(expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), VALUES(expire_at), expire_at)
+  beat = IF((beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+                    OR (owner <> '' AND fence = ? AND beat = ? AND expire_at = ?)
+                    OR (? = 1 AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)), -1, beat),
+  owner = IF(beat = -1, VALUES(owner), owner),
+  fence = IF(beat = -1, GREATEST(VALUES(fence), fence + 1), fence),
+  acquired_at = IF(beat = -1, VALUES(acquired_at), acquired_at),
+  renewed_at = IF(beat = -1, VALUES(renewed_at), renewed_at),
+  min_release_at = IF(beat = -1, VALUES(min_release_at), min_release_at),
+  expire_at = IF(beat = -1, VALUES(expire_at), expire_at),
+  ttl_ms = IF(beat = -1, VALUES(ttl_ms), ttl_ms),
+  beat = IF(beat = -1, 1, beat)
 RETURNING owner, fence, expire_at, acquired_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
-  IF(owner = ? AND acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)), 0);
+  IF(owner = ? AND acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)), 0),
+  beat, IF(ttl_ms > 0, ttl_ms, GREATEST(expire_at - renewed_at, 0)), beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: lease_precheck
 -- Causal on Galera (wsrep_sync_wait = 1): sees a take-over committed on another node.
--- A consistent read (no lock, never waits) that decides first: a held lease is busy
--- without touching the row. Needed because InnoDB's UPDATE by primary key waits for a
--- row lock even when the row will not match (no semi-consistent read on a unique lookup).
--- returns: :one owner, expire_at, held, db_now_ms
+-- A consistent read (no lock, never waits) that decides first (acquire_common.h,
+-- may_take_over): a held lease is busy without touching the row. Needed because InnoDB's
+-- UPDATE by primary key waits for a row lock even when the row will not match (no
+-- semi-consistent read on a unique lookup). What it answers of the holder is a sighting for
+-- this process's watch of it.
+-- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released
 -- params: name
-SET STATEMENT wsrep_sync_wait = 1 FOR SELECT owner, expire_at, expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM sqlguard_lock WHERE name = ?;
+SET STATEMENT wsrep_sync_wait = 1 FOR SELECT owner, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), fence, beat, IF(ttl_ms > 0, ttl_ms, GREATEST(expire_at - renewed_at, 0)),
+  beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_read_mine
 -- Reads the fence after lease_acquire / lease_insert took the lease, and takes the
@@ -108,9 +129,12 @@ FROM sqlguard_lock WHERE name = ?;
 -- Causal on Galera (wsrep_sync_wait = 2): a take-over from another node is seen, not
 -- renewed over and then refused at commit.
 -- returns: :execrows
--- params: ttl_ms, name, owner, fence
-SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, min_release_at), renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
-WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+-- Not released and not taken over is enough (beat <> 0): a renewal that comes after the
+-- database clock passed expire_at still keeps the lease when nobody took it over; beat + 1
+-- restarts every watch of it.
+-- params: ttl_ms, ttl_ms, name, owner, fence
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET beat = beat + 1, ttl_ms = ?, expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, min_release_at), renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 
 -- name: lease_renew_batch
 -- not needed: no UPDATE ... RETURNING here; lease_renew_batch_lock + lease_renew_batch_update run instead
@@ -118,18 +142,20 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 -- name: lease_poll
 -- The lock client's waiter thread: where the lease of each waited name stands, one statement
 -- for every name whose head is due to try (a plain read; no row or write lock). A name with
--- no row, or expire_at <= db_now_ms, is free: its head tries. {names} is one lease_name_ref
+-- no row, or released, or watched unchanged for its ttl (acquire_common.h, may_take_over), is
+-- free: its head tries; the poll is a sighting for the watch. {names} is one lease_name_ref
 -- per name (at most 1000), padded with '' (no lease has an empty name).
--- returns: :many name, expire_at, db_now_ms
+-- returns: :many name, expire_at, db_now_ms, fence, beat, watch_ms, released
 -- params: names...
-SELECT name, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms FROM sqlguard_lock WHERE name IN ({names*, });
+SELECT name, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms, fence, beat, IF(ttl_ms > 0, ttl_ms, GREATEST(expire_at - renewed_at, 0)),
+  beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM sqlguard_lock WHERE name IN ({names*, });
 
 -- fragment: lease_name_ref
 ?
 
 -- name: lease_renew_batch_lock
 -- Batched renewal, first half (renew_leases(): the lock client's renewal thread): locks and
--- answers the listed leases still held by their owner under their fence and unexpired, so that
+-- answers the listed leases still held by their owner under their fence and not released, so that
 -- lease_renew_batch_update, in the same transaction, extends exactly these. Causal on Galera
 -- (wsrep_sync_wait = 3: reads and writes see every take-over certified elsewhere).
 -- {refs} is one lease_ref per lease (at most 1000), joined by UNION ALL.
@@ -140,7 +166,7 @@ SELECT name, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_
 -- params: refs...
 SET STATEMENT wsrep_sync_wait = 3 FOR SELECT STRAIGHT_JOIN l.name, l.fence FROM ({refs* UNION ALL }) v
   JOIN sqlguard_lock l FORCE INDEX (PRIMARY) ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
-WHERE l.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FOR UPDATE;
+WHERE l.beat <> 0 FOR UPDATE;
 
 -- name: lease_renew_batch_update
 -- Batched renewal, second half: extends what lease_renew_batch_lock locked, each with its own
@@ -150,8 +176,8 @@ WHERE l.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FOR UPDATE;
 -- params: refs...
 UPDATE ({refs* UNION ALL }) v STRAIGHT_JOIN sqlguard_lock l FORCE INDEX (PRIMARY)
   ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
-SET l.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + v.ttl_ms, l.min_release_at), l.renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
-WHERE l.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+SET l.beat = l.beat + 1, l.ttl_ms = v.ttl_ms, l.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + v.ttl_ms, l.min_release_at), l.renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+WHERE l.beat <> 0;
 
 -- fragment: lease_ref
 SELECT ? AS name, ? AS owner, ? AS fence, ? AS ttl_ms
@@ -164,8 +190,8 @@ SELECT ? AS name, ? AS owner, ? AS fence, ? AS ttl_ms
 -- certification failure.
 -- returns: :execrows
 -- params: name, owner, fence
-SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
-WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET beat = 0, expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
+WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 
 -- name: lease_release_flushed
 -- not needed: lease_release does not change how its commit is flushed (server-wide on MariaDB)
@@ -181,8 +207,8 @@ WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(N
 -- params: ticket, place_owner, name, owner, fence
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock l
 LEFT JOIN sqlguard_lock_queue q ON q.name = l.name AND q.ticket = ? AND q.owner = ?
-SET l.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.min_release_at), q.expire_at = 0
-WHERE l.name = ? AND l.owner = ? AND l.fence = ? AND l.expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+SET l.beat = 0, l.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.min_release_at), q.expire_at = 0
+WHERE l.name = ? AND l.owner = ? AND l.fence = ? AND l.beat <> 0;
 
 -- name: lease_release_fair_flushed
 -- not needed: lease_release_fair does not change how its commit is flushed (server-wide on MariaDB)
@@ -201,7 +227,7 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 -- Causal on Galera (wsrep_sync_wait = 2): ends a lease just taken on another node too.
 -- returns: :execrows
 -- params: name
-SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND owner <> '' AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND owner <> '' AND beat <> 0;
 
 -- name: lease_list_held
 -- Leases only: a name a semaphore or read-write lease reserved (owner '', sync_reserve_name)
@@ -228,7 +254,7 @@ FROM sqlguard_lock WHERE owner <> '' ORDER BY name;
 -- returns: :execrows
 -- params: name, owner, fence
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET guard_writes = guard_writes + 1
-WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 
 -- name: fenced_ensure
 -- Creates the resource's fence row if it is missing (not INSERT IGNORE: that also turns data
@@ -248,10 +274,39 @@ SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_fenced_resource SET fence 
 WHERE resource = ? AND fence <= ?;
 
 -- name: lock_purge
--- cleanup(): one bounded batch of long-expired rows (MariaDB refuses LIMIT inside IN (subquery)).
+-- cleanup(): one bounded batch of rows RELEASED longer than grace_ms ago (MariaDB refuses
+-- LIMIT inside IN (subquery)). An unreleased row is never deleted on the database clock (a
+-- forward step would end a live lease): the next acquirer takes it over after watching it.
 -- returns: :execrows
 -- params: grace_ms, batch
-DELETE FROM sqlguard_lock WHERE expire_at < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ? LIMIT ?;
+DELETE FROM sqlguard_lock WHERE beat = 0 AND expire_at < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ? LIMIT ?;
+
+-- name: lease_watch_read
+-- This machine's sighting of lease `name` (sqlguard_lock_watch, 0010): the row version an
+-- earlier process on the same machine saw unchanged, and since when on the machine's
+-- monotonic clock (strategies/lease/takeover.h). Read by a process's first busy attempt.
+-- returns: :one fence, beat, expire_at, first_seen_ms
+-- params: name, watcher
+SELECT fence, beat, expire_at, first_seen_ms FROM sqlguard_lock_watch WHERE name = ? AND watcher = ?;
+
+-- name: lease_watch_write
+-- Records this machine's sighting of a version of lease `name` it had not seen before.
+-- returns: :execrows
+-- params: name, watcher, fence, beat, expire_at, first_seen_ms
+INSERT INTO sqlguard_lock_watch (name, watcher, fence, beat, expire_at, first_seen_ms) VALUES (?, ?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE fence = VALUES(fence), beat = VALUES(beat), expire_at = VALUES(expire_at),
+  first_seen_ms = VALUES(first_seen_ms);
+
+-- name: lease_watch_purge
+-- cleanup(): one bounded batch of sightings of a lease that has changed since (renewed,
+-- released, taken over or deleted): no later take-over can use them. (MariaDB refuses LIMIT
+-- inside IN (subquery): a derived table.)
+-- returns: :execrows
+-- params: batch
+DELETE w FROM sqlguard_lock_watch w JOIN (
+  SELECT w2.name, w2.watcher FROM sqlguard_lock_watch w2 LEFT JOIN sqlguard_lock l ON l.name = w2.name
+  WHERE l.name IS NULL OR l.fence <> w2.fence OR l.beat <> w2.beat OR l.expire_at <> w2.expire_at LIMIT ?) s
+  ON s.name = w.name AND s.watcher = w.watcher;
 
 -- name: lease_wakeup_signal
 -- After a release: frees the wake-up lock, so every waiter blocked in lease_wakeup_wait

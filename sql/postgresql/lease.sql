@@ -5,10 +5,18 @@
 -- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a
 -- renewal never keeps an expiry at the acquisition time, so a backward step of the
 -- database clock does not hold a released lease for the length of the step.
+-- Who may take over (migrations/postgresql/0010_watched_takeover.sql, docs/failure-model.md):
+-- a RELEASED row (beat = 0) once its minimum hold has passed; an unreleased row only by a
+-- compare-and-set on the (fence, beat, expire_at) the caller's process has watched unchanged
+-- for the holder's whole ttl on its own monotonic clock (watched_*: -1 = no watch is ripe);
+-- or, with LeaseOptions::take_over = kDatabaseClock (db_clock_rule = 1), once the database
+-- clock has passed expire_at. Every renewal bumps beat; a release sets it to 0. No wall
+-- clock alone decides a take-over under the default rule.
 
 -- name: lease_acquire
--- Takes over an EXPIRED row: one statement decides, on the database clock, and draws one
--- fence. A row that is held does not match the WHERE, so a busy attempt is a read:
+-- Takes over a released row, or one this process watched unchanged for its ttl (see the
+-- head of this file): one statement decides and draws one fence. A row that is held does not
+-- match the WHERE, so a busy attempt is a read:
 -- no row lock, no xid, no WAL, no commit flush (an ON CONFLICT DO UPDATE would
 -- lock the row and write WAL even when its WHERE is false). SKIP LOCKED: when many
 -- waiters wake on one release, the losers skip the row the winner is taking over
@@ -27,29 +35,37 @@
 -- Two more columns: whether a take-over left the head's place, whether a busy 'join'
 -- attempt became the head (only when the row exists: a missing name goes on to lease_insert,
 -- and a session lock taken by an attempt that then fails would outlive it).
--- returns: :one fence, expire_at, holder_expire_at, db_now_ms, left_queue, joined_queue
--- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, name, queue_role, channel, queue_role, channel
-WITH seen AS (SELECT expire_at FROM sqlguard_lock WHERE name = ?),
+-- The holder's row as the statement saw it rides back too (holder_*: its fence, beat, the ttl
+-- a watch of it must last, whether it is released), so a busy attempt starts or continues
+-- this process's watch of it in the same round trip.
+-- returns: :one fence, expire_at, holder_expire_at, db_now_ms, left_queue, joined_queue, holder_fence, holder_beat, holder_watch_ms, holder_released
+-- params: name, owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, queue_role, channel, queue_role, channel
+WITH seen AS (SELECT expire_at, fence, beat, CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE GREATEST(expire_at - renewed_at, 0) END AS watch_ms,
+                     beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS released
+              FROM sqlguard_lock WHERE name = ?),
 took AS (
-  UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+  UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), beat = 1, ttl_ms = ?, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
     renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = CASE WHEN ?::bigint > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? ELSE 0 END
   WHERE name = (SELECT name FROM sqlguard_lock
-                WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+                WHERE name = ? AND ((beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
+                                    OR (owner <> '' AND fence = ? AND beat = ? AND expire_at = ?)
+                                    OR (?::int = 1 AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT))
                 FOR UPDATE SKIP LOCKED)
   RETURNING fence, expire_at, CASE WHEN ?::text = 'head' THEN pg_advisory_unlock(1397836871, hashtext(?)) END AS left_queue)
 SELECT took.fence, took.expire_at, seen.expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
        took.left_queue,
        CASE WHEN took.fence IS NULL AND seen.expire_at IS NOT NULL AND ?::text = 'join'
-            THEN pg_try_advisory_lock(1397836871, hashtext(?)) END AS joined
+            THEN pg_try_advisory_lock(1397836871, hashtext(?)) END AS joined,
+       seen.fence, seen.beat, seen.watch_ms, seen.released
 FROM (SELECT 1) AS one LEFT JOIN took ON true LEFT JOIN seen ON true;
 
 -- name: lease_insert
 -- Creates a name never seen before (only after no row was found); a concurrent creator
 -- wins the primary key and this inserts nothing (no row back).
 -- returns: :one fence, expire_at
--- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms
-INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, nextval('sqlguard_fence_seq'), (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, CASE WHEN ?::bigint > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? ELSE 0 END)
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, ttl_ms
+INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat, ttl_ms)
+VALUES (?, ?, nextval('sqlguard_fence_seq'), (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, CASE WHEN ?::bigint > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? ELSE 0 END, 1, ?)
 ON CONFLICT (name) DO NOTHING
 RETURNING fence, expire_at;
 
@@ -85,20 +101,23 @@ FROM sqlguard_lock WHERE name = ?;
 -- affected = still held and extended. Never ends before min_release_at: a ttl shorter
 -- than what is left of the minimum hold does not let another owner in early.
 -- returns: :execrows
--- params: ttl_ms, name, owner, fence
-UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
-WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+-- Not released and not taken over is enough (beat <> 0): a renewal that comes after the
+-- database clock passed expire_at still keeps the lease when nobody took it over (a forward
+-- step of that clock takes nothing away); beat + 1 restarts every watch of it.
+-- params: ttl_ms, ttl_ms, name, owner, fence
+UPDATE sqlguard_lock SET beat = beat + 1, ttl_ms = ?, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 
 -- name: lease_renew_batch
 -- Many leases in one statement (renew_leases(): the lock client's renewal thread). Each listed
--- lease is checked and extended as lease_renew does (owner and fence, still unexpired, never
+-- lease is checked and extended as lease_renew does (owner and fence, not released, never
 -- before min_release_at, on the database clock) with its own ttl; answers the renewed ones.
 -- {refs} is one lease_ref per lease (at most 1000: 4000 values).
 -- returns: :many name, fence
 -- params: refs...
-UPDATE sqlguard_lock AS l SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + v.ttl_ms, l.min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+UPDATE sqlguard_lock AS l SET beat = l.beat + 1, ttl_ms = v.ttl_ms, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + v.ttl_ms, l.min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
 FROM (VALUES {refs*, }) AS v(name, owner, fence, ttl_ms)
-WHERE l.name = v.name AND l.owner = v.owner AND l.fence = v.fence AND l.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+WHERE l.name = v.name AND l.owner = v.owner AND l.fence = v.fence AND l.beat <> 0
 RETURNING l.name, l.fence;
 
 -- fragment: lease_ref
@@ -107,11 +126,14 @@ RETURNING l.name, l.fence;
 -- name: lease_poll
 -- The lock client's waiter thread: where the lease of each waited name stands, one statement
 -- for every name whose head is due to try (a plain read; no row or write lock). A name with
--- no row, or expire_at <= db_now_ms, is free: its head tries. {names} is one lease_name_ref
+-- no row, or released, or watched unchanged for its ttl (acquire_common.h, may_take_over), is
+-- free: its head tries; the poll is a sighting for the watch. {names} is one lease_name_ref
 -- per name (at most 1000), padded with '' (no lease has an empty name).
--- returns: :many name, expire_at, db_now_ms
+-- returns: :many name, expire_at, db_now_ms, fence, beat, watch_ms, released
 -- params: names...
-SELECT name, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms FROM sqlguard_lock WHERE name IN ({names*, });
+SELECT name, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms, fence, beat,
+       CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE GREATEST(expire_at - renewed_at, 0) END, beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+FROM sqlguard_lock WHERE name IN ({names*, });
 
 -- fragment: lease_name_ref
 CAST(? AS VARCHAR)
@@ -139,8 +161,8 @@ CAST(? AS VARCHAR)
 -- returns: :execrows
 -- params: name, owner, fence
 WITH released AS (
-  UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
-  WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  UPDATE sqlguard_lock SET beat = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+  WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), ''),
        set_config('synchronous_commit', 'off', true)
@@ -154,8 +176,8 @@ FROM released;
 -- returns: :execrows
 -- params: name, owner, fence
 WITH released AS (
-  UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
-  WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  UPDATE sqlguard_lock SET beat = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+  WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM released;
 
@@ -169,8 +191,8 @@ SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'h
 -- returns: :execrows
 -- params: name, owner, fence, name, ticket, place_owner, name, ticket
 WITH released AS (
-  UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
-  WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  UPDATE sqlguard_lock SET beat = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+  WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
   RETURNING name),
 left_place AS (
   DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?),
@@ -187,8 +209,8 @@ FROM released r CROSS JOIN next_place n;
 -- returns: :execrows
 -- params: name, owner, fence, name, ticket, place_owner, name, ticket
 WITH released AS (
-  UPDATE sqlguard_lock SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
-  WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  UPDATE sqlguard_lock SET beat = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+  WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
   RETURNING name),
 left_place AS (
   DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?),
@@ -208,7 +230,7 @@ FROM released r CROSS JOIN next_place n;
 -- returns: :execrows
 -- params: name
 WITH ended AS (
-  UPDATE sqlguard_lock SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND owner <> '' AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+  UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND owner <> '' AND beat <> 0
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM ended;
 
@@ -233,7 +255,7 @@ FROM sqlguard_lock WHERE owner <> '' ORDER BY name;
 -- no take-over can commit in between.
 -- returns: :execrows
 -- params: name, owner, fence
-SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT FOR UPDATE;
+SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0 FOR UPDATE;
 
 -- name: fenced_ensure
 -- Creates the resource's fence row if it is missing.
@@ -250,10 +272,37 @@ UPDATE sqlguard_fenced_resource SET fence = ?, updated_at = (EXTRACT(EPOCH FROM 
 WHERE resource = ? AND fence <= ?;
 
 -- name: lock_purge
--- cleanup(): one bounded batch of long-expired rows.
+-- cleanup(): one bounded batch of rows RELEASED longer than grace_ms ago. An unreleased row
+-- is never deleted on the database clock (a forward step would end a live lease): the next
+-- acquirer takes it over after watching it (see the head of this file).
 -- returns: :execrows
 -- params: grace_ms, batch
-DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE expire_at < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ? LIMIT ?);
+DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE beat = 0 AND expire_at < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ? LIMIT ?);
+
+-- name: lease_watch_read
+-- This machine's sighting of lease `name` (sqlguard_lock_watch, 0010): the row version an
+-- earlier process on the same machine saw unchanged, and since when on the machine's
+-- monotonic clock (strategies/lease/takeover.h). Read by a process's first busy attempt.
+-- returns: :one fence, beat, expire_at, first_seen_ms
+-- params: name, watcher
+SELECT fence, beat, expire_at, first_seen_ms FROM sqlguard_lock_watch WHERE name = ? AND watcher = ?;
+
+-- name: lease_watch_write
+-- Records this machine's sighting of a version of lease `name` it had not seen before.
+-- returns: :execrows
+-- params: name, watcher, fence, beat, expire_at, first_seen_ms
+INSERT INTO sqlguard_lock_watch (name, watcher, fence, beat, expire_at, first_seen_ms) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (name, watcher) DO UPDATE SET fence = EXCLUDED.fence, beat = EXCLUDED.beat, expire_at = EXCLUDED.expire_at,
+  first_seen_ms = EXCLUDED.first_seen_ms;
+
+-- name: lease_watch_purge
+-- cleanup(): one bounded batch of sightings of a lease that has changed since (renewed,
+-- released, taken over or deleted): no later take-over can use them.
+-- returns: :execrows
+-- params: batch
+DELETE FROM sqlguard_lock_watch WHERE (name, watcher) IN (
+  SELECT w.name, w.watcher FROM sqlguard_lock_watch w LEFT JOIN sqlguard_lock l ON l.name = w.name
+  WHERE l.name IS NULL OR l.fence <> w.fence OR l.beat <> w.beat OR l.expire_at <> w.expire_at LIMIT ?);
 
 -- name: lease_wakeup_signal
 -- not needed: LISTEN/NOTIFY: lease_release sends the NOTIFY

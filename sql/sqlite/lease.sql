@@ -5,31 +5,39 @@
 -- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a
 -- renewal never keeps an expiry at the acquisition time, so a backward step of the
 -- database clock does not hold a released lease for the length of the step.
+-- Who may take over (migrations/sqlite/0010_watched_takeover.sql, docs/failure-model.md):
+-- a RELEASED row (beat = 0) once its minimum hold has passed; an unreleased row only by a
+-- compare-and-set on the (fence, beat, expire_at) the caller's process has watched unchanged
+-- for the holder's whole ttl on its own monotonic clock (watched_*: -1 = no watch is ripe);
+-- or, with LeaseOptions::take_over = kDatabaseClock (db_clock_rule = 1), once the database
+-- clock has passed expire_at. Every renewal bumps beat; a release sets it to 0. No wall
+-- clock alone decides a take-over under the default rule.
 
 -- name: lease_acquire
 -- not needed: read first, then update (lease_precheck, lease_take_expired): SQLite takes the
 -- database write lock for any UPDATE, so a one-statement take-over would not stay a read
 
 -- name: lease_take_expired
--- Takes over an EXPIRED row: one statement decides, on the database clock, and draws one
--- fence. A row that is held does not match the WHERE, so a busy attempt is a read:
--- but SQLite takes the database write lock for any UPDATE, so lease_precheck
--- decides first and a loser never gets here.
+-- Takes over a released row, or one this process watched unchanged for its ttl (see the
+-- head of this file): one statement decides and draws one fence. SQLite takes the database
+-- write lock for any UPDATE, so lease_precheck decides first and a loser never gets here.
 -- A row comes back only when this call acquired the lease.
 -- returns: :one fence, expire_at
--- params: owner, ttl_ms, min_hold_ms, min_hold_ms, name
-UPDATE sqlguard_lock SET owner = ?, fence = (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, acquired_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER),
+-- params: owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule
+UPDATE sqlguard_lock SET owner = ?, fence = (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), beat = 1, ttl_ms = ?, expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, acquired_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER),
   renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at = CASE WHEN ? > 0 THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? ELSE 0 END
-WHERE name = ? AND expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+WHERE name = ? AND ((beat = 0 AND min_release_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
+                    OR (owner <> '' AND fence = ? AND beat = ? AND expire_at = ?)
+                    OR (? = 1 AND expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)))
 RETURNING fence, expire_at;
 
 -- name: lease_insert
 -- Creates a name never seen before (only after no row was found); a concurrent creator
 -- wins the primary key and this inserts nothing (no row back).
 -- returns: :one fence, expire_at
--- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms
-INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CASE WHEN ? > 0 THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? ELSE 0 END)
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, ttl_ms
+INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat, ttl_ms)
+VALUES (?, ?, (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CASE WHEN ? > 0 THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? ELSE 0 END, 1, ?)
 ON CONFLICT (name) DO NOTHING
 RETURNING fence, expire_at;
 
@@ -43,11 +51,13 @@ RETURNING fence, expire_at;
 -- not needed: lease_insert returns the fence itself (INSERT ... RETURNING)
 
 -- name: lease_precheck
--- A plain read (WAL: no lock, never blocks behind the writer) that decides first: a held
--- lease is busy without taking the database write lock.
--- returns: :one owner, expire_at, held, db_now_ms
+-- A plain read (WAL: no lock, never blocks behind the writer) that decides first
+-- (acquire_common.h, may_take_over): a held lease is busy without taking the database write
+-- lock. What it answers of the holder is a sighting for this process's watch of it.
+-- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released
 -- params: name
-SELECT owner, expire_at, expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) FROM sqlguard_lock WHERE name = ?;
+SELECT owner, expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), fence, beat, CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE MAX(expire_at - renewed_at, 0) END,
+       beat = 0 AND min_release_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_read_mine
 -- wake_lock: NULL, a release wakes a waiter itself (sqlguard_wake).
@@ -66,22 +76,25 @@ FROM sqlguard_lock WHERE name = ?;
 -- affected = still held and extended. Never ends before min_release_at: a ttl shorter
 -- than what is left of the minimum hold does not let another owner in early.
 -- returns: :execrows
--- params: ttl_ms, name, owner, fence
-UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, min_release_at), renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
-WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+-- Not released and not taken over is enough (beat <> 0): a renewal that comes after the
+-- database clock passed expire_at still keeps the lease when nobody took it over; beat + 1
+-- restarts every watch of it.
+-- params: ttl_ms, ttl_ms, name, owner, fence
+UPDATE sqlguard_lock SET beat = beat + 1, ttl_ms = ?, expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, min_release_at), renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 
 -- name: lease_renew_batch
 -- Many leases in one statement (renew_leases(): the lock client's renewal thread). Each listed
--- lease is checked and extended as lease_renew does (owner and fence, still unexpired, never
+-- lease is checked and extended as lease_renew does (owner and fence, not released, never
 -- before min_release_at, on the database clock) with its own ttl; answers the renewed ones.
 -- {refs} is one lease_ref per lease (at most 1000: 4000 values).
 -- returns: :many name, fence
 -- params: refs...
 WITH v(name, owner, fence, ttl_ms) AS (VALUES {refs*, })
-UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + v.ttl_ms, sqlguard_lock.min_release_at), renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+UPDATE sqlguard_lock SET beat = sqlguard_lock.beat + 1, ttl_ms = v.ttl_ms, expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + v.ttl_ms, sqlguard_lock.min_release_at), renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 FROM v
 WHERE sqlguard_lock.name = v.name AND sqlguard_lock.owner = v.owner AND sqlguard_lock.fence = v.fence
-  AND sqlguard_lock.expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+  AND sqlguard_lock.beat <> 0
 RETURNING sqlguard_lock.name, sqlguard_lock.fence;
 
 -- fragment: lease_ref
@@ -90,11 +103,14 @@ RETURNING sqlguard_lock.name, sqlguard_lock.fence;
 -- name: lease_poll
 -- The lock client's waiter thread: where the lease of each waited name stands, one statement
 -- for every name whose head is due to try (a plain read; no row or write lock). A name with
--- no row, or expire_at <= db_now_ms, is free: its head tries. {names} is one lease_name_ref
+-- no row, or released, or watched unchanged for its ttl (acquire_common.h, may_take_over), is
+-- free: its head tries; the poll is a sighting for the watch. {names} is one lease_name_ref
 -- per name (at most 1000), padded with '' (no lease has an empty name).
--- returns: :many name, expire_at, db_now_ms
+-- returns: :many name, expire_at, db_now_ms, fence, beat, watch_ms, released
 -- params: names...
-SELECT name, expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS db_now_ms FROM sqlguard_lock WHERE name IN ({names*, });
+SELECT name, expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS db_now_ms, fence, beat,
+       CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE MAX(expire_at - renewed_at, 0) END, beat = 0 AND min_release_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+FROM sqlguard_lock WHERE name IN ({names*, });
 
 -- fragment: lease_name_ref
 ?
@@ -114,8 +130,8 @@ SELECT name, expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) 
 -- src/dialect/sqlite/connection.cpp); it runs only if the row was released. 1 row = released.
 -- returns: :execrows
 -- params: name, owner, fence, channel
-UPDATE sqlguard_lock SET expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at)
-WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+UPDATE sqlguard_lock SET beat = 0, expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at)
+WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
 RETURNING sqlguard_wake(?);
 
 -- name: lease_release_flushed
@@ -137,7 +153,7 @@ RETURNING sqlguard_wake(?);
 -- Wakes a waiter like lease_release. 1 row = ended.
 -- returns: :execrows
 -- params: name, channel
-UPDATE sqlguard_lock SET expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND owner <> '' AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND owner <> '' AND beat <> 0
 RETURNING sqlguard_wake(?);
 
 -- name: lease_list_held
@@ -161,7 +177,7 @@ FROM sqlguard_lock WHERE owner <> '' ORDER BY name;
 -- database write lock, so no take-over can commit in between.
 -- returns: :execrows
 -- params: name, owner, fence
-SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND expire_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER);
+SELECT fence FROM sqlguard_lock WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 
 -- name: fenced_ensure
 -- Creates the resource's fence row if it is missing.
@@ -178,10 +194,37 @@ UPDATE sqlguard_fenced_resource SET fence = ?, updated_at = CAST(ROUND((julianda
 WHERE resource = ? AND fence <= ?;
 
 -- name: lock_purge
--- cleanup(): one bounded batch of long-expired rows.
+-- cleanup(): one bounded batch of rows RELEASED longer than grace_ms ago. An unreleased row
+-- is never deleted on the database clock (a forward step would end a live lease): the next
+-- acquirer takes it over after watching it (see the head of this file).
 -- returns: :execrows
 -- params: grace_ms, batch
-DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE expire_at < CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) - ? LIMIT ?);
+DELETE FROM sqlguard_lock WHERE name IN (SELECT name FROM sqlguard_lock WHERE beat = 0 AND expire_at < CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) - ? LIMIT ?);
+
+-- name: lease_watch_read
+-- This machine's sighting of lease `name` (sqlguard_lock_watch, 0010): the row version an
+-- earlier process on the same machine saw unchanged, and since when on the machine's
+-- monotonic clock (strategies/lease/takeover.h). Read by a process's first busy attempt.
+-- returns: :one fence, beat, expire_at, first_seen_ms
+-- params: name, watcher
+SELECT fence, beat, expire_at, first_seen_ms FROM sqlguard_lock_watch WHERE name = ? AND watcher = ?;
+
+-- name: lease_watch_write
+-- Records this machine's sighting of a version of lease `name` it had not seen before.
+-- returns: :execrows
+-- params: name, watcher, fence, beat, expire_at, first_seen_ms
+INSERT INTO sqlguard_lock_watch (name, watcher, fence, beat, expire_at, first_seen_ms) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (name, watcher) DO UPDATE SET fence = excluded.fence, beat = excluded.beat, expire_at = excluded.expire_at,
+  first_seen_ms = excluded.first_seen_ms;
+
+-- name: lease_watch_purge
+-- cleanup(): one bounded batch of sightings of a lease that has changed since (renewed,
+-- released, taken over or deleted): no later take-over can use them.
+-- returns: :execrows
+-- params: batch
+DELETE FROM sqlguard_lock_watch WHERE (name, watcher) IN (
+  SELECT w.name, w.watcher FROM sqlguard_lock_watch w LEFT JOIN sqlguard_lock l ON l.name = w.name
+  WHERE l.name IS NULL OR l.fence <> w.fence OR l.beat <> w.beat OR l.expire_at <> w.expire_at LIMIT ?);
 
 -- name: lease_wakeup_signal
 -- not needed: the release statement wakes one waiter itself (sqlguard_wake(channel): a futex word in <db>-sqlguard-wake, woken after COMMIT)

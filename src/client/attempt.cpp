@@ -25,12 +25,16 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   if (o.fair) {
     std::int64_t lease_left = 0;
     if (!fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left)) return false;
-    if (lease_left > 0) {
-      // Its turn, but the lease is still held: the same read said so.
-      *holder_remaining = milliseconds(lease_left);
-      return false;
+    if (o.take_over == TakeOver::kDatabaseClock) {
+      if (lease_left > 0) {
+        // Its turn, but the lease is still held: the same read said so.
+        *holder_remaining = milliseconds(lease_left);
+        return false;
+      }
+      seen_free = true;
     }
-    seen_free = true;
+    // Watched: the database clock's "still held" decides nothing; the
+    // attempt's own read is the sighting its watch needs.
   }
   const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
   const auto start = steady_clock::now();
@@ -49,7 +53,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       if (session) session->session_lost();  // a new session: it holds no queue place and listens to nothing
     }
     auto res = acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, session ? session->seat() : nullptr,
-                                    seen_free && attempt == 1);
+                                    seen_free && attempt == 1, o.take_over);
     if (session) session->seated();
     return res;
   });

@@ -65,6 +65,7 @@ struct ClientLease {
     // semaphore) and, for a semaphore, its count when new.
     LockKind queue_kind = LockKind::kFairLease;
     std::int64_t queue_permits = 0;
+    TakeOver take_over = TakeOver::kWatched;  // LeaseOptions::take_over
   } options;
   std::chrono::milliseconds margin{0}, period{0};
   bool renew = true;  // the client renews it while held (Watchdog::kOn)

@@ -193,6 +193,7 @@ std::shared_ptr<ClientLease> make_client_lease(RowKind kind, std::string name, c
   l->options.backoff_max = o.backoff_max;
   l->options.owner = o.owner;
   l->options.fair = o.fair;
+  l->options.take_over = o.take_over;
   l->options.place_ttl = o.place_ttl.value_or(std::clamp<milliseconds>(o.ttl, milliseconds(300), std::chrono::seconds(10)));
   l->margin = o.safety_margin.value_or(std::min<milliseconds>(o.ttl / 10, std::chrono::seconds(2)));
   l->period = o.renew_period.value_or(o.ttl / 3);

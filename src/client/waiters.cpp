@@ -310,6 +310,13 @@ std::vector<std::string> ClientCore::without_poll(std::vector<std::string>& time
 void ClientCore::poll_heads(std::vector<std::string>& timed) {
   std::set<std::string> free(timed.begin(), timed.end());
   std::map<std::string, milliseconds> remaining;
+  std::map<std::string, TakeOver> rules;
+  {
+    std::lock_guard<std::mutex> g(wait_mu_);
+    for (const auto& n : timed)
+      if (auto qi = queues_.find(n); qi != queues_.end() && !qi->second.waits.empty())
+        rules[n] = qi->second.waits.front()->lease->options.take_over;
+  }
   try {
     auto c = borrow();
     for (std::size_t b = 0; b < timed.size(); b += kMaxRenewalBatch) {
@@ -325,14 +332,20 @@ void ClientCore::poll_heads(std::vector<std::string>& timed) {
         ++polls_;
       }
       static constexpr auto kName = column(Sql::lease_poll, "name");
-      static constexpr auto kExpire = column(Sql::lease_poll, "expire_at");
-      static constexpr auto kNow = column(Sql::lease_poll, "db_now_ms");
+      static constexpr auto kSeen = plain_sighting_columns<Sql::lease_poll>();
+      const auto at = steady_clock::now();
       for (const auto& row : r.rows) {
-        const std::int64_t left = cell(row, kExpire).as_int() - cell(row, kNow).as_int();
-        if (left <= 0) continue;
+        // Each row is a sighting for this process's watch (takeover.h); the
+        // head tries only what the take-over rule would let it take.
         const std::string n = cell(row, kName).as_string();
+        const Sighting seen = sighting_of(row, kSeen);
+        const std::string key = watch_key(*c, n);
+        const milliseconds unchanged = watches().sighted(key, seen, at);
+        const TakeOver rule = rules.count(n) ? rules[n] : TakeOver::kWatched;
+        if (may_take_over(seen, rule == TakeOver::kWatched ? watches().ripe(key, at) : std::nullopt, rule)) continue;
         free.erase(n);
-        remaining[n] = milliseconds(left);
+        remaining[n] = rule == TakeOver::kWatched ? std::max(milliseconds(1), seen.watch - unchanged)
+                                                  : milliseconds(std::max<std::int64_t>(1, seen.version.expire_at - seen.db_now));
       }
     }
   } catch (const Error& e) {

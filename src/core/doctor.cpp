@@ -3,6 +3,7 @@
 // doctor never changes the server or the database file.
 #include "core/doctor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -83,6 +84,13 @@ void engine_check(DoctorContext& ctx) {
   });
 }
 
+CheckStatus clock_skew_status(std::int64_t skew_ms, std::int64_t rtt_ms) {
+  const std::int64_t unexplained = std::max<std::int64_t>(0, std::llabs(skew_ms) - std::max<std::int64_t>(rtt_ms, 0) / 2);
+  if (unexplained > kClockSkewFailMs) return CheckStatus::kFail;
+  if (unexplained > kClockSkewWarnMs) return CheckStatus::kWarn;
+  return CheckStatus::kOk;
+}
+
 namespace {
 
 std::string signed_ms(std::int64_t ms) { return (ms >= 0 ? "+" : "") + std::to_string(ms) + " ms"; }
@@ -90,13 +98,30 @@ std::string signed_ms(std::int64_t ms) { return (ms >= 0 ? "+" : "") + std::to_s
 void common_checks(DoctorContext& ctx) {
   Connection& c = ctx.conn;
   ctx.check("clock", [&] {
-    // Informational: sqlguard never compares against the client clock.
-    auto before = std::chrono::system_clock::now();
-    std::int64_t db = c.db_now_ms();
-    auto after = std::chrono::system_clock::now();
-    auto mid = std::chrono::duration_cast<std::chrono::milliseconds>((before + (after - before) / 2).time_since_epoch());
-    ctx.ok("clock", "database clock - this host's clock = " + signed_ms(db - mid.count()) +
-                        " (informational: leases, expiry and fences use only the database clock)");
+    const auto before = std::chrono::system_clock::now();
+    const std::int64_t db = c.db_now_ms();
+    const auto after = std::chrono::system_clock::now();
+    const auto mid = std::chrono::duration_cast<std::chrono::milliseconds>((before + (after - before) / 2).time_since_epoch());
+    const std::int64_t rtt = std::chrono::duration_cast<std::chrono::milliseconds>(after - before).count();
+    const std::int64_t skew = db - mid.count();
+    const std::string text =
+        "database clock - this host's clock = " + signed_ms(skew) + " (round trip " + std::to_string(rtt) +
+        " ms). Which clock decides what: who may take over an unreleased lease, the taker's monotonic clock "
+        "(take-over rule `watched`, the default; `database-clock` only where LeaseOptions::take_over asks for it); "
+        "whether a holder still trusts its lease, the holder's monotonic clock; what `lock list` shows, minimum "
+        "holds, semaphore and read-write holdings, fair-queue places and dedup retention, the database clock";
+    switch (clock_skew_status(skew, rtt)) {
+      case CheckStatus::kOk: ctx.ok("clock", text); break;
+      case CheckStatus::kWarn:
+        ctx.warn("clock", text + ". Over " + std::to_string(kClockSkewWarnMs) +
+                              " ms apart: one of the two clocks is not synchronized (check NTP on both)");
+        break;
+      case CheckStatus::kFail:
+        ctx.fail("clock", text + ". Over " + std::to_string(kClockSkewFailMs) +
+                              " ms apart: one of the two clocks will be stepped or slewed by more than the smallest "
+                              "default safety margin (ttl/10 of a 10 s lease); synchronize both with NTP");
+        break;
+    }
   });
   ctx.check("migrations", [&] {
     auto states = migration_status(c);

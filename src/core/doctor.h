@@ -7,6 +7,7 @@
 // check sends is a catalog entry (sql/<name>/doctor.sql).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -16,6 +17,18 @@
 #include "sqlguard/errors.h"
 
 namespace sqlguard::detail {
+
+// The clock check's verdict for a database clock `skew_ms` ahead of this
+// host's (negative: behind), measured over a round trip of `rtt_ms`: the part
+// of the skew the round trip cannot explain decides. Beyond kClockSkewWarnMs
+// one of the two clocks is not synchronized; beyond kClockSkewFailMs it will
+// be stepped or slewed by more than the smallest default safety margin
+// (ttl/10 of a 10 s lease), which is what a step may take from what still
+// runs on the database clock (TakeOver::kDatabaseClock, minimum holds,
+// semaphore and read-write holdings, retention).
+inline constexpr std::int64_t kClockSkewWarnMs = 100;
+inline constexpr std::int64_t kClockSkewFailMs = 1000;
+CheckStatus clock_skew_status(std::int64_t skew_ms, std::int64_t rtt_ms);
 
 class DoctorContext {
  public:

@@ -9,14 +9,14 @@ AcquireResult read_back(Connection& conn, const LeaseRequest& req) {
 }
 
 std::optional<AcquireResult> precheck(Connection& conn, const LeaseRequest& req, bool& missing) {
-  static constexpr auto kHeld = column(Sql::lease_precheck, "held");
-  static constexpr auto kExpireAt = column(Sql::lease_precheck, "expire_at");
-  static constexpr auto kNow = column(Sql::lease_precheck, "db_now_ms");
+  static constexpr auto kCols = plain_sighting_columns<Sql::lease_precheck>();
   auto pre = run(conn, Sql::lease_precheck, {req.name});
   missing = pre.rows.empty();
-  if (!missing && cell(pre.rows[0], kHeld).as_int() == 1)
-    return busy_until(conn, req, cell(pre.rows[0], kExpireAt).as_int(), cell(pre.rows[0], kNow).as_int());
-  return std::nullopt;
+  if (missing) return std::nullopt;
+  const Sighting seen = sighting_of(pre.rows[0], kCols);
+  if (req.may_take_over(seen)) return std::nullopt;
+  req.seen = seen;
+  return busy_until(conn, req, seen.version.expire_at, seen.db_now);
 }
 
 }  // namespace sqlguard::detail

@@ -38,6 +38,26 @@ inline AcquireResult busy_until(Connection& conn, const LeaseRequest& req, std::
   return busy(req.owner, holder_expire_at - now);
 }
 
+// What a statement answered of the holder's row: its fence, beat and expiry,
+// the watch it needs and whether it is released, with the database clock.
+struct SightingColumns {
+  Column fence, beat, expire_at, watch_ms, released, db_now;
+};
+inline Sighting sighting_of(const Row& row, const SightingColumns& c) {
+  Sighting s;
+  s.version = RowVersion{cell(row, c.fence).as_int(), cell(row, c.beat).as_int(), cell(row, c.expire_at).as_int()};
+  s.watch = std::chrono::milliseconds(cell(row, c.watch_ms).as_int());
+  s.released = cell(row, c.released).as_int() != 0;
+  s.db_now = cell(row, c.db_now).as_int();
+  return s;
+}
+// The columns named as in lease_precheck, lease_take and lease_poll.
+template <Sql Id>
+constexpr SightingColumns plain_sighting_columns() {
+  return {column(Id, "fence"), column(Id, "beat"), column(Id, "expire_at"), column(Id, "watch_ms"),
+          column(Id, "released"), column(Id, "db_now_ms")};
+}
+
 // A row of a statement that returns (fence, expire_at) of the lease it took.
 template <Sql Id>
 AcquireResult acquired_row(const std::string& owner, const Row& row) {
@@ -49,8 +69,10 @@ AcquireResult acquired_row(const std::string& owner, const Row& row) {
 // Not acquired when another contender took it over already (a tiny ttl).
 AcquireResult read_back(Connection& conn, const LeaseRequest& req);
 
-// A plain read that decides first (lease_precheck): the busy answer when the
-// lease is held (no write, no lock), else nothing; `missing`: no such name.
+// A plain read that decides first (lease_precheck) by the take-over rule
+// (LeaseRequest::may_take_over): the busy answer when the lease may not be
+// taken (no write, no lock; req.seen set), else nothing; `missing`: no such
+// name.
 std::optional<AcquireResult> precheck(Connection& conn, const LeaseRequest& req, bool& missing);
 
 }  // namespace sqlguard::detail

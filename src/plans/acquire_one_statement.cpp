@@ -1,6 +1,7 @@
 // Acquire plan "one-statement take-over" (PostgreSQL): lease_acquire takes
-// over an expired row, or answers with the holder's expiry and the database
-// clock, in one round trip; a held row does not match its WHERE, so a busy
+// a released row or one this process watched unchanged for its ttl (the
+// take-over rule's compare-and-set), or answers with what it saw of the
+// holder's row and the database clock, in one round trip; a held row does not match its WHERE, so a busy
 // attempt is a read. The waiter queue of notify_queue_head() rides in the
 // same statement (queue_role). A name never seen: lease_insert.
 #include "plans/acquire_common.h"
@@ -18,9 +19,15 @@ class OneStatementTakeover final : public AcquirePlan {
     static constexpr auto kNow = column(Sql::lease_acquire, "db_now_ms");
     static constexpr auto kLeft = column(Sql::lease_acquire, "left_queue");
     static constexpr auto kJoined = column(Sql::lease_acquire, "joined_queue");
+    static constexpr SightingColumns kSeen{column(Sql::lease_acquire, "holder_fence"),
+                                           column(Sql::lease_acquire, "holder_beat"),
+                                           column(Sql::lease_acquire, "holder_expire_at"),
+                                           column(Sql::lease_acquire, "holder_watch_ms"),
+                                           column(Sql::lease_acquire, "holder_released"), kNow};
     const char* role = !seat ? "" : seat->head ? "head" : "join";
-    auto r = run(conn, Sql::lease_acquire,
-                 {req.name, req.owner, req.ttl.count(), req.min_hold.count(), role, seat ? *seat->channel : std::string()});
+    Params args{req.name, req.owner, req.ttl.count(), req.min_hold.count(), role, seat ? *seat->channel : std::string()};
+    req.add_rule_args(args);
+    auto r = run(conn, Sql::lease_acquire, args);
     // Always one row: fence NULL when busy, holder_expire_at NULL when the
     // name does not exist yet.
     if (r.rows.size() != 1)
@@ -39,6 +46,7 @@ class OneStatementTakeover final : public AcquirePlan {
         seat->joined = false;
         run(conn, Sql::lease_queue_leave, {*seat->channel});
       }
+      req.seen = sighting_of(row, kSeen);
       return busy_until(conn, req, until, cell(row, kNow).as_int());
     }
     auto ins = try_insert(conn, Sql::lease_insert, {req.name, req.owner, req.ttl.count(), req.min_hold.count()});

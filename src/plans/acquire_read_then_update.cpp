@@ -19,12 +19,14 @@ class ReadThenUpdate final : public AcquirePlan {
     if (auto held = precheck(conn, req, missing)) return *held;
     const Params args{req.name, req.owner, req.ttl.count(), req.min_hold.count()};
     if (!missing) {
+      Params take = args;
+      req.add_rule_args(take);
       if (returning_) {
-        auto r = run(conn, Sql::lease_take_expired, args);
+        auto r = run(conn, Sql::lease_take_expired, take);
         if (r.rows.empty()) return busy(req.owner, 0);  // another contender took it just now
         return acquired_row<Sql::lease_take_expired>(req.owner, r.rows[0]);
       }
-      if (run(conn, Sql::lease_update_expired, args).affected != 1) return busy(req.owner, 0);
+      if (run(conn, Sql::lease_update_expired, take).affected != 1) return busy(req.owner, 0);
       return read_back(conn, req);
     }
     auto ins = try_insert(conn, returning_ ? Sql::lease_insert : Sql::lease_create, args);

@@ -23,12 +23,17 @@ class ReadThenUpsertReturning final : public AcquirePlan {
     if (!req.seen_free)
       if (auto held = precheck(conn, req, missing)) return *held;
     const std::string channel = lease_wakeup_channel(req.name);
-    auto r = run(conn, Sql::lease_take, {req.name, req.owner, req.ttl.count(), req.min_hold.count(), channel});
+    Params args{req.name, req.owner, req.ttl.count(), req.min_hold.count(), channel};
+    req.add_rule_args(args);
+    auto r = run(conn, Sql::lease_take, args);
     if (r.rows.empty()) return busy(req.owner, 0);
     const Row& row = r.rows[0];
     // Ours only if this statement took it (another contender may have just now).
-    if (cell(row, kOwner).as_string() != req.owner || cell(row, kAcquiredAt).as_int() != cell(row, kNow).as_int())
+    if (cell(row, kOwner).as_string() != req.owner || cell(row, kAcquiredAt).as_int() != cell(row, kNow).as_int()) {
+      static constexpr auto kSeen = plain_sighting_columns<Sql::lease_take>();
+      req.seen = sighting_of(row, kSeen);
       return busy_until(conn, req, cell(row, kExpireAt).as_int(), cell(row, kNow).as_int());
+    }
     // The wake-up lock was busy: the previous holder has not freed it yet, or
     // a woken waiter is finding out that it lost. Both let go within a round
     // trip or two; wait that long for it so later waiters block on it

@@ -19,6 +19,7 @@
 
 #include "sqlguard/connection.h"
 #include "sqlguard/lease_lock.h"
+#include "strategies/lease/takeover.h"
 
 namespace sqlguard::detail {
 
@@ -30,8 +31,27 @@ struct LeaseRequest {
   std::chrono::milliseconds min_hold;
   // The caller's own read found the lease free just now (a fair waiter's
   // turn, fair_gate): a plan may skip its deciding read. Never unsafe: the
-  // take-over still decides on the database clock.
+  // take-over's compare-and-set still decides.
   bool seen_free = false;
+  // The take-over rule (lease_lock.h), and the version of the holder's row
+  // this process has watched unchanged for its ttl (takeover.h; none: -1).
+  TakeOver rule = TakeOver::kWatched;
+  RowVersion watched{};
+  // Out: what a busy attempt saw of the holder's row (a sighting for the
+  // watch). Empty when it saw no row (a race, a name just created).
+  mutable std::optional<Sighting> seen{};
+
+  // The take-over rule's statement arguments: watched_fence, watched_beat,
+  // watched_expire_at, db_clock_rule.
+  void add_rule_args(Params& p) const {
+    p.emplace_back(watched.fence);
+    p.emplace_back(watched.beat);
+    p.emplace_back(watched.expire_at);
+    p.emplace_back(std::int64_t(rule == TakeOver::kDatabaseClock ? 1 : 0));
+  }
+  bool may_take_over(const Sighting& s) const {
+    return detail::may_take_over(s, watched.fence >= 0 ? std::optional<RowVersion>(watched) : std::nullopt, rule);
+  }
 };
 
 // A waiter's place in a queue that rides the acquire statement (the
@@ -44,8 +64,9 @@ struct QueueSeat {
 };
 
 // How an acquire attempt is decided. Every plan keeps the same contract: a
-// busy attempt is a read (no row lock, no write lock, no WAL); one statement
-// decides a take-over on the database clock and draws one fence.
+// busy attempt is a read (no row lock, no write lock, no WAL) that reports
+// what it saw of the holder's row (LeaseRequest::seen); one statement decides
+// a take-over by the take-over rule (a compare-and-set) and draws one fence.
 class AcquirePlan {
  public:
   virtual ~AcquirePlan() = default;

@@ -124,12 +124,25 @@ void add_lock_acquire(CLI::App* lock) {
         j["expires_at"] = iso8601(info->expire_at_ms);
         j["remaining_ms"] = info->remaining_ms();
       }
+      if (r.watch_ms > 0) {
+        j["unchanged_ms"] = r.holder_unchanged_ms;
+        j["watch_ms"] = r.watch_ms;
+        j["takeover_in_ms"] = r.holder_remaining_ms;
+      }
       print_json(j);
     } else {
       std::cerr << "not acquired: '" << terminal_safe(o->name) << "'";
       if (info)
-        std::cerr << " is held by " << terminal_safe(info->owner) << " (fence " << info->fence << ") for another "
-                  << remaining_text(info->remaining_ms());
+        std::cerr << " is held by " << terminal_safe(info->owner) << " (fence " << info->fence << ")"
+                  << (info->held() ? "; its lease runs for another " + remaining_text(info->remaining_ms()) +
+                                         " on the database clock"
+                                   : std::string("; the database clock says its lease ran out"));
+      if (r.watch_ms > 0)
+        std::cerr << ". A take-over needs its row unchanged (not renewed) for " << remaining_text(r.watch_ms)
+                  << ", the holder's ttl, on one machine's clock; seen unchanged for "
+                  << remaining_text(r.holder_unchanged_ms) << " so far: a try in "
+                  << remaining_text(r.holder_remaining_ms)
+                  << " takes it over if it is not renewed or released by then (a --wait that long waits for it)";
       std::cerr << "\n";
     }
     exit_code() = kExitTempFail;
@@ -414,11 +427,11 @@ void add_cleanup(CLI::App& app) {
       if (global().json)
         print_json({{"locks_deleted", r.locks_deleted}, {"holdings_deleted", r.holdings_deleted},
                     {"queue_places_deleted", r.queue_places_deleted}, {"sync_heads_deleted", r.sync_heads_deleted},
-                    {"idempotency_deleted", r.idempotency_deleted},
+                    {"lease_watches_deleted", r.lease_watches_deleted}, {"idempotency_deleted", r.idempotency_deleted},
                     {"inbox_deleted", r.inbox_deleted}, {"batches", r.batches}});
       else
         std::cout << "cleanup: deleted " << r.locks_deleted << " lock, " << r.holdings_deleted << " holding, "
-                  << r.queue_places_deleted << " queue place, " << r.sync_heads_deleted << " idle head, "
+                  << r.queue_places_deleted << " queue place, " << r.sync_heads_deleted << " idle head, " << r.lease_watches_deleted << " sighting, "
                   << r.idempotency_deleted << " idempotency, "
                   << r.inbox_deleted << " inbox rows in " << r.batches << " batch(es)" << std::endl;
       auto until = steady_clock::now() + every;

@@ -27,6 +27,7 @@ namespace sqlguard {
 using detail::Sql;
 using detail::run;
 using std::chrono::milliseconds;
+using std::chrono::steady_clock;
 namespace metric = detail::metric;
 
 void validate(const LeaseOptions& o) {
@@ -191,8 +192,52 @@ LossCause diagnose_lease(Connection& conn, const std::string& name, const std::s
   return LossCause::kExpired;
 }
 
+// A busy attempt saw the holder's row: a sighting for this process's watch,
+// and, under the watched rule, how long until the watch lets it take over.
+void watched_busy(AcquireResult& r, const std::string& key, const Sighting& seen, TakeOver rule) {
+  const milliseconds unchanged = watches().sighted(key, seen, steady_clock::now());
+  if (rule != TakeOver::kWatched) return;
+  r.holder_unchanged_ms = unchanged.count();
+  r.watch_ms = seen.watch.count();
+  r.holder_remaining_ms = seen.released ? 0 : std::max<std::int64_t>(0, (seen.watch - unchanged).count());
+}
+
+// This process's first sighting of `name` once the database clock says it
+// ran out: continues the watch an earlier process on this machine started
+// (sqlguard_lock_watch: a CLI call, a cron job, each a new process), or
+// records this one for later processes. True when the watch is ripe now.
+// Never throws: the watch is then this process's only.
+bool continue_machine_watch(Connection& conn, const std::string& name, const std::string& key, const Sighting& seen) {
+  const std::string& watcher = machine_watcher();
+  if (watcher.empty() || seen.released) return false;
+  static constexpr auto kFence = column(Sql::lease_watch_read, "fence");
+  static constexpr auto kBeat = column(Sql::lease_watch_read, "beat");
+  static constexpr auto kExpireAt = column(Sql::lease_watch_read, "expire_at");
+  static constexpr auto kFirstSeen = column(Sql::lease_watch_read, "first_seen_ms");
+  try {
+    auto r = run(conn, Sql::lease_watch_read, {name, watcher});
+    const std::int64_t mono = machine_monotonic_ms();
+    const auto now = steady_clock::now();
+    if (!r.rows.empty()) {
+      const Row& w = r.rows[0];
+      const RowVersion v{cell(w, kFence).as_int(), cell(w, kBeat).as_int(), cell(w, kExpireAt).as_int()};
+      if (v == seen.version) {
+        const std::int64_t age = std::max<std::int64_t>(0, mono - cell(w, kFirstSeen).as_int());
+        watches().adopt(key, v, now - milliseconds(age));
+        return watches().ripe(key, now).has_value();
+      }
+    }
+    run(conn, Sql::lease_watch_write,
+        {name, watcher, seen.version.fence, seen.version.beat, seen.version.expire_at, mono});
+  } catch (const Error& e) {
+    log(LogLevel::kDebug, "sharing the sighting of lease '" + name + "' with this machine failed: " + e.message());
+  }
+  return false;
+}
+
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
-                                   milliseconds ttl, milliseconds min_hold, QueueSeat* seat, bool seen_free) {
+                                   milliseconds ttl, milliseconds min_hold, QueueSeat* seat, bool seen_free,
+                                   TakeOver rule) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
@@ -200,15 +245,39 @@ AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, co
   require_no_transaction(conn, "acquiring a lease",
                          "the lock row would stay locked and invisible until it commits; use another connection");
   const AcquirePlan& plan = *conn.dialect().plans().acquire;
-  const LeaseRequest req{name, owner, ttl, min_hold, seen_free};
+  const std::string key = watch_key(conn, name);
   // MariaDB hot names: the take-over can still be picked as a deadlock victim
   // against cleanup; that is contention, retried briefly and then reported as
   // "not acquired", never as an error.
+  bool machine_checked = false;
   for (int i = 0;; ++i) {
     ++metric::lock_attempts();
     try {
+      LeaseRequest req{name, owner, ttl, min_hold, seen_free, rule};
+      const auto look = watches().look(key, steady_clock::now());
+      if (rule == TakeOver::kWatched && look.ripe) req.watched = *look.ripe;
       auto r = plan.attempt(conn, req, seat);
       ++(r.acquired ? metric::lock_acquired() : metric::lock_busy());
+      if (r.acquired) {
+        if (look.known) watches().forget(key);
+        return r;
+      }
+      if (!req.seen) return r;
+      watched_busy(r, key, *req.seen, rule);
+      // This process's first look at a lease the database clock says ran out
+      // (a hint only: it decides nothing, it only keeps a live holder's busy
+      // attempts from writing sightings) continues this machine's watch.
+      const bool ran_out = !req.seen->released && req.seen->version.expire_at <= req.seen->db_now;
+      if (rule == TakeOver::kWatched && !look.known && ran_out && !machine_checked) {
+        machine_checked = true;
+        // Ripe by an earlier process's sighting: take it now (a waiter's
+        // queue seat is not re-used in one call: its next attempt comes soon).
+        if (continue_machine_watch(conn, name, key, *req.seen) && !seat) {
+          --i;
+          continue;
+        }
+        watched_busy(r, key, *req.seen, rule);
+      }
       return r;
     } catch (const Error& e) {
       if (!is_contention(e) || conn.in_transaction()) throw;
@@ -225,8 +294,8 @@ AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, co
 }  // namespace detail
 
 AcquireResult acquire_lease(Connection& conn, const std::string& name, const std::string& owner, milliseconds ttl,
-                            milliseconds min_hold) {
-  return detail::acquire_lease_seated(conn, name, owner, ttl, min_hold, nullptr);
+                            milliseconds min_hold, TakeOver rule) {
+  return detail::acquire_lease_seated(conn, name, owner, ttl, min_hold, nullptr, false, rule);
 }
 
 bool renew_lease(Connection& conn, const std::string& name, const std::string& owner, std::int64_t fence,

@@ -72,9 +72,11 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
 
 // acquire_lease() with the caller's waiter queue seat (plans.h), counted in
 // the metrics; contention is retried briefly, then reported as not acquired.
+// Under TakeOver::kWatched a busy attempt is a sighting in this process's
+// watch book (takeover.h) and a ripe watch lets the attempt take over.
 struct QueueSeat;
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
                                    std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
-                                   bool seen_free = false);
+                                   bool seen_free = false, TakeOver rule = TakeOver::kWatched);
 
 }  // namespace sqlguard::detail

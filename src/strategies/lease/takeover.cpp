@@ -1,0 +1,112 @@
+#include "strategies/lease/takeover.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace sqlguard::detail {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+milliseconds WatchBook::sighted(const std::string& key, const Sighting& s, steady_clock::time_point at) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    if (entries_.size() >= capacity_) {
+      entries_.erase(recent_.back());
+      recent_.pop_back();
+    }
+    recent_.push_front(key);
+    entries_.emplace(key, Entry{s.version, s.watch, at, recent_.begin()});
+    return milliseconds(0);
+  }
+  Entry& e = it->second;
+  recent_.splice(recent_.begin(), recent_, e.recent);
+  if (!(e.version == s.version)) {  // renewed, released or taken: a new watch from now
+    e.version = s.version;
+    e.first_seen = at;
+  }
+  e.watch = s.watch;
+  return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(at - e.first_seen));
+}
+
+std::optional<RowVersion> WatchBook::ripe(const std::string& key, steady_clock::time_point now) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end() || now - it->second.first_seen < it->second.watch) return std::nullopt;
+  return it->second.version;
+}
+
+void WatchBook::forget(const std::string& key) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  recent_.erase(it->second.recent);
+  entries_.erase(it);
+}
+
+WatchBook::Look WatchBook::look(const std::string& key, steady_clock::time_point now) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return {};
+  Look l{true, std::nullopt};
+  if (now - it->second.first_seen >= it->second.watch) l.ripe = it->second.version;
+  return l;
+}
+
+void WatchBook::adopt(const std::string& key, const RowVersion& v, steady_clock::time_point first_seen) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = entries_.find(key);
+  if (it != entries_.end() && it->second.version == v && first_seen < it->second.first_seen)
+    it->second.first_seen = first_seen;
+}
+
+std::size_t WatchBook::size() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return entries_.size();
+}
+
+WatchBook& watches() {
+  static WatchBook book(kMaxWatches);
+  return book;
+}
+
+const std::string& machine_watcher() {
+  static const std::string id = [] {
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string b;
+    if (!(boot >> b) || b.size() != 36) return std::string();
+    char ns[128];
+    const ssize_t n = readlink("/proc/self/ns/time", ns, sizeof ns - 1);
+    // No time namespaces (a kernel before 5.6): every process reads the one clock.
+    return b + ":" + (n > 0 ? std::string(ns, static_cast<std::size_t>(n)) : std::string("time:host"));
+  }();
+  return id;
+}
+
+std::int64_t machine_monotonic_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+std::string watch_key(const Connection& conn, std::string_view name) {
+  std::string k = conn.description();
+  k += '\n';
+  k += name;
+  return k;
+}
+
+bool may_take_over(const Sighting& s, const std::optional<RowVersion>& ripe, TakeOver rule) {
+  if (s.released) return true;
+  if (rule == TakeOver::kDatabaseClock) return s.version.expire_at <= s.db_now;
+  return ripe && *ripe == s.version;
+}
+
+}  // namespace sqlguard::detail
+
+const char* sqlguard::to_string(TakeOver rule) noexcept {
+  return rule == TakeOver::kDatabaseClock ? "database-clock" : "watched";
+}

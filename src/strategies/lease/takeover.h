@@ -1,0 +1,102 @@
+// Internal: the take-over rule (TakeOver, lease_lock.h). Who may take over a
+// lease its holder has not released is decided by this process's watch of the
+// holder's row on its own monotonic clock, never by a wall clock alone: the
+// row must be seen unchanged (no renewal: the same fence, beat and expiry) for
+// the holder's whole ttl, and the take-over is a compare-and-set on what was
+// seen (sql/<dialect>/lease.sql, head).
+//
+// Why it is safe: the holder trusts its lease for ttl - margin from the moment
+// it SENT its last renewal; a watcher starts counting when the read that first
+// saw that renewal RETURNED, which is later, and counts a whole ttl. With clock
+// rates that differ by less than margin / (2 ttl), the holder stops trusting
+// before the watcher may take over; a renewal in between changes beat, so the
+// compare-and-set fails and the watch starts again.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "sqlguard/connection.h"
+#include "sqlguard/lease_lock.h"
+
+namespace sqlguard::detail {
+
+// The version of a holder's row a take-over compares and sets.
+struct RowVersion {
+  std::int64_t fence = -1, beat = -1, expire_at = -1;  // -1: none (matches no row)
+  bool operator==(const RowVersion&) const = default;
+};
+
+// What an attempt (or the lock client's poll) saw of the holder's row.
+struct Sighting {
+  RowVersion version;
+  std::chrono::milliseconds watch{0};  // how long it must be seen unchanged: the holder's ttl
+  bool released = false;               // beat = 0 and its minimum hold has passed
+  std::int64_t db_now = 0;             // database clock, when it was read
+};
+
+// The process's watches: one entry per lease name (per database) an attempt
+// saw held, with the version seen and since when. Shared by every handle,
+// client and one-shot call of the process, so a later try continues the watch
+// an earlier one started. Bounded: the least recently seen entry goes first.
+class WatchBook {
+ public:
+  explicit WatchBook(std::size_t capacity) : capacity_(capacity) {}
+  // Records `s` as seen at `at` (after the read that saw it returned); answers
+  // how long this process has seen that version unchanged.
+  std::chrono::milliseconds sighted(const std::string& key, const Sighting& s, std::chrono::steady_clock::time_point at);
+  // The version a take-over of `key` may compare-and-set at `now`: seen
+  // unchanged for its whole watch. Nothing otherwise.
+  std::optional<RowVersion> ripe(const std::string& key, std::chrono::steady_clock::time_point now) const;
+  // What an attempt asks first: whether `key` is watched at all, and its
+  // ripe version (one lookup).
+  struct Look {
+    bool known = false;
+    std::optional<RowVersion> ripe;
+  };
+  Look look(const std::string& key, std::chrono::steady_clock::time_point now) const;
+  // The caller took it: the watch is over.
+  void forget(const std::string& key);
+  // An earlier process on this machine saw `v` first at `first_seen`: the
+  // watch of `key` counts from then if it is still watching `v`.
+  void adopt(const std::string& key, const RowVersion& v, std::chrono::steady_clock::time_point first_seen);
+  std::size_t size() const;
+
+ private:
+  struct Entry {
+    RowVersion version;
+    std::chrono::milliseconds watch;
+    std::chrono::steady_clock::time_point first_seen;
+    std::list<std::string>::iterator recent;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::list<std::string> recent_;  // most recently seen first
+  std::size_t capacity_;
+};
+
+// This process's book (kMaxWatches entries).
+inline constexpr std::size_t kMaxWatches = 65536;
+WatchBook& watches();
+// The book's key of lease `name` on `conn`'s database.
+std::string watch_key(const Connection& conn, std::string_view name);
+
+// The identity of this machine's monotonic clock: the kernel's boot id and
+// this process's time namespace. Empty where unknown (then a watch is this
+// process's only). Processes with the same identity read the same clock.
+const std::string& machine_watcher();
+// The machine's monotonic clock (CLOCK_MONOTONIC) in ms: what
+// sqlguard_lock_watch.first_seen_ms holds.
+std::int64_t machine_monotonic_ms();
+
+// Whether a row seen as `s` may be taken over now, by `rule`, by a caller
+// whose ripe watch is `ripe` (the compare-and-set in the statement decides).
+bool may_take_over(const Sighting& s, const std::optional<RowVersion>& ripe, TakeOver rule);
+
+}  // namespace sqlguard::detail

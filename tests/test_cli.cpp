@@ -263,7 +263,9 @@ TEST_CASE("lock renew and release with --fence act only on that acquisition, eve
   auto a = cli({"--db", ctx().uri, "--json", "lock", "acquire", name, "--owner", owner, "--ttl", "200ms"});
   REQUIRE(a.rc == 0);
   const auto old_fence = json_lines(a.out).at(0)["fence"].get<std::int64_t>();
-  std::this_thread::sleep_for(300ms);  // expired: the same owner string acquires again, a newer fence
+  std::this_thread::sleep_for(300ms);  // ran out on the database clock: a later process's first look starts the watch
+  REQUIRE(cli({"--db", ctx().uri, "--json", "lock", "acquire", name, "--owner", owner, "--ttl", "30s"}).rc == 75);
+  std::this_thread::sleep_for(300ms);  // unrenewed for its ttl since that look: the same owner string acquires again
   auto b = cli({"--db", ctx().uri, "--json", "lock", "acquire", name, "--owner", owner, "--ttl", "30s"});
   REQUIRE(b.rc == 0);
   const auto new_fence = json_lines(b.out).at(0)["fence"].get<std::int64_t>();

@@ -72,7 +72,7 @@ TEST_CASE("a second owner cannot acquire a held lock, and different names are in
   CHECK(b.fence() > a.fence());
 }
 
-TEST_CASE("after expiry on the database clock another owner gets the lock", "[lease]") {
+TEST_CASE("a lease left unrenewed for its ttl goes to another owner whose earlier look started the watch", "[lease]") {
   auto c1 = ctx().connect();
   auto c2 = ctx().connect();
   auto name = ctx().unique("lk");
@@ -88,8 +88,8 @@ TEST_CASE("after expiry on the database clock another owner gets the lock", "[le
 TEST_CASE("a pre-existing expired row is taken over with no duplicate-key error", "[lease]") {
   auto c = ctx().connect();
   auto name = ctx().unique("lk");
-  c->execute("INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at) "
-             "VALUES (?, 'crashed-owner', 1, 0, 0, 0, 0)", {name});
+  c->execute("INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat) "
+             "VALUES (?, 'crashed-owner', 1, 0, 0, 0, 0, 0)", {name});  // released (beat 0)
   LeaseLock a(*c, name);
   REQUIRE(a.try_acquire());
   auto info = lease_info(*c, name);
@@ -121,8 +121,9 @@ TEST_CASE("release after expiry and take-over does not touch the new holder, and
   auto name = ctx().unique("lk");
   LeaseLock a(*c1, name, ttl(150ms)), b(*c2, name, ttl(10s));
   REQUIRE(a.try_acquire());
+  REQUIRE_FALSE(b.try_acquire());  // b's first look starts its watch of a's lease
   std::this_thread::sleep_for(250ms);
-  REQUIRE(b.try_acquire());
+  REQUIRE(b.try_acquire());  // unrenewed for a's whole ttl: taken over
   CHECK_FALSE(a.renew());
   REQUIRE(a.last_loss());
   CHECK(a.last_loss()->cause == LossCause::kTakenOver);
@@ -221,11 +222,13 @@ TEST_CASE("the fence strictly increases across release, expiry, take-over, clean
     REQUIRE(a.release());
     REQUIRE(a.try_acquire());  // after release
     fences.push_back(a.fence());
-    std::this_thread::sleep_for(250ms);
     LeaseLock b(*c, name, ttl(150ms));
-    REQUIRE(b.try_acquire());  // take-over after expiry
-    fences.push_back(b.fence());
+    REQUIRE_FALSE(b.try_acquire());  // its first look starts the watch of a's lease
     std::this_thread::sleep_for(250ms);
+    REQUIRE(b.try_acquire());  // take-over: unrenewed for a's whole ttl
+    fences.push_back(b.fence());
+    REQUIRE(b.release());  // cleanup deletes released rows only
+    std::this_thread::sleep_for(20ms);
     CleanupOptions co;
     co.lock_grace = 0ms;
     co.idempotency = co.inbox = false;
@@ -726,12 +729,12 @@ TEST_CASE("the CLI lock commands acquire, refuse, renew, release and list with d
   CHECK(cli({"lock", "acquire", name, "--ttl", "banana"}) == 2);
 }
 
-TEST_CASE("cleanup removes only lock rows expired for longer than the grace period, in bounded batches", "[lease][cleanup]") {
+TEST_CASE("cleanup removes only released lock rows expired for longer than the grace period, in bounded batches", "[lease][cleanup]") {
   auto c = ctx().connect();
   auto prefix = ctx().unique("cl");
   for (int i = 0; i < 25; ++i)
-    c->execute("INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at) "
-               "VALUES (?, 'old', ?, 1000, 0, 0, 0)", {prefix + "-old-" + std::to_string(i), 1000 + i});
+    c->execute("INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat) "
+               "VALUES (?, 'old', ?, 1000, 0, 0, 0, 0)", {prefix + "-old-" + std::to_string(i), 1000 + i});  // released
   REQUIRE(acquire_lease(*c, prefix + "-live", "owner", 30s).acquired);
   REQUIRE(acquire_lease(*c, prefix + "-recent", "owner", 10ms).acquired);
   std::this_thread::sleep_for(50ms);
@@ -826,7 +829,8 @@ TEST_CASE("a stale holder reusing the owner string cannot release or renew the n
   // Free functions: the fence tells two acquisitions by one owner string apart.
   auto old = acquire_lease(*c1, name, "host-1", 100ms);
   REQUIRE(old.acquired);
-  std::this_thread::sleep_for(200ms);  // expires on the database clock
+  REQUIRE_FALSE(acquire_lease(*c2, name, "host-1", 30s).acquired);  // the first look starts the watch
+  std::this_thread::sleep_for(200ms);  // unrenewed for its whole ttl
   auto now = acquire_lease(*c2, name, "host-1", 30s);
   REQUIRE(now.acquired);
   REQUIRE(now.fence > old.fence);
@@ -850,9 +854,10 @@ TEST_CASE("a stale holder reusing the owner string cannot release or renew the n
   o.owner = "host-1";
   LeaseLock stale(*c1, name2, o);
   REQUIRE(stale.try_acquire());
-  std::this_thread::sleep_for(200ms);
   o.ttl = 30s;
   LeaseLock newer(*c2, name2, o);
+  REQUIRE_FALSE(newer.try_acquire());  // the first look starts the watch
+  std::this_thread::sleep_for(200ms);
   REQUIRE(newer.try_acquire());
   CHECK_FALSE(stale.release());
   REQUIRE(stale.last_loss());
@@ -895,8 +900,9 @@ TEST_CASE("a take-over consumes exactly one fencing token", "[lease][fence]") {
   auto name = ctx().unique("lk");
   auto first = acquire_lease(*c, name, "a", 50ms);
   REQUIRE(first.acquired);
+  REQUIRE_FALSE(acquire_lease(*c, name, "b", 10s).acquired);  // a busy look draws no token
   std::this_thread::sleep_for(150ms);
-  auto second = acquire_lease(*c, name, "b", 10s);  // takes over the expired row
+  auto second = acquire_lease(*c, name, "b", 10s);  // takes over the unrenewed row
   REQUIRE(second.acquired);
   CHECK(second.fence == first.fence + 1);
   REQUIRE(release_lease(*c, name, "b", second.fence));
@@ -921,6 +927,7 @@ TEST_CASE("an exhausted fencing-token sequence is a resource_exhausted error, ne
   auto got = acquire_lease(*c, name, "a", 10ms);
   REQUIRE(got.acquired);
   CHECK(got.fence == last);
+  REQUIRE_FALSE(acquire_lease(*c, name, "b", 10s).acquired);  // the first look starts the watch
   std::this_thread::sleep_for(100ms);
   std::string what;
   CHECK(code_of([&] { acquire_lease(*c, name, "b", 10s); }, &what) == ErrorCode::kResourceExhausted);  // take-over
@@ -978,14 +985,16 @@ TEST_CASE("a lease ended by someone else before its expiry is reported taken ove
     CHECK(a.last_loss()->cause == LossCause::kTakenOver);
     CHECK(a.last_loss()->detail.find("row was deleted") != std::string::npos);
   }
-  SECTION("negative control: a lease that ran out is expired") {
+  SECTION("negative control: a lease that ran out on the database clock and that nobody took over is still its "
+          "holder's (the database clock alone ends nothing): renewed, no loss") {
     auto name = ctx().unique("lk");
     LeaseLock a(*c, name, ttl(200ms));
     REQUIRE(a.try_acquire());
     std::this_thread::sleep_for(400ms);
-    CHECK_FALSE(a.renew());
-    REQUIRE(a.last_loss());
-    CHECK(a.last_loss()->cause == LossCause::kExpired);
+    CHECK_FALSE(a.owns());  // its trust window ended...
+    CHECK(a.renew());       // ...but nobody took it over: the renewal keeps it
+    CHECK(a.owns());
+    CHECK_FALSE(a.last_loss());
   }
 }
 

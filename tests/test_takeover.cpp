@@ -198,7 +198,7 @@ TEST_CASE("cleanup never deletes an unreleased lease row by the database clock, 
   auto c2 = ctx().connect();
   const std::string name = ctx().unique("keep");
   auto sightings = [&] {
-    return c->execute("SELECT COUNT(*) FROM sqlguard_lock_watch WHERE name = ?", {name}).rows.at(0).at(0).as_int();
+    return c->execute("SELECT COUNT(*) FROM sqlguard_lock_watch WHERE name = ?", {name}).rows.at(0)[0].as_int();
   };
   const auto held = acquire_lease(*c, name, "holder", 300ms);
   REQUIRE(held.acquired);

@@ -43,7 +43,7 @@ static sgworker::Register counter_mode("lease-counter", [](const std::string& ur
   return 0;
 });
 
-// lease-loss-cause NAME TTL_MS client|watchdog
+// lease-loss-cause NAME TTL_MS client|watchdog [KEPT_MS]
 // Holds NAME, renewed by a lock client (`client`) or by the LeaseLock's own
 // watchdog on a borrowed connection (`watchdog`), prints "held", then waits
 // for on_lost and prints "lost CAUSE" (exit 3 when none came in 60 s).
@@ -73,7 +73,16 @@ static sgworker::Register loss_cause_mode("lease-loss-cause", [](const std::stri
   std::printf("held\n");
   std::fflush(stdout);
   std::unique_lock<std::mutex> lk(mu);
-  if (!cv.wait_for(lk, std::chrono::seconds(60), [&] { return !cause.empty(); })) return 3;
+  // KEPT_MS (optional): how long to wait for a loss before answering "kept"
+  // when the lease is still owned.
+  const auto wait = a.size() > 3 ? std::chrono::milliseconds(std::stoi(a.at(3))) : std::chrono::milliseconds(60000);
+  if (!cv.wait_for(lk, wait, [&] { return !cause.empty(); })) {
+    if (a.size() <= 3) return 3;
+    lk.unlock();
+    std::printf(lock->owns() ? "kept\n" : "not owned, no loss\n");
+    std::fflush(stdout);
+    return 0;
+  }
   std::printf("lost %s\n", cause.c_str());
   std::fflush(stdout);
   return 0;

@@ -223,11 +223,12 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 
 -- name: lease_force_release
 -- Never a name a semaphore or read-write lease reserved (owner '': sync_reserve_name).
--- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
+-- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold): also
+-- a released lease still kept by its minimum hold.
 -- Causal on Galera (wsrep_sync_wait = 2): ends a lease just taken on another node too.
 -- returns: :execrows
 -- params: name
-SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND owner <> '' AND beat <> 0;
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND owner <> '' AND (beat <> 0 OR min_release_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
 -- name: lease_list_held
 -- Leases only: a name a semaphore or read-write lease reserved (owner '', sync_reserve_name)

@@ -230,7 +230,7 @@ FROM released r CROSS JOIN next_place n;
 -- returns: :execrows
 -- params: name
 WITH ended AS (
-  UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND owner <> '' AND beat <> 0
+  UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND owner <> '' AND (beat <> 0 OR min_release_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM ended;
 

@@ -149,11 +149,12 @@ RETURNING sqlguard_wake(?);
 
 -- name: lease_force_release
 -- Never a name a semaphore or read-write lease reserved (owner '': sync_reserve_name).
--- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold).
+-- Operator override: ends whoever's lease now, IGNORING min_release_at (the minimum hold): also
+-- a released lease still kept by its minimum hold.
 -- Wakes a waiter like lease_release. 1 row = ended.
 -- returns: :execrows
 -- params: name, channel
-UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND owner <> '' AND beat <> 0
+UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND owner <> '' AND (beat <> 0 OR min_release_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
 RETURNING sqlguard_wake(?);
 
 -- name: lease_list_held

@@ -368,6 +368,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::vector<std::string> without_poll(std::vector<std::string>& timed);
   void poll_heads(std::vector<std::string>& timed);
   void run_head(const std::string& name, bool was_woken, std::vector<Completion>& done);
+  // Erases a name's queue whose last wait ended (and this process's watch of it).
+  std::map<std::string, NameQueue>::iterator erase_queue_locked(std::map<std::string, NameQueue>::iterator qi);
   void head_done_locked(std::map<std::string, NameQueue>::iterator qi, bool acquired);
   void head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait>& w, bool was_woken,
                         std::chrono::milliseconds holder, const std::optional<Error>& outage);

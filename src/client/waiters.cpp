@@ -17,6 +17,7 @@
 #include "client/client.h"
 #include "client/fairness.h"
 #include "core/reconnect.h"
+#include "plans/acquire_common.h"
 #include "plans/plans.h"
 
 namespace sqlguard::detail {
@@ -128,7 +129,7 @@ bool ClientCore::cancel_acquire(const std::shared_ptr<ClientLease>& l) {
           q.since = steady_clock::now();
           q.woken = true;
         }
-        if (q.waits.empty()) queues_.erase(qi);
+        if (q.waits.empty()) erase_queue_locked(qi);
       }
       l->waiting = false;
       break;
@@ -266,7 +267,7 @@ void ClientCore::expire_waits_locked(std::vector<Completion>& done) {
         q.woken = true;
       }
     }
-    qi = q.waits.empty() && !q.busy ? queues_.erase(qi) : std::next(qi);
+    qi = q.waits.empty() && !q.busy ? erase_queue_locked(qi) : std::next(qi);
   }
 }
 
@@ -417,6 +418,14 @@ void ClientCore::run_head(const std::string& name, bool was_woken, std::vector<C
   complete(*this, done);
 }
 
+// The last wait of a name ended: its queue goes, and with it this process's
+// watch of the name's lease (kept by nobody now: a later try starts again,
+// or continues this machine's shared sighting).
+std::map<std::string, NameQueue>::iterator ClientCore::erase_queue_locked(std::map<std::string, NameQueue>::iterator qi) {
+  watches().forget(watch_key(description_, qi->first));
+  return queues_.erase(qi);
+}
+
 // The head's wait ended: the next one's turn.
 void ClientCore::head_done_locked(std::map<std::string, NameQueue>::iterator qi, bool acquired) {
   auto& q = qi->second;
@@ -435,7 +444,7 @@ void ClientCore::head_done_locked(std::map<std::string, NameQueue>::iterator qi,
   q.holder_remaining = wait_release ? o.ttl : milliseconds(0);
   q.woken = !wait_release;
   q.next_try = t + (wait_release ? std::min(o.ttl, o.backoff_max) : milliseconds(0));
-  if (q.waits.empty()) queues_.erase(qi);
+  if (q.waits.empty()) erase_queue_locked(qi);
 }
 
 // The head's attempt found it taken (or could not be made): its next try,

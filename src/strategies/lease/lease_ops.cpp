@@ -259,7 +259,7 @@ AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, co
       auto r = plan.attempt(conn, req, seat);
       ++(r.acquired ? metric::lock_acquired() : metric::lock_busy());
       if (r.acquired) {
-        if (look.known) watches().forget(key);
+        watches().forget(key);  // (also what a concurrent poll of this process saw meanwhile)
         return r;
       }
       if (!req.seen) return r;

@@ -13,16 +13,29 @@ using std::chrono::steady_clock;
 milliseconds WatchBook::sighted(const std::string& key, const Sighting& s, steady_clock::time_point at) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = entries_.find(key);
+  if (s.released) {  // nothing to watch: a released lease is free
+    if (it != entries_.end()) {
+      recent_.erase(it->second.recent);
+      entries_.erase(it);
+    }
+    return milliseconds(0);
+  }
   if (it == entries_.end()) {
-    if (entries_.size() >= capacity_) {
+    // Full, or the least recently seen entry idle long enough that a later
+    // look may as well start again (and this machine's sighting, if shared,
+    // is in the database): it goes.
+    while (!recent_.empty()) {
+      const Entry& old = entries_.at(recent_.back());
+      if (entries_.size() < capacity_ && at - old.last_seen < std::max<milliseconds>(kIdleWatch, old.watch * 2)) break;
       entries_.erase(recent_.back());
       recent_.pop_back();
     }
     recent_.push_front(key);
-    entries_.emplace(key, Entry{s.version, s.watch, at, recent_.begin()});
+    entries_.emplace(key, Entry{s.version, s.watch, at, at, recent_.begin()});
     return milliseconds(0);
   }
   Entry& e = it->second;
+  e.last_seen = at;
   recent_.splice(recent_.begin(), recent_, e.recent);
   if (!(e.version == s.version)) {  // renewed, released or taken: a new watch from now
     e.version = s.version;
@@ -92,12 +105,14 @@ std::int64_t machine_monotonic_ms() {
   return std::int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-std::string watch_key(const Connection& conn, std::string_view name) {
-  std::string k = conn.description();
+std::string watch_key(std::string_view description, std::string_view name) {
+  std::string k(description);
   k += '\n';
   k += name;
   return k;
 }
+
+std::string watch_key(const Connection& conn, std::string_view name) { return watch_key(conn.description(), name); }
 
 bool may_take_over(const Sighting& s, const std::optional<RowVersion>& ripe, TakeOver rule) {
   if (s.released) return true;

@@ -42,9 +42,10 @@ struct Sighting {
 };
 
 // The process's watches: one entry per lease name (per database) an attempt
-// saw held, with the version seen and since when. Shared by every handle,
-// client and one-shot call of the process, so a later try continues the watch
-// an earlier one started. Bounded: the least recently seen entry goes first.
+// saw held (not released), with the version seen and since when. Shared by
+// every handle, client and one-shot call of the process, so a later try
+// continues the watch an earlier one started. Bounded: the least recently
+// seen entry goes first; a taken or released lease's entry goes at once.
 class WatchBook {
  public:
   explicit WatchBook(std::size_t capacity) : capacity_(capacity) {}
@@ -73,6 +74,7 @@ class WatchBook {
     RowVersion version;
     std::chrono::milliseconds watch;
     std::chrono::steady_clock::time_point first_seen;
+    std::chrono::steady_clock::time_point last_seen;
     std::list<std::string>::iterator recent;
   };
   mutable std::mutex mu_;
@@ -81,11 +83,15 @@ class WatchBook {
   std::size_t capacity_;
 };
 
-// This process's book (kMaxWatches entries).
+// This process's book: at most kMaxWatches entries; an entry not seen for
+// kIdleWatch (and two of its watches) goes when a new one comes.
 inline constexpr std::size_t kMaxWatches = 65536;
+inline constexpr std::chrono::milliseconds kIdleWatch{std::chrono::minutes(10)};
 WatchBook& watches();
 // The book's key of lease `name` on `conn`'s database.
 std::string watch_key(const Connection& conn, std::string_view name);
+// The same from the database's masked URI (Connection::description()).
+std::string watch_key(std::string_view description, std::string_view name);
 
 // The identity of this machine's monotonic clock: the kernel's boot id and
 // this process's time namespace. Empty where unknown (then a watch is this

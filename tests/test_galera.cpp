@@ -240,8 +240,11 @@ TEST_CASE("a guarded commit of a holder paused past its ttl on node 1 is refused
   std::this_thread::sleep_for(1200ms);  // the lease has expired on the database clock
   auto owner2 = make_owner_token();
   AcquireResult took;
+  // The database-clock rule: the take-over lands while the paused holder's
+  // guarded transaction is still open (what this test is about: node 1's row
+  // lock is node-local); the watched rule would wait a ttl more.
   for (int i = 0; i < 20 && !took.acquired; ++i) {
-    took = acquire_lease(*c2, name, owner2, 30s);
+    took = acquire_lease(*c2, name, owner2, 30s, {}, TakeOver::kDatabaseClock);
     if (!took.acquired) std::this_thread::sleep_for(50ms);
   }
   holder.join();

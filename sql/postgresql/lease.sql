@@ -41,7 +41,7 @@
 -- returns: :one fence, expire_at, holder_expire_at, db_now_ms, left_queue, joined_queue, holder_fence, holder_beat, holder_watch_ms, holder_released
 -- params: name, owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, queue_role, channel, queue_role, channel
 WITH seen AS (SELECT expire_at, fence, beat, CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE GREATEST(expire_at - renewed_at, 0) END AS watch_ms,
-                     beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS released
+                     CASE WHEN beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END AS released
               FROM sqlguard_lock WHERE name = ?),
 took AS (
   UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), beat = 1, ttl_ms = ?, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
@@ -132,7 +132,8 @@ RETURNING l.name, l.fence;
 -- returns: :many name, expire_at, db_now_ms, fence, beat, watch_ms, released
 -- params: names...
 SELECT name, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms, fence, beat,
-       CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE GREATEST(expire_at - renewed_at, 0) END, beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+       CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE GREATEST(expire_at - renewed_at, 0) END,
+       CASE WHEN beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END
 FROM sqlguard_lock WHERE name IN ({names*, });
 
 -- fragment: lease_name_ref

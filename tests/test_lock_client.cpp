@@ -29,6 +29,7 @@
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/semaphore.h"
 #include "sqlguard/lock_client.h"
+#include "sqlguard/migrate.h"
 #include "process_helpers.h"
 #include "test_context.h"
 #include "test_helpers.h"
@@ -1035,6 +1036,9 @@ TEST_CASE("behind PgBouncer, a lock client on the application's pool loses its l
                                                      "pooler=transaction");
   const std::string own_pool = sgtest::with_query(sgtest::required_env("SQLGUARD_TEST_PGBOUNCER_LOCKS_URI"),
                                                   "pooler=transaction");
+  // Both pools reach the topology's base database, which outlives test runs
+  // (its data is kept between starts): bring it to this build's schema.
+  sqlguard::migrate(*make_connection(shared_pool));
   constexpr int kPool = 20, kLeases = 50;
   auto run = [&](const std::string& uri) {
     auto client = LockClient::create(uri);

@@ -343,7 +343,10 @@ void ClientCore::poll_heads(std::vector<std::string>& timed) {
         const std::string key = watch_key(*c, n);
         const milliseconds unchanged = watches().sighted(key, seen, at);
         const TakeOver rule = rules.count(n) ? rules[n] : TakeOver::kWatched;
-        if (may_take_over(seen, rule == TakeOver::kWatched ? watches().ripe(key, at) : std::nullopt, rule)) continue;
+        // Ripe when this version has been seen unchanged for its whole watch
+        // (what sighted() just answered: no second lookup of the book).
+        const auto ripe = unchanged >= seen.watch ? std::optional<RowVersion>(seen.version) : std::nullopt;
+        if (may_take_over(seen, rule == TakeOver::kWatched ? ripe : std::nullopt, rule)) continue;
         free.erase(n);
         remaining[n] = rule == TakeOver::kWatched ? std::max(milliseconds(1), seen.watch - unchanged)
                                                   : milliseconds(std::max<std::int64_t>(1, seen.version.expire_at - seen.db_now));

@@ -195,8 +195,8 @@ LossCause diagnose_lease(Connection& conn, const std::string& name, const std::s
 // A busy attempt saw the holder's row: a sighting for this process's watch,
 // and, under the watched rule, how long until the watch lets it take over.
 void watched_busy(AcquireResult& r, const std::string& key, const Sighting& seen, TakeOver rule) {
+  if (rule != TakeOver::kWatched) return;  // the database-clock rule keeps no watch
   const milliseconds unchanged = watches().sighted(key, seen, steady_clock::now());
-  if (rule != TakeOver::kWatched) return;
   r.holder_unchanged_ms = unchanged.count();
   r.watch_ms = seen.watch.count();
   r.holder_remaining_ms = seen.released ? 0 : std::max<std::int64_t>(0, (seen.watch - unchanged).count());
@@ -224,7 +224,7 @@ bool continue_machine_watch(Connection& conn, const std::string& name, const std
       if (v == seen.version) {
         const std::int64_t age = std::max<std::int64_t>(0, mono - cell(w, kFirstSeen).as_int());
         watches().adopt(key, v, now - milliseconds(age));
-        return watches().ripe(key, now).has_value();
+        return watches().look(key, now).ripe.has_value();
       }
     }
     run(conn, Sql::lease_watch_write,
@@ -254,8 +254,8 @@ AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, co
     ++metric::lock_attempts();
     try {
       LeaseRequest req{name, owner, ttl, min_hold, seen_free, rule};
-      const auto look = watches().look(key, steady_clock::now());
-      if (rule == TakeOver::kWatched && look.ripe) req.watched = *look.ripe;
+      const auto look = rule == TakeOver::kWatched ? watches().look(key, steady_clock::now()) : WatchBook::Look{};
+      if (look.ripe) req.watched = *look.ripe;
       auto r = plan.attempt(conn, req, seat);
       ++(r.acquired ? metric::lock_acquired() : metric::lock_busy());
       if (r.acquired) {

@@ -45,13 +45,6 @@ milliseconds WatchBook::sighted(const std::string& key, const Sighting& s, stead
   return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(at - e.first_seen));
 }
 
-std::optional<RowVersion> WatchBook::ripe(const std::string& key, steady_clock::time_point now) const {
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = entries_.find(key);
-  if (it == entries_.end() || now - it->second.first_seen < it->second.watch) return std::nullopt;
-  return it->second.version;
-}
-
 void WatchBook::forget(const std::string& key) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = entries_.find(key);

@@ -52,11 +52,9 @@ class WatchBook {
   // Records `s` as seen at `at` (after the read that saw it returned); answers
   // how long this process has seen that version unchanged.
   std::chrono::milliseconds sighted(const std::string& key, const Sighting& s, std::chrono::steady_clock::time_point at);
-  // The version a take-over of `key` may compare-and-set at `now`: seen
-  // unchanged for its whole watch. Nothing otherwise.
-  std::optional<RowVersion> ripe(const std::string& key, std::chrono::steady_clock::time_point now) const;
   // What an attempt asks first: whether `key` is watched at all, and its
-  // ripe version (one lookup).
+  // ripe version: the one a take-over may compare-and-set at `now`, seen
+  // unchanged for its whole watch (one lookup).
   struct Look {
     bool known = false;
     std::optional<RowVersion> ripe;

@@ -104,7 +104,11 @@ std::string kind_run_holds(const std::string& kind) {
   CHECK(field(r.out, "kills") >= 2);
   CHECK(field(r.out, "pauses") >= 1);
   CHECK(field(r.out, "acquisitions") > 0);
-  CHECK(field(r.out, "late_writes_accepted") == 0);
+  // (A paused holder's late write may be accepted: under the watched
+  // take-over rule a lease nobody watched for its ttl during the pause is
+  // still its holder's, and run_guarded checks that in the database. One
+  // taken over meanwhile is refused; overlap and fence_order, above, would
+  // count any accepted write that followed a newer holder's.)
   if (!ctx().is_sqlite()) CHECK(field(r.out, "connection_kills") >= 1);
   return r.out;
 }
@@ -135,9 +139,11 @@ TEST_CASE("a fenced chaos run keeps every invariant under kill -9, pauses past t
   CHECK(field(r.out, "kills") >= 2);
   CHECK(field(r.out, "pauses") >= 2);
   CHECK(field(r.out, "fenced_writes_accepted") > 0);
-  // The paused holders woke up and tried to write: every such write was refused.
+  // The paused holders woke up and tried to write: those whose lease was
+  // taken over meanwhile were refused (one nobody watched for its ttl is
+  // still theirs: its write is accepted, and overlap / fence_order, checked
+  // above, would count it if a newer holder had come between).
   CHECK(field(r.out, "late_writes_rejected") >= 1);
-  CHECK(field(r.out, "late_writes_accepted") == 0);
   CHECK(field(r.out, "stale_writes_rejected") >= 1);
   if (ctx().is_sqlite()) {
     CHECK(field(r.out, "connection_kills") == 0);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "sqlguard/doctor.h"
+#include "core/clock_step.h"
 #include "core/doctor.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/migrate.h"
@@ -432,4 +433,26 @@ TEST_CASE("the clock check fails when the database and this host disagree by mor
   CHECK(clock_skew_status(90'000, 3) == CheckStatus::kFail);
   CHECK(clock_skew_status(120'000, 3) == CheckStatus::kFail);
   CHECK(clock_skew_status(-3'600'000, 3) == CheckStatus::kFail);
+}
+
+TEST_CASE("a step of the database clock between two renewal rounds is told from round trips and drift", "[takeover]") {
+  using sqlguard::detail::clock_step_ms;
+  using sqlguard::detail::ClockSample;
+  using namespace std::chrono_literals;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t db0 = 1'700'000'000'000;
+  auto sample = [&](std::chrono::milliseconds at, std::chrono::milliseconds rtt, std::int64_t db) {
+    return ClockSample{db, t0 + at, t0 + at + rtt};
+  };
+  const ClockSample a = sample(0ms, 2ms, db0 + 1);
+  // 10 s later on both clocks: no step (and a slow answer explains its own share).
+  CHECK(clock_step_ms(a, sample(10s, 2ms, db0 + 10'001)) == 0);
+  CHECK(clock_step_ms(a, sample(10s, 1500ms, db0 + 10'700)) == 0);
+  // The clock issue's steps: +30 s, +1 h, -1 h, within one round.
+  CHECK(clock_step_ms(a, sample(10s, 2ms, db0 + 40'001)) == 30'000);
+  CHECK(clock_step_ms(a, sample(10s, 2ms, db0 + 3'610'001)) == 3'600'000);
+  CHECK(clock_step_ms(a, sample(10s, 2ms, db0 + 10'001 - 3'600'000)) == -3'600'000);
+  // The bound: 1 s plus what the round trips and 1000 ppm over the interval explain.
+  CHECK(clock_step_ms(a, sample(10s, 2ms, db0 + 11'001)) == 0);        // 1 s: within
+  CHECK(clock_step_ms(a, sample(10s, 2ms, db0 + 11'100)) == 1'099);    // beyond
 }

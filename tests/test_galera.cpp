@@ -621,7 +621,9 @@ TEST_CASE("sqlguard chaos over the three Galera nodes with a node kill finds no 
   CHECK(j["violations"] == 0);
   CHECK(j["node_kills"].get<int>() >= 1);
   CHECK(j["node_kill_failures"] == 0);
-  CHECK(j["late_writes_accepted"] == 0);
+  // (late_writes_accepted may be > 0: a paused holder nobody took over
+  // still holds its lease; the violations above count any that followed a
+  // newer holder.)
   std::printf("galera chaos: %d s, %d workers, %d nodes, %d node kills (%d rejoined), %d kill -9, %d pauses, "
               "%d acquisitions, %d fenced writes accepted, %d late writes refused, %d violations\n",
               static_cast<int>(j["duration_s"].get<double>()), j["workers"].get<int>(), j["nodes"].get<int>(),

@@ -139,16 +139,16 @@ TEST_CASE("a guarded transaction of a holding whose row was ended by someone els
 }
 
 namespace {
-// A holding of `lock` (Watchdog::kOff: it expires on the database clock
-// after 400 ms) runs 900 ms of work; another client asks for what the
-// holding has meanwhile. Answers whether that other client got it only after
-// the work had committed.
+// A holding of `lock` (Watchdog::kOff: never renewed, so a taker that
+// watches it from the start of the work may take it over 400 ms later, its
+// ttl) runs 900 ms of work; another client asks for what the holding has,
+// every 20 ms from the start of the work. Answers whether that other client
+// got it only after the work had committed.
 bool taker_waits_for(const std::function<bool(const std::function<void()>&)>& run_work,
                      const std::function<bool()>& take) {
   std::atomic<bool> in_work{false}, committed{false};
   auto taker = std::async(std::launch::async, [&] {
     while (!in_work) std::this_thread::sleep_for(5ms);
-    std::this_thread::sleep_for(500ms);  // the holding has expired on the database clock by now
     for (;;) {
       if (take()) return committed.load();
       std::this_thread::sleep_for(20ms);
@@ -255,6 +255,7 @@ TEST_CASE("a guarded transaction of a live holding holds up no acquire of a free
     Semaphore sem(mine, name, 1, opts(400ms), Watchdog::kOff);
     Semaphore other(theirs, name, 1, opts(10s));
     REQUIRE(sem.try_acquire());
+    REQUIRE_FALSE(other.try_acquire());  // its first sighting: 600 ms later the holding is ripe for it
     CHECK_FALSE(answered_inside(sem, [&] { return other.try_acquire(); }, 1s, &got, 600ms));
     CHECK(got);  // after the commit: the holding had expired
     CHECK(other.release());

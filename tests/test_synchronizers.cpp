@@ -1008,12 +1008,23 @@ TEST_CASE("an acquire that finds its slot or queue ticket taken by a concurrent 
     REQUIRE(eventually([&] { return live_places(name) == 1; }, 5s));
     REQUIRE(holder.release());
     REQUIRE(first.get());
-    // A place at the ticket the next enqueue takes, lapsing in 150 ms: the
-    // enqueue tries again (each try purges lapsed places) until it is gone.
+    // A place at the ticket the next enqueue takes (another node's waiter
+    // that committed first): the enqueue tries again until the racer's
+    // commit of its version is seen and the racer has left, then takes the
+    // next ticket.
+    // (The enqueue runs inside acquire_async(): the racer commits and
+    // leaves from another thread, 150 ms into its retries.)
     const std::int64_t now = c->db_now_ms();
     c->execute("INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at) VALUES (?, ?, 'racer', ?)",
-               {name, head_version(name) + 1, now + 150});
+               {name, head_version(name) + 1, now + 60000});
+    std::thread racer([&] {
+      auto rc = ctx().connect();
+      std::this_thread::sleep_for(150ms);
+      rc->execute("UPDATE sqlguard_sync SET version = version + 1 WHERE name = ?", {name});
+      rc->execute("DELETE FROM sqlguard_lock_queue WHERE name = ? AND owner = 'racer'", {name});
+    });
     auto second = holder.acquire_async(20s);
+    racer.join();
     CHECK(waiter.release());
     bool got = false;
     CHECK_NOTHROW(got = second.get());
@@ -1245,6 +1256,8 @@ TEST_CASE("a fair lease taken from its queue place with place_ttl above ttl ends
   INFO("lease expires at " << info->expire_at_ms << ", its held place at " << place_expiry);
   CHECK(place_expiry > 0);  // the control: the held place is there while the lease is held
   CHECK(place_expiry <= info->expire_at_ms + 250);
+  // And a waiter behind it passes it after a watch of the lease's ttl, not place_ttl.
+  CHECK(sgtest::query_int("SELECT MAX(ttl_ms) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 1000);
   CHECK(next.release());
   CHECK(live_places(name) == 0);
 }

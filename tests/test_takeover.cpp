@@ -16,6 +16,8 @@
 #include "sqlguard/cleanup.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
+#include "sqlguard/read_write_lease.h"
+#include "sqlguard/semaphore.h"
 #include "test_context.h"
 #include "test_helpers.h"
 
@@ -223,4 +225,217 @@ TEST_CASE("cleanup never deletes an unreleased lease row by the database clock, 
   const auto r2 = cleanup(*c, o);
   CHECK(r2.locks_deleted >= 1);
   CHECK_FALSE(lease_info(*c, name));
+}
+
+// ---- holdings (semaphores, read-write leases) and fair queue places ----------------------
+namespace {
+
+// A holding whose holder died long ago by the database clock: staged as a
+// row whose expiry is an hour in the past (a forward step of an hour looks
+// the same to the rule), unreleased (beat 1), with a ttl of `ttl`. Slot -7:
+// no acquire draws a negative slot.
+void stage_dead_holding(Connection& admin, const std::string& name, const char* mode, milliseconds ttl) {
+  const std::int64_t now = admin.db_now_ms();
+  admin.execute("INSERT INTO sqlguard_sync_holder (name, slot, mode, permits, owner, fence, expire_at, acquired_at, "
+                "renewed_at, min_release_at, beat, ttl_ms) VALUES (?, -7, ?, 1, 'gone', 1, ?, ?, ?, 0, 1, ?)",
+                {name, std::string(mode), now - 3600000, now - 3600000 - ttl.count(), now - 3600000 - ttl.count(),
+                 ttl.count()});
+}
+
+std::int64_t holder_rows(const std::string& name, const std::string& owner) {
+  return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_sync_holder WHERE name = ? AND owner = ?", {name, owner});
+}
+
+// The holdings of `name` move `by` into the past (a forward step of the
+// database clock as the rule sees it).
+void step_holdings_forward(Connection& admin, const std::string& name, milliseconds by) {
+  admin.execute("UPDATE sqlguard_sync_holder SET expire_at = expire_at - ?, renewed_at = renewed_at - ?, "
+                "acquired_at = acquired_at - ? WHERE name = ?",
+                {by.count(), by.count(), by.count(), name});
+}
+
+}  // namespace
+
+TEST_CASE("an abandoned semaphore permit is taken over only after this process saw it unchanged for its ttl, not "
+          "when the database clock says it ran out",
+          "[semaphore][takeover]") {
+  auto client = LockClient::create(ctx().uri);
+  auto admin = ctx().connect();
+  const std::string name = ctx().unique("semwatch");
+  Semaphore sem(client, name, 1, opts(5s));
+  REQUIRE(sem.try_acquire());  // the name's head
+  REQUIRE(sem.release());
+  stage_dead_holding(*admin, name, "P", 400ms);
+
+  CHECK_FALSE(sem.try_acquire());  // the first sighting: the database clock alone decides nothing
+  const auto t0 = steady_clock::now();
+  std::this_thread::sleep_for(200ms);
+  CHECK_FALSE(sem.try_acquire());
+  CHECK(holder_rows(name, "gone") == 1);
+  std::this_thread::sleep_until(t0 + 450ms);
+  CHECK(sem.try_acquire());  // seen unchanged for its ttl: taken over, as seen
+  CHECK(holder_rows(name, "gone") == 0);
+  CHECK(sem.release());
+
+  SECTION("the control: the database-clock rule takes it at the first look") {
+    const std::string other = ctx().unique("semwatch-ctl");
+    Semaphore ctl(client, other, 1, opts(5s, TakeOver::kDatabaseClock));
+    REQUIRE(ctl.try_acquire());
+    REQUIRE(ctl.release());
+    stage_dead_holding(*admin, other, "P", 400ms);
+    CHECK(ctl.try_acquire());
+    CHECK(ctl.release());
+  }
+}
+
+TEST_CASE("a writer passes a dead reader only after watching it for its ttl", "[rw-lease][takeover]") {
+  auto client = LockClient::create(ctx().uri);
+  auto admin = ctx().connect();
+  const std::string name = ctx().unique("rwwatch");
+  ReadWriteLease rw(client, name, opts(5s));
+  REQUIRE(rw.try_acquire(LeaseMode::kExclusive));
+  REQUIRE(rw.release());
+  stage_dead_holding(*admin, name, "S", 400ms);
+  CHECK_FALSE(rw.try_acquire(LeaseMode::kExclusive));
+  std::this_thread::sleep_for(450ms);
+  CHECK(rw.try_acquire(LeaseMode::kExclusive));
+  CHECK(holder_rows(name, "gone") == 0);
+  CHECK(rw.release());
+}
+
+TEST_CASE("a forward step of the database clock takes no permit from a holder that renews; the database-clock rule "
+          "lets a taker in beside it (the control)",
+          "[semaphore][takeover]") {
+  auto admin = ctx().connect();
+  auto ca = LockClient::create(ctx().uri);
+  auto cb = LockClient::create(ctx().uri);
+  const std::string name = ctx().unique("semstep");
+  Semaphore a(ca, name, 1, opts(1500ms));
+  Semaphore b(cb, name, 1, opts(1500ms));
+  REQUIRE(a.try_acquire());
+  bool taken = false, a_lost_trust = false;
+  const auto until = steady_clock::now() + 3s;
+  while (steady_clock::now() < until) {
+    step_holdings_forward(*admin, name, 1h);
+    taken = taken || b.try_acquire();
+    a_lost_trust = a_lost_trust || !a.owns();
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK_FALSE(taken);
+  CHECK_FALSE(a_lost_trust);
+  CHECK(a.owns());
+
+  Semaphore ctl(cb, name, 1, opts(1500ms, TakeOver::kDatabaseClock));
+  step_holdings_forward(*admin, name, 1h);
+  const bool got = ctl.try_acquire();
+  CHECK(got);
+  CHECK((got && a.owns()));  // two holders of one permit: the overlap this rule allows
+  CHECK(sgtest::eventually([&] { return !a.owns(); }, 5s));  // the holder learns at its next renewal
+  if (got) CHECK(ctl.release());
+}
+
+namespace {
+// A place in the fair queue of `name` ahead of every waiter (ticket -9),
+// expired an hour ago by the database clock, with a ttl of `ttl`.
+void stage_place(Connection& admin, const std::string& name, milliseconds ttl) {
+  admin.execute("INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at, beat, ttl_ms) VALUES (?, -9, "
+                "'queued', ?, 1, ?)",
+                {name, admin.db_now_ms() - 3600000, ttl.count()});
+}
+
+LeaseOptions fair(milliseconds ttl, TakeOver rule = TakeOver::kWatched) {
+  LeaseOptions o = opts(ttl, rule);
+  o.fair = true;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("a fair queue's place is passed only after the waiter behind it watched it unchanged for its ttl; a place "
+          "that is renewed is never passed, whatever the database clock says",
+          "[fair-lease][takeover]") {
+  auto client = LockClient::create(ctx().uri);
+  auto admin = ctx().connect();
+  const std::string name = ctx().unique("placewatch");
+  LeaseLock w(client, name, fair(5s));
+  REQUIRE(w.try_acquire());  // the name's head
+  REQUIRE(w.release());
+  stage_place(*admin, name, 400ms);
+
+  SECTION("a dead place: passed after its watch") {
+    CHECK_FALSE(w.try_acquire());  // someone waits ahead, as far as this process has seen
+    std::this_thread::sleep_for(450ms);
+    CHECK(w.try_acquire());
+    CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND owner = 'queued'",
+                            {name}) == 0);
+    CHECK(w.release());
+  }
+  SECTION("a live place (renewed every 100 ms) an hour behind the database clock: never passed; the "
+          "database-clock rule jumps it (the control)") {
+    bool jumped = false;
+    const auto until = steady_clock::now() + 1500ms;
+    while (steady_clock::now() < until) {
+      admin->execute("UPDATE sqlguard_lock_queue SET beat = beat + 1 WHERE name = ? AND owner = 'queued'", {name});
+      jumped = jumped || w.try_acquire();
+      std::this_thread::sleep_for(100ms);
+    }
+    CHECK_FALSE(jumped);
+    LeaseLock ctl(client, name, fair(5s, TakeOver::kDatabaseClock));
+    const bool got = ctl.try_acquire();
+    CHECK(got);  // ahead of it a waiter that still renews its place: FIFO broken by the clock
+    if (got) CHECK(ctl.release());
+  }
+}
+
+TEST_CASE("a later `run --permits` process on this machine continues the watch of a dead holding an earlier one "
+          "started",
+          "[semaphore][takeover][cli]") {
+  auto admin = ctx().connect();
+  const std::string name = ctx().unique("cliholding");
+  std::string out;
+  auto cli = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {sgtest::cli_path(), "--db", ctx().uri};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return sgtest::run_process(argv, &out);
+  };
+  REQUIRE(cli({"lock", "resize", name, "--permits", "1"}) == 0);
+  stage_dead_holding(*admin, name, "P", 500ms);
+  const std::vector<std::string> run = {"run", "--lock", name, "--permits", "1", "--wait", "0s", "--", "true"};
+  REQUIRE(cli(run) == 75);  // a new process: its first sighting, shared with this machine
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_sync_watch WHERE name = ?", {name}) == 1);
+  std::this_thread::sleep_for(600ms);
+  SECTION("a later process takes it over") { CHECK(cli(run) == 0); }
+  SECTION("the control: a sighting made on another machine is not this machine's") {
+    admin->execute("UPDATE sqlguard_sync_watch SET watcher = 'another-machine' WHERE name = ?", {name});
+    CHECK(cli(run) == 75);
+  }
+}
+
+TEST_CASE("cleanup never deletes an unreleased holding or a waiting place by the database clock",
+          "[semaphore][fair-lease][takeover][cleanup]") {
+  auto admin = ctx().connect();
+  auto client = LockClient::create(ctx().uri);
+  const std::string sem_name = ctx().unique("keepheld");
+  const std::string fair_name = ctx().unique("keepplace");
+  Semaphore sem(client, sem_name, 1, opts(5s));
+  REQUIRE(sem.try_acquire());
+  REQUIRE(sem.release());
+  LeaseLock f(client, fair_name, fair(5s));
+  REQUIRE(f.try_acquire());
+  REQUIRE(f.release());
+  stage_dead_holding(*admin, sem_name, "P", 400ms);  // an hour "expired"
+  stage_place(*admin, fair_name, 400ms);
+  CleanupOptions o;
+  o.lock_grace = 0ms;
+  o.idempotency = o.inbox = false;
+  cleanup(*admin, o);
+  CHECK(holder_rows(sem_name, "gone") == 1);
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {fair_name}) == 1);
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_sync WHERE name = ?", {sem_name}) == 1);  // its head stays
+  // The control: released, they go.
+  admin->execute("UPDATE sqlguard_sync_holder SET beat = 0 WHERE name = ?", {sem_name});
+  admin->execute("UPDATE sqlguard_lock_queue SET beat = 0 WHERE name = ?", {fair_name});
+  const auto r = cleanup(*admin, o);
+  CHECK(r.holdings_deleted >= 1);
+  CHECK(r.queue_places_deleted >= 1);
+  CHECK(holder_rows(sem_name, "gone") == 0);
 }

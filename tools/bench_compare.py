@@ -20,6 +20,8 @@ def cell_key(c):
         extra = "held {}".format(c.get("held"))
     elif c["op"] == "waiters":
         extra = "waiters {}".format(c.get("waiters"))
+    elif c["op"] == "takeover":
+        extra = "rule {}".format(c.get("rule"))
     return (c["dialect"], c["op"], c.get("clients"), extra)
 
 
@@ -95,12 +97,37 @@ def table(out):
             worst.append((ratio, key, label))
             print("| {} | {} | {} | {} | {} | {:.0f} | {:.0f} | **{:.2f}** | {:.1f} → {:.1f} | {} ({} after) |".format(
                 key[0], op, key[2], key[3] or "", label, mb, ma, ratio, lb, la, zeros, zero_after))
+    takeover(by)
     if worst:
         worst.sort()
         r, key, label = worst[0]
         print()
         print("Lowest ratio: {:.2f} ({} {} {} clients {} {}); cells below 0.95: {}.".format(
             r, key[0], key[1], key[2], key[3], label, sum(1 for w in worst if w[0] < 0.95)))
+
+
+def takeover(by):
+    """The `takeover` op's cells (no throughput): per dialect and rule, the
+    median over every round (both sides) of each time, and the target."""
+    keys = sorted(k for k in by if k[1] == "takeover")
+    if not keys:
+        return
+    print()
+    print("Take-over after the holder died (ms; medians over rounds; `takeover` op):")
+    print()
+    print("| dialect | rule | waiting handle p50 | waiting handle max | target | late handle p50 | late handle max | errors |")
+    print("|---|---|---|---|---|---|---|---|")
+    for key in keys:
+        cs = by[key]["before"] + by[key]["after"]
+
+        def med(field):
+            v = [c[field] for c in cs if c.get(field) is not None]
+            return "{:.0f}".format(statistics.median(v)) if v else "-"
+
+        print("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            key[0], key[3].replace("rule ", ""), med("waiting_p50_ms"), med("waiting_max_ms"),
+            med("waiting_target_ms"), med("late_p50_ms"), med("late_max_ms"),
+            sum(int(c.get("errors") or 0) for c in cs)))
 
 
 if __name__ == "__main__":

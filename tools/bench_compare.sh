@@ -17,6 +17,9 @@
 #   BENCH_DIALECTS    default "sqlite postgresql mysql"
 #   COMPARE_HELD      held-leases counts (default 1000,10000; SQLite 100,1000)
 #   COMPARE_LABELS    "before-label after-label" for the table (default: each binary's --version line)
+#   COMPARE_BEFORE_ARGS, COMPARE_AFTER_ARGS  extra `bench` arguments per side (e.g. the same binary
+#                     twice with `--take-over database-clock` / `--take-over watched`: two settings
+#                     compared in one run)
 #   the bench servers' ports as tools/bench.sh (SQLGUARD_PG_PORT, SQLGUARD_MARIADB_PORT, SQLGUARD_SERVERS_DIR)
 set -euo pipefail
 
@@ -55,6 +58,7 @@ read -r label_before label_after <<<"${COMPARE_LABELS:-}"
   echo "machine $(uname -srm), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(awk '/MemTotal/ {printf "%.0f GB", $2/1048576}' /proc/meminfo)"
   echo "date $(date -u '+%Y-%m-%d %H:%M UTC'), load before $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "cells $duration (warm-up $warmup), clients $clients, $rounds rounds, order alternating per round"
+  [[ -z "${COMPARE_BEFORE_ARGS:-}${COMPARE_AFTER_ARGS:-}" ]] || echo "arguments before: ${COMPARE_BEFORE_ARGS:-none}; after: ${COMPARE_AFTER_ARGS:-none}"
   echo "durability PostgreSQL fsync, synchronous_commit, full_page_writes on; MariaDB innodb_flush_log_at_trx_commit=1; SQLite WAL synchronous=NORMAL (sqlguard's default)"
 } >"$out/settings.txt"
 : >"$out/compare.json"
@@ -71,12 +75,13 @@ for d in $dialects; do
     order=("before" "after")
     (( r % 2 == 0 )) && order=("after" "before")
     for side in "${order[@]}"; do
-      bin=$before
-      [[ $side == after ]] && bin=$after
+      bin=$before extra=${COMPARE_BEFORE_ARGS:-}
+      [[ $side == after ]] && bin=$after extra=${COMPARE_AFTER_ARGS:-}
       [[ $d == sqlite ]] && rm -f "$out"/bench.db "$out"/bench.db-*
       log "$d round $r: $side ..."
+      # shellcheck disable=SC2086  # $extra: words of extra arguments
       "$bin" --db "$uri" --json bench --run-id "$run_id" --ops "$ops" --clients "$clients" --duration "$duration" \
-        --warmup "$warmup" --held "$held" --per-lease 0 --no-raw 2>>"$out/$d.txt" \
+        --warmup "$warmup" --held "$held" --per-lease 0 --no-raw $extra 2>>"$out/$d.txt" \
         | python3 -c '
 import json, sys
 side, rnd = sys.argv[1], int(sys.argv[2])

@@ -18,9 +18,10 @@
 namespace sqlguard {
 
 struct CleanupOptions {
-  // Released lock rows are deleted once expired for longer than this (an
-  // unreleased row is never deleted by the database clock: the next acquirer
-  // takes it over after watching it, TakeOver). Default: 10 min.
+  // Released lock rows, released holdings and left queue places are deleted
+  // once released for longer than this (an unreleased lease, holding or place
+  // is never deleted by the database clock: the next acquirer or waiter of the
+  // name takes it over after watching it, TakeOver). Default: 10 min.
   std::chrono::milliseconds lock_grace{std::chrono::minutes(10)};
   // Rows per DELETE. Default: 1000. Range 1 .. 100000.
   int batch_size = 1000;
@@ -36,14 +37,15 @@ struct CleanupOptions {
 
 struct CleanupReport {
   std::int64_t locks_deleted = 0;
-  std::int64_t holdings_deleted = 0;      // sqlguard_sync_holder (semaphores, read-write leases)
-  std::int64_t queue_places_deleted = 0;  // sqlguard_lock_queue (fair leases' waiters)
+  std::int64_t holdings_deleted = 0;      // sqlguard_sync_holder: released holdings (semaphores, read-write leases)
+  std::int64_t queue_places_deleted = 0;  // sqlguard_lock_queue: places left (fair leases' waiters)
   // sqlguard_sync: the heads of semaphores, read-write leases and fair queues
-  // with no holding and no queue place left (none live or expired for less
-  // than lock_grace). A name used again gets a new head; its fences still
+  // with no holding and no queue place left (none unreleased, none released
+  // less than lock_grace ago). A name used again gets a new head; its fences still
   // only grow (a new head starts at the fence sequence's last value).
   std::int64_t sync_heads_deleted = 0;
-  // sqlguard_lock_watch: machines' sightings of leases that have changed since.
+  // sqlguard_lock_watch and sqlguard_sync_watch: machines' sightings of
+  // leases, holdings and places that have changed since.
   std::int64_t lease_watches_deleted = 0;
   std::int64_t idempotency_deleted = 0;
   std::int64_t inbox_deleted = 0;

@@ -106,6 +106,13 @@ struct LockClientStats {
   // until a round, a renew period later, renews every lease in time again.
   // Held leases come first.
   bool renewal_behind = false;
+  // Steps of the database server's clock seen between renewal rounds (its
+  // clock read once a round against this process's monotonic clock; a
+  // difference over 1 s plus the readings' round trips; also the metric
+  // sqlguard_clock_steps_total and a warning). The last one's size, ms
+  // (> 0 forward, < 0 back). A loss soon after one names it in its cause.
+  std::uint64_t clock_steps = 0;
+  std::int64_t last_clock_step_ms = 0;
   // How late renewals were sent after they were due, over the last 16384 leases renewed.
   double renewal_lag_p99_ms = 0;
   double renewal_lag_max_ms = 0;

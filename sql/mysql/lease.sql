@@ -200,14 +200,14 @@ WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 -- A fair lease's release (LeaseOptions::fair): lease_release that also ends the queue place
 -- the holder was acquired from (ticket, place_owner; none: no row joins) in the same
 -- statement and commit, so the next waiter, woken by the release, finds it gone. A
--- multi-table statement cannot both update the lease and delete the place, so it expires the
--- place; lease_release_fair_place deletes it after the wake-up. Rows affected: 1 or 2 =
+-- multi-table statement cannot both update the lease and delete the place, so it marks the
+-- place left (beat = 0); lease_release_fair_place deletes it after the wake-up. Rows affected: 1 or 2 =
 -- released, 0 = not held.
 -- returns: :execrows
 -- params: ticket, place_owner, name, owner, fence
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock l
 LEFT JOIN sqlguard_lock_queue q ON q.name = l.name AND q.ticket = ? AND q.owner = ?
-SET l.beat = 0, l.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.min_release_at), q.expire_at = 0
+SET l.beat = 0, l.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.min_release_at), q.beat = 0, q.expire_at = 0
 WHERE l.name = ? AND l.owner = ? AND l.fence = ? AND l.beat <> 0;
 
 -- name: lease_release_fair_flushed

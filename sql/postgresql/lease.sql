@@ -186,7 +186,7 @@ SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'h
 -- A fair lease's release (LeaseOptions::fair): lease_release that also removes the queue
 -- place the holder was acquired from (ticket, place_owner; an empty place_owner: none) in the same
 -- commit, and whose NOTIFY carries the queue's next ticket as its payload (the lowest other
--- live place as this statement sees it; empty: nobody waits). The lock client's listener
+-- place as this statement sees it, whatever its expiry says; empty: nobody waits). The lock client's listener
 -- wakes only the waiter holding that ticket, not every waiter of the name (each of which
 -- would read the queue to learn it is not next). 1 row = released.
 -- returns: :execrows
@@ -199,7 +199,7 @@ left_place AS (
   DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?),
 next_place AS (
   SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q
-  WHERE q.name = ? AND q.ticket <> ? AND q.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
+  WHERE q.name = ? AND q.ticket <> ? AND q.beat <> 0)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24), COALESCE(n.ticket::TEXT, '')),
        set_config('synchronous_commit', 'off', true)
 FROM released r CROSS JOIN next_place n;
@@ -217,7 +217,7 @@ left_place AS (
   DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?),
 next_place AS (
   SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q
-  WHERE q.name = ? AND q.ticket <> ? AND q.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
+  WHERE q.name = ? AND q.ticket <> ? AND q.beat <> 0)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24), COALESCE(n.ticket::TEXT, ''))
 FROM released r CROSS JOIN next_place n;
 

@@ -6,9 +6,16 @@
 -- The acquire protocol is one transaction (READ COMMITTED; SQLite: BEGIN IMMEDIATE):
 -- sync_open writes the name's row first, so acquires of one name run one at a time (its row
 -- lock; on Galera a concurrent acquire on another node fails certification and is retried);
--- then sync_state and sync_holders read what is live on the database clock, the strategy
--- decides, and sync_purge / sync_draw / sync_hold / sync_set write the outcome. A holder's
--- row is a lease: owner token, fence, expiry, renewed by the lock client (sync_renew_batch).
+-- then sync_state and sync_rows read the name's holdings, the strategy decides, and
+-- sync_purge_slots / sync_take_slot / sync_draw / sync_hold / sync_set write the outcome. A holder's row is a
+-- lease: owner token, fence, expiry, renewed by the lock client (sync_renew_batch).
+-- The take-over rule (issue 38; strategies/lease/takeover.h), as for the lease: a released
+-- holding (beat = 0, its minimum hold over) is free at once; an unreleased one is taken only
+-- after the taker's process has seen it unchanged (fence, beat, expire_at; every renewal
+-- bumps beat) for its ttl (watch_ms) on its own monotonic clock, by a compare-and-set on the
+-- beat it saw (sync_take_slot). A fair queue's place likewise (fair_gate, fair_take_place).
+-- No clock decides alone: expire_at only says what `lock list` shows (sync_holders,
+-- sync_list_held) and, under TakeOver::kDatabaseClock, when a take-over may happen.
 
 -- name: sync_open
 -- Creates the name's row (kind, permits) or bumps its version: the write that serializes
@@ -47,53 +54,64 @@ ON CONFLICT (name) DO NOTHING;
 
 -- name: sync_peek
 -- A plain read (no lock, no write) that decides a busy attempt without the acquire
--- transaction: the name's row and its live holdings on the database clock. The transaction
--- decides again; this only spares it (and its write of the name's row) when the answer is
--- clearly "busy". No row: a name never acquired (the transaction creates it).
--- returns: :one kind, permits, writer_until, db_now_ms, live_permits, live_shared, live_exclusive, earliest_expire_at
--- params: name, name, name, name, name
-SELECT s.kind, s.permits, s.writer_until, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms,
-  COALESCE((SELECT SUM(h.permits) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.mode = 'P' AND h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT), 0) AS live_permits,
-  (SELECT COUNT(*) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.mode = 'S' AND h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) AS live_shared,
-  (SELECT COUNT(*) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.mode = 'X' AND h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) AS live_exclusive,
-  COALESCE((SELECT MIN(h.expire_at) FROM sqlguard_sync_holder h WHERE h.name = ? AND h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT), 0) AS earliest_expire_at
-FROM sqlguard_sync s WHERE s.name = ?;
+-- transaction: the name's row and each of its holdings (one row per holding; none: one row
+-- with NULL holding columns). The strategy decides by the take-over rule (head of this file):
+-- an unreleased holding counts as held until this process has watched it unchanged for its
+-- ttl (watch_ms); released = 1: free. The transaction decides again; this only spares it
+-- (and its write of the name's row) when the answer is clearly "busy", and gives every busy
+-- poll its sightings. No row: a name never acquired (the transaction creates it).
+-- returns: :many kind, permits, writer_until, db_now_ms, slot, mode, held_permits, fence, beat, expire_at, watch_ms, released
+-- params: name
+SELECT s.kind, s.permits, s.writer_until, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms, h.slot, h.mode, h.permits AS held_permits,
+  h.fence, h.beat, h.expire_at, CASE WHEN h.ttl_ms > 0 THEN h.ttl_ms ELSE GREATEST(h.expire_at - h.renewed_at, 0) END AS watch_ms, CASE WHEN h.beat = 0 AND h.min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END AS released
+FROM sqlguard_sync s LEFT JOIN sqlguard_sync_holder h ON h.name = s.name WHERE s.name = ? ORDER BY h.slot;
 
 -- name: sync_holders
--- The name's live holders (unexpired on the database clock), by slot.
+-- The name's live holders (unexpired on the database clock: what lock_holders() shows; who
+-- may take over is not decided here), by slot.
 -- returns: :many slot, mode, permits, owner, fence, expire_at, db_now_ms
 -- params: name
 SELECT slot, mode, permits, owner, fence, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms
 FROM sqlguard_sync_holder WHERE name = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ORDER BY slot;
 
 -- name: sync_purge
--- Deletes the name's expired holder rows (a released holding expires at once, or when its
--- minimum hold ends; a dead holder's at its expiry): its permits come back. Bounded by
--- the name's holders.
+-- cleanup(), in sync_head_delete's transaction: the name's released holder rows (all that is
+-- left of an idle head). A holding not released is never deleted by a clock: only a
+-- take-over that watched it (sync_take_slot) ends it.
 -- returns: :execrows
 -- params: name
-DELETE FROM sqlguard_sync_holder WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+DELETE FROM sqlguard_sync_holder WHERE name = ? AND beat = 0;
 
 -- name: sync_rows
--- Every holder row of the name, live or expired on the database clock (the acquire counts the
--- live ones and purges the expired ones by slot).
--- returns: :many slot, mode, permits, expire_at, db_now_ms
+-- Every holder row of the name with what the take-over rule needs (sync_peek's holding
+-- columns): the acquire counts what is held and takes the rest by slot (sync_purge_slots, sync_take_slot).
+-- returns: :many slot, mode, permits, fence, beat, expire_at, watch_ms, released, db_now_ms
 -- params: name
-SELECT slot, mode, permits, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms
-FROM sqlguard_sync_holder WHERE name = ? ORDER BY slot;
+SELECT h.slot, h.mode, h.permits, h.fence, h.beat, h.expire_at, CASE WHEN h.ttl_ms > 0 THEN h.ttl_ms ELSE GREATEST(h.expire_at - h.renewed_at, 0) END AS watch_ms, CASE WHEN h.beat = 0 AND h.min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END AS released,
+  (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms
+FROM sqlguard_sync_holder h WHERE h.name = ? ORDER BY h.slot;
 
 -- name: sync_purge_slots
--- Deletes the listed holder rows of the name that are expired (a released holding expires at
--- once, or when its minimum hold ends; a dead holder's at its expiry): their permits come back.
--- Touches no other row: a live holding inside its guarded transaction never holds it up, while an
--- expired one that is still inside its guarded transaction does (its work commits first).
+-- Deletes the listed released holder rows of the name (beat = 0, minimum hold over: free at
+-- once; a released row never changes again). Touches no other row: a live holding inside its
+-- guarded transaction never holds it up.
 -- {slots}: one sync_slot_ref per slot (padded with -1, which no holding has).
 -- returns: :execrows
 -- params: name, slots...
-DELETE FROM sqlguard_sync_holder WHERE name = ? AND slot IN ({slots*, }) AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+DELETE FROM sqlguard_sync_holder WHERE name = ? AND slot IN ({slots*, }) AND beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
 
 -- fragment: sync_slot_ref
 CAST(? AS BIGINT)
+
+-- name: sync_take_slot
+-- Takes over one unreleased holding, only as it was seen (slot and beat: a compare-and-set):
+-- one this process watched unchanged for its ttl (or, under the database-clock rule, saw
+-- expired). A renewal since bumped beat: the row stays (0 rows), and the acquire gives up
+-- ("busy"). A holding still inside its guarded transaction holds the delete up until its
+-- work commits. By primary key.
+-- returns: :execrows
+-- params: name, slot, beat
+DELETE FROM sqlguard_sync_holder WHERE name = ? AND slot = ? AND beat = ?;
 
 -- name: sync_draw
 -- One value of the fence sequence (shared with the lease lock: a fence never goes back).
@@ -103,14 +121,14 @@ SELECT nextval('sqlguard_fence_seq') AS value;
 
 -- name: sync_hold
 -- A new holding: its own slot, owner token, fence and expiry (ttl from now, not before the
--- minimum hold ends).
+-- minimum hold ends); beat 1 (held), ttl_ms: how long a watch of it must last.
 -- min_release_at is 0 unless a minimum hold was asked for (min_hold_ms > 0): a release or a
 -- renewal never keeps an expiry at the acquisition time, so a backward step of the
 -- database clock does not hold a released lease for the length of the step.
 -- returns: :execrows
--- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms, min_hold_ms
-INSERT INTO sqlguard_sync_holder (name, slot, mode, permits, owner, fence, expire_at, acquired_at, renewed_at, min_release_at)
-VALUES (?, ?, ?, ?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, CASE WHEN ?::bigint > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? ELSE 0 END);
+-- params: name, slot, mode, permits, owner, fence, ttl_ms, min_hold_ms, min_hold_ms, ttl_ms
+INSERT INTO sqlguard_sync_holder (name, slot, mode, permits, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat, ttl_ms)
+VALUES (?, ?, ?, ?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, CASE WHEN ?::bigint > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? ELSE 0 END, 1, ?);
 
 -- name: sync_set
 -- The name's last fence, and a waiting writer's intent (read-write lease): intent_ms > 0
@@ -128,23 +146,24 @@ UPDATE sqlguard_sync SET fence = ?, writer_until = CASE WHEN ? < 0 THEN writer_u
 UPDATE sqlguard_sync SET permits = ? WHERE name = ?;
 
 -- name: sync_release
--- Owner-, slot- and fence-checked; the row expires now, or when its minimum hold ends (the
+-- Owner-, slot- and fence-checked, not released before (beat <> 0: no clock decides); beat 0
+-- marks it released; the row expires now, or when its minimum hold ends (the
 -- next acquire of the name purges it). 1 row = it was still held.
 -- returns: :execrows
 -- params: name, slot, owner, fence
-UPDATE sqlguard_sync_holder SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
-WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+UPDATE sqlguard_sync_holder SET beat = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND beat <> 0;
 
 -- name: sync_guard_check
--- Re-verifies a holding inside a guarded transaction and row-locks it until commit: an
+-- Re-verifies a holding (not released, not taken over: beat <> 0; no clock decides) inside a guarded transaction and row-locks it until commit: an
 -- acquire that would count it expired must first delete it (sync_purge), and waits.
 -- returns: :execrows
 -- params: name, slot, owner, fence
-SELECT fence FROM sqlguard_sync_holder WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT FOR UPDATE;
+SELECT fence FROM sqlguard_sync_holder WHERE name = ? AND slot = ? AND owner = ? AND fence = ? AND beat <> 0 FOR UPDATE;
 
 -- name: sync_list_held
 -- Operators (`sqlguard lock list`): every live holding of every semaphore and read-write
--- lease, by name and slot.
+-- lease, by name and slot (unexpired on the database clock: a display, not a take-over rule).
 -- returns: :many name, kind, mode, permits, owner, fence, expire_at, db_now_ms
 -- params: 
 SELECT h.name, s.kind, h.mode, h.permits, h.owner, h.fence, h.expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms
@@ -152,20 +171,21 @@ FROM sqlguard_sync_holder h JOIN sqlguard_sync s ON s.name = h.name
 WHERE h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ORDER BY h.name, h.slot;
 
 -- name: sync_read
--- One holding's row as it stands (why a renewal failed).
--- returns: :one owner, fence, expire_at, db_now_ms
+-- One holding's row as it stands (why a renewal failed; beat 0: released).
+-- returns: :one owner, fence, expire_at, beat, db_now_ms
 -- params: name, slot
-SELECT owner, fence, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms FROM sqlguard_sync_holder WHERE name = ? AND slot = ?;
+SELECT owner, fence, expire_at, beat, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms FROM sqlguard_sync_holder WHERE name = ? AND slot = ?;
 
 -- name: sync_renew_batch
 -- Many holdings in one statement (the lock client's renewal thread), each checked (slot,
--- owner, fence, unexpired) and extended by its own ttl, never before min_release_at; answers
+-- owner, fence, not released: no clock decides) and its beat bumped (a watcher sees it renewed) and extended by its own ttl, never before min_release_at; answers
 -- the renewed ones. {refs} is one sync_ref per holding (at most 1000).
 -- returns: :many name, slot
 -- params: refs...
-UPDATE sqlguard_sync_holder AS h SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + v.ttl_ms, h.min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+UPDATE sqlguard_sync_holder AS h SET expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + v.ttl_ms, h.min_release_at), renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+  beat = h.beat + 1, ttl_ms = v.ttl_ms
 FROM (VALUES {refs*, }) AS v(name, slot, owner, fence, ttl_ms)
-WHERE h.name = v.name AND h.slot = v.slot AND h.owner = v.owner AND h.fence = v.fence AND h.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+WHERE h.name = v.name AND h.slot = v.slot AND h.owner = v.owner AND h.fence = v.fence AND h.beat <> 0
 RETURNING h.name, h.slot;
 
 -- fragment: sync_ref
@@ -180,28 +200,44 @@ RETURNING h.name, h.slot;
 -- name: fair_enqueue
 -- A fair lease's waiter takes its place: the ticket is the name's sqlguard_sync version that
 -- sync_open drew in this transaction (tickets of a name are handed out one at a time, in
--- commit order). The place expires on the database clock unless renewed (fair_renew_batch).
+-- commit order). beat 1 (waiting), bumped by every renewal (fair_renew_batch); a place is
+-- taken away only by a waiter behind it that watched it unchanged for ttl_ms (fair_take_place).
 -- returns: :execrows
--- params: name, ticket, owner, ttl_ms
-INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at) VALUES (?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?);
+-- params: name, ticket, owner, ttl_ms, ttl_ms
+INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at, ttl_ms) VALUES (?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, ?);
 
 -- name: fair_purge
--- The name's expired places (waiters that gave up without leaving, or died).
+-- cleanup(), in sync_head_delete's transaction: the name's places that were left (beat = 0;
+-- all that is left of an idle head).
 -- returns: :execrows
 -- params: name
-DELETE FROM sqlguard_lock_queue WHERE name = ? AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+DELETE FROM sqlguard_lock_queue WHERE name = ? AND beat = 0;
 
 -- name: fair_gate
--- Whether the caller's place is still live (mine = 1) and how many live places are ahead of
--- it (ahead = 0: its turn). A plain read. try_acquire asks with the largest ticket: ahead = 0
--- when nobody waits. holder_expire_at: the lease's expiry (NULL: never taken), so a waiter
--- whose turn it is learns in the same read whether the lease is free yet.
--- returns: :one mine, ahead, holder_expire_at, db_now_ms
--- params: name, ticket, owner, name, ticket, name
-SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) AS mine,
-       (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket < ? AND expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT) AS ahead,
-       (SELECT expire_at FROM sqlguard_lock WHERE name = ?) AS holder_expire_at,
-       (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms;
+-- Whether the caller's place is still there (mine = 1), how many places are ahead of it, and
+-- the first `places` of them in ticket order with what the take-over rule needs (one row per
+-- place; none ahead: one row with NULL place columns). A place counts until the caller has
+-- watched it unchanged for its ttl (a waiter that died; fair_take_place then removes it): no
+-- clock decides. A plain read. try_acquire asks with the largest ticket: ahead = 0 when nobody
+-- waits. holder_expire_at: the lease's expiry (NULL: never taken), a hint for pacing only.
+-- returns: :many mine, ahead, holder_expire_at, db_now_ms, ticket, beat, expire_at, watch_ms
+-- params: name, ticket, owner, name, ticket, name, name, ticket, places
+SELECT g.mine, g.ahead, g.holder_expire_at, g.db_now_ms, a.ticket, a.beat, a.expire_at, a.watch_ms
+FROM (SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? AND beat <> 0) AS mine,
+             (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket < ? AND beat <> 0) AS ahead,
+             (SELECT expire_at FROM sqlguard_lock WHERE name = ?) AS holder_expire_at,
+             (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms) g
+LEFT JOIN (SELECT ticket, beat, expire_at, ttl_ms AS watch_ms FROM sqlguard_lock_queue
+           WHERE name = ? AND ticket < ? AND beat <> 0 ORDER BY ticket LIMIT ?) a ON 1 = 1
+ORDER BY a.ticket;
+
+-- name: fair_take_place
+-- Removes a place ahead of the caller that it watched unchanged for its ttl (its waiter died:
+-- no renewal), only as it was seen (ticket and beat: a compare-and-set); a place renewed since
+-- stays. By primary key.
+-- returns: :execrows
+-- params: name, ticket, beat
+DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND beat = ?;
 
 -- name: fair_leave
 -- The caller leaves the queue (it acquired, gave up or was cancelled).
@@ -212,53 +248,56 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 -- name: fair_leave_wake
 -- A waiter that gives up or is cancelled leaves the queue (fair_leave) and, when it was the
 -- lowest live place, NOTIFYs the name's channel with the next ticket as payload
--- (lease_release_fair): the lease may be free with nobody else woken. 1 row = it left.
+-- (lease_release_fair): the lease may be free with nobody else woken. A place counts while
+-- it is there (beat <> 0), whatever its expiry says. 1 row = it left.
 -- returns: :execrows
 -- params: name, ticket, owner
 WITH gone AS (DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? RETURNING name, ticket),
 next_place AS (
   SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q JOIN gone g ON q.name = g.name
-  WHERE q.ticket > g.ticket AND q.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
-    AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue a WHERE a.name = g.name AND a.ticket < g.ticket
-                    AND a.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT))
+  WHERE q.ticket > g.ticket AND q.beat <> 0
+    AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue a WHERE a.name = g.name AND a.ticket < g.ticket AND a.beat <> 0))
 SELECT CASE WHEN n.ticket IS NOT NULL
             THEN pg_notify('sqlguard_' || left(encode(sha256(convert_to(g.name, 'UTF8')), 'hex'), 24), n.ticket::TEXT) END
 FROM gone g CROSS JOIN next_place n;
 
 -- name: fair_renew_batch
 -- Keeps many waiters' places (the lock client's renewal thread): each live place listed is
--- extended by its own ttl. A place that expired stays gone (its waiter takes a new one).
+-- extended by its own ttl and its beat bumped (a waiter behind it sees it renewed). A place
+-- taken away stays gone (its waiter takes a new one).
 -- returns: :execrows
 -- params: refs...
-UPDATE sqlguard_lock_queue AS q SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + v.ttl_ms
+UPDATE sqlguard_lock_queue AS q SET expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + v.ttl_ms, beat = q.beat + 1, ttl_ms = v.ttl_ms
 FROM (VALUES {refs*, }) AS v(name, ticket, owner, ttl_ms)
-WHERE q.name = v.name AND q.ticket = v.ticket AND q.owner = v.owner AND q.expire_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+WHERE q.name = v.name AND q.ticket = v.ticket AND q.owner = v.owner AND q.beat <> 0;
 
 -- fragment: fair_ref
 (CAST(? AS VARCHAR), CAST(? AS BIGINT), CAST(? AS VARCHAR), CAST(? AS BIGINT))
 
 -- name: sync_purge_all
--- cleanup(): one bounded batch (at most `batch` rows) of long-expired holder rows.
+-- cleanup(): one bounded batch (at most `batch` rows) of holder rows released more than grace_ms
+-- ago. A holding not released is never deleted by a clock (only a watched take-over ends it).
 -- returns: :execrows
 -- params: grace_ms, batch
-DELETE FROM sqlguard_sync_holder WHERE (name, slot) IN (SELECT name, slot FROM sqlguard_sync_holder WHERE expire_at < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ? LIMIT ?);
+DELETE FROM sqlguard_sync_holder WHERE (name, slot) IN (SELECT name, slot FROM sqlguard_sync_holder WHERE beat = 0 AND expire_at < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ? LIMIT ?);
 
 -- name: fair_purge_all
--- cleanup(): one bounded batch (at most `batch` rows) of long-expired queue places.
+-- cleanup(): one bounded batch (at most `batch` rows) of places left (beat = 0) more than
+-- grace_ms ago. A waiting place is never deleted by a clock.
 -- returns: :execrows
 -- params: grace_ms, batch
-DELETE FROM sqlguard_lock_queue WHERE (name, ticket) IN (SELECT name, ticket FROM sqlguard_lock_queue WHERE expire_at < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ? LIMIT ?);
+DELETE FROM sqlguard_lock_queue WHERE (name, ticket) IN (SELECT name, ticket FROM sqlguard_lock_queue WHERE beat = 0 AND expire_at < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ? LIMIT ?);
 
 -- name: sync_head_candidates
 -- cleanup(): up to `batch` heads after `after` (by name) with no holding and no queue place
--- that is live or expired for less than grace_ms. A plain read: sync_head_lock and
+-- that is unreleased (whatever its expiry says) or released for less than grace_ms. A plain read: sync_head_lock and
 -- sync_head_delete decide, one head per transaction.
 -- returns: :many name
 -- params: after, grace_ms, grace_ms, batch
 SELECT s.name FROM sqlguard_sync s
 WHERE s.name > ?
-  AND NOT EXISTS (SELECT 1 FROM sqlguard_sync_holder h WHERE h.name = s.name AND h.expire_at >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ?)
-  AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue q WHERE q.name = s.name AND q.expire_at >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ?)
+  AND NOT EXISTS (SELECT 1 FROM sqlguard_sync_holder h WHERE h.name = s.name AND (h.beat <> 0 OR h.expire_at >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ?))
+  AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue q WHERE q.name = s.name AND (q.beat <> 0 OR q.expire_at >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ?))
 ORDER BY s.name LIMIT ?;
 
 -- name: sync_head_lock
@@ -278,8 +317,8 @@ SELECT name FROM sqlguard_sync WHERE name = ? FOR UPDATE SKIP LOCKED;
 -- returns: :execrows
 -- params: name, name, grace_ms, name, grace_ms
 DELETE FROM sqlguard_sync WHERE name = ?
-  AND NOT EXISTS (SELECT 1 FROM sqlguard_sync_holder h WHERE h.name = ? AND h.expire_at >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ?)
-  AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue q WHERE q.name = ? AND q.expire_at >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ?);
+  AND NOT EXISTS (SELECT 1 FROM sqlguard_sync_holder h WHERE h.name = ? AND (h.beat <> 0 OR h.expire_at >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ?))
+  AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue q WHERE q.name = ? AND (q.beat <> 0 OR q.expire_at >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - ?));
 
 -- name: sync_unreserve_name
 -- cleanup(), in sync_head_delete's transaction: the name's reservation (sync_reserve_name's
@@ -288,3 +327,34 @@ DELETE FROM sqlguard_sync WHERE name = ?
 -- returns: :execrows
 -- params: name
 DELETE FROM sqlguard_lock WHERE name = ? AND owner = '';
+
+-- name: sync_watch_read
+-- This machine's sightings of the holdings and places of `name` (sqlguard_sync_watch, 0011):
+-- for each part (a holding's slot, a place's ticket) the version an earlier process on the
+-- same machine saw unchanged, and since when on the machine's monotonic clock
+-- (strategies/lease/takeover.h). Read by a process's first busy look at a name whose rows the
+-- database clock says ran out.
+-- returns: :many part, fence, beat, expire_at, first_seen_ms
+-- params: name, watcher
+SELECT part, fence, beat, expire_at, first_seen_ms FROM sqlguard_sync_watch WHERE name = ? AND watcher = ?;
+
+-- name: sync_watch_write
+-- Records this machine's sighting of a version of a holding or place it had not seen before.
+-- returns: :execrows
+-- params: name, part, watcher, fence, beat, expire_at, first_seen_ms
+INSERT INTO sqlguard_sync_watch (name, part, watcher, fence, beat, expire_at, first_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (name, part, watcher) DO UPDATE SET fence = EXCLUDED.fence, beat = EXCLUDED.beat, expire_at = EXCLUDED.expire_at,
+  first_seen_ms = EXCLUDED.first_seen_ms;
+
+-- name: sync_watch_purge
+-- cleanup(): one bounded batch of sightings of a holding or place that has changed since
+-- (renewed, released, left, taken over or deleted): no later take-over can use them.
+-- returns: :execrows
+-- params: batch
+DELETE FROM sqlguard_sync_watch WHERE (name, part, watcher) IN (
+  SELECT w.name, w.part, w.watcher FROM sqlguard_sync_watch w
+  LEFT JOIN sqlguard_sync_holder h ON h.name = w.name AND h.slot = w.part
+  LEFT JOIN sqlguard_lock_queue q ON q.name = w.name AND q.ticket = w.part
+  WHERE (h.name IS NULL AND q.name IS NULL)
+     OR (h.name IS NOT NULL AND (h.fence <> w.fence OR h.beat <> w.beat OR h.expire_at <> w.expire_at))
+     OR (q.name IS NOT NULL AND (q.beat <> w.beat OR q.expire_at <> w.expire_at)) LIMIT ?);

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/clock_step.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
 #include "strategies/lease/lease_state.h"
@@ -301,7 +302,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::uint64_t sync_generation(const std::string& key);  // between begin and end
   // Naps until `until` or a sync_notify(key) after generation `gen`.
   void sync_wait(const std::string& key, std::uint64_t gen, std::chrono::steady_clock::time_point until);
-  void sync_wait_end(const std::string& key);
+  void sync_wait_end(const std::string& key, const std::string& name);
   void sync_notify(const std::string& key);
 
  private:
@@ -433,6 +434,15 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool renewer_worker_ = false;  // the BoundedCaller worker exists
   std::atomic<bool> renewal_behind_{false};  // admit() refuses new holdings
   std::string behind_why_;                   // what the renewer saw (renew_mu_)
+  // The database clock against the monotonic one, once per renewal round
+  // (core/clock_step.h; renew_mu_).
+  std::optional<ClockSample> last_clock_;
+  std::uint64_t clock_steps_ = 0;
+  std::int64_t last_clock_step_ms_ = 0;
+  std::chrono::steady_clock::time_point last_clock_step_at_{};
+  void clock_reading_locked(const ClockSample& s);
+  // What a loss's cause adds when a step was seen shortly before it.
+  std::string clock_note(std::chrono::milliseconds ttl) const;
 
   // Naps of semaphore / read-write lease waiters, per key: generation, nappers.
   mutable std::mutex sync_mu_;

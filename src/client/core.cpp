@@ -234,6 +234,8 @@ LockClientStats ClientCore::stats() const {
     s.queue_places = places_registered_locked();
     s.held_leases = renewals_.size() - s.queue_places;
     s.renewal_rounds = renewal_rounds_;
+    s.clock_steps = clock_steps_;
+    s.last_clock_step_ms = last_clock_step_ms_;
     s.renewal_statements = renewal_statements_;
     s.leases_renewed = leases_renewed_;
     s.leases_lost = leases_lost_;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "client/client.h"
+#include "strategies/lease/takeover.h"
 #include "client/fairness.h"
 #include "core/catalog.h"
 #include "core/reconnect.h"
@@ -60,6 +61,8 @@ void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p, Connection* 
     owner = p->state->owner;
     ticket = p->key;
   }
+  // Its watch of the places ahead goes with it.
+  group_watches().forget(places_watch_key(description_, p->name, ticket));
   try {
     // Idempotent: retried on a fresh connection (a killed session, a
     // restart), or the place would hold up the queue until it expires.
@@ -95,7 +98,10 @@ bool ClientCore::fair_turn_on(Connection& conn, const ClientLease& l, ClientWait
     place_owner = place->state->owner;
   }
   const FairTurn turn = with_reconnect(conn, std::max(budget, milliseconds(1)), "reading the queue of '" + l.name + "'",
-                                       [&](int) { return fair_turn(conn, l.name, ticket, place_owner); });
+                                       [&](int) {
+                                         return fair_turn(conn, l.name, ticket, place_owner, l.options.take_over,
+                                                          l.options.place_ttl);
+                                       });
   // A fair lease of a name a semaphore or read-write lease reserved: refused.
   if (lease_left_ms && turn.reserved) refuse_if_reserved(conn, l.name, kReservedExpireAt, LockKind::kFairLease);
   if (place && !turn.place_live) {

@@ -13,6 +13,7 @@
 #include "dialect/dialect.h"
 #include "client/bounded_call.h"
 #include "client/client.h"
+#include "core/clock_step.h"
 #include "core/reconnect.h"
 #include "strategies/sync/sync_ops.h"
 #include "sqlguard/validate.h"
@@ -104,6 +105,8 @@ struct ChunkResult {
   std::vector<bool> renewed;
   std::vector<std::pair<LossCause, std::string>> causes;  // for the leases not renewed
   std::exception_ptr error;
+  bool read_clock = false;             // the round's first statement: read the database clock too
+  std::optional<ClockSample> clock;    // what it read
 };
 
 namespace {
@@ -161,6 +164,13 @@ void renew_rows(ChunkResult& res, RowKind kind, const std::vector<RowRenewal>& r
                 : diagnose_holding(*res.conn, reqs[i].name, reqs[i].key, reqs[i].owner, reqs[i].fence, known[i] != 0,
                                    &why);
   }
+  if (res.read_clock) {
+    ClockSample s;
+    s.sent = steady_clock::now();
+    s.db_ms = res.conn->db_now_ms();
+    s.back = steady_clock::now();
+    res.clock = s;
+  }
 }
 
 }  // namespace
@@ -188,6 +198,7 @@ struct RenewRound {
   steady_clock::time_point late_at = steady_clock::time_point::min();
   milliseconds late_period{0};
   // This round.
+  bool read_clock = false;  // its first answered statement reads the database clock (clock_step.h)
   steady_clock::time_point start;
   bool in_time = true;  // each answered lease's window left against half its slack
   std::string late;     // the first late statement, for admit()'s message
@@ -222,6 +233,7 @@ void ClientCore::renewer_loop() {
     // request): a round whose statements take a while (10,000 leases on a
     // busy server) stays one group, not one per statement.
     round.start = steady_clock::now();
+    round.read_clock = true;
     round.in_time = true;
     round.late.clear();
     for (std::size_t c = 0, begin = 0; c < chunk_ends.size(); begin = chunk_ends[c++])
@@ -356,6 +368,7 @@ bool ClientCore::renew_statement(RenewRound& round, std::vector<RenewItem>& item
       items[begin].valid_until, kEarly, start,
       std::clamp<milliseconds>(items[begin].lease->period, milliseconds(500), std::chrono::seconds(5)), open_window);
   auto res = std::make_shared<ChunkResult>();
+  res->read_clock = round.read_clock;
   {
     std::lock_guard<std::mutex> lk(renew_mu_);
     res->conn = renew_conn_;
@@ -383,6 +396,10 @@ bool ClientCore::renew_statement(RenewRound& round, std::vector<RenewItem>& item
     std::lock_guard<std::mutex> lk(renew_mu_);
     if (outcome == BoundedCaller::Outcome::kDone && !res->error) {
       answered_locked(round, items, begin, end, start, *res, lost);
+      if (res->clock) {
+        round.read_clock = false;
+        clock_reading_locked(*res->clock);
+      }
     } else {
       round.in_time = false;  // unanswered: neither behind nor back in time (an outage is reported as one)
       unanswered_locked(round, items, begin, end, outcome == BoundedCaller::Outcome::kTimedOut, *res, lost);
@@ -509,11 +526,49 @@ void ClientCore::report_lost(std::vector<RenewItem>& items,
       if (lease->state->owner == items[i].owner && lease->state->fence == items[i].fence) lease->state->lost = true;
       continue;
     }
-    reported += lease->state->mark_lost(cause.first, std::move(cause.second), &items[i].owner, items[i].fence) ? 1 : 0;
+    reported += lease->state->mark_lost(cause.first, std::move(cause.second) + clock_note(lease->options.ttl),
+                                        &items[i].owner, items[i].fence)
+                    ? 1
+                    : 0;
   }
   if (reported == 0) return;
   std::lock_guard<std::mutex> g(renew_mu_);
   leases_lost_ += reported;
+}
+
+void ClientCore::clock_reading_locked(const ClockSample& s) {
+  if (last_clock_) {
+    const std::int64_t step = clock_step_ms(*last_clock_, s);
+    if (step != 0) {
+      ++clock_steps_;
+      last_clock_step_ms_ = step;
+      last_clock_step_at_ = s.back;
+      metric::clock_steps() += 1;
+      log(LogLevel::kWarning,
+          "lock client: the database clock stepped " + std::string(step > 0 ? "forward" : "back") + " by " +
+              std::to_string(step > 0 ? step : -step) + " ms between two renewal rounds (against this process's "
+              "monotonic clock). Take-overs under the default watched rule do not depend on it; lock list times, "
+              "minimum holds, retention and TakeOver::kDatabaseClock take-overs shift by the step");
+    }
+  }
+  last_clock_ = s;
+}
+
+std::string ClientCore::clock_note(milliseconds ttl) const {
+  std::int64_t step = 0;
+  steady_clock::time_point at;
+  {
+    std::lock_guard<std::mutex> lk(renew_mu_);
+    step = last_clock_step_ms_;
+    at = last_clock_step_at_;
+  }
+  // A step seen within two ttls of the loss may explain it (a
+  // database-clock take-over after a forward step, a lease list that
+  // looked expired).
+  if (step == 0 || steady_clock::now() - at > 2 * ttl) return {};
+  const auto ago = std::chrono::duration_cast<milliseconds>(steady_clock::now() - at).count();
+  return " (the database clock stepped " + std::string(step > 0 ? "forward" : "back") + " by " +
+         std::to_string(step > 0 ? step : -step) + " ms, seen " + std::to_string(ago) + " ms before this loss)";
 }
 
 void ClientCore::end_round(RenewRound& round) {

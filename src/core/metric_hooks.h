@@ -50,6 +50,8 @@ SQLGUARD_METRIC_COUNTER(rowlock_busy, "sqlguard_rowlock_busy_total",
 SQLGUARD_METRIC_COUNTER(lock_attempts, "sqlguard_lock_attempts_total", "Lease acquire attempts sent to the database")
 SQLGUARD_METRIC_COUNTER(lock_acquired, "sqlguard_lock_acquired_total", "Lease acquire attempts that took the lock")
 SQLGUARD_METRIC_COUNTER(lock_busy, "sqlguard_lock_busy_total", "Lease acquire attempts that found the lock held")
+SQLGUARD_METRIC_COUNTER(clock_steps, "sqlguard_clock_steps_total",
+                        "Steps of the database server's clock a lock client saw between renewal rounds (over 1 s)")
 SQLGUARD_METRIC_COUNTER(lock_contention_retries, "sqlguard_lock_contention_retries_total",
                         "Deadlock victims / lock wait timeouts retried inside an acquire attempt")
 SQLGUARD_METRIC_COUNTER(lock_renewals, "sqlguard_lock_renewals_total", "Successful lease renewals")

@@ -22,6 +22,8 @@ CleanupReport cleanup(Connection& conn, const CleanupOptions& o) {
                                                &r.batches);
     r.lease_watches_deleted = detail::purge_in_batches(conn, "cleanup()", detail::Sql::lease_watch_purge, {},
                                                        {o.batch_size, o.max_batches, o.pause}, &r.batches);
+    r.lease_watches_deleted += detail::purge_in_batches(conn, "cleanup()", detail::Sql::sync_watch_purge, {},
+                                                        {o.batch_size, o.max_batches, o.pause}, &r.batches);
     r.holdings_deleted = detail::purge_in_batches(conn, "cleanup()", detail::Sql::sync_purge_all,
                                                   {o.lock_grace.count()}, {o.batch_size, o.max_batches, o.pause},
                                                   &r.batches);

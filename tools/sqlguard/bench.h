@@ -32,7 +32,9 @@ inline constexpr std::int64_t kBigQty = 1000000000000LL;  // stock that never ru
 inline constexpr const char* kAllOps[] = {"lease-distinct",    "lease-hot",     "handoff",    "guarded-decrement",
                                           "rowlock-decrement", "cas-decrement", "idem-first", "idem-replay",
                                           "inbox",             "held-leases",   "waiters",    "fair-lease",
-                                          "semaphore-hot",     "rw-mixed"};
+                                          "semaphore-hot",     "rw-mixed",      "takeover"};
+// The take-over rule of the lease handles in lease-hot and handoff (--take-over).
+TakeOver& bench_take_over();
 // The lock-client ops (bench_client.cpp): one cell per --held / --waiters
 // value in one process, not one per client count; no raw path.
 bool client_op(const std::string& op);
@@ -163,6 +165,10 @@ inline constexpr std::chrono::milliseconds kWaiterWait{60000};
 // handles acquired one by one with try_acquire(), held 3 ttl while the client
 // renews them (every ttl/3), checked, released.
 nlohmann::json held_leases_client(const ClientBench& b, std::size_t n, std::chrono::milliseconds ttl);
+// takeover: time from a dead holder's last renewal to a waiting handle's
+// acquisition, and from a late handle's arrival to its acquisition, under
+// `rule` (`rounds` of each, ttl `ttl`).
+nlohmann::json takeover_cell(const ClientBench& b, TakeOver rule, std::chrono::milliseconds ttl, int rounds);
 // held-leases, today's per-lease model: `n` LeaseLock handles on one borrowed
 // connection whose watchdogs (options.watchdog_connection) open a connection
 // and run a thread per held lease; the same hold and checks.

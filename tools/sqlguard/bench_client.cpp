@@ -580,6 +580,7 @@ class ClientContender final : public Contender {
   static LeaseOptions options() {
     LeaseOptions o;
     o.ttl = milliseconds(kTtlMs);
+    o.take_over = bench_take_over();
     return o;
   }
   std::unique_ptr<Connection> ping_;
@@ -833,6 +834,77 @@ json waiters_cell(const ClientBench& b, std::size_t waiters, milliseconds hold, 
   j["polls"] = st1.polls - st0.polls;
   j["exhausted"] = st1.exhausted;
   j["callbacks_missing"] = outstanding;
+  j["cell_s"] = r3(seconds_since(t_cell));
+  return j;
+}
+
+// ---- takeover ----------------------------------------------------------------------
+// Issue 38 item 2: how long a dead holder's lease takes to reach a new holder
+// under `rule`. The holder "dies" by being a raw acquire_lease() on the
+// bench's connection that is renewed once (its last renewal, timed) and
+// never again; a release never comes.
+//  - waiting: a handle that was already waiting (acquire_async) when the
+//    holder renewed for the last time: from that renewal to its acquisition
+//    (the watched rule's target: within ttl + one poll, backoff_max);
+//  - late: a handle of the same client that arrives 1.5 ttl after the last
+//    renewal (the holder long dead): from its arrival to its acquisition.
+// Each round uses fresh names (no earlier watch of them in this process).
+json takeover_cell(const ClientBench& b, TakeOver rule, milliseconds ttl, int rounds) {
+  json j = {{"rule", to_string(rule)}, {"ttl_ms", ttl.count()}, {"rounds", rounds}, {"clients", 2}};
+  const auto t_cell = Clock::now();
+  auto conn = make_connection(b.uri, b.connect);
+  auto client = LockClient::create(b.uri, client_options(b));
+  LeaseOptions o;
+  o.ttl = ttl;
+  o.take_over = rule;
+  std::vector<double> waiting, late;
+  std::uint64_t errors = 0;
+  std::string first_error;
+  auto ms_since = [](Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
+  const std::string base = b.prefix + ":takeover:" + to_string(rule) + ":";
+  for (int r = 0; r < rounds; ++r) {
+    try {
+      const std::string name = base + "w" + std::to_string(r);
+      const auto held = acquire_lease(*conn, name, "dies", ttl);
+      if (!held.acquired) throw Error(ErrorCode::kInternal, "bench: a fresh takeover name was held");
+      LeaseLock w(client, name, o, Watchdog::kOn);
+      auto got = w.acquire_async(4 * ttl);
+      std::this_thread::sleep_for(ttl / 3);
+      const auto last = Clock::now();  // before it is sent: no sighting of it can be earlier
+      if (!renew_lease(*conn, name, "dies", held.fence, ttl))
+        throw Error(ErrorCode::kInternal, "bench: the dying holder's last renewal failed");
+      if (!got.get()) throw Error(ErrorCode::kInternal, "bench: the waiting handle did not get the dead lease in 4 ttl");
+      waiting.push_back(ms_since(last));
+      w.release();
+
+      const std::string name2 = base + "l" + std::to_string(r);
+      if (!acquire_lease(*conn, name2, "dies", ttl).acquired)
+        throw Error(ErrorCode::kInternal, "bench: a fresh takeover name was held");
+      std::this_thread::sleep_for(ttl + ttl / 2);
+      LeaseLock l(client, name2, o, Watchdog::kOn);
+      const auto arrive = Clock::now();
+      if (!l.acquire(4 * ttl)) throw Error(ErrorCode::kInternal, "bench: the late handle did not get the dead lease in 4 ttl");
+      late.push_back(ms_since(arrive));
+      l.release();
+    } catch (const std::exception& e) {
+      ++errors;
+      if (first_error.empty()) first_error = e.what();
+    }
+  }
+  auto pct = [](std::vector<double> v, double q) -> json {
+    if (v.empty()) return nullptr;
+    std::sort(v.begin(), v.end());
+    return r3(v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))]);
+  };
+  j["waiting_p50_ms"] = pct(waiting, 0.5);
+  j["waiting_max_ms"] = pct(waiting, 1.0);
+  j["late_p50_ms"] = pct(late, 0.5);
+  j["late_max_ms"] = pct(late, 1.0);
+  // The watched rule's target for a waiter already waiting: ttl + one poll
+  // (backoff_max) of the holder's last renewal.
+  j["waiting_target_ms"] = (ttl + o.backoff_max).count();
+  j["errors"] = errors;
+  if (!first_error.empty()) j["first_error"] = first_error;
   j["cell_s"] = r3(seconds_since(t_cell));
   return j;
 }

@@ -99,6 +99,7 @@ class SgContender final : public Contender {
     LeaseOptions o;
     o.ttl = milliseconds(kTtlMs);
     o.release_commit = commit;
+    o.take_over = bench_take_over();
     return o;
   }
   std::unique_ptr<Connection> conn_;

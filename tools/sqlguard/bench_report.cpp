@@ -83,6 +83,12 @@ void print_client_row(const json& j) {
       std::cout << "; heap/waiter " << num("heap_per_waiter_bytes", 0) << " B over " << num("waiters_measured", 0)
                 << " waiters, left after their waits " << num("heap_left_by_waits_bytes", 0) << " B";
     std::cout << ", errors " << j.value("errors", 0) << "\n";
+  } else if (op == "takeover") {
+    std::cout << "takeover rule=" << j.value("rule", "") << " ttl " << num("ttl_ms", 0) << " ms: waiting handle "
+              << num("waiting_p50_ms", 0) << " / " << num("waiting_max_ms", 0)
+              << " ms (p50/max from the dead holder's last renewal; target " << num("waiting_target_ms", 0)
+              << "), late handle " << num("late_p50_ms", 0) << " / " << num("late_max_ms", 0)
+              << " ms (from its arrival), " << num("rounds", 0) << " rounds, errors " << j.value("errors", 0) << "\n";
   } else if (op == kSoakOp) {
     auto mb = [&](const json& v) { return v.is_number() ? num_mb(v.get<double>()) : std::string("-"); };
     std::cout << "churn-soak N=" << j.value("held", 0) << " churn=" << j.value("churn", 0) << " ("

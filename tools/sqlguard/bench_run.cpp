@@ -194,7 +194,14 @@ void hold_for(milliseconds hold, Clock::time_point from) {
 }
 
 bool contended(const std::string& op) { return op == "lease-hot" || op == "handoff"; }
-bool client_op(const std::string& op) { return op == "held-leases" || op == "waiters" || op == kSoakOp; }
+TakeOver& bench_take_over() {
+  static TakeOver rule = TakeOver::kWatched;
+  return rule;
+}
+
+bool client_op(const std::string& op) {
+  return op == "held-leases" || op == "waiters" || op == "takeover" || op == kSoakOp;
+}
 
 OpFn contended_cycle(std::shared_ptr<Contender> c) {
   return [c]() -> OpResult {

@@ -34,6 +34,7 @@ struct Opts {
   std::string duration, warmup = "300ms", hold = "1ms";  // duration: empty = 2s (churn-soak: 60s)
   bool processes = false, no_raw = false, emit_sql = false, scale = false, keep = false, durable_release = false;
   std::string plot, redis, etcd, run_id;
+  std::string take_over = "watched";
   std::int64_t scale_rows = 1000000;
   int scale_clients = 4;
   // The lock-client ops.
@@ -219,6 +220,13 @@ void run_client_op(const std::string& op, const ClientPlan& plan, const Opts& o,
       });
     return;
   }
+  if (op == "takeover") {
+    // Both rules in one run, on the same servers (issue 38 item 2).
+    for (TakeOver rule : {TakeOver::kWatched, TakeOver::kDatabaseClock})
+      emit_cell({{"rule", to_string(rule)}, {"clients", 2}},
+                [&] { return takeover_cell(bench(), rule, std::chrono::seconds(2), 5); });
+    return;
+  }
   if (op == "waiters") {
     for (int n : plan.waiters)
       emit_cell({{"waiters", n}, {"clients", n + 1}}, [&] {
@@ -379,6 +387,7 @@ void run_bench(const Opts& o) {
   if (!o.etcd.empty() && !etcd_compiled())
     throw BadValue("--etcd", "this sqlguard was built without cpp-httplib (install libcpp-httplib-dev and rebuild)");
   const auto commit = o.durable_release ? ReleaseCommit::kDurable : ReleaseCommit::kCoveredByNextAcquire;
+  bench_take_over() = o.take_over == "database-clock" ? TakeOver::kDatabaseClock : TakeOver::kWatched;
   // Comparators connect before the database is touched: an unreachable one
   // fails the run at once, naming its address.
   std::vector<Comparator> comparators;
@@ -465,6 +474,7 @@ void run_bench(const Opts& o) {
       if (lease_op(op)) {
         add_durability_fields(j, durability);
         j["release_commit"] = o.durable_release ? "durable" : "covered_by_next_acquire";
+        j["take_over"] = to_string(bench_take_over());
       }
       if (lease_op(op) && j["ops_per_s"].is_number()) {
         const double ops_s = j["ops_per_s"].get<double>();
@@ -525,6 +535,11 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--durable-release", o->durable_release,
                 "Lease releases wait for their commit's flush (ReleaseCommit::kDurable; PostgreSQL: 2 WAL flushes "
                 "per cycle instead of 1)");
+  cmd->add_option("--take-over", o->take_over,
+                  "The lease handles' take-over rule in lease-hot and handoff (LeaseOptions::take_over): watched "
+                  "(the default) or database-clock; `takeover` measures both")
+      ->check(CLI::IsMember({"watched", "database-clock"}))
+      ->capture_default_str();
   cmd->add_option("--run-id", o->run_id, "Copied into every cell's JSON (run_id): tools/bench.sh's run, so tables "
                                          "can check their cells come from one run");
   cmd->add_flag("--scale", o->scale, "Scale checks: latency with 1M rows in the lock / idempotency tables and during cleanup");

@@ -406,9 +406,9 @@ void add_cleanup(CLI::App& app) {
     int batch = 1000;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("cleanup", "Delete expired lock, holding, queue place, idle head, idempotency and inbox rows in bounded batches");
+  auto* cmd = app.add_subcommand("cleanup", "Delete released lock rows, holdings and queue places, stale sightings, idle heads, and expired idempotency and inbox rows in bounded batches (an unreleased lock row, holding or place is never deleted by a clock)");
   cmd->add_option("--every", o->every, "Run as a daemon every D until SIGTERM/SIGINT");
-  cmd->add_option("--grace", o->grace, "Delete lock rows expired for longer than this")->capture_default_str();
+  cmd->add_option("--grace", o->grace, "Delete lock rows, holdings and places released for longer than this")->capture_default_str();
   cmd->add_option("--batch", o->batch, "Rows per DELETE (1..100000)")->capture_default_str()->check(whole_number(1, 100000));
   cmd->add_option("--pause", o->pause, "Sleep between batches")->capture_default_str();
   cmd->callback([o] {

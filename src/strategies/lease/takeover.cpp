@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 namespace sqlguard::detail {
@@ -74,6 +75,71 @@ std::size_t WatchBook::size() const {
   return entries_.size();
 }
 
+std::vector<milliseconds> GroupWatchBook::sighted(const std::string& key, const std::vector<Part>& parts,
+                                                  steady_clock::time_point at, bool* first) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = entries_.find(key);
+  if (first) *first = it == entries_.end();
+  if (it == entries_.end()) {
+    while (!recent_.empty() && entries_.size() >= capacity_) {
+      entries_.erase(recent_.back());
+      recent_.pop_back();
+    }
+    // Idle entries go as WatchBook's do (a later look starts again).
+    while (!recent_.empty() && at - entries_.at(recent_.back()).last_seen >= kIdleWatch) {
+      entries_.erase(recent_.back());
+      recent_.pop_back();
+    }
+    recent_.push_front(key);
+    it = entries_.emplace(key, Entry{{}, at, recent_.begin()}).first;
+  } else {
+    recent_.splice(recent_.begin(), recent_, it->second.recent);
+  }
+  Entry& e = it->second;
+  e.last_seen = at;
+  std::vector<Seen> next;
+  next.reserve(parts.size());
+  std::vector<milliseconds> out;
+  out.reserve(parts.size());
+  for (const Part& p : parts) {
+    auto old = std::lower_bound(e.parts.begin(), e.parts.end(), p.part,
+                                [](const Seen& s, std::int64_t v) { return s.part < v; });
+    const bool same = old != e.parts.end() && old->part == p.part && old->version == p.seen.version;
+    next.push_back(Seen{p.part, p.seen.version, same ? old->first_seen : at});
+    out.push_back(std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(at - next.back().first_seen)));
+  }
+  std::sort(next.begin(), next.end(), [](const Seen& a, const Seen& b) { return a.part < b.part; });
+  e.parts = std::move(next);
+  return out;
+}
+
+void GroupWatchBook::adopt(const std::string& key, std::int64_t part, const RowVersion& v,
+                           steady_clock::time_point first_seen) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  for (Seen& s : it->second.parts)
+    if (s.part == part && s.version == v && first_seen < s.first_seen) s.first_seen = first_seen;
+}
+
+void GroupWatchBook::forget(const std::string& key) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  recent_.erase(it->second.recent);
+  entries_.erase(it);
+}
+
+std::size_t GroupWatchBook::size() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return entries_.size();
+}
+
+GroupWatchBook& group_watches() {
+  static GroupWatchBook book(kMaxWatches);
+  return book;
+}
+
 WatchBook& watches() {
   static WatchBook book(kMaxWatches);
   return book;
@@ -106,6 +172,14 @@ std::string watch_key(std::string_view description, std::string_view name) {
 }
 
 std::string watch_key(const Connection& conn, std::string_view name) { return watch_key(conn.description(), name); }
+
+std::string holdings_watch_key(std::string_view description, std::string_view name) {
+  return watch_key(description, name) + "\n#h";
+}
+
+std::string places_watch_key(std::string_view description, std::string_view name, std::int64_t ticket) {
+  return watch_key(description, name) + "\n@" + std::to_string(ticket);
+}
 
 bool may_take_over(const Sighting& s, const std::optional<RowVersion>& ripe, TakeOver rule) {
   if (s.released) return true;

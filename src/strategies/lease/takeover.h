@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "sqlguard/connection.h"
 #include "sqlguard/lease_lock.h"
@@ -81,15 +82,65 @@ class WatchBook {
   std::size_t capacity_;
 };
 
+// The watches of a name's many rows at once: the holdings of a semaphore or
+// read-write lease, the places ahead of a fair queue's waiter. One entry per
+// key (a name and what looks at it), holding a part per row seen (a
+// holding's slot, a place's ticket). Each look replaces the entry's parts
+// with the rows it saw, keeping the first sighting of every version seen
+// again: a row gone is forgotten with the look that no longer sees it.
+// Bounded like WatchBook (entries, least recently seen first out).
+class GroupWatchBook {
+ public:
+  explicit GroupWatchBook(std::size_t capacity) : capacity_(capacity) {}
+  struct Part {
+    std::int64_t part = 0;
+    Sighting seen;
+  };
+  // Records `parts` as what `key` sees at `at` (the read that saw them has
+  // returned); answers, in order, how long each has been seen unchanged.
+  // *first: the key had no entry (this process's first look).
+  std::vector<std::chrono::milliseconds> sighted(const std::string& key, const std::vector<Part>& parts,
+                                                 std::chrono::steady_clock::time_point at, bool* first = nullptr);
+  // An earlier process on this machine saw `v` of `part` first at
+  // `first_seen`: the watch counts from then if it still watches `v`.
+  void adopt(const std::string& key, std::int64_t part, const RowVersion& v,
+             std::chrono::steady_clock::time_point first_seen);
+  // Nothing left to watch under `key` (no unreleased row, no place ahead):
+  // its entry goes, so a name no longer waited for leaves nothing behind.
+  void forget(const std::string& key);
+  std::size_t size() const;
+
+ private:
+  struct Seen {
+    std::int64_t part;
+    RowVersion version;
+    std::chrono::steady_clock::time_point first_seen;
+  };
+  struct Entry {
+    std::vector<Seen> parts;  // by part
+    std::chrono::steady_clock::time_point last_seen;
+    std::list<std::string>::iterator recent;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::list<std::string> recent_;
+  std::size_t capacity_;
+};
+
 // This process's book: at most kMaxWatches entries; an entry not seen for
 // kIdleWatch (and two of its watches) goes when a new one comes.
 inline constexpr std::size_t kMaxWatches = 65536;
 inline constexpr std::chrono::milliseconds kIdleWatch{std::chrono::minutes(10)};
 WatchBook& watches();
+GroupWatchBook& group_watches();
 // The book's key of lease `name` on `conn`'s database.
 std::string watch_key(const Connection& conn, std::string_view name);
 // The same from the database's masked URI (Connection::description()).
 std::string watch_key(std::string_view description, std::string_view name);
+// GroupWatchBook keys: the holdings of `name` (every attempt of the process
+// on it shares the watch), and the places ahead of a fair waiter's `ticket`.
+std::string holdings_watch_key(std::string_view description, std::string_view name);
+std::string places_watch_key(std::string_view description, std::string_view name, std::int64_t ticket);
 
 // The identity of this machine's monotonic clock: the kernel's boot id and
 // this process's time namespace. Empty where unknown (then a watch is this

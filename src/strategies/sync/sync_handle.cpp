@@ -7,6 +7,7 @@
 #include "core/metric_hooks.h"
 #include "sqlguard/validate.h"
 #include "core/reconnect.h"
+#include "strategies/lease/takeover.h"
 
 namespace sqlguard::detail {
 
@@ -55,7 +56,7 @@ bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode
   const std::string owner = s.options.owner.empty() ? make_owner_token() : s.options.owner;
   const auto start = steady_clock::now();
   const SyncRequest req{s.lease->name, s.kind, mode, n, capacity, owner, s.options.ttl, s.options.min_hold,
-                        mode == SyncMode::kExclusive && waiting ? s.intent : milliseconds(0)};
+                        mode == SyncMode::kExclusive && waiting ? s.intent : milliseconds(0), s.options.take_over};
   const SyncGrant g = sync_attempt(conn, req);
   if (!g.acquired) {
     if (holder_remaining) *holder_remaining = milliseconds(std::max<std::int64_t>(g.holder_remaining_ms, 0));
@@ -259,8 +260,9 @@ bool SyncHandle::acquire(SyncMode mode, std::int64_t n, std::int64_t capacity, m
   struct End {
     ClientCore& c;
     const std::string& k;
-    ~End() { c.sync_wait_end(k); }
-  } end{core, key};
+    const std::string& name;
+    ~End() { c.sync_wait_end(k, name); }
+  } end{core, key, s_->lease->name};
   std::optional<Error> outage;
   for (;;) {
     milliseconds holder{0};
@@ -336,10 +338,17 @@ void ClientCore::sync_wait(const std::string& key, std::uint64_t gen, steady_clo
   });
 }
 
-void ClientCore::sync_wait_end(const std::string& key) {
-  std::lock_guard<std::mutex> lk(sync_mu_);
-  auto it = sync_naps_.find(key);
-  if (it != sync_naps_.end() && --it->second.second <= 0) sync_naps_.erase(it);
+void ClientCore::sync_wait_end(const std::string& key, const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lk(sync_mu_);
+    auto it = sync_naps_.find(key);
+    if (it == sync_naps_.end() || --it->second.second > 0) return;
+    sync_naps_.erase(it);
+  }
+  // The last wait of this client on the name is over: its watch of the
+  // name's holdings goes (a name no longer waited for leaves nothing; a
+  // later wait starts a new watch).
+  group_watches().forget(holdings_watch_key(description_, name));
 }
 
 void ClientCore::sync_notify(const std::string& key) {

@@ -57,35 +57,137 @@ void check_asked_permits(const SyncRequest& req, std::int64_t permits) {
                   " permits (its count now): n must be within 1..permits");
 }
 
-struct Live {
-  std::int64_t permits = 0, shared = 0;
-  bool exclusive = false;
-  std::int64_t count = 0;
-  std::int64_t earliest_left = 0;  // ms until the first live holding expires
-  std::vector<std::int64_t> expired;  // slots of the name's expired holder rows
+// ---- the take-over rule for holdings and places (strategies/lease/takeover.h) ----
+
+// A row the take-over rule judges: a holding (slot, mode, permits) or a
+// place ahead of a fair waiter (its ticket as the part; mode "Q").
+struct Held {
+  std::int64_t part = 0;
+  std::string mode;
+  std::int64_t permits = 0;
+  Sighting seen;
 };
 
-Live read_live(Connection& conn, const std::string& name) {
-  static constexpr auto kSlot = column(Sql::sync_rows, "slot");
-  static constexpr auto kMode = column(Sql::sync_rows, "mode");
-  static constexpr auto kPermits = column(Sql::sync_rows, "permits");
-  static constexpr auto kExpire = column(Sql::sync_rows, "expire_at");
-  static constexpr auto kNow = column(Sql::sync_rows, "db_now_ms");
-  Live l;
-  for (const auto& row : run(conn, Sql::sync_rows, {name}).rows) {
-    const std::int64_t left = cell(row, kExpire).as_int() - cell(row, kNow).as_int();
-    if (left <= 0) {
-      l.expired.push_back(cell(row, kSlot).as_int());
+// What the rule leaves held, and what an acquire may take.
+struct Judged {
+  std::int64_t permits = 0, shared = 0, count = 0;
+  bool exclusive = false;
+  // The first held row: ms until it may be taken (the rest of its watch;
+  // database-clock rule: until it expires). A pacing hint.
+  std::int64_t next_ms = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> released;  // (part, beat): free at once
+  std::vector<std::pair<std::int64_t, std::int64_t>> ripe;      // (part, beat): taken over, if unchanged
+  bool first_look = false;  // this process had no watch of the key before
+  bool ran_out = false;     // an unreleased row the database clock says ran out (a hint only)
+};
+
+// Judges `rows` by `rule`: a released row is free; an unreleased one is free
+// only once this process has seen it unchanged for its watch (kWatched), or
+// once it expired on the database clock (kDatabaseClock). A holding released
+// inside its minimum hold stays held until it ends (database clock: the
+// minimum hold is a rate limit, not a take-over).
+Judged judge(const std::string& key, const std::vector<Held>& rows, TakeOver rule) {
+  Judged j;
+  std::vector<milliseconds> unchanged;
+  if (rule == TakeOver::kWatched) {
+    std::vector<GroupWatchBook::Part> parts;
+    for (const Held& h : rows)
+      if (h.seen.version.beat != 0) parts.push_back({h.part, h.seen});
+    // Nothing unreleased: nothing to watch, and no entry left behind.
+    if (parts.empty()) group_watches().forget(key);
+    else unchanged = group_watches().sighted(key, parts, std::chrono::steady_clock::now(), &j.first_look);
+  }
+  std::size_t k = 0;
+  for (const Held& h : rows) {
+    const RowVersion& v = h.seen.version;
+    std::int64_t left = v.expire_at - h.seen.db_now;
+    if (h.seen.released) {
+      j.released.emplace_back(h.part, v.beat);
       continue;
     }
-    const std::string mode = cell(row, kMode).as_string();
-    ++l.count;
-    if (mode == "P") l.permits += cell(row, kPermits).as_int();
-    else if (mode == "S") ++l.shared;
-    else l.exclusive = true;
-    l.earliest_left = l.count == 1 ? left : std::min(l.earliest_left, left);
+    if (v.beat != 0) {
+      j.ran_out = j.ran_out || left <= 0;
+      bool ripe = left <= 0;
+      if (rule == TakeOver::kWatched) {
+        const milliseconds u = unchanged[k++];
+        ripe = u >= h.seen.watch;
+        left = (h.seen.watch - u).count();
+      }
+      if (ripe) {
+        j.ripe.emplace_back(h.part, v.beat);
+        continue;
+      }
+    }
+    ++j.count;
+    if (h.mode == "P") j.permits += h.permits;
+    else if (h.mode == "S") ++j.shared;
+    else if (h.mode == "X") j.exclusive = true;
+    j.next_ms = j.count == 1 ? left : std::min(j.next_ms, left);
   }
-  return l;
+  j.next_ms = std::max<std::int64_t>(j.next_ms, 1);
+  return j;
+}
+
+// The watch key of `name`'s holdings, and of the places ahead of `ticket`.
+std::string holdings_key(const Connection& conn, const std::string& name) {
+  return holdings_watch_key(conn.description(), name);
+}
+std::string places_key(const Connection& conn, const std::string& name, std::int64_t ticket) {
+  return places_watch_key(conn.description(), name, ticket);
+}
+
+// This process's first look at rows of `name` the database clock says ran
+// out continues the watches an earlier process on this machine started
+// (sqlguard_sync_watch: a CLI call, a cron job, each a new process), or
+// records its own for later ones (as continue_machine_watch for a lease).
+// True when it adopted an earlier sighting (judge again). Never throws.
+bool continue_group_watch(Connection& conn, const std::string& name, const std::string& key,
+                          const std::vector<Held>& rows) {
+  const std::string& watcher = machine_watcher();
+  if (watcher.empty()) return false;
+  static constexpr auto kPart = column(Sql::sync_watch_read, "part");
+  static constexpr auto kFence = column(Sql::sync_watch_read, "fence");
+  static constexpr auto kBeat = column(Sql::sync_watch_read, "beat");
+  static constexpr auto kExpireAt = column(Sql::sync_watch_read, "expire_at");
+  static constexpr auto kFirstSeen = column(Sql::sync_watch_read, "first_seen_ms");
+  bool adopted = false;
+  try {
+    const auto stored = run(conn, Sql::sync_watch_read, {name, watcher}).rows;
+    const std::int64_t mono = machine_monotonic_ms();
+    const auto now = std::chrono::steady_clock::now();
+    int written = 0;
+    for (const Held& h : rows) {
+      const RowVersion& v = h.seen.version;
+      if (v.beat == 0 || v.expire_at > h.seen.db_now) continue;  // released, or not ran out: not shared
+      bool same = false;
+      for (const Row& w : stored) {
+        if (cell(w, kPart).as_int() != h.part) continue;
+        same = RowVersion{cell(w, kFence).as_int(), cell(w, kBeat).as_int(), cell(w, kExpireAt).as_int()} == v;
+        if (same) {
+          const std::int64_t age = std::max<std::int64_t>(0, mono - cell(w, kFirstSeen).as_int());
+          group_watches().adopt(key, h.part, v, now - milliseconds(age));
+          adopted = true;
+        }
+        break;
+      }
+      if (!same && written++ < 64)
+        run(conn, Sql::sync_watch_write, {name, h.part, watcher, v.fence, v.beat, v.expire_at, mono});
+    }
+  } catch (const Error& e) {
+    log(LogLevel::kDebug, "sharing the sightings of '" + name + "' with this machine failed: " + e.message());
+  }
+  return adopted;
+}
+
+// Judges `rows`, continuing this machine's watch on a first look at rows
+// that ran out (a one-shot try from a new process).
+Judged judge_shared(Connection& conn, const std::string& name, const std::string& key, const std::vector<Held>& rows,
+                    TakeOver rule) {
+  Judged j = judge(key, rows, rule);
+  if (rule == TakeOver::kWatched && j.first_look && j.ran_out && !conn.in_transaction() &&
+      continue_group_watch(conn, name, key, rows))
+    j = judge(key, rows, rule);
+  return j;
 }
 
 // sync_purge_slots with `places` slots, rendered once per catalog and size
@@ -97,23 +199,67 @@ const std::string& purge_text(const Catalog& cat, std::size_t places) {
   return text;
 }
 
-// Deletes the expired holdings read_live counted as free, by slot (never a
-// live one: on MariaDB a scan would wait for a live holding's guarded
-// transaction). An expired holding still inside its guarded transaction
-// holds the delete up until its work commits, so its permits are never
-// taken while it writes. A slot that is gone already deletes nothing.
-void purge_expired(Connection& conn, const std::string& name, const std::vector<std::int64_t>& slots) {
-  if (slots.empty()) return;
+// Deletes the released holdings judge() found, by slot (point lookups, never
+// a scan: on MariaDB a scan would lock live holdings too, waiting for one in
+// its guarded transaction). A released row never changes again; a slot that
+// is gone already deletes nothing.
+void purge_released(Connection& conn, const std::string& name,
+                    const std::vector<std::pair<std::int64_t, std::int64_t>>& rows) {
+  if (rows.empty()) return;
   const Catalog& cat = catalog(conn);
-  for (std::size_t at = 0; at < slots.size(); at += kMaxRenewalBatch) {
-    const std::size_t n = std::min(kMaxRenewalBatch, slots.size() - at);
+  for (std::size_t at = 0; at < rows.size(); at += kMaxRenewalBatch) {
+    const std::size_t n = std::min(kMaxRenewalBatch, rows.size() - at);
     const std::size_t places = padded_size(n);
     Params values;
     values.reserve(places + 1);
     values.emplace_back(name);
-    for (std::size_t i = 0; i < places; ++i) values.emplace_back(i < n ? slots[at + i] : std::int64_t{-1});
+    for (std::size_t i = 0; i < places; ++i) values.emplace_back(i < n ? rows[at + i].first : std::int64_t{-1});
     run_rendered(conn, Sql::sync_purge_slots, purge_text(cat, places), values);
   }
+}
+
+// Takes over the rows judge() found ripe (sync_take_slot, fair_take_place),
+// each only if its beat is still the one seen: a compare-and-set, by primary
+// key (a renewal since keeps the row). One statement per row: a take-over is
+// a dead holder's or waiter's, rare. Returns the rows taken.
+std::int64_t take_over_rows(Connection& conn, Sql id, const std::string& name,
+                            const std::vector<std::pair<std::int64_t, std::int64_t>>& rows) {
+  std::int64_t taken = 0;
+  for (const auto& [part, beat] : rows) taken += run(conn, id, {name, part, beat}).affected;
+  return taken;
+}
+
+// A name's holdings from sync_peek or sync_rows (the same columns).
+template <Sql id>
+std::vector<Held> holdings_of(const std::vector<Row>& rows) {
+  static constexpr auto kSlot = column(id, "slot");
+  static constexpr auto kMode = column(id, "mode");
+  static constexpr auto kFence = column(id, "fence");
+  static constexpr auto kBeat = column(id, "beat");
+  static constexpr auto kExpire = column(id, "expire_at");
+  static constexpr auto kWatch = column(id, "watch_ms");
+  static constexpr auto kReleased = column(id, "released");
+  static constexpr auto kNow = column(id, "db_now_ms");
+  static constexpr auto kPermits = column(id, id == Sql::sync_peek ? "held_permits" : "permits");
+  std::vector<Held> out;
+  out.reserve(rows.size());
+  for (const Row& row : rows) {
+    if (cell(row, kSlot).is_null()) continue;  // sync_peek: a name with no holding
+    Held h;
+    h.part = cell(row, kSlot).as_int();
+    h.mode = cell(row, kMode).as_string();
+    h.permits = cell(row, kPermits).as_int();
+    h.seen.version = {cell(row, kFence).as_int(), cell(row, kBeat).as_int(), cell(row, kExpire).as_int()};
+    h.seen.watch = milliseconds(cell(row, kWatch).as_int());
+    h.seen.released = cell(row, kReleased).as_int() != 0;
+    h.seen.db_now = cell(row, kNow).as_int();
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+std::vector<Held> read_holdings(Connection& conn, const std::string& name) {
+  return holdings_of<Sql::sync_rows>(run(conn, Sql::sync_rows, {name}).rows);
 }
 
 // The next fence of `name`: from the sequence, and above the name's last one
@@ -133,40 +279,33 @@ std::int64_t draw_fence(Connection& conn, const Head& h) {
 // busy (`g` says for how long).
 bool busy_by_peek(Connection& conn, const SyncRequest& req, SyncGrant& g) {
   auto peek = run(conn, Sql::sync_peek, {req.name});
-  if (!peek.rows.empty()) {
-    static constexpr auto kKind = column(Sql::sync_peek, "kind");
-    static constexpr auto kPermits = column(Sql::sync_peek, "permits");
-    static constexpr auto kWriter = column(Sql::sync_peek, "writer_until");
-    static constexpr auto kNow = column(Sql::sync_peek, "db_now_ms");
-    static constexpr auto kLiveP = column(Sql::sync_peek, "live_permits");
-    static constexpr auto kLiveS = column(Sql::sync_peek, "live_shared");
-    static constexpr auto kLiveX = column(Sql::sync_peek, "live_exclusive");
-    static constexpr auto kEarliest = column(Sql::sync_peek, "earliest_expire_at");
-    const auto& row = peek.rows.front();
-    check_name(req.name, StoredName{cell(row, kKind).as_string(), cell(row, kPermits).as_int(), std::nullopt},
-               req.kind, req.capacity);
-    const std::int64_t permits = cell(row, kPermits).as_int(), writer = cell(row, kWriter).as_int(),
-                       now = cell(row, kNow).as_int(), live_p = cell(row, kLiveP).as_int(),
-                       live_s = cell(row, kLiveS).as_int(), live_x = cell(row, kLiveX).as_int(),
-                       earliest = cell(row, kEarliest).as_int();
-    check_asked_permits(req, permits);
-    bool busy = false;
-    switch (req.mode) {
-      case SyncMode::kPermits: busy = live_p + req.permits > permits; break;
-      case SyncMode::kShared: busy = live_x > 0 || writer > now; break;
-      case SyncMode::kExclusive: busy = live_p + live_s + live_x > 0; break;
-    }
-    // A waiting writer still goes on to (re)publish its intent when what
-    // is left of it is under half.
-    const bool publish = req.mode == SyncMode::kExclusive && req.intent.count() > 0 && writer - now < req.intent.count() / 2;
-    if (busy && !publish) {
-      g.capacity = permits;
-      g.holder_remaining_ms = earliest > 0 ? earliest - now : std::max<std::int64_t>(writer - now, 0);
-      ++metric::lock_busy();
-      return true;
-    }
+  if (peek.rows.empty()) return false;
+  static constexpr auto kKind = column(Sql::sync_peek, "kind");
+  static constexpr auto kPermits = column(Sql::sync_peek, "permits");
+  static constexpr auto kWriter = column(Sql::sync_peek, "writer_until");
+  static constexpr auto kNow = column(Sql::sync_peek, "db_now_ms");
+  const auto& row = peek.rows.front();
+  check_name(req.name, StoredName{cell(row, kKind).as_string(), cell(row, kPermits).as_int(), std::nullopt}, req.kind,
+             req.capacity);
+  const std::int64_t permits = cell(row, kPermits).as_int(), writer = cell(row, kWriter).as_int(),
+                     now = cell(row, kNow).as_int();
+  check_asked_permits(req, permits);
+  const Judged j = judge_shared(conn, req.name, holdings_key(conn, req.name), holdings_of<Sql::sync_peek>(peek.rows),
+                                req.rule);
+  bool busy = false;
+  switch (req.mode) {
+    case SyncMode::kPermits: busy = j.permits + req.permits > permits; break;
+    case SyncMode::kShared: busy = j.exclusive || writer > now; break;
+    case SyncMode::kExclusive: busy = j.count > 0; break;
   }
-  return false;
+  // A waiting writer still goes on to (re)publish its intent when what
+  // is left of it is under half.
+  const bool publish = req.mode == SyncMode::kExclusive && req.intent.count() > 0 && writer - now < req.intent.count() / 2;
+  if (!busy || publish) return false;
+  g.capacity = permits;
+  g.holder_remaining_ms = j.count > 0 ? j.next_ms : std::max<std::int64_t>(writer - now, 0);
+  ++metric::lock_busy();
+  return true;
 }
 
 }  // namespace
@@ -184,7 +323,7 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
     check_name(req.name, h.stored(), req.kind, req.capacity);
     check_asked_permits(req, h.permits);
     reserve_name(conn, h.stored(), req.name, req.kind);
-    const Live live = read_live(conn, req.name);
+    const Judged live = judge(holdings_key(conn, req.name), read_holdings(conn, req.name), req.rule);
     g.capacity = h.permits;
     bool ok = false;
     switch (req.mode) {
@@ -197,11 +336,19 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
         run(conn, Sql::sync_set, {h.fence, static_cast<std::int64_t>(req.intent.count()), req.name});
         tx.commit();
       }
-      g.holder_remaining_ms = live.count > 0 ? live.earliest_left : std::max<std::int64_t>(h.writer_until - h.now, 0);
+      g.holder_remaining_ms = live.count > 0 ? live.next_ms : std::max<std::int64_t>(h.writer_until - h.now, 0);
       ++metric::lock_busy();
       return g;
     }
-    purge_expired(conn, req.name, live.expired);
+    // Released rows go at once; a take-over only as it was watched: a
+    // renewal since (the holder lives) keeps its row, and this attempt is
+    // busy (rolled back: nothing it took is lost).
+    purge_released(conn, req.name, live.released);
+    if (take_over_rows(conn, Sql::sync_take_slot, req.name, live.ripe) < static_cast<std::int64_t>(live.ripe.size())) {
+      g.holder_remaining_ms = 1;
+      ++metric::lock_busy();
+      return g;
+    }
     if (req.mode == SyncMode::kShared) {
       g.fence = h.fence;  // the last exclusive hold's: shared holders see it
     } else {
@@ -232,7 +379,13 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
 
 bool sync_release(Connection& conn, const std::string& name, std::int64_t slot, const std::string& owner,
                   std::int64_t fence) {
-  const bool held = run(conn, Sql::sync_release, {name, slot, owner, fence}).affected > 0;
+  // Owner-, slot- and fence-checked: safe to run again when picked as a
+  // deadlock victim (MariaDB: cleanup's scan of the expiry index locks an
+  // unreleased row's index entry, then its row; the release locks the other
+  // way round), as the lease's release is.
+  const bool held = retry_contention(conn, [&] {
+    return run(conn, Sql::sync_release, {name, slot, owner, fence}).affected > 0;
+  });
   ++(held ? metric::lock_releases() : metric::lock_releases_not_held());
   return held;
 }
@@ -244,27 +397,27 @@ LossCause diagnose_holding(Connection& conn, const std::string& name, std::int64
   if (r.rows.empty()) {
     if (sent_in_window) {
       *detail = what + " was ended by someone else: its row was deleted while it was held (an operator, or a "
-                       "cleanup), not expired";
+                       "taker under TakeOver::kDatabaseClock after that clock passed its expiry)";
       return LossCause::kTakenOver;
     }
-    *detail = what + " expired and its row was cleaned up";
+    *detail = what + " was taken over: its renewals stopped for longer than its ttl, and a taker that watched it "
+                     "unchanged for that long removed it";
     return LossCause::kExpired;
   }
   static constexpr auto kOwner = column(Sql::sync_read, "owner");
   static constexpr auto kFence = column(Sql::sync_read, "fence");
-  static constexpr auto kExpire = column(Sql::sync_read, "expire_at");
+  static constexpr auto kBeat = column(Sql::sync_read, "beat");
   const auto& row = r.rows.front();
-  const std::int64_t expire_at = cell(row, kExpire).as_int();
   if (cell(row, kOwner).as_string() != owner || cell(row, kFence).as_int() != fence) {
     *detail = what + " was replaced by another holding";
     return LossCause::kTakenOver;
   }
-  if (sent_in_window && expire_at <= cell(row, column(Sql::sync_read, "db_now_ms")).as_int()) {
+  if (cell(row, kBeat).as_int() == 0) {
     // Released by someone else (its own release unregisters it first).
-    *detail = what + " was ended by someone else while it was held, not expired";
+    *detail = what + " was ended by someone else while it was held";
     return LossCause::kTakenOver;
   }
-  *detail = what + " expired before it was renewed";
+  *detail = what + " was not renewed in time";
   return LossCause::kExpired;
 }
 
@@ -284,10 +437,14 @@ SyncStatus sync_status(Connection& conn, const std::string& name) {
   s.permits = cell(row, kPermits).as_int();
   s.fence = cell(row, kFence).as_int();
   s.writer_waiting = cell(row, kWriter).as_int() > cell(row, kNow).as_int();
-  const Live live = read_live(conn, name);
-  s.in_use = live.permits;
-  s.shared = live.shared;
-  s.exclusive = live.exclusive;
+  // What `lock list` shows: holdings unexpired on the database clock (who
+  // may take one over is the acquire's take-over rule, not this view).
+  for (const Held& h : read_holdings(conn, name)) {
+    if (h.seen.version.expire_at <= h.seen.db_now) continue;
+    if (h.mode == "P") s.in_use += h.permits;
+    else if (h.mode == "S") ++s.shared;
+    else s.exclusive = true;
+  }
   return s;
 }
 
@@ -368,25 +525,47 @@ std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::
     const Head h = read_head(conn, name);
     check_name(name, h.stored(), kind, permits);
     reserve_name(conn, h.stored(), name, kind);
-    run(conn, Sql::fair_purge, {name});
     run(conn, Sql::fair_enqueue, {name, h.version, owner, static_cast<std::int64_t>(place_ttl.count())});
     tx.commit();
     return h.version;
   }, is_insert_race);
 }
 
-FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner) {
-  auto r = run(conn, Sql::fair_gate, {name, ticket, owner});
+FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner,
+                   TakeOver rule, milliseconds place_watch) {
+  auto r = run(conn, Sql::fair_gate, {name, ticket, owner, kPlacesWatched});
   static constexpr auto kMine = column(Sql::fair_gate, "mine");
   static constexpr auto kAhead = column(Sql::fair_gate, "ahead");
   static constexpr auto kHolder = column(Sql::fair_gate, "holder_expire_at");
   static constexpr auto kNow = column(Sql::fair_gate, "db_now_ms");
+  static constexpr auto kTicket = column(Sql::fair_gate, "ticket");
+  static constexpr auto kBeat = column(Sql::fair_gate, "beat");
+  static constexpr auto kExpire = column(Sql::fair_gate, "expire_at");
+  static constexpr auto kWatch = column(Sql::fair_gate, "watch_ms");
   const auto& row = r.rows.at(0);
+  const std::int64_t now = cell(row, kNow).as_int();
   const Value& holder = cell(row, kHolder);
   const bool reserved = !holder.is_null() && holder.as_int() == kReservedExpireAt;
-  const std::int64_t left =
-      holder.is_null() || reserved ? 0 : std::max<std::int64_t>(0, holder.as_int() - cell(row, kNow).as_int());
-  return FairTurn{cell(row, kMine).as_int() > 0, cell(row, kAhead).as_int(), left, reserved};
+  const std::int64_t left = holder.is_null() || reserved ? 0 : std::max<std::int64_t>(0, holder.as_int() - now);
+  std::int64_t ahead = cell(row, kAhead).as_int();
+  // The first places ahead: a place stays ahead until this waiter has seen
+  // it unchanged for its ttl (its waiter died); then it is removed, as seen.
+  std::vector<Held> places;
+  for (const Row& p : r.rows) {
+    if (cell(p, kTicket).is_null()) continue;
+    Held h;
+    h.part = cell(p, kTicket).as_int();
+    h.mode = "Q";
+    const std::int64_t watch = cell(p, kWatch).as_int();
+    h.seen = Sighting{RowVersion{h.part, cell(p, kBeat).as_int(), cell(p, kExpire).as_int()},
+                      // A place an older sqlguard wrote (no ttl_ms): as long as this waiter's own.
+                      milliseconds(watch > 0 ? watch : place_watch.count()), false, now};
+    places.push_back(std::move(h));
+  }
+  // (No place ahead: judge() forgets the waiter's watch of them.)
+  const Judged j = judge_shared(conn, name, places_key(conn, name, ticket), places, rule);
+  ahead -= take_over_rows(conn, Sql::fair_take_place, name, j.ripe);
+  return FairTurn{cell(row, kMine).as_int() > 0, std::max<std::int64_t>(ahead, 0), left, reserved};
 }
 
 void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner, bool wake) {

@@ -20,6 +20,7 @@
 #include "strategies/names.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_kinds.h"
+#include "strategies/lease/takeover.h"
 
 namespace sqlguard::detail {
 
@@ -38,6 +39,8 @@ struct SyncRequest {
   // kExclusive, when busy: the writer's intent is published until now +
   // intent (new shared holders wait); 0 = publish none.
   std::chrono::milliseconds intent{0};
+  // Who may take over an unreleased holding (LeaseOptions::take_over).
+  TakeOver rule = TakeOver::kWatched;
 };
 
 struct SyncGrant {
@@ -108,8 +111,14 @@ struct FairTurn {
   bool reserved = false;
 };
 // A plain read: whether it is the caller's turn. ticket = INT64_MAX asks
-// whether anyone waits (try_acquire of a fair lease).
-FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner);
+// whether anyone waits (try_acquire of a fair lease). A place ahead counts
+// until the caller has seen it unchanged for its ttl by `rule` (its waiter
+// died); then it is removed, by a compare-and-set on what was seen (the
+// first kPlacesWatched places ahead are looked at per call). `place_watch`:
+// the watch of a place an older sqlguard wrote (no ttl recorded).
+inline constexpr std::int64_t kPlacesWatched = 16;
+FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner,
+                   TakeOver rule, std::chrono::milliseconds place_watch);
 // Leaves the queue. `wake`: the waiter gave up or was cancelled (not: it
 // acquired); where fair waiters are woken by ticket, the next one is woken if
 // this place was the lowest (fair_leave_wake).

@@ -91,7 +91,7 @@ std::vector<milliseconds> GroupWatchBook::sighted(const std::string& key, const 
       recent_.pop_back();
     }
     recent_.push_front(key);
-    it = entries_.emplace(key, Entry{{}, at, recent_.begin()}).first;
+    it = entries_.emplace(key, Entry{{}, false, at, recent_.begin()}).first;
   } else {
     recent_.splice(recent_.begin(), recent_, it->second.recent);
   }
@@ -101,7 +101,9 @@ std::vector<milliseconds> GroupWatchBook::sighted(const std::string& key, const 
   next.reserve(parts.size());
   std::vector<milliseconds> out;
   out.reserve(parts.size());
+  e.suspect = false;
   for (const Part& p : parts) {
+    e.suspect = e.suspect || p.seen.version.expire_at <= p.seen.db_now;
     auto old = std::lower_bound(e.parts.begin(), e.parts.end(), p.part,
                                 [](const Seen& s, std::int64_t v) { return s.part < v; });
     const bool same = old != e.parts.end() && old->part == p.part && old->version == p.seen.version;
@@ -126,6 +128,14 @@ void GroupWatchBook::forget(const std::string& key) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
+  recent_.erase(it->second.recent);
+  entries_.erase(it);
+}
+
+void GroupWatchBook::wait_ended(const std::string& key) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end() || it->second.suspect) return;
   recent_.erase(it->second.recent);
   entries_.erase(it);
 }

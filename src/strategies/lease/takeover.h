@@ -108,6 +108,11 @@ class GroupWatchBook {
   // Nothing left to watch under `key` (no unreleased row, no place ahead):
   // its entry goes, so a name no longer waited for leaves nothing behind.
   void forget(const std::string& key);
+  // A wait on `key` ended: its entry goes unless a row it watches looked
+  // dead at the last look (the database clock said it ran out: a hint
+  // only), so that a later wait continues that watch (a process that keeps
+  // asking with waits shorter than the ttl still takes a dead holding over).
+  void wait_ended(const std::string& key);
   std::size_t size() const;
 
  private:
@@ -118,6 +123,7 @@ class GroupWatchBook {
   };
   struct Entry {
     std::vector<Seen> parts;  // by part
+    bool suspect = false;     // a part ran out on the database clock at the last look
     std::chrono::steady_clock::time_point last_seen;
     std::list<std::string>::iterator recent;
   };

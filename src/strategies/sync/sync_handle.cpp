@@ -346,9 +346,9 @@ void ClientCore::sync_wait_end(const std::string& key, const std::string& name) 
     sync_naps_.erase(it);
   }
   // The last wait of this client on the name is over: its watch of the
-  // name's holdings goes (a name no longer waited for leaves nothing; a
-  // later wait starts a new watch).
-  group_watches().forget(holdings_watch_key(description_, name));
+  // name's holdings goes (a name no longer waited for leaves nothing), unless
+  // a holding looked dead: a later wait continues that watch.
+  group_watches().wait_ended(holdings_watch_key(description_, name));
 }
 
 void ClientCore::sync_notify(const std::string& key) {

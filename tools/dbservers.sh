@@ -185,10 +185,17 @@ kill9_tree() { # pid what
 
 port_listeners() { ss -ltnpH "sport = :$1" 2>/dev/null || true; }
 
-# Fail clearly if someone else listens on the port we want.
+# Fail clearly if someone else listens on the port we want. A server just
+# SIGKILLed (crash) can still show its listening socket for a moment after
+# its pid is gone (the kernel closes it as the exit completes): the port is
+# looked at again for up to 3 s before it counts as someone else's.
 require_free_port() { # port envvar what
-  local port=$1 var=$2 what=$3 who
+  local port=$1 var=$2 what=$3 who deadline=$(( $(now_us) + 3000000 ))
   who=$(port_listeners "$port")
+  while [[ -n "$who" ]] && (( $(now_us) < deadline )); do
+    sleep 0.1
+    who=$(port_listeners "$port")
+  done
   [[ -z "$who" ]] && return 0
   who=$(grep -o 'users:(.*)' <<<"$who" | head -n 1 || true)
   die "$what: TCP port $port is already in use by another process${who:+ ($who)}," \

@@ -85,6 +85,43 @@ TEST_CASE("an abandoned lease is taken over only after this process saw it uncha
   }
 }
 
+TEST_CASE("a refused try says how long until a take-over: the rest of this process's watch, which later tries of "
+          "any of its handles count on; nothing before a try or while held",
+          "[lease][takeover]") {
+  auto client = LockClient::create(ctx().uri);
+  auto c1 = ctx().connect();
+  const std::string name = ctx().unique("takeoverin");
+  LeaseLock first(client, name, opts(5s));
+  CHECK_FALSE(first.takeover_in());  // no attempt yet
+  REQUIRE(acquire_lease(*c1, name, "gone", 400ms).acquired);  // never renewed, never released
+  CHECK_FALSE(first.try_acquire());
+  const auto t0 = steady_clock::now();
+  REQUIRE(first.takeover_in());
+  CHECK(*first.takeover_in() > 0ms);
+  CHECK(*first.takeover_in() <= 400ms);
+  std::this_thread::sleep_for(200ms);
+  // Another handle of the process: its first try counts on the same watch.
+  LeaseLock second(client, name, opts(5s));
+  CHECK_FALSE(second.try_acquire());
+  REQUIRE(second.takeover_in());
+  CHECK(*second.takeover_in() <= 200ms);
+  CHECK(*first.takeover_in() <= 200ms);  // and the first one's answer counts down
+  std::this_thread::sleep_until(t0 + 450ms);
+  CHECK(second.try_acquire());
+  CHECK_FALSE(second.takeover_in());
+  CHECK(second.release());
+
+  SECTION("the database-clock rule: what the holder's expiry has left on the database clock") {
+    const std::string other = ctx().unique("takeoverin-db");
+    REQUIRE(acquire_lease(*c1, other, "alive", 5s).acquired);
+    LeaseLock ctl(client, other, opts(5s, TakeOver::kDatabaseClock));
+    CHECK_FALSE(ctl.try_acquire());
+    REQUIRE(ctl.takeover_in());
+    CHECK(*ctl.takeover_in() > 4s);
+    CHECK(*ctl.takeover_in() <= 5s);
+  }
+}
+
 TEST_CASE("a renewal restarts every watch of the lease; a release needs no watch", "[lease][takeover]") {
   auto c1 = ctx().connect();
   auto c2 = ctx().connect();
@@ -269,11 +306,18 @@ TEST_CASE("an abandoned semaphore permit is taken over only after this process s
 
   CHECK_FALSE(sem.try_acquire());  // the first sighting: the database clock alone decides nothing
   const auto t0 = steady_clock::now();
+  // The refusal says how long is left: the rest of the watch it started.
+  REQUIRE(sem.takeover_in());
+  CHECK(*sem.takeover_in() > 0ms);
+  CHECK(*sem.takeover_in() <= 400ms);
   std::this_thread::sleep_for(200ms);
   CHECK_FALSE(sem.try_acquire());
+  REQUIRE(sem.takeover_in());
+  CHECK(*sem.takeover_in() <= 200ms);
   CHECK(holder_rows(name, "gone") == 1);
   std::this_thread::sleep_until(t0 + 450ms);
   CHECK(sem.try_acquire());  // seen unchanged for its ttl: taken over, as seen
+  CHECK_FALSE(sem.takeover_in());  // held: nothing to take over
   CHECK(holder_rows(name, "gone") == 0);
   CHECK(sem.release());
 
@@ -400,7 +444,13 @@ TEST_CASE("a later `run --permits` process on this machine continues the watch o
   REQUIRE(cli({"lock", "resize", name, "--permits", "1"}) == 0);
   stage_dead_holding(*admin, name, "P", 500ms);
   const std::vector<std::string> run = {"run", "--lock", name, "--permits", "1", "--wait", "0s", "--", "true"};
-  REQUIRE(cli(run) == 75);  // a new process: its first sighting, shared with this machine
+  std::vector<std::string> json_run = run;
+  json_run.insert(json_run.begin(), "--json");
+  REQUIRE(cli(json_run) == 75);  // a new process: its first sighting, shared with this machine
+  // The refusal says how long until this machine may take it over.
+  INFO(out);
+  CHECK(out.find("\"takeover_in_ms\":") != std::string::npos);
+  CHECK(out.find("\"takeover_in_ms\":null") == std::string::npos);
   CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_sync_watch WHERE name = ?", {name}) == 1);
   std::this_thread::sleep_for(600ms);
   SECTION("a later process takes it over") { CHECK(cli(run) == 0); }

@@ -241,6 +241,7 @@ class LeaseLock final : public Lock {
   int hold_count() const override;
   std::chrono::milliseconds remaining() const override;  // of the trust window; 0 when not owned
   std::optional<LeaseLoss> last_loss() const override;
+  std::optional<std::chrono::milliseconds> takeover_in() const override;
   std::int64_t expires_at_ms() const;        // DB-clock expiry of the current lease
   const std::string& name() const noexcept override;
   LockKind kind() const noexcept override { return options_.fair ? LockKind::kFairLease : LockKind::kLease; }

@@ -108,6 +108,15 @@ class Lock {
   virtual int hold_count() const = 0;
   virtual std::chrono::milliseconds remaining() const = 0;  // of the trust window; 0 when not owned
   virtual std::optional<LeaseLoss> last_loss() const = 0;
+  // After an attempt (try_acquire, a wait that ended) that did not acquire:
+  // how long from now until this process may take over what stood in its way
+  // if nobody renews or releases it — under TakeOver::kWatched the rest of
+  // this process's watch of it (a later try, of this or another handle of
+  // the process, counts on the same watch), under kDatabaseClock what its
+  // expiry has left on the database clock; of several holders, the first.
+  // nullopt before such an attempt, while held, and when the attempt learned
+  // nothing of a take-over (a fair queue's turn, a race, a released holder).
+  virtual std::optional<std::chrono::milliseconds> takeover_in() const { return std::nullopt; }
 
   // Runs `work` in one database transaction that first re-checks that this
   // handle still holds it and locks its row until commit, so nobody can take

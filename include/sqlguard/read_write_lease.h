@@ -86,6 +86,7 @@ class ReadWriteLease {
     int hold_count() const override;
     std::chrono::milliseconds remaining() const override;
     std::optional<LeaseLoss> last_loss() const override { return rw_.last_loss(); }
+    std::optional<std::chrono::milliseconds> takeover_in() const override { return rw_.takeover_in(); }
     bool run_guarded(const std::function<void(Transaction&)>& work) override;
 
    protected:
@@ -127,6 +128,7 @@ class ReadWriteLease {
   int hold_count() const;
   std::chrono::milliseconds remaining() const;
   std::optional<LeaseLoss> last_loss() const;
+  std::optional<std::chrono::milliseconds> takeover_in() const;  // see Lock::takeover_in
   const std::string& name() const noexcept;
   SynchronizerInfo info();
   // Lock::run_guarded for the current holding, whatever its mode.

@@ -180,6 +180,7 @@ class Semaphore final : public Lock {
   int hold_count() const override;
   std::chrono::milliseconds remaining() const override;
   std::optional<LeaseLoss> last_loss() const override;
+  std::optional<std::chrono::milliseconds> takeover_in() const override;
   const std::string& name() const noexcept override;
   LockKind kind() const noexcept override { return LockKind::kSemaphore; }
   // A transaction that first re-checks this handle's holding and locks its

@@ -24,11 +24,15 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   bool seen_free = false;
   if (o.fair) {
     std::int64_t lease_left = 0;
-    if (!fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left)) return false;
+    if (!fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left)) {
+      note_refusal(*l->state, 0);  // not its turn: no take-over to count down to
+      return false;
+    }
     if (o.take_over == TakeOver::kDatabaseClock) {
       if (lease_left > 0) {
         // Its turn, but the lease is still held: the same read said so.
         *holder_remaining = milliseconds(lease_left);
+        note_refusal(*l->state, lease_left);
         return false;
       }
       seen_free = true;
@@ -59,6 +63,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   });
   if (!r.acquired) {
     *holder_remaining = r.holder_remaining_ms > 0 ? milliseconds(r.holder_remaining_ms) : o.ttl;
+    note_refusal(*l->state, r.holder_remaining_ms);
     return false;
   }
   {
@@ -71,6 +76,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     l->state->valid_until = start + o.ttl - l->margin;
     l->state->lost = false;
     l->state->loss.reset();
+    l->state->takeover_in.reset();
     l->slot = session_bound_release_ ? c.slot() : -1;
     l->held_place = HeldPlace{};
   }

@@ -132,6 +132,17 @@ std::string holders_text(const nlohmann::json& holders) {
   return s;
 }
 
+// "; if not renewed or released, this machine may take it over in 12.3s
+// (...)" after a refusal that learned it (Lock::takeover_in).
+std::string takeover_text(const std::optional<milliseconds>& in, const LeaseOptions& lo) {
+  if (!in) return "";
+  if (lo.take_over == TakeOver::kDatabaseClock)
+    return "; its lease runs out on the database clock in " + remaining_text(in->count()) + " if it is not renewed";
+  return "; a take-over needs its row unchanged for the holder's ttl on this machine's monotonic clock: if it "
+         "is not renewed or released, a try in " + remaining_text(in->count()) +
+         " takes it over (a --wait that long waits for it)";
+}
+
 // Waits `wait`, or (nullopt) until acquired: in chunks of the library's
 // longest wait, each of which a release still ends at once.
 bool wait_for_lease(Lock& lock, const std::optional<milliseconds>& wait) {
@@ -161,15 +172,20 @@ void run_leased(const LeasedCommand& c) {
   Lock& lock = *lock_ptr;
   if (!wait_for_lease(lock, c.wait)) {
     const nlohmann::json holders = holders_of(c);
+    // How long until this machine may take the holding over if its holder
+    // (dead, frozen, cut off) renews it no more: the watch a --wait 0s try
+    // started goes on in the database for the next run on this machine.
+    const auto takeover = lock.takeover_in();
     if (!global().json)
       std::cerr << prefix << quoted << " not " << w.won << " within " << format_duration(*c.wait)
-                << holders_text(holders) << "\n";
+                << holders_text(holders) << takeover_text(takeover, lo) << "\n";
     if (global().json)
       print_json({{w.name_key, c.name},
                   {w.acquired_key, false},
                   {"waited_ms", c.wait->count()},
                   {"holder", holders.empty() ? nlohmann::json(nullptr) : holders[0]},
                   {"holders", holders},
+                  {"takeover_in_ms", takeover ? nlohmann::json(takeover->count()) : nlohmann::json(nullptr)},
                   {"exit_code", c.conflict_exit}});
     exit_code() = c.conflict_exit;
     return;

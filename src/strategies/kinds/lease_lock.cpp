@@ -327,6 +327,9 @@ milliseconds LeaseLock::remaining() const { return observe([](const State& s) { 
 std::optional<LeaseLoss> LeaseLock::last_loss() const {
   return observe([](const State& s) { return s.last_loss_locked(); });
 }
+std::optional<milliseconds> LeaseLock::takeover_in() const {
+  return observe([](const State& s) { return s.takeover_in_locked(); });
+}
 
 bool LeaseLock::run_guarded(const std::function<void(Transaction&)>& work) {
   return client_->core()->run_guarded(lease_, work);

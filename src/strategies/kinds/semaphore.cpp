@@ -143,6 +143,7 @@ std::string Semaphore::owner() const { return h_->owner(); }
 int Semaphore::hold_count() const { return h_->hold_count(); }
 milliseconds Semaphore::remaining() const { return h_->remaining(); }
 std::optional<LeaseLoss> Semaphore::last_loss() const { return h_->last_loss(); }
+std::optional<milliseconds> Semaphore::takeover_in() const { return h_->takeover_in(); }
 const std::string& Semaphore::name() const noexcept { return h_->name(); }
 milliseconds Semaphore::options_wait() const { return h_->options().wait; }
 
@@ -227,6 +228,7 @@ std::string ReadWriteLease::owner() const { return h_->owner(); }
 int ReadWriteLease::hold_count() const { return h_->hold_count(); }
 milliseconds ReadWriteLease::remaining() const { return h_->remaining(); }
 std::optional<LeaseLoss> ReadWriteLease::last_loss() const { return h_->last_loss(); }
+std::optional<milliseconds> ReadWriteLease::takeover_in() const { return h_->takeover_in(); }
 const std::string& ReadWriteLease::name() const noexcept { return h_->name(); }
 
 SynchronizerInfo ReadWriteLease::info() {

@@ -33,6 +33,26 @@ struct LeaseState {
   bool ending = false;
   std::unique_ptr<LeaseLoss> loss;  // the last one (allocated only when a loss happens)
   std::function<void(const LeaseLoss&)> on_lost;
+  // The last attempt that did not acquire: how long until a take-over of
+  // what stood in its way was possible, as of `refused_at` (unset: none
+  // known; an acquisition clears it). Lock::takeover_in().
+  std::optional<std::chrono::milliseconds> takeover_in;
+  std::chrono::steady_clock::time_point refused_at{};
+
+  void refused_locked(std::int64_t takeover_in_ms) {
+    if (takeover_in_ms > 0) {
+      takeover_in = std::chrono::milliseconds(takeover_in_ms);
+      refused_at = std::chrono::steady_clock::now();
+    } else {
+      takeover_in.reset();
+    }
+  }
+  std::optional<std::chrono::milliseconds> takeover_in_locked() const {
+    if (!takeover_in || hold > 0) return std::nullopt;
+    const auto left = *takeover_in - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::steady_clock::now() - refused_at);
+    return std::max(left, std::chrono::milliseconds(0));
+  }
 
   std::optional<LeaseLoss> last_loss_locked() const { return loss ? std::optional<LeaseLoss>(*loss) : std::nullopt; }
   bool valid_locked() const { return hold > 0 && !lost && std::chrono::steady_clock::now() < valid_until; }
@@ -48,6 +68,12 @@ struct LeaseState {
   // loss.
   bool mark_lost(LossCause cause, std::string detail, const std::string* owner = nullptr, std::int64_t fence = 0);
 };
+
+// An attempt that did not acquire: what it learned of the take-over.
+inline void note_refusal(LeaseState& st, std::int64_t takeover_in_ms) {
+  std::lock_guard<std::mutex> lk(st.mu);
+  st.refused_locked(takeover_in_ms);
+}
 
 // Why `owner` no longer holds lease `name`. `known_expire_at`: a DB-clock
 // time the lease was known to last until (its acquire's expiry; renewals only

@@ -50,6 +50,7 @@ bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode
     milliseconds next{0};
     if (!core.fair_turn_on(conn, *s.lease, w, s.options.ttl, &next, nullptr)) {
       if (holder_remaining) *holder_remaining = next;
+      note_refusal(*s.lease->state, 0);  // not its turn: no take-over to count down to
       return false;
     }
   }
@@ -60,6 +61,7 @@ bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode
   const SyncGrant g = sync_attempt(conn, req);
   if (!g.acquired) {
     if (holder_remaining) *holder_remaining = milliseconds(std::max<std::int64_t>(g.holder_remaining_ms, 0));
+    note_refusal(*s.lease->state, g.holder_remaining_ms);
     return false;
   }
   {
@@ -73,6 +75,7 @@ bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode
     st.valid_until = start + s.options.ttl - s.lease->margin;
     st.lost = false;
     st.loss.reset();
+    st.takeover_in.reset();
     s.lease->key = g.slot;
     s.mode = mode;
     s.n = n;
@@ -313,6 +316,9 @@ milliseconds SyncHandle::remaining() const {
 }
 std::optional<LeaseLoss> SyncHandle::last_loss() const {
   return observe(core(), *s_->lease, [](const State& s) { return s.last_loss_locked(); });
+}
+std::optional<milliseconds> SyncHandle::takeover_in() const {
+  return observe(core(), *s_->lease, [](const State& s) { return s.takeover_in_locked(); });
 }
 
 // ---- ClientCore's naps ---------------------------------------------------------

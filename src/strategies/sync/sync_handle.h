@@ -63,6 +63,7 @@ class SyncHandle {
   int hold_count() const;
   std::chrono::milliseconds remaining() const;
   std::optional<LeaseLoss> last_loss() const;
+  std::optional<std::chrono::milliseconds> takeover_in() const;
   const std::string& name() const noexcept { return s_->lease->name; }
   const LeaseOptions& options() const noexcept { return s_->options; }
   ClientCore& core() const { return *client_->core(); }

@@ -2,6 +2,7 @@
 # Throwaway PostgreSQL and MariaDB servers for sqlguard's tests, on loopback only.
 #
 # Usage: tools/dbservers.sh start|stop|restart|crash|status|env [pg|mariadb|all] [--purge]
+#        tools/dbservers.sh clock pg|mariadb OFFSET
 #        tools/dbservers.sh ACTION pgbouncer|pg-ha|pg-async|galera [N] [--purge]
 #
 #   start    initialise (first time) and start; a no-op if already running
@@ -18,6 +19,12 @@
 #   status   print running/stopped per server; exit 0 if all selected servers
 #            run, 3 otherwise
 #   env      print `export SQLGUARD_TEST_*_URI=...` lines for eval
+#   clock    step the wall clock of a server started under libfaketime
+#            (SQLGUARD_SERVER_CLOCK=faketime) to OFFSET from the real one:
+#            +30s, -30s, +1h, -1h, 0 (libfaketime's relative form: a sign,
+#            digits, s/m/h/d). Only the server's CLOCK_REALTIME moves (NOW(),
+#            the database clock); its monotonic clock is left alone. Takes
+#            effect at the server's next clock reading (FAKETIME_NO_CACHE).
 #
 # `all` (the default) means pg + mariadb only. Multi-server topologies are
 # separate targets, handled by tools/topologies.sh (see its header, or
@@ -53,6 +60,13 @@
 #                          default is fast, non-durable test settings.
 #                          Applied at every start; restart and crash keep the
 #                          server's settings unless the variable is set.
+#   SQLGUARD_SERVER_CLOCK=faketime  start (or restart) the server under
+#                          libfaketime (Debian faketime, preloaded), its offset
+#                          0 until `clock` steps it; =real starts it without.
+#                          restart and crash keep the server's clock unless
+#                          the variable is set; a plain start is real.
+#   SQLGUARD_FAKETIME_LIB  libfaketime to preload (default: Debian's
+#                          libfaketimeMT.so.1)
 #   SQLGUARD_PG_BIN        PostgreSQL bin dir (default /usr/lib/postgresql/15/bin)
 #   SQLGUARD_START_TIMEOUT seconds to wait for readiness (default 30)
 #   SQLGUARD_STOP_TIMEOUT  seconds before escalating to SIGKILL (default 15)
@@ -85,6 +99,9 @@ PG_PORT=${SQLGUARD_PG_PORT:-55432}
 MY_PORT=${SQLGUARD_MARIADB_PORT:-53306}
 DURABLE=${SQLGUARD_DURABLE:-0}
 DURABLE_GIVEN=${SQLGUARD_DURABLE:+1}
+CLOCK=${SQLGUARD_SERVER_CLOCK:-real}
+CLOCK_GIVEN=${SQLGUARD_SERVER_CLOCK:+1}
+case "$CLOCK" in real|faketime) ;; *) printf 'dbservers: error: SQLGUARD_SERVER_CLOCK=%s: use faketime or real\n' "$CLOCK" >&2; exit 1 ;; esac
 START_TIMEOUT=${SQLGUARD_START_TIMEOUT:-30}
 STOP_TIMEOUT=${SQLGUARD_STOP_TIMEOUT:-15}
 
@@ -264,6 +281,60 @@ keep_mode() { # mode-file
   esac
 }
 
+# ------------------------------------------------------------------ clock ---
+
+# restart/crash without SQLGUARD_SERVER_CLOCK: the clock the server ran with.
+keep_clock() { # clock-file
+  [[ -z "$CLOCK_GIVEN" ]] || return 0
+  [[ "$(cat "$1" 2>/dev/null)" == faketime ]] && CLOCK=faketime || CLOCK=real
+}
+
+# Sets CLOCK_ENV: the command prefix that starts a server process under
+# libfaketime (CLOCK=faketime), reading its offset from DIR/faketime.rc at
+# every clock reading; empty for the real clock. Records the choice.
+clock_env() { # dir
+  local lib f
+  CLOCK_ENV=()
+  echo "$CLOCK" >"$1/clock"
+  [[ "$CLOCK" == faketime ]] || return 0
+  lib=${SQLGUARD_FAKETIME_LIB:-}
+  if [[ -z "$lib" ]]; then
+    for f in /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 /usr/lib/*/faketime/libfaketimeMT.so.1; do
+      [[ -r "$f" ]] && { lib=$f; break; }
+    done
+  fi
+  [[ -n "$lib" && -r "$lib" ]] || die "libfaketime not found (SQLGUARD_SERVER_CLOCK=faketime); run tools/deps.sh (Debian package faketime) or set SQLGUARD_FAKETIME_LIB"
+  # A start asked for with SQLGUARD_SERVER_CLOCK begins at the real time; a
+  # restart or crash that kept the clock keeps its offset too.
+  [[ -z "$CLOCK_GIVEN" && -f "$1/faketime.rc" ]] || echo "+0" >"$1/faketime.rc"
+  chmod 0644 "$1/faketime.rc"
+  CLOCK_ENV=(env LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE="$1/faketime.rc" FAKETIME_NO_CACHE=1
+             FAKETIME_DONT_FAKE_MONOTONIC=1)
+}
+
+clock_status() { # dir -> "real" or "faketime +30s"
+  if [[ "$(cat "$1/clock" 2>/dev/null)" == faketime ]]; then
+    printf 'faketime %s' "$(cat "$1/faketime.rc" 2>/dev/null || echo '?')"
+  else
+    printf real
+  fi
+}
+
+# clock pg|mariadb OFFSET: rewrites the offset file (atomically: a reader
+# never sees it half written).
+server_clock() { # dir what running(0/1) offset
+  local dir=$1 what=$2 running=$3 off=$4
+  [[ "$off" =~ ^[+-]?[0-9]+[smhd]?$ ]] || die "clock: bad offset '$off' (use +30s, -30s, +1h, -1h, 0)"
+  [[ "$off" == [+-]* ]] || off=+$off
+  (( running )) || die "$what: not running; start it with SQLGUARD_SERVER_CLOCK=faketime tools/dbservers.sh start"
+  [[ "$(cat "$dir/clock" 2>/dev/null)" == faketime ]] \
+    || die "$what: not running under libfaketime; restart it with SQLGUARD_SERVER_CLOCK=faketime tools/dbservers.sh restart"
+  printf '%s\n' "$off" >"$dir/faketime.rc.tmp"
+  chmod 0644 "$dir/faketime.rc.tmp"
+  mv -f "$dir/faketime.rc.tmp" "$dir/faketime.rc"
+  log "$what: wall clock now real $off"
+}
+
 # -------------------------------------------------------------- PostgreSQL ---
 
 pick_pg_bin() {
@@ -386,10 +457,11 @@ pg_start() {
   fi
   rm -f "$PG_SOCK_DIR/.s.PGSQL.$PG_PORT" "$PG_SOCK_DIR/.s.PGSQL.$PG_PORT.lock"
 
-  log "postgresql: starting on 127.0.0.1:$PG_PORT ($(mode_name) settings, data $PG_DATA)"
+  clock_env "$PG_DIR"
+  log "postgresql: starting on 127.0.0.1:$PG_PORT ($(mode_name) settings, $CLOCK clock, data $PG_DATA)"
   # pg_ctl -w notices a postmaster that dies during startup; fd 9 (our lock)
   # must not leak into the daemon.
-  if ! pg_as "$PG_BIN/pg_ctl" start -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" -s \
+  if ! pg_as "${CLOCK_ENV[@]}" "$PG_BIN/pg_ctl" start -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" -s \
        </dev/null >/dev/null 9>&-; then
     show_log_tail "$PG_LOG" postgresql
     die "postgresql: server failed to start (pg_ctl start -w, timeout ${START_TIMEOUT}s)"
@@ -440,7 +512,7 @@ pg_crash() {
 pg_status() {
   local pid
   if pid=$(pg_pid); then
-    echo "postgresql: running  port $(pg_running_port)  pid $pid  mode $(cat "$PG_DIR/mode" 2>/dev/null || echo '?')  data $PG_DATA"
+    echo "postgresql: running  port $(pg_running_port)  pid $pid  mode $(cat "$PG_DIR/mode" 2>/dev/null || echo '?')  clock $(clock_status "$PG_DIR")  data $PG_DATA"
     return 0
   fi
   echo "postgresql: stopped  port $PG_PORT"
@@ -536,10 +608,11 @@ my_start() {
   mode_name >"$MY_DIR/mode"
   echo "$MY_PORT" >"$MY_DIR/port"
 
-  log "mariadb: starting on 127.0.0.1:$MY_PORT ($(mode_name) settings, data $MY_DATA)"
+  clock_env "$MY_DIR"
+  log "mariadb: starting on 127.0.0.1:$MY_PORT ($(mode_name) settings, $CLOCK clock, data $MY_DATA)"
   # setsid: own session, so a signal to our process group (e.g. a killed test
   # job) does not take the server down. fd 9 (our lock) must not leak.
-  (cd "$MY_DIR" && exec setsid "$MARIADBD" "${args[@]}") </dev/null >>"$MY_LOG" 2>&1 9>&- &
+  (cd "$MY_DIR" && exec setsid "${CLOCK_ENV[@]}" "$MARIADBD" "${args[@]}") </dev/null >>"$MY_LOG" 2>&1 9>&- &
   spawned=$!
 
   deadline=$(( $(now_us) + START_TIMEOUT * 1000000 ))
@@ -603,7 +676,7 @@ my_crash() {
 my_status() {
   local pid
   if pid=$(my_pid); then
-    echo "mariadb: running  port $(cat "$MY_DIR/port" 2>/dev/null || echo '?')  pid $pid  mode $(cat "$MY_DIR/mode" 2>/dev/null || echo '?')  data $MY_DATA"
+    echo "mariadb: running  port $(cat "$MY_DIR/port" 2>/dev/null || echo '?')  pid $pid  mode $(cat "$MY_DIR/mode" 2>/dev/null || echo '?')  clock $(clock_status "$MY_DIR")  data $MY_DATA"
     return 0
   fi
   echo "mariadb: stopped  port $MY_PORT"
@@ -623,11 +696,13 @@ done
 action=
 target=
 purge=0
+offset=
 for arg in "$@"; do
+  if [[ "$action" == clock && -n "$target" && -z "$offset" ]]; then offset=$arg; continue; fi
   case "$arg" in
     -h|--help|help) usage; exit 0 ;;
     --purge) purge=1 ;;
-    start|stop|restart|crash|status|env)
+    start|stop|restart|crash|status|env|clock)
       [[ -z "$action" ]] || { usage; die "more than one action given"; }
       action=$arg ;;
     pg|postgres|postgresql) [[ -z "$target" ]] || die "more than one target given"; target=pg ;;
@@ -639,6 +714,10 @@ done
 [[ -n "$action" ]] || { usage; die "no action given"; }
 target=${target:-all}
 (( purge == 0 )) || [[ "$action" == stop ]] || die "--purge is only valid with stop"
+if [[ "$action" == clock ]]; then
+  [[ "$target" == pg || "$target" == mariadb ]] || die "clock: name one server (pg or mariadb)"
+  [[ -n "$offset" ]] || die "clock: no offset given (e.g. +30s, -1h, 0)"
+fi
 
 want_pg=0 want_my=0
 [[ "$target" == pg || "$target" == all ]] && want_pg=1
@@ -696,14 +775,19 @@ case "$action" in
   restart)
     prepare_base
     take_lock
-    if (( want_pg )); then keep_mode "$PG_DIR/mode"; pg_stop; pg_start; fi
-    if (( want_my )); then keep_mode "$MY_DIR/mode"; my_stop; my_start; fi
+    if (( want_pg )); then keep_mode "$PG_DIR/mode"; keep_clock "$PG_DIR/clock"; pg_stop; pg_start; fi
+    if (( want_my )); then keep_mode "$MY_DIR/mode"; keep_clock "$MY_DIR/clock"; my_stop; my_start; fi
+    ;;
+  clock)
+    prepare_base
+    if (( want_pg )); then running=0; pg_pid >/dev/null && running=1; server_clock "$PG_DIR" postgresql "$running" "$offset"; fi
+    if (( want_my )); then running=0; my_pid >/dev/null && running=1; server_clock "$MY_DIR" mariadb "$running" "$offset"; fi
     ;;
   crash)
     prepare_base
     take_lock
-    if (( want_pg )); then t0=$(now_us); keep_mode "$PG_DIR/mode"; pg_crash; pg_start; log "postgresql: crash + recovery took $(elapsed "$t0")"; fi
-    if (( want_my )); then t0=$(now_us); keep_mode "$MY_DIR/mode"; my_crash; my_start; log "mariadb: crash + recovery took $(elapsed "$t0")"; fi
+    if (( want_pg )); then t0=$(now_us); keep_mode "$PG_DIR/mode"; keep_clock "$PG_DIR/clock"; pg_crash; pg_start; log "postgresql: crash + recovery took $(elapsed "$t0")"; fi
+    if (( want_my )); then t0=$(now_us); keep_mode "$MY_DIR/mode"; keep_clock "$MY_DIR/clock"; my_crash; my_start; log "mariadb: crash + recovery took $(elapsed "$t0")"; fi
     ;;
 esac
 exit 0

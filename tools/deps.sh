@@ -57,6 +57,9 @@ if (( with_servers || with_topologies )); then
   # redis-server and etcd-server: the bench's comparators (tools/bench.sh)
   # and the etcd client's test (tools/etcdserver.sh).
   packages+=(postgresql postgresql-client mariadb-server mariadb-client redis-server etcd-server)
+  # libfaketime: the chaos clock-step fault (servers and workers whose wall
+  # clock steps; tools/dbservers.sh clock).
+  packages+=(faketime)
 fi
 if (( with_topologies )); then
   # python3-etcd: Patroni's etcd3 module imports it (the package only

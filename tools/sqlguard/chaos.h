@@ -40,6 +40,11 @@ enum class Control {
   // --lock-kind fair: workers take the lease with a non-fair handle (it
   // does not look at the queue): fifo_order
   kFairQueueJump,
+  // With --faults clock-step: workers take over by the database clock
+  // (TakeOver::kDatabaseClock, the rule before the watched one), which a
+  // forward step of that clock fools: overlap (lease, fair), permit_limit
+  // (semaphore:N), rw_exclusion (rw)
+  kDatabaseClockTakeover,
 };
 // "no-fencing", "unguarded-decrement", ... ; "" for kNone.
 const char* control_name(Control c);

@@ -42,11 +42,12 @@ ChaosSql::ChaosSql(const Names& n, const KindSpec& kind) {
   insert_resource = "INSERT INTO " + n.res + " (id, version, last_fence, last_worker) VALUES (?, 0, 0, -1)";
   insert_stock = "INSERT INTO " + n.stock + " (id, qty, version, initial_qty) VALUES (?, ?, 0, ?)";
   tables = {n.res, n.audit, n.stock, n.sale, n.effect};
-  // The journals of --lock-kind (written by the workers, read by the checker).
-  if (kind.kind == LockKind::kSemaphore || kind.kind == LockKind::kReadWrite) {
-    // One row per hold whose end owns() confirmed; mode x (a semaphore
-    // holding, an exclusive hold) or s (a shared hold); seen_fence: the
-    // resource's last fence as a shared holder read it (-1: a writer).
+  // The journals (written by the workers, read by the checker).
+  {
+    // One row per hold whose end owns() confirmed; mode x (a lease, a
+    // semaphore holding, an exclusive hold) or s (a shared hold);
+    // seen_fence: the resource's last fence as a shared holder read it (-1:
+    // a writer).
     create_tables.push_back("CREATE TABLE " + n.hold +
                             " (resource INTEGER NOT NULL, worker INTEGER NOT NULL, pid BIGINT NOT NULL, mode "
                             "VARCHAR(1) NOT NULL, permits BIGINT NOT NULL, fence BIGINT NOT NULL, start_ms BIGINT NOT "
@@ -100,11 +101,13 @@ std::string interval(const Hold& h) {
 }
 
 // ---- the checks of --lock-kind ------------------------------------------------------
-// The evidence is the workers' journals, on the database clock. A hold row
-// is written only if owns() was true after its end_ms was read, so by the
-// trust window its [start_ms, end_ms] lies inside the hold; two intervals
-// that share an instant (start of one < end of the other, strictly: the
-// database clock has 1 ms steps) were held at once.
+// The evidence is the workers' journals, stamped with this host's
+// CLOCK_MONOTONIC (every worker runs here; no wall-clock step, of the
+// database or of a worker, moves it). A hold row is written only if owns()
+// was true after its end_ms was read, so by the trust window its
+// [start_ms, end_ms] lies inside the hold; two intervals that share an
+// instant (start of one < end of the other, strictly: the stamps have 1 ms
+// steps) were held at once.
 
 // semaphore:N: the permits of the holds of each instant never exceed N.
 void check_permits(Verdict& v, const std::vector<Hold>& holds, std::int64_t limit,
@@ -137,9 +140,10 @@ void check_permits(Verdict& v, const std::vector<Hold>& holds, std::int64_t limi
 
 // rw: no exclusive hold shares an instant with another hold; no shared
 // holder read a fence larger than its own (a write by an exclusive holder
-// that acquired while it held).
-void check_rw(Verdict& v, const std::vector<Hold>& holds,
-              const std::function<void(const std::string&)>& example) {
+// that acquired while it held). The lease and the fair lease (every hold
+// exclusive) count theirs under `invariant` "overlap".
+void check_rw(Verdict& v, const std::vector<Hold>& holds, const std::function<void(const std::string&)>& example,
+              const std::string& invariant = "rw_exclusion") {
   int bad = 0;
   std::int64_t shared_overlaps = 0, readers = 0, writers = 0;
   for (std::size_t i = 0; i < holds.size(); ++i) {
@@ -156,7 +160,7 @@ void check_rw(Verdict& v, const std::vector<Hold>& holds,
       if (b.resource != a.resource || b.start_ms >= a.end_ms) break;
       if (a.exclusive || b.exclusive) {
         ++bad;
-        example(std::string("rw_exclusion: resource ") + std::to_string(a.resource) + ": " +
+        example(invariant + ": resource " + std::to_string(a.resource) + ": " +
                 (a.exclusive ? "exclusive" : "shared") + " fence " + std::to_string(a.fence) + " " + interval(a) +
                 " and " + (b.exclusive ? "exclusive" : "shared") + " fence " + std::to_string(b.fence) + " " +
                 interval(b) + " overlap");
@@ -165,7 +169,7 @@ void check_rw(Verdict& v, const std::vector<Hold>& holds,
       }
     }
   }
-  v.invariants["rw_exclusion"] = bad;
+  v.invariants[invariant] = (v.invariants.contains(invariant) ? v.invariants[invariant].get<int>() : 0) + bad;
   v.holds["exclusive_holds"] = writers;
   v.holds["shared_holds"] = readers;
   v.holds["shared_overlaps"] = shared_overlaps;  // > 0: readers did share
@@ -271,8 +275,9 @@ Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, const Workers& w
     }
   }
 
-  // 2b. The kind's own invariant, from its journal.
-  if (kind.kind == LockKind::kSemaphore || kind.kind == LockKind::kReadWrite) {
+  // 2b. The kind's own invariant, from its journal (the lease kinds: no
+  // two holders that believed they held at one instant, "overlap").
+  {
     auto rows = db.with([&](Connection& c) { return c.execute(sql.select_hold); });
     std::vector<Hold> holds;
     for (const auto& r : rows.rows)
@@ -282,8 +287,10 @@ Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, const Workers& w
     v.holds["holds_unconfirmed"] = t.holds_unconfirmed;  // owns() false at their end: not journaled
     if (kind.kind == LockKind::kSemaphore)
       check_permits(v, holds, kind.permits, example);
-    else
+    else if (kind.kind == LockKind::kReadWrite)
       check_rw(v, holds, example);
+    else
+      check_rw(v, holds, example, "overlap");
   }
   if (kind.kind == LockKind::kFair) {
     auto rows = db.with([&](Connection& c) { return c.execute(sql.select_wait); });
@@ -328,6 +335,13 @@ Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, const Workers& w
   // ttl of the kill (the watchdog died with it: nothing may extend it). If
   // the row now carries another fence, it was taken over, i.e. it expired.
   const std::int64_t slack = 250;  // kill timestamp estimate + a renewal already in flight
+  if (run.clock_steps) {
+    // Expiries are database-clock times, and that clock stepped: a holding
+    // written at +1 h "expires" an hour late, by what `lock list` shows,
+    // while the watched take-over frees it after its ttl unrenewed.
+    inv.erase("stale_lock");
+    kills.clear();
+  }
   for (auto& k : kills) {
     if (!k.checked) {
       auto info = db.with([&](Connection& c) { return lease_info(c, run.names.lock(k.resource)); });
@@ -350,7 +364,7 @@ Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, const Workers& w
   }
   // Semaphore holdings and read-write holds are not lease rows: once the
   // ttl has passed since the last worker exited, none may be live.
-  if (!kind.lease_rows()) {
+  if (!kind.lease_rows() && !run.clock_steps) {
     const std::int64_t at = w.last_exit_db_ms + run.ttl.count() + slack;
     while (run.db_now_ms() < at) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     for (int r = 0; r < run.resources; ++r) {
@@ -368,6 +382,7 @@ Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, const Workers& w
   // And nobody is alive now: no lease of the run may outlast the last exit by more than the ttl.
   auto leases = db.with([&](Connection& c) { return list_leases(c, true); });
   for (const auto& l : leases) {
+    if (run.clock_steps) break;
     if (l.name.rfind(run.names.prefix, 0) != 0) continue;
     if (l.expire_at_ms > w.last_exit_db_ms + run.ttl.count() + slack) {
       inv["stale_lock"] = inv["stale_lock"].get<int>() + 1;

@@ -43,6 +43,9 @@ namespace sqlguard::cli::chaos {
 struct FaultSet {
   bool kill = true, pause = true, session_kill = true, restart = true, crash = false, partition = true,
        failover = false;
+  // Wall-clock steps of the server and of the workers, under libfaketime
+  // (chaos_clock.cpp). Only when listed: the server must run under it.
+  bool clock_step = false;
   // Galera: kill -9 one node (never node 1, the coordinator's) and rejoin it
   // (chaos_nodekill.cpp). Default on; it applies with several --db only.
   bool node_kill = true;
@@ -86,6 +89,12 @@ struct Run {
   int resources = 1, items = 2, messages = 100;
   std::int64_t initial_qty = 0;
   std::int64_t clock_offset_ms = 0;  // db clock - wall clock, measured at start
+  // --faults clock-step: wall clocks (the server's, the workers') step
+  // during the run, so db_now_ms() is no estimate of the database clock and
+  // the checks that rest on it (stale locks) are not judged.
+  bool clock_steps = false;
+  // Set in every worker's environment (libfaketime under clock-step).
+  std::vector<std::pair<std::string, std::string>> worker_env;
   std::chrono::steady_clock::time_point t0, deadline;
   std::vector<std::string> notes;  // printed with the result
   nlohmann::json faults = nlohmann::json::array();
@@ -145,7 +154,7 @@ struct ChaosSql {
   std::string select_stock;         // id, qty, initial_qty, sold
   std::string select_effects;       // message, count
   std::string count_worker_effects;  // effect rows the workers wrote (not the final redelivery's)
-  // --lock-kind semaphore / rw: resource, mode, permits, fence, start_ms, end_ms, seen_fence, worker
+  // every kind: resource, mode, permits, fence, start_ms, end_ms, seen_fence, worker
   std::string select_hold;
   // --lock-kind fair: resource, worker, fence, arrive_ms, queued_ms, wait_ms, end_ms, stalled
   std::string select_wait;
@@ -301,6 +310,18 @@ class Faults {
   // (2..N, never node 1: the coordinator's) and rejoin it, one at a time,
   // through `$SQLGUARD_DBSERVERS node-kill|node-start galera N` on a thread.
   void setup_node_kills();
+  // chaos_clock.cpp. --faults clock-step: the workers run under libfaketime
+  // with one offset file; the server (pg, mariadb, pgbouncer's pg) too when
+  // tools/dbservers.sh started it so. Each step moves one of the two wall
+  // clocks (server and workers take turns; SQLite: the workers', which is
+  // its database clock) through +30 s, 0, +1 h, 0, -30 s, 0, -1 h, 0 from the
+  // real time: every step is one of +-30 s, +-1 h.
+  void setup_clock_steps();
+  bool can_step_clock() const { return clock_on_ && !clock_reset_; }
+  bool clock_steps_enabled() const { return clock_on_; }
+  void step_clock();
+  void reset_clocks();  // both back to the real time (end of the run, errors)
+  int clock_steps = 0, clock_step_failures = 0;
   bool can_node_kill() const { return !node_dbservers_.empty(); }
   bool node_cycle_running() const { return node_thread_.joinable(); }
   void start_node_kill();
@@ -337,6 +358,12 @@ class Faults {
   // One proxy per worker slot (empty: no partitions), and when each heals.
   std::vector<std::unique_ptr<faultproxy::FaultProxy>> proxies_;
   std::vector<std::chrono::steady_clock::time_point> heal_at_;
+  // clock-step (chaos_clock.cpp)
+  bool clock_on_ = false, clock_reset_ = false;
+  std::string clock_server_, clients_rc_;  // dbservers target ("": workers only), the workers' offset file
+  int clock_event_ = 0, server_phase_ = 0, client_phase_ = 0;
+  bool write_clients_offset(std::int64_t seconds);
+  bool step_server(std::int64_t seconds);
   // node-kill (chaos_nodekill.cpp)
   bool topology(const std::string& action, int node);
   std::string node_dbservers_;

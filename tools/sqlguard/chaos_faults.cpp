@@ -31,6 +31,7 @@ void Faults::skip_fault(bool requested, const std::string& why) {
 
 void Faults::configure_server() {
   const FaultSet& fs = run_.o.fault_set;
+  setup_clock_steps();
   if (!server()) {
     std::string na;
     for (auto [on, name] : {std::pair{fs.session_kill, "session-kill"}, {fs.restart, "restart"},
@@ -91,6 +92,7 @@ std::vector<std::string> Faults::enabled() const {
   on.partition = can_partition();
   on.node_kill = can_node_kill();
   on.failover = can_failover();
+  on.clock_step = clock_steps_enabled();
   return on.names();
 }
 
@@ -219,6 +221,7 @@ void Faults::finish() {
     std::this_thread::sleep_for(milliseconds(50));
   }
   if (failover_thread_.joinable()) join_failover();
+  reset_clocks();
 }
 
 void Faults::restore_server() {

@@ -69,6 +69,7 @@ constexpr std::pair<Control, const char*> kControls[] = {
     {Control::kSemaphoreIgnoresOwns, "semaphore-ignores-owns"},
     {Control::kRwWriterShares, "rw-writer-shares"},
     {Control::kFairQueueJump, "fair-queue-jump"},
+    {Control::kDatabaseClockTakeover, "database-clock-takeover"},
 };
 }  // namespace
 
@@ -296,6 +297,9 @@ class Worker {
     LeaseOptions o;
     // Negative control: a lease that outlives its holder by far.
     o.ttl = a_.control == Control::kLongLease ? ttl_ * 10 : ttl_;
+    // Negative control database-clock-takeover: the rule a forward step of
+    // the database clock fools.
+    if (a_.control == Control::kDatabaseClockTakeover) o.take_over = TakeOver::kDatabaseClock;
     Slot* s = &s_;
     o.on_lost = [s](const LeaseLoss&) { ++s->lease_losses; };
     return o;
@@ -352,7 +356,7 @@ class Worker {
   }
 
   // A fair wait, journaled for the FIFO check (chaos_check.cpp): the
-  // database time before the call (arrival) and after acquire_async
+  // time (stamp_ms) before the call (arrival) and after acquire_async
   // returned (its place is taken by then, so its ticket was drawn between
   // the two), the wait, the time after it ended and the grant's fence (0:
   // not granted). `stalled`: its place may have lapsed while it waited —
@@ -364,12 +368,9 @@ class Worker {
   bool fair_acquire(LeaseLock& lock, int r, milliseconds left) {
     ++s_.wait_seq;
     const milliseconds wait = std::min(ttl_ * 3, left);
-    const std::int64_t arrive_ms = conn_->db_now_ms();
+    const std::int64_t arrive_ms = stamp_ms();
     auto got = lock.acquire_async(wait);
-    // From here a killed session must not end the wait (its cancel would
-    // leave a place behind when the client's own connections are dead too):
-    // a later reading is still an upper bound.
-    const std::int64_t queued_ms = db_now_retrying();
+    const std::int64_t queued_ms = stamp_ms();
     const bool place = lock.options().fair;
     bool stalled = false;
     auto last = steady_clock::now(), renewed_at = last;
@@ -389,7 +390,7 @@ class Worker {
       if (ready) break;
     }
     const bool ok = got.get();  // throws what ended the wait (the database stayed away)
-    const std::int64_t end_ms = db_now_retrying();
+    const std::int64_t end_ms = stamp_ms();
     conn_->execute("INSERT INTO " + n_.wait +
                        " (resource, worker, pid, fence, arrive_ms, queued_ms, wait_ms, end_ms, stalled) VALUES (?, ?, "
                        "?, ?, ?, ?, ?, ?, ?)",
@@ -398,27 +399,12 @@ class Worker {
     return ok;
   }
 
-  // The database clock on the main connection, reconnecting after a killed
-  // session (or a restart) until the deadline.
-  std::int64_t db_now_retrying() {
-    for (;;) {
-      try {
-        return conn_->db_now_ms();
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kConnectionLost && e.code() != ErrorCode::kCommitInDoubt &&
-            e.code() != ErrorCode::kTimeout)
-          throw;
-        count_error(e);
-        if (past_deadline()) throw;
-        sleep(milliseconds(20));
-        try {
-          conn_->reconnect();
-          ++s_.reconnects;
-          note_session();
-        } catch (const Error&) {  // still away: try again
-        }
-      }
-    }
+  // The journals' clock: this host's CLOCK_MONOTONIC in ms, one clock for
+  // every worker (they all run here, under one coordinator) that no step of
+  // any wall clock moves — the database's included, which --faults
+  // clock-step steps (and with it the database's NOW()).
+  static std::int64_t stamp_ms() {
+    return std::chrono::duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
   }
 
   // The "work" of a holder: 20-150 ms, or (1 in 8) 1.3 x ttl, which the
@@ -444,8 +430,8 @@ class Worker {
   // permit, or 2 in 1 of 4 when N >= 2; a read-write lease: exclusive in 1
   // of 3, else shared), "works", then writes (permit holders and
   // exclusive holders) or reads the resource's last fence (shared
-  // holders), then journals the hold [start_ms, end_ms] on the database
-  // clock if owns() is still true after end_ms was read: by the trust
+  // holders), then journals the hold [start_ms, end_ms] (stamp_ms) if
+  // owns() is still true after end_ms was read: by the trust
   // window the interval lies inside the hold, so the checker can count the
   // holders of every instant.
   void sync_work() {
@@ -475,7 +461,7 @@ class Worker {
     s_.resource = r;
     s_.phase = kHolding;
     const auto held_at = steady_clock::now();
-    const std::int64_t start_ms = conn_->db_now_ms();
+    const std::int64_t start_ms = stamp_ms();
     const bool paused = work(held_at);
     std::int64_t seen = -1;
     if (writer) {
@@ -488,20 +474,15 @@ class Worker {
     } else {
       seen = conn_->execute("SELECT last_fence FROM " + n_.res + " WHERE id = ?", {r}).rows.at(0)[0].as_int();
     }
-    const std::int64_t end_ms = conn_->db_now_ms();
+    const std::int64_t end_ms = stamp_ms();
     // Negative control semaphore-ignores-owns: never asks.
     const bool confirmed = a_.control == Control::kSemaphoreIgnoresOwns || owns();
     s_.phase = kIdle;
     s_.resource = -1;
-    if (confirmed) {
-      conn_->execute("INSERT INTO " + n_.hold +
-                         " (resource, worker, pid, mode, permits, fence, start_ms, end_ms, seen_fence, paused) VALUES "
-                         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     {r, a_.slot, static_cast<std::int64_t>(getpid()), std::string(writer ? "x" : "s"),
-                      sem ? permits : 1, fence, start_ms, end_ms, seen, paused ? 1 : 0});
-    } else {
+    if (confirmed)
+      journal_hold(r, writer ? "x" : "s", sem ? permits : 1, fence, start_ms, end_ms, seen, paused);
+    else
       ++s_.holds_unconfirmed;
-    }
     bool released = false;
     try {
       released = sp ? sp->release() : rp->release();
@@ -511,6 +492,15 @@ class Worker {
       if (sp) sems_[r].reset();
       else rws_[r].reset();
     }
+  }
+
+  void journal_hold(int r, const char* mode, std::int64_t permits, std::int64_t fence, std::int64_t start_ms,
+                    std::int64_t end_ms, std::int64_t seen, bool paused) {
+    conn_->execute("INSERT INTO " + n_.hold +
+                       " (resource, worker, pid, mode, permits, fence, start_ms, end_ms, seen_fence, paused) VALUES "
+                       "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   {r, a_.slot, static_cast<std::int64_t>(getpid()), std::string(mode), permits, fence, start_ms,
+                    end_ms, seen, paused ? 1 : 0});
   }
 
   // The write of a semaphore holder or an exclusive holder of a read-write
@@ -559,11 +549,19 @@ class Worker {
     // pause is measured from now, so a stop that lands in the round trip
     // below (slower behind a pooler) is seen by the first sleep step too.
     const auto held_at = steady_clock::now();
-    std::int64_t start_ms = conn_->db_now_ms();
+    std::int64_t start_ms = stamp_ms();
 
     // The "work". Sometimes longer than the ttl: the watchdog must keep the
     // lease.
     const bool paused = work(held_at);
+    // The hold as the holder believed it, before its write asks the
+    // database: [start_ms, now] if owns() is still true after now was read
+    // (journaled below, as for the other kinds: the overlap check counts two
+    // holders that both believed they held at one instant, which the
+    // guarded write alone would not show — it refuses the older one's write,
+    // while what that holder does outside the database ran on).
+    const std::int64_t believed_end_ms = stamp_ms();
+    const bool believed = lock.owns();
 
     s_.phase = kWriting;
     if (paused) ++s_.late_attempts;
@@ -602,6 +600,10 @@ class Worker {
       ++s_.late_rejected;
     s_.phase = kIdle;
     s_.resource = -1;
+    if (believed)
+      journal_hold(r, "x", 1, fence, start_ms, believed_end_ms, -1, paused);
+    else
+      ++s_.holds_unconfirmed;
     bool released = false;
     try {
       released = lock.release();
@@ -612,12 +614,12 @@ class Worker {
 
   // The protected write: bump the resource's version (its row lock orders
   // writers, so version = commit order), then the audit row with the
-  // holder's critical-section interval on the DB clock.
+  // holder's critical-section interval (stamp_ms).
   void write(Transaction& tx, int r, std::int64_t fence, std::int64_t start_ms, bool paused) {
     tx.execute("UPDATE " + n_.res + " SET version = version + 1, last_fence = ?, last_worker = ? WHERE id = ?",
                {fence, a_.slot, r});
     auto seq = tx.execute("SELECT version FROM " + n_.res + " WHERE id = ?", {r}).rows.at(0)[0].as_int();
-    std::int64_t end_ms = tx.connection().db_now_ms();
+    std::int64_t end_ms = stamp_ms();
     tx.execute("INSERT INTO " + n_.audit +
                    " (resource, seq, fence, worker, pid, start_ms, end_ms, paused) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                {r, seq, fence, a_.slot, static_cast<std::int64_t>(getpid()), start_ms, end_ms, paused ? 1 : 0});

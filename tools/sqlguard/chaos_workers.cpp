@@ -84,6 +84,7 @@ void Workers::spawn(int slot) {
   // The URI travels in the environment (SQLGUARD_DB), not on the command
   // line where `ps` would show its password.
   so.env = {{"SQLGUARD_DB", uris_[static_cast<std::size_t>(slot)]}};
+  so.env.insert(so.env.end(), run_.worker_env.begin(), run_.worker_env.end());  // libfaketime (clock-step)
   so.out = proc::SpawnOptions::Out::kNull;  // stdout is the coordinator's JSON
   so.own_group = true;        // a terminal's Ctrl-C reaches only the coordinator, which winds the run down
   so.die_with_parent = true;  // no worker outlives a crashed coordinator

@@ -62,6 +62,7 @@ FaultSet FaultSet::parse(const std::string& list) {
   FaultSet f;
   f.listed = true;
   f.kill = f.pause = f.session_kill = f.restart = f.crash = f.partition = f.node_kill = f.failover = false;
+  f.clock_step = false;
   std::size_t begin = 0;
   while (begin <= list.size()) {
     auto end = std::min(list.find(',', begin), list.size());
@@ -74,11 +75,12 @@ FaultSet FaultSet::parse(const std::string& list) {
                  : name == "partition"    ? &f.partition
                  : name == "node-kill"    ? &f.node_kill
                  : name == "failover"     ? &f.failover
+                 : name == "clock-step"   ? &f.clock_step
                                           : nullptr;
     if (!flag)
       throw CLI::ValidationError("--faults", "unknown fault '" + name +
                                                  "'; known: kill, pause, session-kill, restart, crash, partition, "
-                                                 "node-kill, failover");
+                                                 "node-kill, failover, clock-step");
     *flag = true;
     begin = end + 1;
   }
@@ -89,7 +91,7 @@ std::vector<std::string> FaultSet::names() const {
   std::vector<std::string> n;
   for (auto [on, name] : {std::pair{kill, "kill"}, {pause, "pause"}, {session_kill, "session-kill"},
                           {restart, "restart"}, {crash, "crash"}, {partition, "partition"}, {node_kill, "node-kill"},
-                          {failover, "failover"}})
+                          {failover, "failover"}, {clock_step, "clock-step"}})
     if (on) n.emplace_back(name);
   return n;
 }
@@ -168,6 +170,10 @@ void inject(Run& run, Workers& w, Faults& f) {
   // the previous cycle ended; only while one can still finish its promotion
   // (~20-25 s: Patroni's minimum ttl) inside the run.
   auto next_failover = run.t0 + std::max(milliseconds(3000), run.duration / 10);
+  // Clock steps: a dozen in a run, at least the ttl apart (take-overs and
+  // renewals happen between them), at most 10 s.
+  const milliseconds step_every = std::clamp(run.duration / 12, std::max(run.ttl, milliseconds(200)), milliseconds(10000));
+  auto next_step = run.t0 + step_every;
   const milliseconds failover_needs(25000);
   // Paused and partitioned workers together: at most half of them.
   int max_out = std::max(1, run.o.workers / 2);
@@ -203,6 +209,10 @@ void inject(Run& run, Workers& w, Faults& f) {
         f.partition(t);
         next_partition = now + run.jitter(pause_len, 0.8, 1.5);
       }
+    }
+    if (f.can_step_clock() && now >= next_step && now + milliseconds(500) < run.deadline) {
+      f.step_clock();
+      next_step = now + run.jitter(step_every, 0.8, 1.2);
     }
     if (fs.kill && now >= next_kill) {
       // Prefer a worker holding a lease or inside a transaction; fall back
@@ -294,6 +304,8 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v,
       {"failovers", f.failovers},
       {"failover_failures", f.failover_failures},
       {"failover_cycle_ms", f.failover_cycle_ms},
+      {"clock_steps", f.clock_steps},
+      {"clock_step_failures", f.clock_step_failures},
       // Longest time without a successful write of the probe (null: no probe,
       // it runs only with failovers).
       {"max_unavailable_ms", probe.started() ? json(probe.max_unavailable_ms()) : json(nullptr)},
@@ -326,7 +338,7 @@ void report(const Run& run, const Workers& w, const Faults& f, const Verdict& v,
     out << "  faults:     " << f.kills << " kill -9, " << f.pauses << " pauses past ttl, " << f.connection_kills
         << " connection kills (" << f.sessions_terminated << " sessions), " << f.server_restarts
         << " server restarts, " << f.server_crashes << " server crashes, " << f.partitions << " partitions, "
-        << f.failovers << " failovers";
+        << f.failovers << " failovers, " << f.clock_steps << " clock steps";
     if (f.nodes > 1)
       out << ", " << f.node_kills << " node kills (" << f.node_rejoins << " rejoined) over " << f.nodes << " nodes";
     out << "\n";
@@ -404,6 +416,7 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
     probe.stop();
   } catch (...) {
     f.heal_all_partitions();
+    f.reset_clocks();
     w.kill_all();  // never leave stopped or running children behind
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
@@ -463,7 +476,9 @@ void add_chaos(CLI::App& app) {
                   "it (exit 4): no-fencing (fence_order, overlap), unguarded-decrement (stock), "
                   "effects-outside-inbox (inbox_effects), long-lease (stale_lock), worker-crash (worker_exits); "
                   "with --lock-kind semaphore:N semaphore-ignores-owns (permit_limit), rw rw-writer-shares "
-                  "(rw_exclusion), fair fair-queue-jump (fifo_order)")
+                  "(rw_exclusion), fair fair-queue-jump (fifo_order); with --faults clock-step "
+                  "database-clock-takeover (take-overs by the database clock, which a forward step fools: overlap, "
+                  "permit_limit or rw_exclusion)")
       ->excludes(no_fencing);
   cmd->add_flag("--no-server-restarts", o->no_restarts, "Do not restart the database server (= leave out restart)");
   cmd->add_option("--lock-kind", o->lock_kind,
@@ -473,9 +488,11 @@ void add_chaos(CLI::App& app) {
       ->capture_default_str();
   auto* faults = cmd->add_option("--faults", o->faults,
                   "Comma-separated faults to inject: kill, pause, session-kill, restart, crash, partition, node-kill, "
-                  "failover (default: all that apply to the dialect, except crash and failover; crash is a SIGKILL "
-                  "of the server (pg or mariadb) and its restart; node-kill needs one --db per Galera node, failover "
-                  "--topology pg-ha|pg-async)");
+                  "failover, clock-step (default: all that apply to the dialect, except crash, failover and "
+                  "clock-step; crash is a SIGKILL of the server (pg or mariadb) and its restart; node-kill needs one "
+                  "--db per Galera node, failover --topology pg-ha|pg-async; clock-step steps the wall clocks of "
+                  "the workers and of a server started with SQLGUARD_SERVER_CLOCK=faketime tools/dbservers.sh by "
+                  "+-30s and +-1h, under libfaketime)");
   cmd->add_flag("--keep-tables", o->keep, "Keep the run's chaos_<run>_* tables for inspection");
   cmd->add_option("--topology", o->topology,
                   "tools/dbservers.sh target of server restarts and failovers (default: pg or mariadb; "
@@ -491,6 +508,9 @@ void add_chaos(CLI::App& app) {
     if (no_fencing->count() > 0) o->control = chaos::Control::kNoFencing;
     if (!control->empty()) o->control = chaos::parse_control(*control);
     o->kind = chaos::parse_lock_kind(o->lock_kind);
+    if (o->control == chaos::Control::kDatabaseClockTakeover && !o->fault_set.clock_step)
+      throw BadValue("--control", "database-clock-takeover needs --faults ...,clock-step: only a step of the "
+                                  "database clock makes take-overs by that clock overlap a holder");
     const chaos::LockKind needs = chaos::control_kind(o->control);
     if (needs != chaos::LockKind::kLease && needs != o->kind.kind)
       throw BadValue("--control", std::string(chaos::control_name(o->control)) + " needs --lock-kind " +

@@ -32,6 +32,7 @@
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/semaphore.h"
 #include "test_context.h"
+#include "test_helpers.h"
 
 namespace sgtest::detail {
 std::string with_database(const std::string& uri, const std::string& db);
@@ -630,6 +631,72 @@ TEST_CASE("sqlguard chaos over the three Galera nodes with a node kill finds no 
               j["node_kills"].get<int>(), j["node_rejoins"].get<int>(), j["kills"].get<int>(), j["pauses"].get<int>(),
               j["acquisitions"].get<int>(), j["fenced_writes_accepted"].get<int>(),
               j["late_writes_rejected"].get<int>(), j["violations"].get<int>());
+}
+
+namespace {
+// The last line of a chaos run's output, as JSON.
+nlohmann::json last_json(const std::string& out) {
+  auto last = out.rfind('\n', out.size() >= 2 ? out.size() - 2 : 0);
+  return nlohmann::json::parse(out.substr(last == std::string::npos ? 0 : last + 1));
+}
+}  // namespace
+
+TEST_CASE("sqlguard chaos over the three Galera nodes with their wall clocks stepped apart (+-30 s, +-1 h) and a "
+          "node kill finds no violation; take-overs by the database clock overlap under the steps (negative control)",
+          "[.][galera][galera-clock]") {
+  // The cluster restarted under libfaketime (each node its own offset file),
+  // and on its real clock after.
+  const std::string script = sgtest::required_env("SQLGUARD_DBSERVERS");
+  REQUIRE(sgtest::run_process({"/bin/bash", script, "restart", "galera"}, nullptr,
+                              {"SQLGUARD_SERVER_CLOCK=faketime"}) == 0);
+  struct Restore {
+    std::string script;
+    ~Restore() {
+      sgtest::run_process({"/bin/bash", script, "restart", "galera"}, nullptr, {"SQLGUARD_SERVER_CLOCK=real"});
+    }
+  } restore{script};
+  auto chaos = [](std::vector<std::string> args, std::string* out) {
+    std::vector<std::string> argv = {sgtest::cli_path(), "--json", "chaos"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (const auto& u : galera_base_uris()) {
+      argv.push_back("--db");
+      argv.push_back(u);
+    }
+    return sgtest::run_process(argv, out);
+  };
+  std::string out;
+  int rc = chaos({"--duration", "20s", "--workers", "6", "--ttl", "1s", "--faults", "clock-step,kill,pause,node-kill",
+                  "--seed", "7"},
+                 &out);
+  INFO(out);
+  CHECK(rc == 0);
+  auto j = last_json(out);
+  CHECK(j["nodes"] == 3);
+  CHECK(j["violations"] == 0);
+  CHECK(j["clock_steps"].get<int>() >= 8);
+  CHECK(j["clock_step_failures"] == 0);
+  CHECK(j["acquisitions"].get<int>() > 0);
+  CHECK(j["holds"]["holds_journaled"].get<int>() > 0);
+  std::printf("galera clock-step chaos: %d clock steps, %d node kills, %d kill -9, %d pauses, %d acquisitions, "
+              "%d holds journaled, %d violations\n",
+              j["clock_steps"].get<int>(), j["node_kills"].get<int>(), j["kills"].get<int>(), j["pauses"].get<int>(),
+              j["acquisitions"].get<int>(), j["holds"]["holds_journaled"].get<int>(), j["violations"].get<int>());
+  // The control: the same steps fool take-overs by the database clock.
+  long long overlaps = 0;
+  for (const std::string seed : {"21", "22", "23"}) {
+    std::string ctl;
+    const int crc = chaos({"--duration", "10s", "--workers", "6", "--ttl", "500ms", "--faults", "clock-step",
+                           "--control", "database-clock-takeover", "--seed", seed},
+                          &ctl);
+    INFO(ctl);
+    auto c = last_json(ctl);
+    const long long overlap = c["invariants"]["overlap"].get<long long>();
+    CHECK(crc == (overlap > 0 ? 4 : 0));
+    CHECK(c["violations"].get<long long>() == overlap);  // no other invariant
+    overlaps += overlap;
+    if (overlaps > 0) break;
+  }
+  CHECK(overlaps > 0);
 }
 
 // ---- on every dialect (the default suites) ----------------------------------------

@@ -53,6 +53,12 @@
 #   node-kill galera N  kill -9 Galera node N (1-3); survivors notice in ~5 s.
 #                       Killing two of three leaves the last one without
 #                       quorum (non-primary): `restart galera` then.
+#   clock galera N OFFSET
+#                       step node N's wall clock (NOW()) to OFFSET from the real
+#                       time (+30s, -1h, 0), when the cluster was started under
+#                       libfaketime: SQLGUARD_SERVER_CLOCK=faketime start|restart
+#                       galera (node-start, and start/restart without the
+#                       variable, keep the cluster's clock; a new cluster is real)
 #   node-start galera N restart node N (recovers its wsrep position first, so
 #                       it rejoins by IST, not a full SST); waits until it is
 #                       synced and the cluster has all running nodes again
@@ -1177,6 +1183,43 @@ wsrep-provider-options='base_host=127.0.0.1;base_port=$(ga_gport "$n");gmcast.li
 EOF
 }
 
+# libfaketime for a node (the cluster's choice, $GA_DIR/clock): sets
+# GA_CLOCK_ENV, the prefix that starts mariadbd under it, reading node N's
+# offset file at every clock reading (monotonic clock left real).
+ga_clock_env() { # node
+  local rc lib f
+  GA_CLOCK_ENV=()
+  [[ "$(cat "$GA_DIR/clock" 2>/dev/null)" == faketime ]] || return 0
+  lib=${SQLGUARD_FAKETIME_LIB:-}
+  if [[ -z "$lib" ]]; then
+    for f in /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 /usr/lib/*/faketime/libfaketimeMT.so.1; do
+      [[ -r "$f" ]] && { lib=$f; break; }
+    done
+  fi
+  [[ -n "$lib" && -r "$lib" ]] || die "libfaketime not found (SQLGUARD_SERVER_CLOCK=faketime); run tools/deps.sh (Debian package faketime) or set SQLGUARD_FAKETIME_LIB"
+  rc="$(ga_dir "$1")/faketime.rc"
+  # Asked for with SQLGUARD_SERVER_CLOCK: from the real time; kept otherwise.
+  [[ -z "${SQLGUARD_SERVER_CLOCK:-}" && -f "$rc" ]] || echo "+0" >"$rc"
+  chmod 0644 "$rc"
+  GA_CLOCK_ENV=(env LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE="$rc" FAKETIME_NO_CACHE=1
+                FAKETIME_DONT_FAKE_MONOTONIC=1)
+}
+
+ga_clock() { # node offset
+  local n=$1 off=$2 rc
+  [[ "$off" =~ ^[+-]?[0-9]+[smhd]?$ ]] || die "clock: bad offset '$off' (use +30s, -30s, +1h, -1h, 0)"
+  [[ "$off" == [+-]* ]] || off=+$off
+  # A node that is down (a node-kill) gets it when it starts again.
+  [[ -d "$(ga_dir "$n")" ]] || die "galera: node$n does not exist; start galera first"
+  [[ "$(cat "$GA_DIR/clock" 2>/dev/null)" == faketime ]] \
+    || die "galera: not running under libfaketime; restart it with SQLGUARD_SERVER_CLOCK=faketime tools/dbservers.sh restart galera"
+  rc="$(ga_dir "$n")/faketime.rc"
+  printf '%s\n' "$off" >"$rc.tmp"
+  chmod 0644 "$rc.tmp"
+  mv -f "$rc.tmp" "$rc"
+  log "galera: node$n wall clock now real $off"
+}
+
 ga_install_db() { # node
   local n=$1 args
   log "galera: mariadb-install-db for node$n in $(ga_data "$n")"
@@ -1224,6 +1267,7 @@ ga_node_spawn() { # node bootstrap
   fi
   rm -f "$d/mariadb.pid" "$(ga_sock "$n")" "$(ga_sock "$n").lock"
   ga_write_cnf "$n"
+  ga_clock_env "$n"
   args=(--defaults-file="$(ga_cnf "$n")")
   (( boot )) && args+=(--wsrep-new-cluster)
   local pos
@@ -1235,7 +1279,7 @@ ga_node_spawn() { # node bootstrap
   [[ -n "$pos" ]] && args+=(--wsrep-start-position="$pos")
   log "galera: starting node$n on 127.0.0.1:$(ga_port "$n")$( (( boot )) && echo ' (bootstrapping a new cluster)')"
   echo "=== $(date '+%F %T') start node$n boot=$boot" >>"$(ga_log "$n")"
-  (cd "$d" && exec setsid "$MARIADBD" "${args[@]}") </dev/null >>"$(ga_log "$n")" 2>&1 9>&- &
+  (cd "$d" && exec setsid "${GA_CLOCK_ENV[@]}" "$MARIADBD" "${args[@]}") </dev/null >>"$(ga_log "$n")" 2>&1 9>&- &
   GA_SPAWNED[$n]=$!
 }
 
@@ -1336,6 +1380,15 @@ ga_start() {
   make_owned_dir "$GA_DIR" "$MY_OS_USER" 0755
   mode_name >"$GA_DIR/mode"
   count=$(wc -w <<<"$running")
+  # The cluster's clock: asked for, or real for a new cluster, or kept.
+  if [[ -n "${SQLGUARD_SERVER_CLOCK:-}" ]]; then
+    [[ "$SQLGUARD_SERVER_CLOCK" == faketime || "$SQLGUARD_SERVER_CLOCK" == real ]] \
+      || die "SQLGUARD_SERVER_CLOCK=$SQLGUARD_SERVER_CLOCK: use faketime or real"
+    echo "$SQLGUARD_SERVER_CLOCK" >"$GA_DIR/clock"
+  elif (( count == 0 )) || [[ ! -f "$GA_DIR/clock" ]]; then
+    [[ -f "$GA_DIR/clock" && "$action" == restart ]] || echo real >"$GA_DIR/clock"
+  fi
+  log "galera: $(cat "$GA_DIR/clock") clock"
   if (( count == 0 )); then
     ga_choose_boot
     boot=$GA_BOOT
@@ -1489,12 +1542,13 @@ ga_check() {
 
 # -------------------------------------------------------------------- main ---
 
-action='' target='' node='' purge=0
+action='' target='' node='' purge=0 offset=''
 for arg in "$@"; do
+  if [[ "$action" == clock && -n "$node" && -z "$offset" ]]; then offset=$arg; continue; fi
   case "$arg" in
     -h|--help|help) usage; exit 0 ;;
     --purge) purge=1 ;;
-    start|stop|restart|status|env|check|failover|node-kill|node-start)
+    start|stop|restart|status|env|check|failover|node-kill|node-start|clock)
       [[ -z "$action" ]] || die "more than one action given"
       action=$arg ;;
     pgbouncer|pg-ha|pg-async|galera)
@@ -1509,9 +1563,10 @@ done
 (( purge == 0 )) || [[ "$action" == stop ]] || die "--purge is only valid with stop"
 case "$action" in
   failover) [[ "$target" == pg-ha || "$target" == pg-async ]] || die "failover is for pg-ha or pg-async" ;;
-  node-kill|node-start)
+  node-kill|node-start|clock)
     [[ "$target" == galera ]] || die "$action is for galera"
-    [[ -n "$node" ]] || die "$action galera needs a node number (1-3)" ;;
+    [[ -n "$node" ]] || die "$action galera needs a node number (1-3)"
+    [[ "$action" != clock || -n "$offset" ]] || die "clock galera N needs an offset (+30s, -1h, 0)" ;;
   *) [[ -z "$node" ]] || die "a node number is only valid with node-kill/node-start" ;;
 esac
 
@@ -1552,6 +1607,13 @@ if [[ "$action" == check ]]; then
     galera) ga_check ;;
   esac
   exit $?
+fi
+
+# A clock step takes no lock: it only rewrites one offset file, and a chaos
+# run steps clocks while a node-start (which holds the lock) rejoins a node.
+if [[ "$action" == clock ]]; then
+  ga_clock "$node" "$offset"
+  exit 0
 fi
 
 if [[ "$action" == stop && ! -d "$BASE" ]]; then

@@ -59,8 +59,8 @@ void Faults::setup_clock_steps() {
   if (server()) {
     const std::string& topo = run_.o.topology;
     if (!topo.empty() && topo != "pgbouncer") {
-      skip_fault(true, "clock steps apply to the single servers (pg, mariadb) and to pgbouncer's pg "
-                       "(tools/dbservers.sh clock), not to --topology " + topo);
+      skip_fault(true, "clock steps apply to the single servers (pg, mariadb), to pgbouncer's pg and to a "
+                       "Galera cluster (one --db per node), not to --topology " + topo);
       return;
     }
     const char* env = std::getenv("SQLGUARD_DBSERVERS");
@@ -69,11 +69,18 @@ void Faults::setup_clock_steps() {
       return;
     }
     dbservers_ = env;
-    clock_server_ = run_.kind == DialectKind::kPostgresql ? "pg" : "mariadb";
-    if (!step_server(0)) {
+    const int n = static_cast<int>(db_uris().size());
+    clock_server_ = n > 1 ? "galera" : run_.kind == DialectKind::kPostgresql ? "pg" : "mariadb";
+    if (n > 1)
+      for (int i = 1; i <= n; ++i) clock_targets_.push_back({"galera", std::to_string(i)});
+    else
+      clock_targets_.push_back({clock_server_});
+    for (const auto& t : clock_targets_) {
+      if (step_server(t, 0)) continue;
       skip_fault(true, "the " + clock_server_ + " server does not run under libfaketime: restart it with "
                        "`SQLGUARD_SERVER_CLOCK=faketime tools/dbservers.sh restart " + clock_server_ + "`");
       clock_server_.clear();
+      clock_targets_.clear();
       return;
     }
   }
@@ -103,11 +110,14 @@ bool Faults::write_clients_offset(std::int64_t seconds) {
   return std::rename(tmp.c_str(), clients_rc_.c_str()) == 0;
 }
 
-bool Faults::step_server(std::int64_t seconds) {
+bool Faults::step_server(const std::vector<std::string>& target, std::int64_t seconds) {
   proc::SpawnOptions so;
   so.out = proc::SpawnOptions::Out::kStderr;  // keep our stdout (JSON) clean
+  std::vector<std::string> argv = {"/bin/bash", dbservers_, "clock"};
+  argv.insert(argv.end(), target.begin(), target.end());
+  argv.push_back(offset_text(seconds) + "s");
   try {
-    proc::Child c = proc::spawn({"/bin/bash", dbservers_, "clock", clock_server_, offset_text(seconds) + "s"}, so);
+    proc::Child c = proc::spawn(argv, so);
     c.wait();
     return c.status().code() == 0;
   } catch (const Error&) {  // could not fork
@@ -115,16 +125,27 @@ bool Faults::step_server(std::int64_t seconds) {
   }
 }
 
+// Each clock moves one place along kOffsets per turn; Galera node i starts
+// 2 i places on, so the nodes' clocks disagree (by 30 s, an hour).
 void Faults::step_clock() {
   const bool server_turn = !clock_server_.empty() && clock_event_ % 2 == 0;
   ++clock_event_;
   int& phase = server_turn ? server_phase_ : client_phase_;
-  const std::int64_t from = kOffsets[static_cast<std::size_t>((phase + kOffsets.size() - 1) % kOffsets.size())];
-  const std::int64_t to = kOffsets[static_cast<std::size_t>(phase % kOffsets.size())];
+  auto at = [](std::size_t i) { return kOffsets[i % kOffsets.size()]; };
+  bool ok = true;
+  std::string what;
+  const std::size_t clocks = server_turn ? clock_targets_.size() : 1;
+  for (std::size_t i = 0; i < clocks; ++i) {
+    const std::size_t p = static_cast<std::size_t>(phase) + 2 * i;
+    const std::int64_t from = at(p + kOffsets.size() - 1), to = at(p);
+    ok = (server_turn ? step_server(clock_targets_[i], to) : write_clients_offset(to)) && ok;
+    what += std::string(what.empty() ? "" : "; ") +
+            (server_turn ? (clock_targets_.size() > 1 ? "Galera node " + clock_targets_[i][1] + "'s"
+                                                       : "the " + clock_server_ + " server's")
+                         : std::string("the workers'")) +
+            " wall clock stepped " + offset_text(to - from) + " s (now real " + offset_text(to) + " s)";
+  }
   ++phase;
-  const bool ok = server_turn ? step_server(to) : write_clients_offset(to);
-  const std::string what = std::string(server_turn ? "the " + clock_server_ + " server's" : "the workers'") +
-                           " wall clock stepped " + offset_text(to - from) + " s (now real " + offset_text(to) + " s)";
   if (ok) {
     ++clock_steps;
     run_.fault("clock-step", -1, 0, what);
@@ -137,9 +158,10 @@ void Faults::step_clock() {
 void Faults::reset_clocks() {
   if (!clock_on_ || clock_reset_) return;
   clock_reset_ = true;
-  if (!clock_server_.empty() && !step_server(0))
-    run_.notes.push_back("could not set the " + clock_server_ + " server's clock back: run `$SQLGUARD_DBSERVERS "
-                         "clock " + clock_server_ + " 0`");
+  for (const auto& t : clock_targets_)
+    if (!step_server(t, 0))
+      run_.notes.push_back("could not set a " + clock_server_ + " server's clock back: run `$SQLGUARD_DBSERVERS "
+                           "clock " + t.back() + " 0`");
   write_clients_offset(0);
   std::remove(clients_rc_.c_str());
 }

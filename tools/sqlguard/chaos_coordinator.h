@@ -312,7 +312,8 @@ class Faults {
   void setup_node_kills();
   // chaos_clock.cpp. --faults clock-step: the workers run under libfaketime
   // with one offset file; the server (pg, mariadb, pgbouncer's pg) too when
-  // tools/dbservers.sh started it so. Each step moves one of the two wall
+  // tools/dbservers.sh started it so (a Galera cluster: every node, each
+  // on its own offset). Each step moves one of the two wall
   // clocks (server and workers take turns; SQLite: the workers', which is
   // its database clock) through +30 s, 0, +1 h, 0, -30 s, 0, -1 h, 0 from the
   // real time: every step is one of +-30 s, +-1 h.
@@ -361,9 +362,11 @@ class Faults {
   // clock-step (chaos_clock.cpp)
   bool clock_on_ = false, clock_reset_ = false;
   std::string clock_server_, clients_rc_;  // dbservers target ("": workers only), the workers' offset file
+  // `clock` arguments of each server clock: {"pg"}, {"mariadb"}, or {"galera", "N"} per node
+  std::vector<std::vector<std::string>> clock_targets_;
   int clock_event_ = 0, server_phase_ = 0, client_phase_ = 0;
   bool write_clients_offset(std::int64_t seconds);
-  bool step_server(std::int64_t seconds);
+  bool step_server(const std::vector<std::string>& target, std::int64_t seconds);
   // node-kill (chaos_nodekill.cpp)
   bool topology(const std::string& action, int node);
   std::string node_dbservers_;

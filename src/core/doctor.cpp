@@ -106,10 +106,11 @@ void common_checks(DoctorContext& ctx) {
     const std::int64_t skew = db - mid.count();
     const std::string text =
         "database clock - this host's clock = " + signed_ms(skew) + " (round trip " + std::to_string(rtt) +
-        " ms). Which clock decides what: who may take over an unreleased lease, the taker's monotonic clock "
-        "(take-over rule `watched`, the default; `database-clock` only where LeaseOptions::take_over asks for it); "
-        "whether a holder still trusts its lease, the holder's monotonic clock; what `lock list` shows, minimum "
-        "holds, semaphore and read-write holdings, fair-queue places and dedup retention, the database clock";
+        " ms). Which clock decides what: who may take over an unreleased lease, semaphore or read-write holding "
+        "or fair-queue place, the taker's monotonic clock (take-over rule `watched`, the default; `database-clock` "
+        "only where LeaseOptions::take_over asks for it); whether a holder still trusts its lease or holding, the "
+        "holder's monotonic clock; the time left that `lock list` and a refused `run` show, minimum holds and dedup "
+        "retention, the database clock";
     switch (clock_skew_status(skew, rtt)) {
       case CheckStatus::kOk: ctx.ok("clock", text); break;
       case CheckStatus::kWarn:

@@ -75,6 +75,8 @@
 # no systemctl/service. As root, PostgreSQL runs as `postgres` and MariaDB as
 # `mysql`; otherwise both run as the current user.
 set -euo pipefail
+# shellcheck source=tools/faketime_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/faketime_lib.sh"
 
 log() { printf 'dbservers: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -293,23 +295,13 @@ keep_clock() { # clock-file
 # libfaketime (CLOCK=faketime), reading its offset from DIR/faketime.rc at
 # every clock reading; empty for the real clock. Records the choice.
 clock_env() { # dir
-  local lib f
   CLOCK_ENV=()
   echo "$CLOCK" >"$1/clock"
   [[ "$CLOCK" == faketime ]] || return 0
-  lib=${SQLGUARD_FAKETIME_LIB:-}
-  if [[ -z "$lib" ]]; then
-    for f in /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 /usr/lib/*/faketime/libfaketimeMT.so.1; do
-      [[ -r "$f" ]] && { lib=$f; break; }
-    done
-  fi
-  [[ -n "$lib" && -r "$lib" ]] || die "libfaketime not found (SQLGUARD_SERVER_CLOCK=faketime); run tools/deps.sh (Debian package faketime) or set SQLGUARD_FAKETIME_LIB"
   # A start asked for with SQLGUARD_SERVER_CLOCK begins at the real time; a
   # restart or crash that kept the clock keeps its offset too.
-  [[ -z "$CLOCK_GIVEN" && -f "$1/faketime.rc" ]] || echo "+0" >"$1/faketime.rc"
-  chmod 0644 "$1/faketime.rc"
-  CLOCK_ENV=(env LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE="$1/faketime.rc" FAKETIME_NO_CACHE=1
-             FAKETIME_DONT_FAKE_MONOTONIC=1)
+  faketime_env "$1/faketime.rc" "$([[ -n "$CLOCK_GIVEN" ]] && echo 1 || echo 0)"
+  CLOCK_ENV=("${FAKETIME_ENV[@]}")
 }
 
 clock_status() { # dir -> "real" or "faketime +30s"
@@ -325,14 +317,11 @@ clock_status() { # dir -> "real" or "faketime +30s"
 server_clock() { # dir what running(0/1) offset
   local dir=$1 what=$2 running=$3 off=$4
   [[ "$off" =~ ^[+-]?[0-9]+[smhd]?$ ]] || die "clock: bad offset '$off' (use +30s, -30s, +1h, -1h, 0)"
-  [[ "$off" == [+-]* ]] || off=+$off
   (( running )) || die "$what: not running; start it with SQLGUARD_SERVER_CLOCK=faketime tools/dbservers.sh start"
   [[ "$(cat "$dir/clock" 2>/dev/null)" == faketime ]] \
     || die "$what: not running under libfaketime; restart it with SQLGUARD_SERVER_CLOCK=faketime tools/dbservers.sh restart"
-  printf '%s\n' "$off" >"$dir/faketime.rc.tmp"
-  chmod 0644 "$dir/faketime.rc.tmp"
-  mv -f "$dir/faketime.rc.tmp" "$dir/faketime.rc"
-  log "$what: wall clock now real $off"
+  faketime_step "$dir/faketime.rc" "$off"
+  log "$what: wall clock now real $FAKETIME_OFFSET"
 }
 
 # -------------------------------------------------------------- PostgreSQL ---

@@ -83,6 +83,8 @@
 # Packages (patroni etcd-server python3-etcd pgbouncer galera-4 rsync) come
 # from `tools/deps.sh --topologies`, run automatically when one is missing.
 set -euo pipefail
+# shellcheck source=tools/faketime_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/faketime_lib.sh"
 
 log() { printf 'dbservers: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -1187,37 +1189,21 @@ EOF
 # GA_CLOCK_ENV, the prefix that starts mariadbd under it, reading node N's
 # offset file at every clock reading (monotonic clock left real).
 ga_clock_env() { # node
-  local rc lib f
   GA_CLOCK_ENV=()
   [[ "$(cat "$GA_DIR/clock" 2>/dev/null)" == faketime ]] || return 0
-  lib=${SQLGUARD_FAKETIME_LIB:-}
-  if [[ -z "$lib" ]]; then
-    for f in /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 /usr/lib/*/faketime/libfaketimeMT.so.1; do
-      [[ -r "$f" ]] && { lib=$f; break; }
-    done
-  fi
-  [[ -n "$lib" && -r "$lib" ]] || die "libfaketime not found (SQLGUARD_SERVER_CLOCK=faketime); run tools/deps.sh (Debian package faketime) or set SQLGUARD_FAKETIME_LIB"
-  rc="$(ga_dir "$1")/faketime.rc"
   # Asked for with SQLGUARD_SERVER_CLOCK: from the real time; kept otherwise.
-  [[ -z "${SQLGUARD_SERVER_CLOCK:-}" && -f "$rc" ]] || echo "+0" >"$rc"
-  chmod 0644 "$rc"
-  GA_CLOCK_ENV=(env LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE="$rc" FAKETIME_NO_CACHE=1
-                FAKETIME_DONT_FAKE_MONOTONIC=1)
+  faketime_env "$(ga_dir "$1")/faketime.rc" "$([[ -n "${SQLGUARD_SERVER_CLOCK:-}" ]] && echo 1 || echo 0)"
+  GA_CLOCK_ENV=("${FAKETIME_ENV[@]}")
 }
 
 ga_clock() { # node offset
-  local n=$1 off=$2 rc
-  [[ "$off" =~ ^[+-]?[0-9]+[smhd]?$ ]] || die "clock: bad offset '$off' (use +30s, -30s, +1h, -1h, 0)"
-  [[ "$off" == [+-]* ]] || off=+$off
+  local n=$1 off=$2
   # A node that is down (a node-kill) gets it when it starts again.
   [[ -d "$(ga_dir "$n")" ]] || die "galera: node$n does not exist; start galera first"
   [[ "$(cat "$GA_DIR/clock" 2>/dev/null)" == faketime ]] \
     || die "galera: not running under libfaketime; restart it with SQLGUARD_SERVER_CLOCK=faketime tools/dbservers.sh restart galera"
-  rc="$(ga_dir "$n")/faketime.rc"
-  printf '%s\n' "$off" >"$rc.tmp"
-  chmod 0644 "$rc.tmp"
-  mv -f "$rc.tmp" "$rc"
-  log "galera: node$n wall clock now real $off"
+  faketime_step "$(ga_dir "$n")/faketime.rc" "$off"
+  log "galera: node$n wall clock now real $FAKETIME_OFFSET"
 }
 
 ga_install_db() { # node

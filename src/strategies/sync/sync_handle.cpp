@@ -61,7 +61,7 @@ bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode
   const SyncGrant g = sync_attempt(conn, req);
   if (!g.acquired) {
     if (holder_remaining) *holder_remaining = milliseconds(std::max<std::int64_t>(g.holder_remaining_ms, 0));
-    note_refusal(*s.lease->state, g.holder_remaining_ms);
+    note_refusal(*s.lease->state, g.takeover_in_ms);
     return false;
   }
   {

@@ -303,7 +303,7 @@ bool busy_by_peek(Connection& conn, const SyncRequest& req, SyncGrant& g) {
   const bool publish = req.mode == SyncMode::kExclusive && req.intent.count() > 0 && writer - now < req.intent.count() / 2;
   if (!busy || publish) return false;
   g.capacity = permits;
-  g.holder_remaining_ms = j.count > 0 ? j.next_ms : std::max<std::int64_t>(writer - now, 0);
+  g.holder_remaining_ms = g.takeover_in_ms = j.count > 0 ? j.next_ms : std::max<std::int64_t>(writer - now, 0);
   ++metric::lock_busy();
   return true;
 }
@@ -336,7 +336,8 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
         run(conn, Sql::sync_set, {h.fence, static_cast<std::int64_t>(req.intent.count()), req.name});
         tx.commit();
       }
-      g.holder_remaining_ms = live.count > 0 ? live.next_ms : std::max<std::int64_t>(h.writer_until - h.now, 0);
+      g.holder_remaining_ms = g.takeover_in_ms =
+          live.count > 0 ? live.next_ms : std::max<std::int64_t>(h.writer_until - h.now, 0);
       ++metric::lock_busy();
       return g;
     }

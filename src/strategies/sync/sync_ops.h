@@ -47,7 +47,11 @@ struct SyncGrant {
   bool acquired = false;
   std::int64_t slot = 0, fence = 0;
   std::int64_t expire_at = 0;          // DB clock (at least this late)
-  std::int64_t holder_remaining_ms = 0;  // busy: the earliest live holder's expiry from now
+  std::int64_t holder_remaining_ms = 0;  // busy: the earliest live holder's expiry from now (a pacing hint)
+  // Busy: how long until what stood in the way may be taken over if nobody
+  // renews it (Lock::takeover_in); 0 when the attempt learned nothing of it
+  // (a take-over that lost to a renewal).
+  std::int64_t takeover_in_ms = 0;
   std::int64_t capacity = 0;           // semaphore: its permit count
 };
 

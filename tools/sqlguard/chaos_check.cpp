@@ -335,59 +335,58 @@ Verdict check(Run& run, Db& db, std::vector<KillRecord>& kills, const Workers& w
   // ttl of the kill (the watchdog died with it: nothing may extend it). If
   // the row now carries another fence, it was taken over, i.e. it expired.
   const std::int64_t slack = 250;  // kill timestamp estimate + a renewal already in flight
+  // Expiries are database-clock times: under clock steps (a holding written
+  // at +1 h "expires" an hour late by what `lock list` shows, while the
+  // watched take-over frees it after its ttl unrenewed) this is not judged.
   if (run.clock_steps) {
-    // Expiries are database-clock times, and that clock stepped: a holding
-    // written at +1 h "expires" an hour late, by what `lock list` shows,
-    // while the watched take-over frees it after its ttl unrenewed.
     inv.erase("stale_lock");
-    kills.clear();
-  }
-  for (auto& k : kills) {
-    if (!k.checked) {
-      auto info = db.with([&](Connection& c) { return lease_info(c, run.names.lock(k.resource)); });
-      k.checked = true;
-      k.taken_over = !info || info->fence != k.fence;
-      if (!k.taken_over) k.expire_at_ms = info->expire_at_ms;
-    }
-    if (k.taken_over) {
-      ++v.verified_by_takeover;
-      continue;
-    }
-    ++v.verified_in_row;
-    std::int64_t orphan = k.expire_at_ms - k.kill_db_ms;
-    v.max_orphan_ms = std::max(v.max_orphan_ms, orphan);
-    if (orphan > run.ttl.count() + slack) {
-      inv["stale_lock"] = inv["stale_lock"].get<int>() + 1;
-      example("stale_lock: " + run.names.lock(k.resource) + " fence " + std::to_string(k.fence) + " held " +
-              std::to_string(orphan) + " ms after its holder was killed (ttl " + std::to_string(run.ttl.count()) + ")");
-    }
-  }
-  // Semaphore holdings and read-write holds are not lease rows: once the
-  // ttl has passed since the last worker exited, none may be live.
-  if (!kind.lease_rows() && !run.clock_steps) {
-    const std::int64_t at = w.last_exit_db_ms + run.ttl.count() + slack;
-    while (run.db_now_ms() < at) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    for (int r = 0; r < run.resources; ++r) {
-      auto info = db.with([&](Connection& c) { return synchronizer_info(c, run.names.lock(r)); });
-      if (info.in_use > 0 || info.shared > 0 || info.exclusive) {
+  } else {
+    for (auto& k : kills) {
+      if (!k.checked) {
+        auto info = db.with([&](Connection& c) { return lease_info(c, run.names.lock(k.resource)); });
+        k.checked = true;
+        k.taken_over = !info || info->fence != k.fence;
+        if (!k.taken_over) k.expire_at_ms = info->expire_at_ms;
+      }
+      if (k.taken_over) {
+        ++v.verified_by_takeover;
+        continue;
+      }
+      ++v.verified_in_row;
+      std::int64_t orphan = k.expire_at_ms - k.kill_db_ms;
+      v.max_orphan_ms = std::max(v.max_orphan_ms, orphan);
+      if (orphan > run.ttl.count() + slack) {
         inv["stale_lock"] = inv["stale_lock"].get<int>() + 1;
-        example("stale_lock: " + run.names.lock(r) + " still has " +
-                (kind.kind == LockKind::kSemaphore ? std::to_string(info.in_use) + " permits held"
-                                                   : std::to_string(info.shared) + " shared / " +
-                                                         (info.exclusive ? "1" : "0") + " exclusive holds") +
-                " more than the ttl after the last worker exited");
+        example("stale_lock: " + run.names.lock(k.resource) + " fence " + std::to_string(k.fence) + " held " +
+                std::to_string(orphan) + " ms after its holder was killed (ttl " + std::to_string(run.ttl.count()) + ")");
       }
     }
-  }
-  // And nobody is alive now: no lease of the run may outlast the last exit by more than the ttl.
-  auto leases = db.with([&](Connection& c) { return list_leases(c, true); });
-  for (const auto& l : leases) {
-    if (run.clock_steps) break;
-    if (l.name.rfind(run.names.prefix, 0) != 0) continue;
-    if (l.expire_at_ms > w.last_exit_db_ms + run.ttl.count() + slack) {
-      inv["stale_lock"] = inv["stale_lock"].get<int>() + 1;
-      example("stale_lock: " + l.name + " fence " + std::to_string(l.fence) + " expires " +
-              std::to_string(l.expire_at_ms - w.last_exit_db_ms) + " ms after the last worker exited");
+    // Semaphore holdings and read-write holds are not lease rows: once the
+    // ttl has passed since the last worker exited, none may be live.
+    if (!kind.lease_rows()) {
+      const std::int64_t at = w.last_exit_db_ms + run.ttl.count() + slack;
+      while (run.db_now_ms() < at) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      for (int r = 0; r < run.resources; ++r) {
+        auto info = db.with([&](Connection& c) { return synchronizer_info(c, run.names.lock(r)); });
+        if (info.in_use > 0 || info.shared > 0 || info.exclusive) {
+          inv["stale_lock"] = inv["stale_lock"].get<int>() + 1;
+          example("stale_lock: " + run.names.lock(r) + " still has " +
+                  (kind.kind == LockKind::kSemaphore ? std::to_string(info.in_use) + " permits held"
+                                                     : std::to_string(info.shared) + " shared / " +
+                                                           (info.exclusive ? "1" : "0") + " exclusive holds") +
+                  " more than the ttl after the last worker exited");
+        }
+      }
+    }
+    // And nobody is alive now: no lease of the run may outlast the last exit by more than the ttl.
+    auto leases = db.with([&](Connection& c) { return list_leases(c, true); });
+    for (const auto& l : leases) {
+      if (l.name.rfind(run.names.prefix, 0) != 0) continue;
+      if (l.expire_at_ms > w.last_exit_db_ms + run.ttl.count() + slack) {
+        inv["stale_lock"] = inv["stale_lock"].get<int>() + 1;
+        example("stale_lock: " + l.name + " fence " + std::to_string(l.fence) + " expires " +
+                std::to_string(l.expire_at_ms - w.last_exit_db_ms) + " ms after the last worker exited");
+      }
     }
   }
 

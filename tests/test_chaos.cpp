@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <regex>
 #include <string>
@@ -91,28 +92,39 @@ void control_is_caught(const std::string& control, const std::string& invariant,
   check_invariants_hold(r.out, except, invariants_of(kind));
 }
 
-// A run of --lock-kind KIND under every fault that applies here except
+// Runs of --lock-kind KIND under every fault that applies here except
 // server restarts (the first test case restarts the server once per
-// dialect; these add none): its invariants hold. Returns the JSON.
-std::string kind_run_holds(const std::string& kind) {
-  auto r = chaos({"--lock-kind", kind, "--duration", "8s", "--workers", "6", "--ttl", "500ms", "--seed", "42",
-                  "--no-server-restarts"});
-  INFO(r.out);
-  REQUIRE(r.rc == 0);
-  CHECK(r.out.find("\"lock_kind\":\"" + kind + "\"") != std::string::npos);
-  CHECK(field(r.out, "violations") == 0);
-  check_invariants_hold(r.out, {}, invariants_of(kind));
-  CHECK(field(r.out, "unexpected_worker_exits") == 0);
-  CHECK(field(r.out, "kills") >= 2);
-  CHECK(field(r.out, "pauses") >= 1);
-  CHECK(field(r.out, "acquisitions") > 0);
-  // (A paused holder's late write may be accepted: under the watched
-  // take-over rule a lease nobody watched for its ttl during the pause is
-  // still its holder's, and run_guarded checks that in the database. One
-  // taken over meanwhile is refused; overlap and fence_order, above, would
-  // count any accepted write that followed a newer holder's.)
-  if (!ctx().is_sqlite()) CHECK(field(r.out, "connection_kills") >= 1);
-  return r.out;
+// dialect; these add none): every run's invariants hold. A run of 8 s on a
+// loaded machine can be thin (kills and pauses past the ttl leave the one
+// resource unheld for a second or more each: 18 holds in 8 s on the CI
+// machine, none of two readers at one instant), so the runs go on, seeds
+// 42, 43 and 44, until `exercised` says one had what the caller's
+// not-vacuous checks need. Returns that run's JSON (else the last one's,
+// and the caller's checks fail).
+std::string kind_run_holds(const std::string& kind, const std::function<bool(const std::string&)>& exercised) {
+  std::string out;
+  for (const std::string seed : {"42", "43", "44"}) {
+    auto r = chaos({"--lock-kind", kind, "--duration", "8s", "--workers", "6", "--ttl", "500ms", "--seed", seed,
+                    "--no-server-restarts"});
+    INFO("seed " << seed << "\n" << r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("\"lock_kind\":\"" + kind + "\"") != std::string::npos);
+    CHECK(field(r.out, "violations") == 0);
+    check_invariants_hold(r.out, {}, invariants_of(kind));
+    CHECK(field(r.out, "unexpected_worker_exits") == 0);
+    CHECK(field(r.out, "kills") >= 2);
+    CHECK(field(r.out, "pauses") >= 1);
+    // (A paused holder's late write may be accepted: under the watched
+    // take-over rule a lease nobody watched for its ttl during the pause is
+    // still its holder's, and run_guarded checks that in the database. One
+    // taken over meanwhile is refused; overlap and fence_order, above, would
+    // count any accepted write that followed a newer holder's.)
+    if (!ctx().is_sqlite()) CHECK(field(r.out, "connection_kills") >= 1);
+    out = r.out;
+    if (field(out, "acquisitions") > 0 && exercised(out)) break;
+  }
+  CHECK(field(out, "acquisitions") > 0);
+  return out;
 }
 
 // Whether a SIGKILL of the server process can lose commits it acknowledged:
@@ -162,7 +174,10 @@ TEST_CASE("a fenced chaos run keeps every invariant under kill -9, pauses past t
 TEST_CASE("chaos --lock-kind semaphore:2: never more than 2 permits held at an instant under kill -9, pauses past the "
           "ttl, killed sessions and partitions; permit holders' writes are fenced",
           "[chaos][lock-kind]") {
-  const std::string out = kind_run_holds("semaphore:2");
+  const std::string out = kind_run_holds("semaphore:2", [](const std::string& o) {
+    return field(o, "holds_journaled") > 0 && field(o, "max_permits_held") == 2 &&
+           field(o, "fenced_writes_accepted") > 0 && field(o, "stale_writes_rejected") >= 1;
+  });
   INFO(out);
   CHECK(field(out, "permit_limit") == 0);
   // Not vacuous: the journal has holds and they did fill both permits.
@@ -176,7 +191,9 @@ TEST_CASE("chaos --lock-kind semaphore:2: never more than 2 permits held at an i
 TEST_CASE("chaos --lock-kind rw: never a writer with readers or another writer under kill -9, pauses past the ttl, "
           "killed sessions and partitions; writers' writes are fenced",
           "[chaos][lock-kind]") {
-  const std::string out = kind_run_holds("rw");
+  const std::string out = kind_run_holds("rw", [](const std::string& o) {
+    return field(o, "exclusive_holds") > 0 && field(o, "shared_overlaps") > 0 && field(o, "fenced_writes_accepted") > 0;
+  });
   INFO(out);
   CHECK(field(out, "rw_exclusion") == 0);
   CHECK(field(out, "overlap") == 0);
@@ -188,7 +205,9 @@ TEST_CASE("chaos --lock-kind rw: never a writer with readers or another writer u
 TEST_CASE("chaos --lock-kind fair: grants follow arrival order except past lapsed places, under kill -9, pauses of "
           "holders and waiters, killed sessions and partitions",
           "[chaos][lock-kind]") {
-  const std::string out = kind_run_holds("fair");
+  const std::string out = kind_run_holds("fair", [](const std::string& o) {
+    return field(o, "waits_granted") > 0 && field(o, "fifo_pairs_checked") > 0 && field(o, "fenced_writes_accepted") > 0;
+  });
   INFO(out);
   CHECK(field(out, "fifo_order") == 0);
   CHECK(field(out, "waits_granted") > 0);
@@ -406,21 +425,32 @@ TEST_CASE("chaos --faults clock-step: steps of the server's and the workers' wal
   std::optional<sgtest::FakedServerClock> server;
   if (!ctx().is_sqlite()) server.emplace();
   for (const std::string kind : {"lease", "fair", "semaphore:2", "rw"}) {
-    auto r = chaos({"--lock-kind", kind, "--duration", "6s", "--workers", "6", "--ttl", "500ms", "--seed", "17",
-                    "--faults", "clock-step,kill,pause"});
-    INFO(kind << "\n" << r.out);
-    CHECK(r.rc == 0);
-    CHECK(field(r.out, "violations") == 0);
-    // stale_lock reads expiries on the stepped database clock: not judged (a note says so).
-    std::vector<std::string> keys = invariants_of(kind);
-    keys.erase(std::find(keys.begin(), keys.end(), "stale_lock"));
-    check_invariants_hold(r.out, {}, keys);
-    CHECK(r.out.find("stale_lock is not judged") != std::string::npos);
-    CHECK(field(r.out, "clock_steps") >= 8);  // both clocks through +-30 s and +-1 h (SQLite: its one clock)
-    CHECK(field(r.out, "clock_step_failures") == 0);
-    CHECK(field(r.out, "acquisitions") > 0);
-    CHECK(field(r.out, "holds_journaled") > 0);  // not vacuous: holds were journaled and checked
-    CHECK(field(r.out, "kills") >= 1);
+    // Not vacuous: holds were journaled and checked. Kills and pauses past
+    // the ttl leave the one resource unheld for a second or more each, so a
+    // 6 s run on a loaded machine can journal none (the lease kind: 3
+    // acquisitions, 0 journaled once in CI): seeds 17, 18 and 19 run until
+    // one did; every run's invariants must hold.
+    std::string out;
+    for (const std::string seed : {"17", "18", "19"}) {
+      auto r = chaos({"--lock-kind", kind, "--duration", "6s", "--workers", "6", "--ttl", "500ms", "--seed", seed,
+                      "--faults", "clock-step,kill,pause"});
+      INFO(kind << " seed " << seed << "\n" << r.out);
+      CHECK(r.rc == 0);
+      CHECK(field(r.out, "violations") == 0);
+      // stale_lock reads expiries on the stepped database clock: not judged (a note says so).
+      std::vector<std::string> keys = invariants_of(kind);
+      keys.erase(std::find(keys.begin(), keys.end(), "stale_lock"));
+      check_invariants_hold(r.out, {}, keys);
+      CHECK(r.out.find("stale_lock is not judged") != std::string::npos);
+      CHECK(field(r.out, "clock_steps") >= 8);  // both clocks through +-30 s and +-1 h (SQLite: its one clock)
+      CHECK(field(r.out, "clock_step_failures") == 0);
+      CHECK(field(r.out, "kills") >= 1);
+      out = r.out;
+      if (field(out, "holds_journaled") > 0) break;
+    }
+    INFO(kind << "\n" << out);
+    CHECK(field(out, "acquisitions") > 0);
+    CHECK(field(out, "holds_journaled") > 0);
   }
 }
 

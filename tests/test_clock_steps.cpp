@@ -55,7 +55,10 @@ TEST_CASE("a step of the server's wall clock is seen at the lock client's next r
   std::string loss;
   std::atomic<int> losses{0};
   LeaseOptions held;
-  held.ttl = 20s;  // renewed every 6.7 s: a taker right after a step comes before the next renewal
+  // Renewed every 3 s; the steps below come right after a round ends (the
+  // waits for rounds), so a taker right after a step comes well before the
+  // next renewal.
+  held.ttl = 9s;
   held.on_lost = [&](const LeaseLoss& l) {
     std::lock_guard<std::mutex> g(mu);
     loss = l.detail;
@@ -71,7 +74,7 @@ TEST_CASE("a step of the server's wall clock is seen at the lock client's next r
   server.step_to("+1h");
   // Watched (the default): the holder renews, so nobody takes it, whatever NOW() says.
   LeaseOptions watched;
-  watched.ttl = 20s;
+  watched.ttl = 9s;
   LeaseLock b(cb, name, watched);
   CHECK_FALSE(b.try_acquire());
   // Database clock: the step put the holder's expiry an hour behind NOW(): taken at once.

@@ -8,12 +8,16 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 #include <thread>
 
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
+#include "sql_audit.h"
 #include "test_context.h"
 #include "test_helpers.h"
 
@@ -204,6 +208,56 @@ TEST_CASE("a lock cycle costs the fewest round trips: take-over and fence in one
   } else {
     CHECK(sent == std::vector<std::string>{"lease_precheck", "lease_take_expired", "lease_release"});
   }
+}
+
+TEST_CASE("a fair lease's turn goes straight to the take when the gate's read saw the lease free; held by another, "
+          "the turn reads first (MariaDB: lease_precheck)",
+          "[lease][contention][fair]") {
+  // A fair lease needs a lock client: its statements are counted by the
+  // suite's statement audit (every connection's), as deltas per entry.
+  auto client = LockClient::create(ctx().uri);
+  const auto name = ctx().unique("fairrt");
+  LeaseOptions fair;
+  fair.fair = true;
+  {
+    LeaseLock warm(client, name, fair);  // the row exists and is released
+    REQUIRE(warm.try_acquire());
+    REQUIRE(warm.release());
+  }
+  const std::string d = ctx().name + "/";
+  std::map<std::string, std::size_t> before;
+  auto mark = [&] { before = sgtest::sql_audit_counts(); };
+  auto sent = [&](const char* entry) {
+    auto now = sgtest::sql_audit_counts();
+    return now[d + entry] - before[d + entry];
+  };
+  const bool mysql = ctx().is(DialectKind::kMysql);
+
+  LeaseLock lock(client, name, fair);
+  mark();
+  REQUIRE(lock.try_acquire());
+  CHECK(sent("fair_gate") >= 1);
+  // MariaDB reads first only when it must; PostgreSQL's take is one
+  // statement that reads too; SQLite's plan always reads first (no row
+  // lock waits there).
+  if (mysql) {
+    CHECK(sent("lease_precheck") == 0);
+    CHECK(sent("lease_take") == 1);
+  }
+  if (ctx().is(DialectKind::kPostgresql)) CHECK(sent("lease_precheck") == 0);
+
+  // The control: the lease is held (by `lock`), so the other handle's turn
+  // reads first and takes nothing.
+  auto other_client = LockClient::create(ctx().uri);
+  LeaseLock other(other_client, name, fair);
+  mark();
+  CHECK_FALSE(other.try_acquire());
+  if (mysql) {
+    CHECK(sent("lease_precheck") == 1);
+    CHECK(sent("lease_take") == 0);
+  }
+  CHECK(lock.owns());
+  REQUIRE(lock.release());
 }
 
 TEST_CASE("releases hand the lock down a queue of waiters, each woken at once", "[lease][contention][notify]") {

@@ -28,17 +28,19 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       note_refusal(*l->state, 0);  // not its turn: no take-over to count down to
       return false;
     }
-    if (o.take_over == TakeOver::kDatabaseClock) {
-      if (lease_left > 0) {
-        // Its turn, but the lease is still held: the same read said so.
-        *holder_remaining = milliseconds(lease_left);
-        note_refusal(*l->state, lease_left);
-        return false;
-      }
+    if (lease_left <= 0) {
+      // The gate's read saw the lease released (or run out on the database
+      // clock): straight to the take, whose own condition decides by the
+      // take-over rule (MariaDB: no lease_precheck round trip at a hand-off).
       seen_free = true;
+    } else if (o.take_over == TakeOver::kDatabaseClock) {
+      // Its turn, but the lease is still held: the same read said so.
+      *holder_remaining = milliseconds(lease_left);
+      note_refusal(*l->state, lease_left);
+      return false;
     }
-    // Watched: the database clock's "still held" decides nothing; the
-    // attempt's own read is the sighting its watch needs.
+    // Watched and still held by the database clock: that decides nothing;
+    // the attempt's own read is the sighting its watch needs.
   }
   const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
   const auto start = steady_clock::now();

@@ -48,14 +48,22 @@ TEST_CASE("on PostgreSQL 1000 busy acquire attempts write no WAL and take no tra
   LeaseLock loser(*loser_conn, name);
   REQUIRE_FALSE(loser.try_acquire());  // warm: statements prepared
 
-  const auto wal0 = pg_wal_bytes(*stats);
-  const auto xid0 = pg_next_xid(*stats);
-  for (int i = 0; i < 1000; ++i) REQUIRE_FALSE(loser.try_acquire());
-  const auto wal1 = pg_wal_bytes(*stats);
-  const auto xid1 = pg_next_xid(*stats);
-  INFO("WAL bytes " << wal1 - wal0 << ", transaction ids " << xid1 - xid0);
-  CHECK(wal1 - wal0 <= 8192);  // background activity only (a record per attempt would be >= 50 kB)
-  CHECK(xid1 - xid0 <= 10);
+  // Two rounds of 1000, the smaller WAL growth counts: a timed checkpoint
+  // that lands in one round makes the next reads of its pages write full
+  // page images for their hint bits (80 kB once, through PgBouncer in CI);
+  // a record per attempt would put both rounds over 50 kB.
+  std::int64_t wal = -1, xids = -1;
+  for (int round = 0; round < 2 && (wal < 0 || wal > 8192); ++round) {
+    const auto wal0 = pg_wal_bytes(*stats);
+    const auto xid0 = pg_next_xid(*stats);
+    for (int i = 0; i < 1000; ++i) REQUIRE_FALSE(loser.try_acquire());
+    const auto w = pg_wal_bytes(*stats) - wal0;
+    const auto x = pg_next_xid(*stats) - xid0;
+    UNSCOPED_INFO("round " << round + 1 << ": WAL bytes " << w << ", transaction ids " << x);
+    if (wal < 0 || w < wal) wal = w, xids = x;
+  }
+  CHECK(wal <= 8192);  // background activity only
+  CHECK(xids <= 10);
 
   // Negative control: the upsert this replaced (ON CONFLICT DO UPDATE ...
   // WHERE false) locks the row and writes WAL on every busy attempt.

@@ -646,15 +646,17 @@ TEST_CASE("sqlguard chaos over the three Galera nodes with their wall clocks ste
           "[.][galera][galera-clock]") {
   // The cluster restarted under libfaketime (each node its own offset file),
   // and on its real clock after.
+  // (The restore is armed first: a restart that fails half-way still leaves
+  // the cluster on its real clock for the tests after this one.)
   const std::string script = sgtest::required_env("SQLGUARD_DBSERVERS");
-  REQUIRE(sgtest::run_process({"/bin/bash", script, "restart", "galera"}, nullptr,
-                              {"SQLGUARD_SERVER_CLOCK=faketime"}) == 0);
   struct Restore {
     std::string script;
     ~Restore() {
       sgtest::run_process({"/bin/bash", script, "restart", "galera"}, nullptr, {"SQLGUARD_SERVER_CLOCK=real"});
     }
   } restore{script};
+  REQUIRE(sgtest::run_process({"/bin/bash", script, "restart", "galera"}, nullptr,
+                              {"SQLGUARD_SERVER_CLOCK=faketime"}) == 0);
   auto chaos = [](std::vector<std::string> args, std::string* out) {
     std::vector<std::string> argv = {sgtest::cli_path(), "--json", "chaos"};
     argv.insert(argv.end(), args.begin(), args.end());

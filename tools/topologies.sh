@@ -1382,15 +1382,17 @@ ga_start() {
     running="$boot "
     count=1
   fi
-  # Joiners start together (IST runs in parallel; concurrent full SSTs
-  # queue up for a donor by themselves).
-  local joiners=''
+  # Joiners start one after another, each Synced before the next: two
+  # started together can pick each other as donor while the first is still
+  # joining; the donor then refuses ("State transfer ... failed: Not in
+  # primary component") and the joiner aborts ("Will never receive state").
+  # Seen in CI (2026-12-04) on a restart under libfaketime.
   for n in 1 2 3; do
     [[ " $running" == *" $n "* ]] && continue
     ga_node_spawn "$n" 0
-    joiners+="$n "
+    ga_node_wait "$n" $(( count + 1 ))
+    count=$(( count + 1 ))
   done
-  for n in $joiners; do ga_node_wait "$n" 3; done
   n=${running%% *}
   ga_bootstrap_sql "$n" || die "galera: could not create user/database $TEST_USER/$TEST_DB"
   for n in 1 2 3; do

@@ -920,9 +920,20 @@ TEST_CASE("a fair waiter whose place lapsed queues again at the tail and its fol
   auto f2 = waiter(second, 2);
   REQUIRE(eventually(
       [&] { return live_places(name) == 2; }, 10s));
+  const std::int64_t second_ticket =
+      sgtest::query_int("SELECT MAX(ticket) FROM sqlguard_lock_queue WHERE name = ?", {name});
   // The first waiter's place is gone (as if its process had been stopped
-  // past place_ttl): it must queue again behind the second.
+  // past place_ttl): it must queue again behind the second. The holder lets
+  // go once it has (the first waiter's next look at the queue, within a ttl:
+  // a release while that look was on its way to the take could still hand
+  // it this one turn — a pooler's slower round trips made that happen once).
   sgtest::exec("DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ?", {name, first_ticket});
+  REQUIRE(eventually(
+      [&] {
+        return sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket > ?",
+                                 {name, second_ticket}) == 1;
+      },
+      20s));
   CHECK(holder.release());
   REQUIRE(f1.wait_for(20s) == std::future_status::ready);
   REQUIRE(f2.wait_for(20s) == std::future_status::ready);

@@ -75,14 +75,28 @@ TEST_CASE("every bench op runs on both paths without an error", "[bench][cli]") 
   int rc = sgtest::run_process(argv, &out);
   INFO(out);
   REQUIRE(rc == 0);
-  int cells = 0;
+  int cells = 0, commit_cells = 0;
   std::size_t start = 0;
+  const std::string server = ctx().is(sqlguard::DialectKind::kMysql)        ? "MariaDB"
+                             : ctx().is(sqlguard::DialectKind::kPostgresql) ? "PostgreSQL"
+                                                                           : "SQLite";
   for (auto nl = out.find('\n'); nl != std::string::npos; start = nl + 1, nl = out.find('\n', start)) {
     const std::string line = out.substr(start, nl - start);
     if (line.empty() || line[0] != '{') continue;
     ++cells;
     INFO(line);
     CHECK(field(line, "errors") == "0");
+    CHECK(field(line, "cpu_load").empty());  // no --cpu-load: no tag
+    if (field(line, "op") == "\"commit-rate\"") {
+      // The database's own one-client commit rate, measured before the
+      // matrix because lease-hot is in it, with what a commit waits for.
+      ++commit_cells;
+      CHECK(field(line, "clients") == "1");
+      CHECK(std::stod(field(line, "ops_per_s")) > 0);
+      CHECK(field(line, "durability").rfind("\"" + server + " ", 0) == 0);
+      CHECK(!field(line, "flushes_per_commit").empty());
+      continue;
+    }
     const auto raw_errors = field(line, "raw_errors");
     CHECK((raw_errors.empty() || raw_errors == "0"));
     const auto op = field(line, "op");
@@ -112,15 +126,37 @@ TEST_CASE("every bench op runs on both paths without an error", "[bench][cli]") 
       CHECK(std::stod(field(line, "wait_max_ms")) >= std::stod(field(line, "wait_p99_ms")));
     }
     // Lease cells state what a cycle waits for on this server.
+    if (op == "\"lease-hot\"") CHECK(field(line, "vs_commit_rate").empty() == ctx().pooler);
     if (op == "\"lease-distinct\"" || op == "\"lease-hot\"" || op == "\"handoff\"") {
-      const std::string server = ctx().is(sqlguard::DialectKind::kMysql)        ? "MariaDB"
-                                 : ctx().is(sqlguard::DialectKind::kPostgresql) ? "PostgreSQL"
-                                                                               : "SQLite";
       CHECK(field(line, "durability").rfind("\"" + server + " ", 0) == 0);
       CHECK(!field(line, "flushes_per_cycle").empty());
     }
   }
-  CHECK(cells == 9);  // every op once at 2 clients (handoff included)
+  // Every op once at 2 clients (handoff included), and the commit rate
+  // (through the native driver: not with --no-raw, i.e. behind a pooler).
+  CHECK(commit_cells == (ctx().pooler ? 0 : 1));
+  CHECK(cells == 9 + commit_cells);
+}
+
+TEST_CASE("bench --cpu-load runs its cells beside spinning processes, tags them, and stops the load with the run",
+          "[bench][cli]") {
+  std::vector<std::string> argv = {sgtest::cli_path(), "--db", ctx().uri, "--json", "bench", "--ops",
+                                   "handoff,waiters", "--clients", "2", "--waiters", "20", "--duration", "300ms",
+                                   "--warmup", "50ms", "--cpu-load", "2"};
+  std::string out;
+  // A load that outlived the cells would keep the run from ending (it waits
+  // for the processes it killed): the run returning is part of the check.
+  REQUIRE(sgtest::run_process(argv, &out) == 0);
+  INFO(out);
+  const auto lines = json_lines(out);
+  REQUIRE(lines.size() == 2);
+  for (const auto& line : lines) {
+    INFO(line);
+    CHECK(field(line, "cpu_load") == "2");
+    CHECK(field(line, "errors") == "0");
+  }
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--cpu-load", "-1"}) == 2);
+  CHECK(sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "bench", "--cpu-load", "257"}) == 2);
 }
 
 TEST_CASE("bench refuses bad input with one line and exit 2", "[bench][cli]") {

@@ -5,9 +5,10 @@
 # fsync) as comparators beside every dialect, and a second PostgreSQL pass of
 # the lease ops with --durable-release (2 WAL flushes per cycle instead of 1).
 #
-# Usage: tools/bench.sh [--scale] [--quick] [--publish]
+# Usage: tools/bench.sh [--scale] [--quick] [--no-load] [--publish]
 #   --scale   also run the 1M-row scale checks (adds minutes per dialect)
 #   --quick   0.5s cells (a smoke run, numbers not for publishing)
+#   --no-load skip the pass under CPU load (below)
 #   --publish replace docs/bench/'s run with this one and rewrite the tables of
 #             docs/benchmarks.md and docs/bench.md from it
 #             (tools/bench_tables.py). Needs both comparators: a missing
@@ -18,7 +19,11 @@
 # Output: bench-results/<dialect>.json (one JSON object per line, every cell
 # tagged with this run's run_id), postgresql-durable-release.json,
 # <dialect>.svg, <dialect>.txt (stderr/notes), settings.txt (run_id, machine,
-# durability settings).
+# durability settings), <dialect>-cpu-load.json: the waiters and handoff ops
+# again beside `--cpu-load $(nproc)` spinning processes (as many as the
+# machine has cores: every core busy, so the clients, the lock client's
+# threads and the server wait for a CPU as on a loaded host; about 40 s per
+# dialect).
 # Default matrix: 9 ops x clients 1,4,16, 2 s per cell and path, plus the
 # comparators' lease cells and the durable-release pass, plus the lock-client
 # ops once per dialect (held-leases 100,1000,10000 — SQLite 100,1000 — and
@@ -46,13 +51,14 @@ prog=bench
 # shellcheck source=tools/bench_lib.sh
 . "$here/bench_lib.sh"  # root, log, die, usage and the servers
 
-scale=0 publish=0
+scale=0 publish=0 cpu_load=1
 duration=${BENCH_DURATION:-2s}
 for arg in "$@"; do
   case "$arg" in
     --scale) scale=1 ;;
     --quick) duration=500ms ;;
     --publish) publish=1 ;;
+    --no-load) cpu_load=0 ;;
     -h|--help) usage; exit 0 ;;
     *) usage; die "unknown argument: $arg" ;;
   esac
@@ -153,6 +159,7 @@ fi
   echo "mariadb: innodb_flush_log_at_trx_commit=1 (SQLGUARD_DURABLE=1), binlog off"
   if [[ ${#redis_arg[@]} -gt 0 ]]; then echo "redis: $(redis-server --version | cut -d' ' -f3), appendonly yes, appendfsync always"; fi
   if [[ ${#etcd_arg[@]} -gt 0 ]]; then echo "etcd: $(etcd --version | awk '/etcd Version/ {print $3}'), one node on loopback, default settings (raft log fsynced per entry)"; fi
+  if (( cpu_load )); then echo "cpu load: waiters and handoff again beside $(nproc) spinning processes (--cpu-load $(nproc)), <dialect>-cpu-load.json"; fi
   echo "release: sqlguard's default (PostgreSQL: the release commits without waiting for its WAL flush); PostgreSQL's lease ops again with --durable-release"
 } > "$out/settings.txt"
 
@@ -185,6 +192,15 @@ for d in $dialects; do
         || { cat "$out/$d.txt" >&2; die "$d --durable-release bench failed"; }
     fi
   fi
+  # The wait and hand-off ops again on a busy host (issue 40 item 6).
+  load_ops=$(tr ',' '\n' <<<"$ops" | grep -xE 'all|waiters|handoff' | paste -sd, || true)
+  [[ "$load_ops" == *all* ]] && load_ops=waiters,handoff
+  if (( cpu_load )) && [[ -n "$load_ops" ]]; then
+    log "$d: $load_ops again beside $(nproc) spinning processes (--cpu-load) ..."
+    "$bin" --db "$uri" --json bench --run-id "$run_id" --cpu-load "$(nproc)" --ops "$load_ops" --clients "$clients" \
+      --duration "$duration" --warmup "$warmup" > "$out/$d-cpu-load.json" 2>> "$out/$d.txt" \
+      || { cat "$out/$d.txt" >&2; die "$d --cpu-load bench failed"; }
+  fi
 done
 [[ "$dialects" == *sqlite* ]] && rm -f "$out"/bench.db "$out"/bench.db-*
 rm -f "$out"/bench-redis.aof "$out"/appendonlydir -r 2>/dev/null || true
@@ -199,8 +215,10 @@ python3 "$root/tools/bench_tables.py" "$out" --write "$out/benchmarks.md" "$out/
 log "tables from this run: $out/benchmarks.md, $out/bench.md, $out/README.md"
 if (( publish )); then
   # Replace the published run as a whole: no table may mix runs.
-  rm -f "$root"/docs/bench/{sqlite,postgresql,mysql,postgresql-durable-release}.{json,svg}
-  for f in "$out"/{sqlite,postgresql,mysql,postgresql-durable-release}.{json,svg}; do
+  rm -f "$root"/docs/bench/{sqlite,postgresql,mysql,postgresql-durable-release}.{json,svg} \
+    "$root"/docs/bench/{sqlite,postgresql,mysql}-cpu-load.json
+  for f in "$out"/{sqlite,postgresql,mysql,postgresql-durable-release}.{json,svg} \
+           "$out"/{sqlite,postgresql,mysql}-cpu-load.json; do
     if [[ -f "$f" ]]; then cp "$f" "$root/docs/bench/"; fi
   done
   cp "$out/settings.txt" "$root/docs/bench/settings.txt"

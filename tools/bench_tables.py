@@ -8,14 +8,15 @@ DIR holds ONE run of tools/bench.sh: <dialect>.json (one JSON object per line,
 the comparators' cells of the same invocation included),
 postgresql-durable-release.json, settings.txt, optionally scale.json (the
 1 M-row checks of an earlier run, first line {"run": {...}} saying which),
-optionally churn-soak.json (`sqlguard bench --ops churn-soak` runs, an hour
+optionally <dialect>-cpu-load.json (the waiters and handoff ops again beside
+`--cpu-load N` spinning processes, same run), optionally churn-soak.json (`sqlguard bench --ops churn-soak` runs, an hour
 long: a run of their own, first line {"run": {...}} saying which, every cell
 carrying that run's run_id).
 Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
 `<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff,
 comparators, scale, round-trips, held-leases, held-leases-summary (README.md), waiters,
-fair-lease, semaphore-hot, rw-mixed, churn-soak. Each
+fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate. Each
 table ends with the run it comes from
 (date, machine, matrix); durability is stated in the rows. No number in those
 regions is typed by hand, so none can contradict the data.
@@ -28,6 +29,7 @@ import sys
 DIALECTS = [("sqlite", "SQLite"), ("postgresql", "PostgreSQL"), ("mysql", "MariaDB")]
 COMPARATORS = [("redis", "Redis"), ("etcd", "etcd")]
 DURABLE = "postgresql-durable-release"  # PostgreSQL's lease ops with --durable-release
+LOADED = "-cpu-load"  # <dialect>-cpu-load.json: waiters and handoff beside --cpu-load N (issue 40 item 6)
 LEASE_OPS = ("lease-distinct", "lease-hot")
 # The lock-client ops: one cell per --held / --waiters value, not per client
 # count; they have tables of their own and stay out of the matrix tables.
@@ -35,6 +37,9 @@ CLIENT_OPS = ("held-leases", "waiters", "churn-soak")
 # The synchronizer ops (issue 28): op x clients cells, but each has a table of
 # its own (fair-lease holds two sides per cell) and none is in the main table.
 SYNC_OPS = ("fair-lease", "semaphore-hot", "rw-mixed")
+# The database's own one-client commit rate (issue 40 item 4): one cell per
+# dialect run, in a table of its own beside lease-hot.
+COMMIT_OP = "commit-rate"
 
 
 class DataError(Exception):
@@ -73,7 +78,7 @@ def slash(*xs):
 
 
 def matrix(r):  # a cell of the op x clients matrix (not a --scale phase, not a lock-client op)
-    return not r.get("scale") and r.get("op") not in CLIENT_OPS
+    return not r.get("scale") and r.get("op") not in CLIENT_OPS and r.get("op") != COMMIT_OP
 
 
 def cell(rows, dialect, op, clients):  # a cell of the normal matrix
@@ -110,7 +115,7 @@ class Run:
                     k, v = line.split(":", 1)
                     self.settings[k.strip()] = v.strip()
         self.files = {}
-        for name in [n for n, _ in DIALECTS] + [DURABLE]:
+        for name in [n for n, _ in DIALECTS] + [DURABLE] + [n + LOADED for n, _ in DIALECTS]:
             rows = load(os.path.join(d, name + ".json"))
             if rows:
                 self.files[name] = rows
@@ -134,6 +139,9 @@ class Run:
     def rows(self, name):
         return self.files.get(name, [])
 
+    def main_files(self):  # every file but the passes under --cpu-load (their own table)
+        return [n for n in self.files if not n.endswith(LOADED)]
+
     def footer(self, names):
         s = self.settings
         files = ", ".join("{}.json".format(n) for n in names if n in self.files)
@@ -146,7 +154,7 @@ class Run:
 
 
 def table_run(run):
-    keys = ["run_id", "date", "host", "cpu", "matrix", "sqlite", "postgresql", "mariadb", "redis", "etcd", "release"]
+    keys = ["run_id", "date", "host", "cpu", "matrix", "sqlite", "postgresql", "mariadb", "redis", "etcd", "cpu load", "release"]
     return "\n".join("- {}: {}".format(k, run.settings[k]) for k in keys if k in run.settings)
 
 
@@ -217,7 +225,32 @@ def table_contention(run):
                 n3(r.get(p + "jain_index")),
                 slash(n2(r.get(p + "wait_p50_ms")), n2(r.get(p + "wait_p99_ms")), n2(r.get(p + "wait_max_ms"))),
                 n0(r.get(p + "timeouts"))))
-    out += ["", run.footer(list(run.files))]
+    out += ["", run.footer(run.main_files())]
+    return "\n".join(out)
+
+
+def table_commit_rate(run):
+    """Each dialect's one-client commit rate beside its lease-hot cycles/s (vs_commit_rate)."""
+    rows = []
+    for d, title in DIALECTS:
+        cr = next((r for r in run.rows(d) if r.get("dialect") == d and r.get("op") == COMMIT_OP), None)
+        if cr is not None:
+            rows.append((d, title, cr))
+    if not rows:
+        return "No `{}` cells in this run (data: docs/bench/, run {}).".format(
+            COMMIT_OP, run.settings.get("run_id", "unknown"))
+    out = ["| dialect | durability of a commit | commits/s, one client | p50 / p99 ms | `lease-hot` clients | "
+           "`lease-hot` cycles/s | ÷ commit rate | durability of a cycle |",
+           "|---|---|---:|---:|---:|---:|---:|---|"]
+    for d, title, cr in rows:
+        hot = [cell(run.rows(d), d, "lease-hot", c) for c in run.clients([d])]
+        hot = [r for r in hot if r is not None]
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            title, durability(cr), n0(cr.get("ops_per_s")), slash(n2(cr.get("p50_ms")), n2(cr.get("p99_ms"))),
+            slash(*[str(r["clients"]) for r in hot]) or "—", slash(*[n0(r["ops_per_s"]) for r in hot]) or "—",
+            slash(*[n2(r.get("vs_commit_rate")) for r in hot]) or "—",
+            durability(hot[0]) if hot else "—"))
+    out += ["", run.footer([d for d, _, _ in rows])]
     return "\n".join(out)
 
 
@@ -239,7 +272,7 @@ def table_handoff(run):
                 label, durability(r), c, n0(r["ops_per_s"]), slash(n2(r["p50_ms"]), n2(r["p99_ms"])), ceiling,
                 n2(r.get("handoff_efficiency")), n3(r.get("jain_index")), n2(r.get("wait_p99_ms")),
                 n0(r.get("timeouts"))))
-    out += ["", run.footer(list(run.files))]
+    out += ["", run.footer(run.main_files())]
     return "\n".join(out)
 
 
@@ -277,7 +310,7 @@ def table_comparators(run):
                         label, durability(ref_sg), ctitle, durability(ref_cp), like_for_like(ref_sg, ref_cp),
                         op, slash(*[n0(r["ops_per_s"]) if r else "—" for r in sg]),
                         slash(*[n0(r["ops_per_s"]) if r else "—" for r in cp]), slash(*ratio)))
-    out += ["", run.footer(list(run.files))]
+    out += ["", run.footer(run.main_files())]
     return "\n".join(out)
 
 
@@ -651,6 +684,40 @@ def table_renewer_overload(run):
     return "\n".join(out)
 
 
+def table_cpu_load(run):
+    """waiters and handoff quiet (<dialect>.json) beside the same cells under --cpu-load (<dialect>-cpu-load.json)."""
+    pairs = []
+    for d, title in DIALECTS:
+        for r in run.rows(d + LOADED):
+            if r.get("op") == "handoff" and matrix(r):
+                quiet = cell(run.rows(d), d, "handoff", r["clients"])
+                what = "handoff, {} clients".format(r["clients"])
+            elif r.get("op") == "waiters":
+                quiet = next((q for q in run.rows(d) if q.get("op") == "waiters" and
+                              q.get("waiters") == r.get("waiters")), None)
+                what = "waiters {}".format(n0(r.get("waiters")))
+            else:
+                continue
+            pairs.append((title, what, r, quiet))
+    if not pairs:
+        return "No `--cpu-load` cells in this run (data: docs/bench/, run {}).".format(
+            run.settings.get("run_id", "unknown"))
+    out = ["| dialect | op | spinning processes | hand-offs/s quiet → loaded | loaded ÷ quiet | latency p50 / p99 ms "
+           "quiet → loaded | efficiency quiet → loaded | Jain index loaded | timed out loaded |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for title, what, r, q in pairs:
+        qo, lo = (q or {}).get("ops_per_s"), r.get("ops_per_s")
+        ratio = n2(lo / qo) if num(qo) and num(lo) and qo > 0 else "—"
+        timeouts = r.get("timeouts_total", r.get("timeouts"))
+        out.append("| {} | {} | {} | {} → {} | {} | {} → {} | {} → {} | {} | {} |".format(
+            title, what, n0(r.get("cpu_load")), n0(qo), n0(lo), ratio,
+            slash(n2((q or {}).get("p50_ms")), n2((q or {}).get("p99_ms"))), slash(n2(r.get("p50_ms")), n2(r.get("p99_ms"))),
+            n2((q or {}).get("handoff_efficiency")), n2(r.get("handoff_efficiency")), n3(r.get("jain_index")),
+            n0(timeouts)))
+    out += ["", run.footer([d for d, _ in DIALECTS] + [d + LOADED for d, _ in DIALECTS])]
+    return "\n".join(out)
+
+
 def tables(d):
     run = Run(d)
     return {"run": table_run(run), "main": table_main(run), "contention": table_contention(run),
@@ -659,7 +726,8 @@ def tables(d):
             "held-leases-summary": table_held_summary(run),
             "waiters": table_waiters(run), "fair-lease": table_fair_lease(run),
             "semaphore-hot": table_semaphore_hot(run), "rw-mixed": table_rw_mixed(run),
-            "churn-soak": table_churn_soak(run), "renewer-overload": table_renewer_overload(run)}
+            "churn-soak": table_churn_soak(run), "renewer-overload": table_renewer_overload(run),
+            "cpu-load": table_cpu_load(run), "commit-rate": table_commit_rate(run)}
 
 
 REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)

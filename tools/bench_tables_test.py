@@ -248,6 +248,46 @@ def main():
         check("**no**: baseline at 45 s, before the first minute" in render(d, "churn-soak"),
               "a baseline before the first minute is not the issue's target:\n" + render(d, "churn-soak"))
 
+    # commit-rate: one cell per dialect, out of the matrix tables, beside lease-hot's ratio to it.
+    with tempfile.TemporaryDirectory() as d:
+        write_run(d, {"postgresql": [cell("postgresql", "lease-hot", 1, 900.0, vs_commit_rate=0.6, durability=PG),
+                                     cell("postgresql", "lease-hot", 4, 1200.0, vs_commit_rate=0.8, durability=PG)]})
+        check("No `commit-rate` cells" in render(d, "commit-rate"), "a run without a commit-rate cell says so")
+        commit = cell("postgresql", "commit-rate", 1, 1500.0,
+                      durability="PostgreSQL fsync=on, synchronous_commit=on: each commit waits for its flush")
+        write_run(d, {"postgresql": [commit,
+                                     cell("postgresql", "lease-hot", 1, 900.0, vs_commit_rate=0.6, durability=PG),
+                                     cell("postgresql", "lease-hot", 4, 1200.0, vs_commit_rate=0.8, durability=PG)]})
+        cr = render(d, "commit-rate")
+        check("| PostgreSQL | PostgreSQL fsync=on, synchronous_commit=on: each commit waits for its flush | 1,500 | "
+              "1.00 / 2.00 | 1 / 4 | 900 / 1,200 | 0.60 / 0.80 | " + PG + " |" in cr,
+              "the commit rate beside lease-hot's cycles and ratios:\n" + cr)
+        check("commit-rate" not in render(d, "main"), "commit-rate stays out of the main table:\n" + render(d, "main"))
+
+    # --cpu-load: each loaded cell beside the same cell of the quiet run, and never from another run.
+    with tempfile.TemporaryDirectory() as d:
+        quiet = [cell("sqlite", "handoff", 4, 800.0, handoff_efficiency=0.9),
+                 {"dialect": "sqlite", "op": "waiters", "waiters": 1000, "clients": 1001, "ops_per_s": 700.0,
+                  "p50_ms": 0.1, "p99_ms": 0.2, "run_id": "r1"}]
+        write_run(d, {"sqlite": quiet})
+        check("No `--cpu-load` cells" in render(d, "cpu-load"), "a run without loaded cells says so")
+        loaded = [cell("sqlite", "handoff", 4, 400.0, cpu_load=2, handoff_efficiency=0.5, jain_index=0.99),
+                  {"dialect": "sqlite", "op": "waiters", "waiters": 1000, "clients": 1001, "ops_per_s": 350.0,
+                   "p50_ms": 0.3, "p99_ms": 4.0, "cpu_load": 2, "timeouts_total": 0, "run_id": "r1"}]
+        write_run(d, {"sqlite": quiet, "sqlite-cpu-load": loaded})
+        cl = render(d, "cpu-load")
+        check("| SQLite | handoff, 4 clients | 2 | 800 → 400 | 0.50 | 1.00 / 2.00 → 1.00 / 2.00 | 0.90 → 0.50 | 0.990 |"
+              in cl, "a loaded hand-off beside its quiet cell:\n" + cl)
+        check("| SQLite | waiters 1,000 | 2 | 700 → 350 | 0.50 | 0.10 / 0.20 → 0.30 / 4.00 |" in cl,
+              "a loaded waiters cell beside its quiet one:\n" + cl)
+        check("sqlite-cpu-load.json" in cl, "the table names its files:\n" + cl)
+        write_run(d, {"sqlite": quiet, "sqlite-cpu-load": [dict(loaded[0], run_id="r0")]})
+        try:
+            bench_tables.tables(d)
+            check(False, "a loaded cell of another run was rendered")
+        except bench_tables.DataError as e:
+            check("sqlite-cpu-load" in str(e) and "r0" in str(e), "the error names the file and run: " + str(e))
+
     # An unknown region is an error, not left alone.
     try:
         bench_tables.render("<!-- bench-table: nope -->\n<!-- /bench-table -->\n", {"run": ""})

@@ -105,6 +105,10 @@ using OpenFn = std::function<std::unique_ptr<Connection>()>;
 // client's thread/process). Throw for an unknown op.
 OpFn sg_op(const Cell& cell, int client, const OpenFn& open);
 OpFn raw_op(const Cell& cell, int client, const OpenFn& open);
+// The database's own single-client commit: one one-row UPDATE (stock row
+// cell.key_base) committing by itself, through the native driver. Its rate
+// is what a lease cycle's commits are measured against (vs_commit_rate).
+OpFn commit_op(const Cell& cell, const OpenFn& open);
 // sqlguard's contender: a LeaseLock on its own connection from `open`,
 // waiting as users do (acquire(timeout): backoff, wake-ups).
 MakeContender sg_contender(OpenFn open, ReleaseCommit commit);

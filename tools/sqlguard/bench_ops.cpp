@@ -240,6 +240,17 @@ OpFn sg_op(const Cell& cell, int client, const OpenFn& open) {
 
 // ---- raw driver paths (same statements, same order, same values) -------------
 
+OpFn commit_op(const Cell& cell, const OpenFn& open) {
+  std::shared_ptr<Connection> conn = open();
+  std::shared_ptr<RawConn> raw = make_raw(*conn);
+  const int upd = raw->prepare(kInboxEffect);
+  const std::int64_t key = cell.key_base;
+  return [conn, raw, upd, key] {
+    if (raw->exec(upd, {key}).affected != 1) throw std::runtime_error("commit-rate: the stock row is missing");
+    return true;
+  };
+}
+
 OpFn raw_op(const Cell& cell, int client, const OpenFn& open) {
   const std::string& op = cell.op;
   if (op == "lease-hot") return contended_cycle(raw_contender(open, cell.release_commit)(cell.prefix + ":hot", client));

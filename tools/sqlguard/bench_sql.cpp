@@ -105,6 +105,17 @@ Durability sqlite_cycle(Connection& c) {
 
 }  // namespace
 
+Durability commit_durability(Connection& c) {
+  // A durable release makes every commit of a cycle wait for its flush: the
+  // settings part of that statement is this one's too.
+  const Durability cycle = lease_cycle_durability(c, ReleaseCommit::kDurable);
+  const auto colon = cycle.summary.find(": ");
+  const std::string head = cycle.summary.substr(0, colon == std::string::npos ? cycle.summary.size() : colon);
+  if (!cycle.flushes_per_cycle) return {head, std::nullopt};
+  if (*cycle.flushes_per_cycle == 0) return {cycle.summary, 0};
+  return {head + ": each commit waits for its flush", 1};
+}
+
 Durability lease_cycle_durability(Connection& c, ReleaseCommit commit) {
   switch (c.kind()) {
     case DialectKind::kPostgresql: return postgresql_cycle(c, commit);

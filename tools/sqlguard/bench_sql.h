@@ -55,6 +55,9 @@ Recorded record_op(const std::string& op, const Cell& cell);
 // `c`, from its durability settings (read here: what the server runs with,
 // not what it was meant to run with) and `commit`.
 Durability lease_cycle_durability(Connection& c, ReleaseCommit commit);
+// What one commit of commit_op waits for on that server (flushes_per_cycle:
+// per commit, 1 or 0).
+Durability commit_durability(Connection& c);
 
 // --emit-sql: the recorded statements per op, as SQL text, or with --json one
 // object per op: dialect, op, round_trips, statements[].

@@ -3,6 +3,8 @@
 // Method and results: docs/bench.md. This file: options and orchestration;
 // the ops are in bench_ops.cpp, their statements in bench_sql.h, the runner
 // in bench_run.cpp, the output in bench_report.cpp.
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <iostream>
@@ -14,6 +16,7 @@
 #include "bench_sql.h"
 #include "sqlguard/admin.h"
 #include "common.h"
+#include "process.h"
 #include "sqlguard/cleanup.h"
 #include "sqlguard/migrate.h"
 #include "sqlguard/validate.h"
@@ -37,6 +40,7 @@ struct Opts {
   std::string take_over = "watched";
   std::int64_t scale_rows = 1000000;
   int scale_clients = 4;
+  int cpu_load = 0;  // busy processes beside the cells (issue 40 item 6)
   // The lock-client ops.
   std::string held;  // empty: 100,1000,10000 (SQLite: 100,1000)
   std::string waiters = "1000";
@@ -50,6 +54,39 @@ struct Opts {
   std::string sample_every = "60s", cycle_every = "1s";
 };
 
+// --cpu-load N: N forked processes that spin on the CPU at normal priority
+// for the whole run (each a tight loop on a local counter: no memory, no
+// I/O, no system calls), so the clients, the lock client's threads and the
+// servers on this machine share its cores with them: what the waiters and
+// hand-off figures look like on a busy host. Started before the run opens
+// any connection or thread (fork_call's rule); SIGKILLed and reaped when
+// the run ends, and killed with us if we die (die_with_parent).
+class CpuLoad {
+ public:
+  explicit CpuLoad(int n) {
+    proc::SpawnOptions so;
+    so.die_with_parent = true;
+    so.out = proc::SpawnOptions::Out::kNull;
+    for (int i = 0; i < n; ++i)
+      spinners_.push_back(proc::fork_call(
+          [](int) {
+            volatile std::uint64_t x = 0;
+            for (;;) x = x + 1;
+            return 0;
+          },
+          so));
+  }
+  ~CpuLoad() {
+    for (auto& c : spinners_) c.signal(SIGKILL);
+    for (auto& c : spinners_) c.wait();
+  }
+  CpuLoad(const CpuLoad&) = delete;
+  CpuLoad& operator=(const CpuLoad&) = delete;
+
+ private:
+  std::vector<proc::Child> spinners_;
+};
+
 // The validated timings of every cell.
 struct Timing {
   milliseconds warmup, duration, hold;
@@ -61,6 +98,7 @@ bool lease_op(const std::string& op) { return op == "lease-distinct" || op == "l
 // tagged with --run-id.
 void emit(json& j, const Opts& o, const std::string& label = "") {
   if (!o.run_id.empty()) j["run_id"] = o.run_id;
+  if (o.cpu_load > 0) j["cpu_load"] = o.cpu_load;
   if (global().json) {
     print_json(j);
     return;
@@ -273,6 +311,7 @@ void run_scale(const Opts& o, Connection& admin, const std::string& dialect, con
     j["clients"] = sc;
     j["rows"] = rows;
     if (!o.run_id.empty()) j["run_id"] = o.run_id;
+    if (o.cpu_load > 0) j["cpu_load"] = o.cpu_load;
     if (g.json) print_json(j);
     else print_scale_row(op + " " + phase, st);
     return j;
@@ -337,6 +376,7 @@ void run_scale(const Opts& o, Connection& admin, const std::string& dialect, con
   j["cleanup_batches"] = rep.batches;
   if (!cleanup_error.empty()) j["cleanup_error"] = cleanup_error;
   if (!o.run_id.empty()) j["run_id"] = o.run_id;
+  if (o.cpu_load > 0) j["cpu_load"] = o.cpu_load;
   if (g.json) print_json(j);
   else print_cleanup_row(during, rep.locks_deleted, rep.idempotency_deleted, cleanup_s, fill_s);
 }
@@ -388,6 +428,7 @@ void run_bench(const Opts& o) {
     throw BadValue("--etcd", "this sqlguard was built without cpp-httplib (install libcpp-httplib-dev and rebuild)");
   const auto commit = o.durable_release ? ReleaseCommit::kDurable : ReleaseCommit::kCoveredByNextAcquire;
   bench_take_over() = o.take_over == "database-clock" ? TakeOver::kDatabaseClock : TakeOver::kWatched;
+  const CpuLoad cpu_load(o.cpu_load);
   // Comparators connect before the database is touched: an unreachable one
   // fails the run at once, naming its address.
   std::vector<Comparator> comparators;
@@ -424,6 +465,9 @@ void run_bench(const Opts& o) {
     std::cout << "sqlguard bench: " << mask_uri(g.db) << " (" << dialect << "), " << (o.processes ? "processes" : "threads")
               << ", " << format_duration(duration) << " per cell after " << format_duration(warmup) << " warm-up\n"
               << "lease cycle: " << durability.summary << "\n";
+    if (o.cpu_load > 0)
+      std::cout << "cpu load: " << o.cpu_load << " spinning process" << (o.cpu_load == 1 ? "" : "es") << " on "
+                << std::thread::hardware_concurrency() << " cores, all run long\n";
     if (!matrix_ops.empty()) print_table_header();
   }
   // Comparators first (same run, same client counts): every lease cell then
@@ -435,6 +479,26 @@ void run_bench(const Opts& o) {
       emit(j, o, c.name);
       cells.push_back(j);
     }
+  }
+  // How close the hot lock gets to the disk: the database's own commit rate
+  // with one client, measured in the same run before the matrix (issue 40).
+  double commit_rate = 0;
+  // (Through the native driver, as the raw path: not with --no-raw, which
+  // is what a transaction pooler needs.)
+  if (!o.no_raw && std::find(ops.begin(), ops.end(), "lease-hot") != ops.end()) {
+    constexpr std::int64_t kCommitRow = 50000;  // below the first cell's rows (cell_no * 100000)
+    fill_stock(*admin, kCommitRow, 1);
+    Cell cc{"commit-rate", 1, run_tag + ":commit-rate", kCommitRow};
+    Stats st = run_clients(1, false, [&](int) { return commit_op(cc, open); }, warmup, duration);
+    json j = {{"dialect", dialect}, {"op", "commit-rate"}, {"clients", 1}, {"mode", "threads"}};
+    add_cell_fields(j, "commit-rate", st, nullptr);
+    const Durability cd = commit_durability(*admin);
+    j["durability"] = cd.summary;
+    j["flushes_per_commit"] = cd.flushes_per_cycle ? json(*cd.flushes_per_cycle) : json(nullptr);
+    j["statement"] = kInboxEffect;
+    if (st.errors == 0) commit_rate = st.ops_per_s();
+    emit(j, o);
+    cells.push_back(j);
   }
   std::map<std::string, double> one_client;  // op -> ops/s with 1 client (contention_ratio)
   int cell_no = 0;
@@ -480,6 +544,7 @@ void run_bench(const Opts& o) {
         const double ops_s = j["ops_per_s"].get<double>();
         if (n == 1 && op != "handoff") one_client[op] = ops_s;
         if (one_client.count(op) && one_client[op] > 0) j["contention_ratio"] = r3(ops_s / one_client[op]);
+        if (op == "lease-hot" && commit_rate > 0) j["vs_commit_rate"] = r3(ops_s / commit_rate);
         for (const auto& [name, by_cell] : comparator_ops) {
           auto it = by_cell.find({op, n});
           if (it != by_cell.end() && it->second > 0) j["vs_" + name] = r3(ops_s / it->second);
@@ -524,6 +589,11 @@ void add_bench(CLI::App& app) {
       ->check(whole_number(1, 1000))
       ->capture_default_str();
   cmd->add_flag("--processes", o->processes, "One forked process per client instead of threads");
+  cmd->add_option("--cpu-load", o->cpu_load,
+                  "Run every cell beside N processes that spin on the CPU at normal priority (a busy host; each "
+                  "cell's JSON says cpu_load N)")
+      ->check(whole_number(0, 256))
+      ->capture_default_str();
   cmd->add_flag("--no-raw", o->no_raw, "Skip the raw driver baseline");
   cmd->add_flag("--emit-sql", o->emit_sql, "Print the exact statements per op and exit");
   cmd->add_option("--plot", o->plot, "Write an SVG of ops/s against clients to this file");

@@ -155,10 +155,6 @@ struct ConnectOptions {
   // Bound on establishing a connection (TCP + auth). Default: 10 s.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
   // SQLite: how long a writer waits for the database lock. Default: 5 s.
-  // sqlguard's own busy handler tries again after 25-50 us, the pause
-  // doubling to at most 1 ms, each drawn at random within its range (SQLite's
-  // busy timeout sleeps up to 100 ms between tries, far longer than a lease
-  // statement holds the lock).
   std::chrono::milliseconds busy_timeout{std::chrono::seconds(5)};
   // Client-side I/O deadline of every statement, BEGIN and COMMIT, whatever
   // the server or the network does (a frozen server, a silent partition):

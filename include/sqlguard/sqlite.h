@@ -3,8 +3,7 @@
 // Gives the native sqlite3* of a sqlguard SQLite connection, so your own
 // statements run inside the same transaction as sqlguard's (for example, the
 // business write and the inbox dedup row commit together). Do not close the
-// handle and do not change its busy handler (sqlite3_busy_timeout() replaces
-// it) or journal mode.
+// handle and do not change its busy timeout or journal mode.
 #pragma once
 
 #include "sqlguard/connection.h"

@@ -40,13 +40,16 @@ SELECT {columns*, } FROM {table} WHERE {filter* AND } ORDER BY {key} LIMIT ? {lo
 -- empty: BEGIN IMMEDIATE already holds the database write lock (NOWAIT = busy timeout 0)
 
 -- name: lock_timeout_local
--- not needed: the wait for the write lock is the connection's own busy handler's limit, set through the C API
+-- not needed: the busy timeout is per connection (lock_timeout_get + sqlite3_busy_timeout)
 
 -- name: lock_timeout_get
--- not needed: the connection keeps its busy handler's limit itself (PRAGMA busy_timeout reads 0 under a busy handler)
+-- The new value is set with sqlite3_busy_timeout() (PRAGMA takes no parameters).
+-- returns: :one timeout
+-- params: 
+PRAGMA busy_timeout;
 
 -- name: lock_timeout_set
--- not needed: the connection keeps its busy handler's limit itself (PRAGMA takes no parameters)
+-- not needed: set through the C API, sqlite3_busy_timeout()
 
 -- name: cas_select
 -- VersionCas::read(): columns = version column first, then VersionCasSpec::columns.

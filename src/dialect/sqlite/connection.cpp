@@ -15,7 +15,6 @@
 #include <climits>
 #include <chrono>
 #include <cstring>
-#include <random>
 #include <set>
 #include <string_view>
 #include <string>
@@ -54,17 +53,15 @@ class SqliteDialect final : public Dialect {
   // No row locks: BEGIN IMMEDIATE takes the database write lock, and the
   // busy timeout bounds the wait for it (0 = NOWAIT). PRAGMA takes no
   // parameters, so the new value is set through the C API.
-  // The connection's own busy handler (below) keeps the limit: PRAGMA
-  // busy_timeout would read 0 and sqlite3_busy_timeout() would replace it.
   std::optional<std::int64_t> push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
-    return swap_busy_limit(c, t.count());
+    static constexpr auto kTimeout = detail::column(detail::Sql::lock_timeout_get, "timeout");
+    auto prev = detail::cell(detail::run(c, detail::Sql::lock_timeout_get).rows.at(0), kTimeout).as_int();
+    sqlite3_busy_timeout(sqlite::native_handle(c), static_cast<int>(t.count()));
+    return prev;
   }
   void restore_session_lock_timeout(Connection& c, std::int64_t previous) const override {
-    swap_busy_limit(c, previous);
+    sqlite3_busy_timeout(sqlite::native_handle(c), static_cast<int>(previous));
   }
-
- private:
-  static std::int64_t swap_busy_limit(Connection& c, std::int64_t ms);
 };
 
 const SqliteDialect kDialect(false);
@@ -102,8 +99,8 @@ class SqliteConnection final : public Connection {
     install_wakeup_hooks();
     // No network here: the I/O deadline, when set, bounds the wait for the
     // database lock (the one wait a statement can block on).
-    busy_limit_ = opt.io_timeout ? std::min(opt.busy_timeout, *opt.io_timeout) : opt.busy_timeout;
-    sqlite3_busy_handler(db_, &SqliteConnection::on_busy, this);
+    const auto busy = opt.io_timeout ? std::min(opt.busy_timeout, *opt.io_timeout) : opt.busy_timeout;
+    sqlite3_busy_timeout(db_, static_cast<int>(busy.count()));
     // A file the process may not write is opened read-only: reads still
     // work (lock list), writes fail as permission_denied naming the file.
     if (path_ != ":memory:" && sqlite3_db_readonly(db_, "main") != 1) {
@@ -135,34 +132,6 @@ class SqliteConnection final : public Connection {
     cache_.for_each([](const std::string&, sqlite3_stmt* st) { sqlite3_finalize(st); });
     sqlite3_close_v2(db_);
   }
-  // The wait for the database's write lock (SQLITE_BUSY), up to the
-  // connection's limit (ConnectOptions::busy_timeout; 0 = do not wait).
-  // SQLite's own busy timeout sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50,
-  // 100 ms between tries, while a lease statement holds the lock for about
-  // 0.1 ms: a writer that lost twice slept 5 ms through some 50 commits of
-  // the others (one hot lease, 16 clients: p99 55 ms, 16/1 = 0.67). Here a
-  // try follows after 25-50 us, the pause doubling up to 0.5-1 ms, each
-  // drawn at random within its range so the losers do not retry in step.
-  std::int64_t swap_busy_limit(std::int64_t ms) {
-    const auto prev = busy_limit_.count();
-    busy_limit_ = std::chrono::milliseconds(ms);
-    return prev;
-  }
-  static int on_busy(void* self, int tries) {
-    auto* c = static_cast<SqliteConnection*>(self);
-    const auto now = std::chrono::steady_clock::now();
-    if (tries == 0) c->busy_since_ = now;
-    if (now - c->busy_since_ >= c->busy_limit_) return 0;
-    thread_local std::minstd_rand jitter(static_cast<unsigned>(
-        std::hash<std::thread::id>{}(std::this_thread::get_id()) ^
-        static_cast<std::size_t>(now.time_since_epoch().count())));
-    const long top = 50L << std::min(tries, 4);  // us: 50, 100, 200, 400, 800
-    const long pause = std::min(top / 2 + static_cast<long>(jitter() % static_cast<unsigned long>(top / 2 + 1)), 1000L);
-    const auto left = c->busy_limit_ - (now - c->busy_since_);
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(std::chrono::microseconds(pause), left));
-    return 1;
-  }
-
   std::size_t cached_statements() const noexcept override { return cache_.size(); }
   std::size_t statement_cache_capacity() const noexcept override { return cache_.capacity(); }
 
@@ -483,21 +452,12 @@ class SqliteConnection final : public Connection {
   Capabilities caps_;
   sqlite3* db_ = nullptr;
   bool in_tx_ = false;
-  std::chrono::milliseconds busy_limit_{0};           // on_busy(): how long to wait for the write lock
-  std::chrono::steady_clock::time_point busy_since_;  // on_busy(): when this wait began
   std::uint32_t* wake_words_ = nullptr;  // <path>-sqlguard-wake, mapped (wait_for_notify)
   bool wake_failed_ = false;
   std::unordered_map<std::string, std::uint32_t> seen_;  // channel -> counter last seen
   std::vector<std::string> pending_wakes_;              // sqlguard_wake() calls awaiting COMMIT
   detail::StatementCache<sqlite3_stmt*> cache_;
 };
-
-std::int64_t SqliteDialect::swap_busy_limit(Connection& c, std::int64_t ms) {
-  auto* sc = dynamic_cast<SqliteConnection*>(&c);
-  if (!sc) throw Error(ErrorCode::kInternal, "the SQLite dialect was given a connection of dialect " +
-                                                 std::string(c.dialect_name()));
-  return sc->swap_busy_limit(ms);
-}
 
 }  // namespace
 

@@ -16,7 +16,7 @@ Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
 `<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff,
 comparators, scale, round-trips, held-leases, held-leases-summary (README.md), waiters,
-fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate. Each
+fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate, takeover. Each
 table ends with the run it comes from
 (date, machine, matrix); durability is stated in the rows. No number in those
 regions is typed by hand, so none can contradict the data.
@@ -33,7 +33,7 @@ LOADED = "-cpu-load"  # <dialect>-cpu-load.json: waiters and handoff beside --cp
 LEASE_OPS = ("lease-distinct", "lease-hot")
 # The lock-client ops: one cell per --held / --waiters value, not per client
 # count; they have tables of their own and stay out of the matrix tables.
-CLIENT_OPS = ("held-leases", "waiters", "churn-soak")
+CLIENT_OPS = ("held-leases", "waiters", "churn-soak", "takeover")
 # The synchronizer ops (issue 28): op x clients cells, but each has a table of
 # its own (fair-lease holds two sides per cell) and none is in the main table.
 SYNC_OPS = ("fair-lease", "semaphore-hot", "rw-mixed")
@@ -684,6 +684,23 @@ def table_renewer_overload(run):
     return "\n".join(out)
 
 
+def table_takeover(run):
+    """The takeover op (issue 38): a holder dies, how long a waiting and a late handle take to get the lease, by rule."""
+    cells = client_cells(run, "takeover")
+    if not cells:
+        return no_cells(run, "takeover")
+    out = ["| dialect | take-over rule | rounds | ttl ms | waiting handle p50 / max ms (target) | late handle p50 / max ms "
+           "| errors |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    for title, r in cells:
+        out.append("| {} | {} | {} | {} | {} ({}) | {} | {} |".format(
+            title, r.get("rule", "—"), n0(r.get("rounds")), n0(r.get("ttl_ms")),
+            slash(n0(r.get("waiting_p50_ms")), n0(r.get("waiting_max_ms"))), n0(r.get("waiting_target_ms")),
+            slash(n0(r.get("late_p50_ms")), n0(r.get("late_max_ms"))), n0(r.get("errors"))))
+    out += ["", run.footer([d for d, _ in DIALECTS])]
+    return "\n".join(out)
+
+
 def table_cpu_load(run):
     """waiters and handoff quiet (<dialect>.json) beside the same cells under --cpu-load (<dialect>-cpu-load.json)."""
     pairs = []
@@ -727,7 +744,8 @@ def tables(d):
             "waiters": table_waiters(run), "fair-lease": table_fair_lease(run),
             "semaphore-hot": table_semaphore_hot(run), "rw-mixed": table_rw_mixed(run),
             "churn-soak": table_churn_soak(run), "renewer-overload": table_renewer_overload(run),
-            "cpu-load": table_cpu_load(run), "commit-rate": table_commit_rate(run)}
+            "cpu-load": table_cpu_load(run), "commit-rate": table_commit_rate(run),
+            "takeover": table_takeover(run)}
 
 
 REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)

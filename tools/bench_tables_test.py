@@ -264,6 +264,17 @@ def main():
               "the commit rate beside lease-hot's cycles and ratios:\n" + cr)
         check("commit-rate" not in render(d, "main"), "commit-rate stays out of the main table:\n" + render(d, "main"))
 
+    # takeover (issue 38's op): its cells have no ops_per_s and stay out of the matrix tables (a publish broke on them).
+    with tempfile.TemporaryDirectory() as d:
+        tk = {"dialect": "mysql", "op": "takeover", "clients": 2, "rule": "watched", "rounds": 5, "ttl_ms": 2000,
+              "waiting_p50_ms": 2100.4, "waiting_max_ms": 2300.0, "waiting_target_ms": 2500, "late_p50_ms": 2000.2,
+              "late_max_ms": 2050.0, "errors": 0, "run_id": "r1"}
+        write_run(d, {"mysql": [cell("mysql", "lease-hot", 1, 900.0), tk]})
+        t = bench_tables.tables(d)
+        check("takeover" not in t["main"] and "takeover" not in t["round-trips"], "takeover stays out of the matrix")
+        check("| MariaDB | watched | 5 | 2,000 | 2,100 / 2,300 (2,500) | 2,000 / 2,050 | 0 |" in t["takeover"],
+              "a takeover row:\n" + t["takeover"])
+
     # --cpu-load: each loaded cell beside the same cell of the quiet run, and never from another run.
     with tempfile.TemporaryDirectory() as d:
         quiet = [cell("sqlite", "handoff", 4, 800.0, handoff_efficiency=0.9),

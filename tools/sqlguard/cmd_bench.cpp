@@ -67,23 +67,29 @@ class CpuLoad {
     proc::SpawnOptions so;
     so.die_with_parent = true;
     so.out = proc::SpawnOptions::Out::kNull;
-    for (int i = 0; i < n; ++i)
-      spinners_.push_back(proc::fork_call(
-          [](int) {
-            volatile std::uint64_t x = 0;
-            for (;;) x = x + 1;
-            return 0;
-          },
-          so));
+    try {
+      for (int i = 0; i < n; ++i)
+        spinners_.push_back(proc::fork_call(
+            [](int) {
+              volatile std::uint64_t x = 0;
+              for (;;) x = x + 1;
+              return 0;
+            },
+            so));
+    } catch (...) {
+      stop();  // (no destructor runs for a constructor that throws)
+      throw;
+    }
   }
-  ~CpuLoad() {
-    for (auto& c : spinners_) c.signal(SIGKILL);
-    for (auto& c : spinners_) c.wait();
-  }
+  ~CpuLoad() { stop(); }
   CpuLoad(const CpuLoad&) = delete;
   CpuLoad& operator=(const CpuLoad&) = delete;
 
  private:
+  void stop() {
+    for (auto& c : spinners_) c.signal(SIGKILL);
+    for (auto& c : spinners_) c.wait();
+  }
   std::vector<proc::Child> spinners_;
 };
 

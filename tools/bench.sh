@@ -163,6 +163,16 @@ fi
   echo "release: sqlguard's default (PostgreSQL: the release commits without waiting for its WAL flush); PostgreSQL's lease ops again with --durable-release"
 } > "$out/settings.txt"
 
+# The ops of $ops among the arguments ("all" in $ops: all of them), comma-separated.
+ops_among() {
+  local o want=" $* " picked=()
+  for o in ${ops//,/ }; do
+    if [[ "$o" == all ]]; then picked=("$@"); break; fi
+    [[ "$want" == *" $o "* ]] && picked+=("$o")
+  done
+  (IFS=,; echo "${picked[*]}")
+}
+
 extra=()
 (( scale )) && extra+=(--scale)
 t0=$SECONDS
@@ -183,8 +193,7 @@ for d in $dialects; do
   if [[ "$d" == postgresql ]]; then
     # The same lease cells with releases that wait for their WAL flush: the
     # tables show both sides of "1 flush per cycle" against the comparators.
-    lease_ops=$(tr ',' '\n' <<<"$ops" | grep -xE 'all|lease-distinct|lease-hot|handoff' | paste -sd, || true)
-    [[ "$lease_ops" == *all* ]] && lease_ops=lease-distinct,lease-hot,handoff
+    lease_ops=$(ops_among lease-distinct lease-hot handoff)
     if [[ -n "$lease_ops" ]]; then
       log "$d: lease ops again with --durable-release ..."
       "$bin" --db "$uri" --json bench --run-id "$run_id" --durable-release --ops "$lease_ops" --clients "$clients" \
@@ -193,8 +202,7 @@ for d in $dialects; do
     fi
   fi
   # The wait and hand-off ops again on a busy host (issue 40 item 6).
-  load_ops=$(tr ',' '\n' <<<"$ops" | grep -xE 'all|waiters|handoff' | paste -sd, || true)
-  [[ "$load_ops" == *all* ]] && load_ops=waiters,handoff
+  load_ops=$(ops_among waiters handoff)
   if (( cpu_load )) && [[ -n "$load_ops" ]]; then
     log "$d: $load_ops again beside $(nproc) spinning processes (--cpu-load) ..."
     "$bin" --db "$uri" --json bench --run-id "$run_id" --cpu-load "$(nproc)" --ops "$load_ops" --clients "$clients" \

@@ -237,8 +237,7 @@ def table_commit_rate(run):
         if cr is not None:
             rows.append((d, title, cr))
     if not rows:
-        return "No `{}` cells in this run (data: docs/bench/, run {}).".format(
-            COMMIT_OP, run.settings.get("run_id", "unknown"))
+        return no_cells(run, COMMIT_OP)
     out = ["| dialect | durability of a commit | commits/s, one client | p50 / p99 ms | `lease-hot` clients | "
            "`lease-hot` cycles/s | ÷ commit rate | durability of a cycle |",
            "|---|---|---:|---:|---:|---:|---:|---|"]
@@ -717,8 +716,7 @@ def table_cpu_load(run):
                 continue
             pairs.append((title, what, r, quiet))
     if not pairs:
-        return "No `--cpu-load` cells in this run (data: docs/bench/, run {}).".format(
-            run.settings.get("run_id", "unknown"))
+        return no_cells(run, "--cpu-load")
     out = ["| dialect | op | spinning processes | hand-offs/s quiet → loaded | loaded ÷ quiet | latency p50 / p99 ms "
            "quiet → loaded | efficiency quiet → loaded | Jain index loaded | timed out loaded |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]

@@ -110,7 +110,7 @@ fi
 
 redis_arg=()
 if [[ "$redis_port" != off ]] && command -v redis-server >/dev/null 2>&1 \
-   && ! "$bin" bench --help 2>&1 | grep -q -- '--redis.*not compiled in'; then
+   && ! "$bin" bench --help 2>&1 | grep -q -- '--redis.*\[unavailable'; then
   if ss -ltn 2>/dev/null | grep -q ":$redis_port "; then
     (( publish )) && die "--publish needs the Redis comparator, but port $redis_port is busy (set BENCH_REDIS_PORT)"
     log "port $redis_port is busy: skipping the Redis comparator"
@@ -128,14 +128,14 @@ if [[ "$redis_port" != off ]] && command -v redis-server >/dev/null 2>&1 \
     log "Redis comparator on 127.0.0.1:$redis_port (appendfsync always)"
   fi
 else
-  (( publish )) && die "--publish needs the Redis comparator: no redis-server, or sqlguard built without hiredis"
-  log "Redis comparator off (no redis-server, or sqlguard built without hiredis)"
+  (( publish )) && die "--publish needs the Redis comparator: no redis-server, or no comparators module with hiredis"
+  log "Redis comparator off (no redis-server, or no comparators module with hiredis)"
 fi
 (( publish )) && [[ "$redis_port" == off ]] && die "--publish needs the Redis comparator (BENCH_REDIS_PORT=off)"
 
 etcd_arg=()
 if [[ "$etcd_port" != off ]] && command -v etcd >/dev/null 2>&1 \
-   && ! "$bin" bench --help 2>&1 | grep -q -- '--etcd.*not compiled in'; then
+   && ! "$bin" bench --help 2>&1 | grep -q -- '--etcd.*\[unavailable'; then
   # A throwaway one-node etcd with its own data dir under $out (purged on exit).
   etcd_env stop --purge >/dev/null 2>&1 || true
   etcd_env start >&2 || die "etcd did not start on 127.0.0.1:$etcd_port (see $out/etcd/etcd.log)"
@@ -143,8 +143,8 @@ if [[ "$etcd_port" != off ]] && command -v etcd >/dev/null 2>&1 \
   etcd_arg=(--etcd "127.0.0.1:$etcd_port")
   log "etcd comparator on 127.0.0.1:$etcd_port (one node, default fsync)"
 else
-  (( publish )) && die "--publish needs the etcd comparator: no etcd (etcd-server), sqlguard built without cpp-httplib, or BENCH_ETCD_PORT=off"
-  log "etcd comparator off (no etcd, or sqlguard built without cpp-httplib)"
+  (( publish )) && die "--publish needs the etcd comparator: no etcd (etcd-server), no comparators module with cpp-httplib, or BENCH_ETCD_PORT=off"
+  log "etcd comparator off (no etcd, or no comparators module with cpp-httplib)"
 fi
 
 {

@@ -48,6 +48,8 @@ packages=(
   nats-server libnats-dev libcpp-httplib-dev prometheus-cpp-dev prometheus curl
   # Boost.Asio (headers): examples/async-waiters and the Asio sample of docs/async.md
   libboost-dev
+  # the Debian packages (cpack -G DEB): the CLI's man page, and their check (tests/deb/run.sh)
+  help2man lintian
 )
 if (( demo )); then
   (( ! with_topologies )) || die "--demo and --topologies do not go together"

@@ -298,11 +298,11 @@ struct Comparator {
   int round_trips = 0;     // of an uncontended lock cycle (statements_per_op)
   MakeContender make;
 };
-bool redis_compiled();
+// From the comparators module (bench_comparators.h; throws not_supported,
+// saying why, when it is not there).
 // SET key token NX PX + the Lua check-and-delete release at HOST:PORT.
 // Throws, naming the address, when Redis cannot be reached.
 Comparator redis_comparator(const std::string& host_port);
-bool etcd_compiled();
 // etcd's lock service (a lease per client, Lock/Unlock) through its JSON
 // gateway at HOST:PORT. Throws, naming the address, when etcd cannot be
 // reached.

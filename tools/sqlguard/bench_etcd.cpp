@@ -2,19 +2,14 @@
 // uses it — a lease per client, Lock (a key under the lock's prefix, then a
 // server-side wait for the keys before it to go: a watch, no polling) and
 // Unlock (delete the key) — through the v3 JSON gateway (etcd_client.h).
+// Part of the comparators module (bench_comparators.h).
 #include <iostream>
 
-#include "bench.h"
+#include "bench_comparators.h"
+#include "etcd_client.h"
 #include "sqlguard/errors.h"
 
-#ifdef SQLGUARD_BENCH_ETCD
-#include "etcd_client.h"
-#endif
-
 namespace sqlguard::bench {
-
-#ifdef SQLGUARD_BENCH_ETCD
-bool etcd_compiled() { return true; }
 
 namespace {
 using std::chrono::milliseconds;
@@ -64,7 +59,7 @@ class EtcdContender final : public Contender {
 };
 }  // namespace
 
-Comparator etcd_comparator(const std::string& host_port) {
+Comparator module_etcd_comparator(const std::string& host_port) {
   const std::string version = EtcdClient(host_port).server_version();
   Comparator out;
   out.name = "etcd";
@@ -76,11 +71,5 @@ Comparator etcd_comparator(const std::string& host_port) {
   };
   return out;
 }
-#else
-bool etcd_compiled() { return false; }
-Comparator etcd_comparator(const std::string&) {
-  throw Error(ErrorCode::kNotSupported, "bench: built without cpp-httplib; --etcd is unavailable");
-}
-#endif
 
 }  // namespace sqlguard::bench

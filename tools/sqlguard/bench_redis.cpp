@@ -3,10 +3,7 @@
 // (the single-instance pattern from the Redis docs). A busy acquire is
 // retried after a 1-5 ms nap until its timeout, as the raw baseline's: plain
 // Redis has no wake-up on release.
-#include "bench.h"
-#include "sqlguard/errors.h"
-
-#ifdef SQLGUARD_BENCH_REDIS
+// Part of the comparators module (bench_comparators.h).
 #include <hiredis/hiredis.h>
 #include <unistd.h>
 
@@ -14,13 +11,11 @@
 #include <string>
 #include <thread>
 
+#include "bench_comparators.h"
 #include "sqlguard/backoff.h"
-#endif
+#include "sqlguard/errors.h"
 
 namespace sqlguard::bench {
-
-#ifdef SQLGUARD_BENCH_REDIS
-bool redis_compiled() { return true; }
 
 namespace {
 using std::chrono::milliseconds;
@@ -112,7 +107,7 @@ class RedisContender final : public Contender {
 };
 }  // namespace
 
-Comparator redis_comparator(const std::string& host_port) {
+Comparator module_redis_comparator(const std::string& host_port) {
   const Address a = parse(host_port);
   auto c = connect(a);
   auto loaded = command(c.get(), "SCRIPT LOAD", static_cast<redisReply*>(redisCommand(c.get(), "SCRIPT LOAD %s", kRelease)));
@@ -128,11 +123,5 @@ Comparator redis_comparator(const std::string& host_port) {
   };
   return out;
 }
-#else
-bool redis_compiled() { return false; }
-Comparator redis_comparator(const std::string&) {
-  throw Error(ErrorCode::kNotSupported, "bench: built without hiredis; --redis is unavailable");
-}
-#endif
 
 }  // namespace sqlguard::bench

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "bench.h"
+#include "bench_comparators.h"
 #include "bench_sql.h"
 #include "sqlguard/admin.h"
 #include "common.h"
@@ -28,6 +29,11 @@ using namespace sqlguard::bench;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+
+constexpr const char* kRedisHelp = "Also run the lease ops on Redis at HOST:PORT (SET NX PX + Lua release; needs the "
+                                   "comparators module, package sqlguard-bench-comparators)";
+constexpr const char* kEtcdHelp = "Also run the lease ops on etcd at HOST:PORT (lease + Lock/Unlock, v3 JSON gateway; "
+                                  "needs the comparators module, package sqlguard-bench-comparators)";
 
 // ---- the command -----------------------------------------------------------------------
 
@@ -428,10 +434,10 @@ void run_bench(const Opts& o) {
   auto warmup = duration_flag("--warmup", o.warmup, {milliseconds(0), std::chrono::minutes(10)});
   auto hold = duration_flag("--hold", o.hold, {milliseconds(0), std::chrono::seconds(1)});
   const Timing timing{warmup, duration, hold};
-  if (!o.redis.empty() && !redis_compiled())
-    throw BadValue("--redis", "this sqlguard was built without hiredis (install libhiredis-dev and rebuild)");
-  if (!o.etcd.empty() && !etcd_compiled())
-    throw BadValue("--etcd", "this sqlguard was built without cpp-httplib (install libcpp-httplib-dev and rebuild)");
+  if (!o.redis.empty())
+    if (auto why = redis_unavailable(); !why.empty()) throw BadValue("--redis", why);
+  if (!o.etcd.empty())
+    if (auto why = etcd_unavailable(); !why.empty()) throw BadValue("--etcd", why);
   const auto commit = o.durable_release ? ReleaseCommit::kDurable : ReleaseCommit::kCoveredByNextAcquire;
   bench_take_over() = o.take_over == "database-clock" ? TakeOver::kDatabaseClock : TakeOver::kWatched;
   const CpuLoad cpu_load(o.cpu_load);
@@ -603,11 +609,14 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--no-raw", o->no_raw, "Skip the raw driver baseline");
   cmd->add_flag("--emit-sql", o->emit_sql, "Print the exact statements per op and exit");
   cmd->add_option("--plot", o->plot, "Write an SVG of ops/s against clients to this file");
-  cmd->add_option("--redis", o->redis, std::string("Also run the lease ops on Redis at HOST:PORT (SET NX PX + Lua release)") +
-                                           (redis_compiled() ? "" : " [not compiled in]"));
-  cmd->add_option("--etcd", o->etcd, std::string("Also run the lease ops on etcd at HOST:PORT (lease + Lock/Unlock, "
-                                                 "v3 JSON gateway)") +
-                                         (etcd_compiled() ? "" : " [not compiled in]"));
+  auto* redis = cmd->add_option("--redis", o->redis, kRedisHelp);
+  auto* etcd = cmd->add_option("--etcd", o->etcd, kEtcdHelp);
+  // Whether the comparators module is there is asked only when `bench` is
+  // the command (the other commands never load it): its help then says so.
+  cmd->preparse_callback([redis, etcd](std::size_t) {
+    if (auto why = redis_unavailable(); !why.empty()) redis->description(std::string(kRedisHelp) + " [unavailable: " + why + "]");
+    if (auto why = etcd_unavailable(); !why.empty()) etcd->description(std::string(kEtcdHelp) + " [unavailable: " + why + "]");
+  });
   cmd->add_flag("--durable-release", o->durable_release,
                 "Lease releases wait for their commit's flush (ReleaseCommit::kDurable; PostgreSQL: 2 WAL flushes "
                 "per cycle instead of 1)");

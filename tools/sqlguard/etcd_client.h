@@ -2,8 +2,8 @@
 // bytes fields base64), enough for the bench's etcd comparator: leases and
 // the lock service (v3lockpb Lock/Unlock, the service `etcdctl lock` uses).
 // One HTTP/1.1 keep-alive connection per client; not thread-safe (one per
-// client thread). Part of the sqlguard_bench_support library (the CLI and
-// tests/bench/ link it).
+// client thread). The sqlguard_etcd_client library: the comparators module
+// (bench_comparators.h) and the etcd tests link it.
 #pragma once
 
 #include <chrono>

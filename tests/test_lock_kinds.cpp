@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "sqlguard/admin.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
 #include "sqlguard/lock_kinds.h"
@@ -143,7 +144,7 @@ TEST_CASE("a name held as one kind of lock is refused as every other kind at onc
 }
 
 TEST_CASE("a lease of a semaphore's name is refused at once, by the free function and by a waiting acquire, plain "
-          "or fair; the name's reservation is neither listed nor force-released",
+          "or fair; the name's reservation is neither listed nor force-released nor deleted as a lease",
           "[lock-kinds]") {
   auto client = LockClient::create(ctx().uri);
   const std::string name = ctx().unique("kindsem");
@@ -160,9 +161,11 @@ TEST_CASE("a lease of a semaphore's name is refused at once, by the free functio
   CHECK(std::chrono::steady_clock::now() - start < 15s);
   LeaseLock fair(client, name, opts(true));
   CHECK(code_of([&] { fair.acquire(20s); }) == ErrorCode::kInvalidArgument);
-  // The name's reservation is not a lease: not listed, not force-released.
+  // The name's reservation is not a lease: not listed, not force-released,
+  // not deleted by the operator's delete_lease.
   for (const auto& l : list_leases(*conn, true)) CHECK(l.name != name);
   CHECK_FALSE(force_release(*conn, name));
+  CHECK_FALSE(admin::delete_lease(*conn, name));
   CHECK(code_of([&] { acquire_lease(*conn, name, "someone", 5s); }) == ErrorCode::kInvalidArgument);
   CHECK(sem.release());
 }

@@ -19,7 +19,10 @@ int terminate_sessions(Connection& conn, const std::vector<std::int64_t>& spare 
 
 // Deletes the lease row of `name` whatever its state (the fence history is
 // the sequence: a later acquire still gets a larger token). True if a row
-// was deleted.
+// was deleted. A name a semaphore or read-write lease reserved is left alone
+// (false): deleting its reservation would let a lease be taken beside that
+// kind's holdings (`cleanup` removes it once the name is idle;
+// delete_by_prefix removes a test's names of every kind).
 bool delete_lease(Connection& conn, const std::string& name);
 // Deletes the fence record of `resource` (fenced_write.h). True if deleted.
 bool delete_fenced_resource(Connection& conn, const std::string& resource);

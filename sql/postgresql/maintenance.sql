@@ -127,10 +127,13 @@ WHERE application_name = 'sqlguard' AND pid <> pg_backend_pid() AND datname = cu
 SELECT pg_terminate_backend(?);
 
 -- name: admin_delete_lease
--- Operator: forget a lock name entirely (the fence history is the sequence).
+-- Operator: forget a lease's name entirely (the fence history is the sequence). Never the
+-- reservation of a semaphore's or read-write lease's name (owner '', sync_reserve_name):
+-- deleting it would let a lease be taken beside that kind's holdings; cleanup removes it
+-- once the name is idle.
 -- returns: :execrows
 -- params: name
-DELETE FROM sqlguard_lock WHERE name = ?;
+DELETE FROM sqlguard_lock WHERE name = ? AND owner <> '';
 
 -- name: admin_delete_fenced_resource
 -- returns: :execrows

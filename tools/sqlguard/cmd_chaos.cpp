@@ -138,10 +138,10 @@ void drop_tables(Run& run, Db& db) {
   }
   try {
     db.with([&](Connection& c) {
-      for (int r = 0; r < run.resources; ++r) {
-        admin::delete_lease(c, run.names.lock(r));
-        admin::delete_fenced_resource(c, run.names.lock(r));
-      }
+      // Every row of the run's names, of any kind (a semaphore's or
+      // read-write lease's reservation, holdings and queue places too).
+      admin::delete_by_prefix(c, run.names.prefix);
+      for (int r = 0; r < run.resources; ++r) admin::delete_fenced_resource(c, run.names.lock(r));
       admin::delete_inbox_consumer(c, run.names.consumer);
       return 0;
     });

@@ -109,8 +109,17 @@ if (( need_servers )); then
 fi
 
 redis_arg=()
-if [[ "$redis_port" != off ]] && command -v redis-server >/dev/null 2>&1 \
-   && ! "$bin" bench --help 2>&1 | grep -q -- '--redis.*\[unavailable'; then
+# `bench --help` marks a comparator the CLI cannot load "[unavailable: why]"
+# (captured first: a `| grep -q` under pipefail can read a SIGPIPE as a match).
+bench_help=$("$bin" bench --help 2>&1) || die "$bin bench --help failed: $bench_help"
+unavailable() { # OPTION: whether its help line says [unavailable
+  local line
+  while IFS= read -r line; do
+    [[ "$line" == *"$1 "* && "$line" == *'[unavailable'* ]] && return 0
+  done <<<"$bench_help"
+  return 1
+}
+if [[ "$redis_port" != off ]] && command -v redis-server >/dev/null 2>&1 && ! unavailable --redis; then
   if ss -ltn 2>/dev/null | grep -q ":$redis_port "; then
     (( publish )) && die "--publish needs the Redis comparator, but port $redis_port is busy (set BENCH_REDIS_PORT)"
     log "port $redis_port is busy: skipping the Redis comparator"
@@ -135,7 +144,7 @@ fi
 
 etcd_arg=()
 if [[ "$etcd_port" != off ]] && command -v etcd >/dev/null 2>&1 \
-   && ! "$bin" bench --help 2>&1 | grep -q -- '--etcd.*\[unavailable'; then
+   && ! unavailable --etcd; then
   # A throwaway one-node etcd with its own data dir under $out (purged on exit).
   etcd_env stop --purge >/dev/null 2>&1 || true
   etcd_env start >&2 || die "etcd did not start on 127.0.0.1:$etcd_port (see $out/etcd/etcd.log)"

@@ -33,15 +33,23 @@ say "cpack -G DEB ($log)"
 cpack -G DEB --config "$build/CPackConfig.cmake" -B "$out" >"$log" 2>&1 || { cat "$log" >&2; die "cpack failed"; }
 rm -rf "$out/_CPack_Packages"
 
-# Whether a maintainer script is CPack's ldconfig call and nothing else.
+# Whether a maintainer script is CPack's ldconfig call and nothing else: no
+# line outside that pattern (grep -v exits 1 when every line matched; 2 is
+# an error, which is "no").
 only_ldconfig() {
-  [[ -f "$1" ]] && ! grep -v -E '^[[:space:]]*(#.*|set -e|if \[ "\$1" = "(configure|remove)" \]; then|ldconfig|fi|)[[:space:]]*$' "$1" \
-    | grep -q .
+  [[ -f "$1" ]] || return 1
+  local rc=0
+  grep -q -v -E '^[[:space:]]*(#.*|set -e|if \[ "\$1" = "(configure|remove)" \]; then|ldconfig|fi|)[[:space:]]*$' "$1" || rc=$?
+  (( rc == 1 ))
 }
 
+work=$(mktemp -d "${TMPDIR:-/tmp}/sqlguard-packages.XXXXXX")
+trap 'rm -rf "$work"' EXIT
 shopt -s nullglob
-for f in "$out"/*.deb "$out"/*.ddeb; do
-  work=$(mktemp -d "${TMPDIR:-/tmp}/sqlguard-packages.XXXXXX")
+made=("$out"/*.deb "$out"/*.ddeb)
+(( ${#made[@]} )) || die "cpack made no package (see $log)"
+for f in "${made[@]}"; do
+  rm -rf "$work/p"
   dpkg-deb -R "$f" "$work/p"
   changed=()
   for script in postinst postrm; do
@@ -61,6 +69,5 @@ for f in "$out"/*.deb "$out"/*.ddeb; do
     dpkg-deb --root-owner-group -b "$work/p" "$f" >/dev/null
     say "$(basename "$f"): $(IFS=';'; echo "${changed[*]}")"
   fi
-  rm -rf "$work"
 done
-ls -1 "$out"/*.deb "$out"/*.ddeb
+printf '%s\n' "${made[@]}"

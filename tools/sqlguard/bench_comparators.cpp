@@ -21,20 +21,25 @@ struct Loaded {
   std::string why;  // when module is null
 };
 
+// The directory of this executable ("" when /proc/self/exe cannot say: then
+// the module is not searched for at all, never in the working directory).
 std::string executable_dir() {
   char buf[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
+  if (n <= 0) return "";
   const std::string path(buf, static_cast<std::size_t>(n));
   const auto slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
+  return slash == std::string::npos ? "" : path.substr(0, slash);
 }
 
 Loaded load() {
   const std::string dir = executable_dir();
+  if (dir.empty())
+    return {nullptr, "the comparators module cannot be looked for: /proc/self/exe does not name this executable"};
+  const std::string libdir = SQLGUARD_INSTALL_LIBDIR;  // relative to the prefix, or absolute
   const std::vector<std::string> candidates = {
       dir + "/" + kComparatorsFile,
-      dir + "/../" + SQLGUARD_INSTALL_LIBDIR + "/sqlguard/" + kComparatorsFile,
+      (libdir.starts_with("/") ? libdir : dir + "/../" + libdir) + "/sqlguard/" + kComparatorsFile,
   };
   std::string looked;
   for (const auto& path : candidates) {

@@ -1,5 +1,6 @@
 // The comparators module's entry point (bench_comparators.h): the table of
-// the comparators this build has. The only symbol the module exports.
+// the comparators this build has. The one symbol of its own the module
+// exports (the module is built with hidden visibility).
 #include "bench_comparators.h"
 
 namespace sqlguard::bench {

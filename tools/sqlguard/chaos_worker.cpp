@@ -747,8 +747,15 @@ int run_worker(const WorkerArgs& a) {
   set_log_hook([verbose, slot](LogLevel level, std::string_view msg) {
     if (verbose || level == LogLevel::kError) std::cerr << "chaos-worker " << slot << ": " << msg << "\n";
   });
-  Worker w(a, s);
-  int rc = w.run();
+  int rc;
+  {
+    // The worker, and with it its lock client, ends before the slot is
+    // unmapped: the client's threads may still call on_lost (which counts
+    // into the slot) until the client is destroyed. (Unmapped first, a loss
+    // reported during that teardown was a SIGSEGV at exit: one in CI.)
+    Worker w(a, s);
+    rc = w.run();
+  }
   s.phase = kExited;
   munmap(mem, st.st_size);
   return rc;

@@ -14,7 +14,7 @@ long: a run of their own, first line {"run": {...}} saying which, every cell
 carrying that run's run_id).
 Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
-`<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff,
+`<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff, barging,
 comparators, scale, round-trips, held-leases, held-leases-summary (README.md), waiters,
 fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate, takeover. Each
 table ends with the run it comes from
@@ -135,6 +135,28 @@ class Run:
                          for f in sorted(os.listdir(os.path.join(d, "overload")), key=lambda f: (f != "before" and
                                                                                                   not f.startswith("before"), f))
                          if f.endswith(".json")] if os.path.isdir(os.path.join(d, "overload")) else []
+
+        # Bounded barging (issue 40, tools/bench_barging.sh): lease-hot under each
+        # --barging-limit, in rounds, a run of its own in barging/.
+        self.barging = {}
+        self.barging_settings = {}
+        bdir = os.path.join(d, "barging")
+        if os.path.isdir(bdir):
+            p = os.path.join(bdir, "settings.txt")
+            if os.path.exists(p):
+                for line in open(p):
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        self.barging_settings[k.strip()] = v.strip()
+            for name, _ in DIALECTS:
+                rows = load(os.path.join(bdir, name + ".json"))
+                for r in rows:
+                    if r.get("run_id") != self.barging_settings.get("run_id"):
+                        raise DataError("{}/barging/{}.json has a cell of run {} but its settings.txt is run {}: a "
+                                        "table never mixes runs".format(d, name, r.get("run_id"),
+                                                                        self.barging_settings.get("run_id")))
+                if rows:
+                    self.barging[name] = rows
 
     def rows(self, name):
         return self.files.get(name, [])
@@ -700,6 +722,37 @@ def table_takeover(run):
     return "\n".join(out)
 
 
+def limit_text(ms):
+    if ms >= 3600000:
+        return "1 h (no bound: the rule off)"
+    return "{} ms".format(n0(ms)) + (" (default)" if ms == 200 else "")
+
+
+def table_barging(run):
+    """lease-hot under each barging_limit (issue 40 item 1), every round of the run side by side."""
+    if not run.barging:
+        return "_No bounded-barging run in docs/bench/barging/ (tools/bench_barging.sh --publish)._"
+    out = ["| dialect | `barging_limit` | clients | cycles/s (each round) | longest wait ms (each round) "
+           "| least / most cycles per client (each round) | Jain index (each round) | timed out |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for d, title in DIALECTS:
+        rows = run.barging.get(d, [])
+        for lim in sorted({r.get("barging_limit_ms") for r in rows}, key=lambda x: -x):
+            cells = sorted([r for r in rows if r.get("barging_limit_ms") == lim], key=lambda r: r.get("round", 0))
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                title, limit_text(lim), n0(cells[0].get("clients")),
+                " · ".join(n0(c.get("ops_per_s")) for c in cells),
+                " · ".join(n0(c.get("wait_max_ms")) for c in cells),
+                " · ".join(slash(n0(c.get("per_client_min")), n0(c.get("per_client_max"))) for c in cells),
+                " · ".join(n3(c.get("jain_index")) for c in cells),
+                n0(sum(c.get("timeouts") or 0 for c in cells))))
+    s = run.barging_settings
+    out += ["", "<sub>Run {} · {} · {} · {} · durable servers · data: docs/bench/barging/</sub>".format(
+        s.get("date", "of unknown date"), s.get("host", "unknown host"), s.get("cpu", "unknown cpu"),
+        s.get("matrix", "unknown matrix"))]
+    return "\n".join(out)
+
+
 def table_cpu_load(run):
     """waiters and handoff quiet (<dialect>.json) beside the same cells under --cpu-load (<dialect>-cpu-load.json)."""
     pairs = []
@@ -743,7 +796,7 @@ def tables(d):
             "semaphore-hot": table_semaphore_hot(run), "rw-mixed": table_rw_mixed(run),
             "churn-soak": table_churn_soak(run), "renewer-overload": table_renewer_overload(run),
             "cpu-load": table_cpu_load(run), "commit-rate": table_commit_rate(run),
-            "takeover": table_takeover(run)}
+            "takeover": table_takeover(run), "barging": table_barging(run)}
 
 
 REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)

@@ -34,13 +34,18 @@
 -- GREATEST(..., fence + 1): take-overs of one name are ordered by the row itself (on
 -- Galera two take-overs of the row from different nodes conflict at certification, and
 -- the winner's successor has applied it first), whatever the sequence says on this node.
+-- A row a release handed to this owner (the next turn, handed = 1: see lease_release)
+-- is taken too: the attempt confirms it with a new fence and expiry. A take by the owner of
+-- the next turn clears it (a turn asked by another waiter stays for the next release).
 -- returns: :execrows
--- params: owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule
+-- params: owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, owner, owner, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, owner
 UPDATE sqlguard_lock SET owner = ?, fence = GREATEST(NEXTVAL(sqlguard_fence_seq), fence + 1), beat = 1, ttl_ms = ?, expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
-  renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at = CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END
+  renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at = CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END,
+  handed = 0, next_since = IF(next_owner = ?, 0, next_since), next_owner = IF(next_owner = ?, '', next_owner)
 WHERE name = ? AND ((beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
                     OR (owner <> '' AND fence = ? AND beat = ? AND expire_at = ?)
-                    OR (? = 1 AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)));
+                    OR (? = 1 AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+                    OR (owner = ? AND handed = 1 AND beat <> 0));
 
 -- name: lease_insert
 -- not needed: lease_take creates a name never seen (and Galera's plan uses lease_create)
@@ -74,14 +79,17 @@ VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS
 -- Not on Galera (its plan is lease_update_expired / lease_create, then lease_read_mine): an
 -- autocommit INSERT ... RETURNING that certification aborts can leave the client waiting for
 -- a result that never comes (seen on MariaDB 10.11 under cross-node take-overs).
+-- A row a release handed to this owner (the next turn, handed = 1: see lease_release)
+-- is taken too (lease_precheck's granted); a take by the owner of the next turn clears it.
 -- returns: :one owner, fence, expire_at, acquired_at, db_now_ms, wake_lock, beat, watch_ms, released
--- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, ttl_ms, watched_fence, watched_beat, watched_expire_at, db_clock_rule, owner, channel, channel
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, ttl_ms, watched_fence, watched_beat, watched_expire_at, db_clock_rule, owner, owner, channel, channel
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat, ttl_ms)
 VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END, 1, ?)
 ON DUPLICATE KEY UPDATE
   beat = IF((beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
                     OR (owner <> '' AND fence = ? AND beat = ? AND expire_at = ?)
-                    OR (? = 1 AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)), -1, beat),
+                    OR (? = 1 AND expire_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+                    OR (owner = ? AND handed = 1 AND beat <> 0), -1, beat),
   owner = IF(beat = -1, VALUES(owner), owner),
   fence = IF(beat = -1, GREATEST(VALUES(fence), fence + 1), fence),
   acquired_at = IF(beat = -1, VALUES(acquired_at), acquired_at),
@@ -89,6 +97,9 @@ ON DUPLICATE KEY UPDATE
   min_release_at = IF(beat = -1, VALUES(min_release_at), min_release_at),
   expire_at = IF(beat = -1, VALUES(expire_at), expire_at),
   ttl_ms = IF(beat = -1, VALUES(ttl_ms), ttl_ms),
+  handed = IF(beat = -1, 0, handed),
+  next_since = IF(beat = -1 AND next_owner = VALUES(owner), 0, next_since),
+  next_owner = IF(beat = -1 AND next_owner = VALUES(owner), '', next_owner),
   beat = IF(beat = -1, 1, beat)
 RETURNING owner, fence, expire_at, acquired_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
   IF(owner = ? AND acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)), 0),
@@ -101,19 +112,23 @@ RETURNING owner, fence, expire_at, acquired_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 10
 -- UPDATE by primary key waits for a row lock even when the row will not match (no
 -- semi-consistent read on a unique lookup). What it answers of the holder is a sighting for
 -- this process's watch of it.
--- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released
+-- granted: a release handed the lease to its owner (the next turn, handed = 1), whose
+-- attempt then takes it (lease_take).
+-- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released, granted
 -- params: name
 SET STATEMENT wsrep_sync_wait = 1 FOR SELECT owner, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), fence, beat, IF(ttl_ms > 0, ttl_ms, GREATEST(expire_at - renewed_at, 0)),
-  beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM sqlguard_lock WHERE name = ?;
+  beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), handed = 1 AND beat <> 0 FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_read_mine
+-- Not a lease a release handed to this owner and not yet confirmed (handed = 1: its
+-- expiry started at the hand-over, before this caller's attempt; the next attempt takes it).
 -- Reads the fence after lease_acquire / lease_insert took the lease, and takes the
 -- wake-up lock (GET_LOCK(channel, 0), session-scoped, no wait) in the same round trip:
 -- waiters block in lease_wakeup_wait until lease_wakeup_signal or the end of this session.
 -- Not taken twice by one session (a woken waiter keeps it; two GET_LOCKs need two releases).
 -- returns: :one fence, expire_at, wake_lock
 -- params: channel, channel, name, owner
-SELECT fence, expire_at, IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)) AS wake_lock FROM sqlguard_lock WHERE name = ? AND owner = ?;
+SELECT fence, expire_at, IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)) AS wake_lock FROM sqlguard_lock WHERE name = ? AND owner = ? AND handed = 0;
 
 -- name: lease_info
 -- Causal on Galera: it decides why a lease was lost (diagnose) and who holds it.
@@ -188,9 +203,26 @@ SELECT ? AS name, ? AS owner, ? AS fence, ? AS ttl_ms
 -- min_release_at when a minimum hold was asked for.
 -- Causal on Galera (wsrep_sync_wait = 2): a take-over from another node means 0 rows, not a
 -- certification failure.
+-- The next turn (bounded barging, LeaseOptions::barging_limit): when a waiter asked for it
+-- (next_owner, lease_next_set) and the holder asked for no minimum hold (min_release_at =
+-- 0), the release hands the lease to that waiter in the same statement instead of freeing
+-- it: owner = next_owner, a new fence, expire_at = now + next_ttl_ms, beat 1 and handed = 1
+-- (not yet confirmed: the new owner's next attempt takes it); the turn is free again. MariaDB
+-- assigns left to right, each assignment seeing the ones before: handed decides first (1 =
+-- handed over) and every other column follows it; the turn is cleared last.
 -- returns: :execrows
 -- params: name, owner, fence
-SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET beat = 0, expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET
+  handed = IF(next_owner <> '' AND min_release_at = 0, 1, 0),
+  owner = IF(handed = 1, next_owner, owner),
+  fence = IF(handed = 1, GREATEST(NEXTVAL(sqlguard_fence_seq), fence + 1), fence),
+  beat = IF(handed = 1, 1, 0),
+  ttl_ms = IF(handed = 1, next_ttl_ms, ttl_ms),
+  expire_at = IF(handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + next_ttl_ms, GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)),
+  acquired_at = IF(handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), acquired_at),
+  renewed_at = IF(handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), renewed_at),
+  next_since = 0,
+  next_owner = ''
 WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 
 -- name: lease_release_flushed
@@ -228,7 +260,7 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 -- Causal on Galera (wsrep_sync_wait = 2): ends a lease just taken on another node too.
 -- returns: :execrows
 -- params: name
-SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE name = ? AND owner <> '' AND (beat <> 0 OR min_release_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), next_owner = '', next_since = 0, handed = 0 WHERE name = ? AND owner <> '' AND (beat <> 0 OR min_release_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
 -- name: lease_list_held
 -- Leases only: a name a semaphore or read-write lease reserved (owner '', sync_reserve_name)
@@ -337,3 +369,45 @@ SELECT IF(GET_LOCK(?, ?) = 1, RELEASE_LOCK(?), 0) AS passed;
 
 -- name: lease_queue_leave
 -- not needed: the wake-up lock is the queue (GET_LOCK waiters are granted one at a time)
+
+-- name: lease_next_read
+-- Bounded barging (lease_release, LeaseOptions::barging_limit): where the caller stands for
+-- the next turn of a held lease, a plain read (causal on Galera). mine: it has the next turn; granted: a
+-- release handed the lease to it (its next acquire attempt confirms it); open: it may ask
+-- for the turn (lease_next_set: held by another owner, and nobody asked or a waiter that
+-- began to wait later did; ties go to the smaller owner token).
+-- free: it is released (the caller tries again at once).
+-- returns: :one mine, granted, open, free
+-- params: owner, owner, owner, owner, since, since, owner, name
+SET STATEMENT wsrep_sync_wait = 1 FOR SELECT IF(next_owner = ? AND beat <> 0, 1, 0),
+       IF(owner = ? AND handed = 1 AND beat <> 0, 1, 0),
+       IF(beat <> 0 AND owner <> '' AND owner <> ? AND next_owner <> ?
+          AND (next_owner = '' OR next_since > ? OR (next_since = ? AND next_owner > ?)), 1, 0),
+       IF(beat = 0, 1, 0)
+FROM sqlguard_lock WHERE name = ?;
+
+-- name: lease_next_set
+-- The caller asks for the next turn of a held lease (see lease_next_read: only when open,
+-- decided again on the row as it is). A hint for the next release, not a lock. Causal on
+-- Galera.
+-- 1 row = the turn is the caller's.
+-- returns: :execrows
+-- params: owner, since, ttl_ms, name, owner, owner, since, since, owner
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET next_owner = ?, next_since = ?, next_ttl_ms = ?
+WHERE name = ? AND beat <> 0 AND owner <> '' AND owner <> ? AND next_owner <> ?
+  AND (next_owner = '' OR next_since > ? OR (next_since = ? AND next_owner > ?));
+
+-- name: lease_next_drop
+-- A waiter that asked for the next turn gives up (its wait ended or was cancelled): the turn
+-- goes, and a lease a release already handed to it (handed = 1) is released (its waiters
+-- are woken by the wait plan after it). Left to right: beat decides first (0 = the
+-- handed lease is released), expire_at and handed follow it; the turn is cleared last.
+-- 1 row = it had the turn or the lease.
+-- returns: :execrows
+-- params: owner, owner, owner, name, owner, owner
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET beat = IF(owner = ? AND handed = 1, 0, beat),
+  expire_at = IF(beat = 0 AND handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), expire_at),
+  handed = IF(beat = 0, 0, handed),
+  next_since = IF(next_owner = ?, 0, next_since),
+  next_owner = IF(next_owner = ?, '', next_owner)
+WHERE name = ? AND (next_owner = ? OR (owner = ? AND handed = 1 AND beat <> 0));

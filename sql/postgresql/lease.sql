@@ -38,18 +38,24 @@
 -- The holder's row as the statement saw it rides back too (holder_*: its fence, beat, the ttl
 -- a watch of it must last, whether it is released), so a busy attempt starts or continues
 -- this process's watch of it in the same round trip.
+-- A row a release handed to this owner (the next turn, handed = 1: see lease_release) is
+-- taken too: the caller's attempt confirms it with a new fence and expiry. A take by the
+-- owner of the next turn clears it (a turn asked by another waiter stays for the next
+-- release).
 -- returns: :one fence, expire_at, holder_expire_at, db_now_ms, left_queue, joined_queue, holder_fence, holder_beat, holder_watch_ms, holder_released
--- params: name, owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, queue_role, channel, queue_role, channel
+-- params: name, owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, owner, owner, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, owner, queue_role, channel, queue_role, channel
 WITH seen AS (SELECT expire_at, fence, beat, CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE GREATEST(expire_at - renewed_at, 0) END AS watch_ms,
                      CASE WHEN beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END AS released
               FROM sqlguard_lock WHERE name = ?),
 took AS (
   UPDATE sqlguard_lock SET owner = ?, fence = nextval('sqlguard_fence_seq'), beat = 1, ttl_ms = ?, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
-    renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = CASE WHEN ?::bigint > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? ELSE 0 END
+    renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at = CASE WHEN ?::bigint > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ? ELSE 0 END,
+    handed = 0, next_since = CASE WHEN next_owner = ? THEN 0 ELSE next_since END, next_owner = CASE WHEN next_owner = ? THEN '' ELSE next_owner END
   WHERE name = (SELECT name FROM sqlguard_lock
                 WHERE name = ? AND ((beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
                                     OR (owner <> '' AND fence = ? AND beat = ? AND expire_at = ?)
-                                    OR (?::int = 1 AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT))
+                                    OR (?::int = 1 AND expire_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
+                                    OR (owner = ? AND handed = 1 AND beat <> 0))
                 FOR UPDATE SKIP LOCKED)
   RETURNING fence, expire_at, CASE WHEN ?::text = 'head' THEN pg_advisory_unlock(1397836871, hashtext(?)) END AS left_queue)
 SELECT took.fence, took.expire_at, seen.expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
@@ -85,10 +91,12 @@ RETURNING fence, expire_at;
 -- not needed: lease_acquire takes no lock and writes nothing when the lease is held
 
 -- name: lease_read_mine
+-- Not a lease a release handed to this owner and not yet confirmed (handed = 1: its
+-- expiry started at the hand-over, before this caller's attempt; the next attempt takes it).
 -- wake_lock: NULL, a release's NOTIFY needs no wake-up lock.
 -- returns: :one fence, expire_at, wake_lock
 -- params: name, owner
-SELECT fence, expire_at, NULL::int AS wake_lock FROM sqlguard_lock WHERE name = ? AND owner = ?;
+SELECT fence, expire_at, NULL::int AS wake_lock FROM sqlguard_lock WHERE name = ? AND owner = ? AND handed = 0;
 
 -- name: lease_info
 -- returns: :one name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
@@ -158,11 +166,27 @@ CAST(? AS VARCHAR)
 -- acquire: the next take-over (a durable commit) comes later in the WAL, so its flush
 -- (and its wait for the synchronous standby) covers this release too. One flush per lock
 -- cycle instead of two.
--- 1 row = released.
+-- The next turn (bounded barging, LeaseOptions::barging_limit): when a waiter asked for it
+-- (next_owner, lease_next_set) and the holder asked for no minimum hold (min_release_at = 0:
+-- the hand-over is decided without a clock, once for every column), the release hands the
+-- lease to that waiter in the same statement instead of freeing it: owner = next_owner, a
+-- new fence, expire_at = now + next_ttl_ms, beat 1 (held: a dead new owner is taken over
+-- like any holder) and handed = 1 (not yet confirmed: the new owner's next lease_acquire
+-- takes it with its own fence and expiry); the turn is free again. A barger finds it held.
+-- 1 row = released (or handed over).
 -- returns: :execrows
 -- params: name, owner, fence
 WITH released AS (
-  UPDATE sqlguard_lock SET beat = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+  UPDATE sqlguard_lock SET
+    owner = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN next_owner ELSE owner END,
+    fence = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN nextval('sqlguard_fence_seq') ELSE fence END,
+    beat = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 1 ELSE 0 END,
+    ttl_ms = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN next_ttl_ms ELSE ttl_ms END,
+    expire_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + next_ttl_ms ELSE GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at) END,
+    acquired_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE acquired_at END,
+    renewed_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE renewed_at END,
+    handed = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 1 ELSE 0 END,
+    next_since = 0, next_owner = ''
   WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), ''),
@@ -177,7 +201,16 @@ FROM released;
 -- returns: :execrows
 -- params: name, owner, fence
 WITH released AS (
-  UPDATE sqlguard_lock SET beat = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
+  UPDATE sqlguard_lock SET
+    owner = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN next_owner ELSE owner END,
+    fence = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN nextval('sqlguard_fence_seq') ELSE fence END,
+    beat = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 1 ELSE 0 END,
+    ttl_ms = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN next_ttl_ms ELSE ttl_ms END,
+    expire_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + next_ttl_ms ELSE GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at) END,
+    acquired_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE acquired_at END,
+    renewed_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE renewed_at END,
+    handed = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 1 ELSE 0 END,
+    next_since = 0, next_owner = ''
   WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM released;
@@ -231,7 +264,7 @@ FROM released r CROSS JOIN next_place n;
 -- returns: :execrows
 -- params: name
 WITH ended AS (
-  UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT WHERE name = ? AND owner <> '' AND (beat <> 0 OR min_release_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
+  UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, next_owner = '', next_since = 0, handed = 0 WHERE name = ? AND owner <> '' AND (beat <> 0 OR min_release_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM ended;
 
@@ -326,3 +359,54 @@ DELETE FROM sqlguard_lock_watch WHERE (name, watcher) IN (
 -- returns: :one left_queue
 -- params: channel
 SELECT pg_advisory_unlock(1397836871, hashtext(?));
+
+-- name: lease_next_read
+-- Bounded barging (lease_release, LeaseOptions::barging_limit): where the caller stands for
+-- the next turn of a held lease, a plain read. mine: it has the next turn; granted: a
+-- release handed the lease to it (its next acquire attempt confirms it); open: it may ask
+-- for the turn (lease_next_set: held by another owner, and nobody asked or a waiter that
+-- began to wait later did; ties go to the smaller owner token).
+-- free: it is released (the caller tries again at once).
+-- returns: :one mine, granted, open, free
+-- params: owner, owner, owner, owner, since, since, owner, name
+SELECT CASE WHEN next_owner = ? AND beat <> 0 THEN 1 ELSE 0 END,
+       CASE WHEN owner = ? AND handed = 1 AND beat <> 0 THEN 1 ELSE 0 END,
+       CASE WHEN beat <> 0 AND owner <> '' AND owner <> ? AND next_owner <> ?
+                 AND (next_owner = '' OR next_since > ? OR (next_since = ? AND next_owner > ?)) THEN 1 ELSE 0 END,
+       CASE WHEN beat = 0 THEN 1 ELSE 0 END
+FROM sqlguard_lock WHERE name = ?;
+
+-- name: lease_next_set
+-- The caller asks for the next turn of a held lease (see lease_next_read: only when open,
+-- decided again on the row as it is). A hint for the next release, not a lock. Its commit
+-- does not wait for the WAL flush (lost in a crash, the waiter asks again). SKIP LOCKED: never
+-- queues behind the holder's release on the row lock.
+-- 1 row = the turn is the caller's.
+-- returns: :execrows
+-- params: owner, since, ttl_ms, name, owner, owner, since, since, owner
+WITH asked AS (
+  UPDATE sqlguard_lock SET next_owner = ?, next_since = ?, next_ttl_ms = ?
+  WHERE name = (SELECT name FROM sqlguard_lock
+                WHERE name = ? AND beat <> 0 AND owner <> '' AND owner <> ? AND next_owner <> ?
+                  AND (next_owner = '' OR next_since > ? OR (next_since = ? AND next_owner > ?))
+                FOR UPDATE SKIP LOCKED)
+  RETURNING name)
+SELECT set_config('synchronous_commit', 'off', true) FROM asked;
+
+-- name: lease_next_drop
+-- A waiter that asked for the next turn gives up (its wait ended or was cancelled): the turn
+-- goes, and a lease a release already handed to it (handed = 1) is released, waking the
+-- waiters.
+-- 1 row = it had the turn or the lease.
+-- returns: :execrows
+-- params: owner, owner, owner, owner, owner, name, owner, owner
+WITH dropped AS (
+  UPDATE sqlguard_lock SET beat = CASE WHEN owner = ? AND handed = 1 THEN 0 ELSE beat END,
+    expire_at = CASE WHEN owner = ? AND handed = 1 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE expire_at END,
+    handed = CASE WHEN owner = ? THEN 0 ELSE handed END,
+    next_since = CASE WHEN next_owner = ? THEN 0 ELSE next_since END,
+    next_owner = CASE WHEN next_owner = ? THEN '' ELSE next_owner END
+  WHERE name = ? AND (next_owner = ? OR (owner = ? AND handed = 1 AND beat <> 0))
+  RETURNING name, beat)
+SELECT CASE WHEN beat = 0 THEN pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') END
+FROM dropped;

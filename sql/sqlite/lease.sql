@@ -22,13 +22,19 @@
 -- head of this file): one statement decides and draws one fence. SQLite takes the database
 -- write lock for any UPDATE, so lease_precheck decides first and a loser never gets here.
 -- A row comes back only when this call acquired the lease.
+-- A row a release handed to this owner (the next turn, handed = 1: see lease_release) is
+-- taken too (lease_precheck's granted): the attempt confirms it with a new fence and
+-- expiry. A take by the owner of the next turn clears it (a turn asked by another waiter
+-- stays for the next release).
 -- returns: :one fence, expire_at
--- params: owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule
+-- params: owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, owner, owner, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, owner
 UPDATE sqlguard_lock SET owner = ?, fence = (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), beat = 1, ttl_ms = ?, expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, acquired_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER),
-  renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at = CASE WHEN ? > 0 THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? ELSE 0 END
+  renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at = CASE WHEN ? > 0 THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? ELSE 0 END,
+  handed = 0, next_since = CASE WHEN next_owner = ? THEN 0 ELSE next_since END, next_owner = CASE WHEN next_owner = ? THEN '' ELSE next_owner END
 WHERE name = ? AND ((beat = 0 AND min_release_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
                     OR (owner <> '' AND fence = ? AND beat = ? AND expire_at = ?)
-                    OR (? = 1 AND expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)))
+                    OR (? = 1 AND expire_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
+                    OR (owner = ? AND handed = 1 AND beat <> 0))
 RETURNING fence, expire_at;
 
 -- name: lease_insert
@@ -54,16 +60,20 @@ RETURNING fence, expire_at;
 -- A plain read (WAL: no lock, never blocks behind the writer) that decides first
 -- (acquire_common.h, may_take_over): a held lease is busy without taking the database write
 -- lock. What it answers of the holder is a sighting for this process's watch of it.
--- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released
+-- granted: a release handed the lease to its owner (the next turn, handed = 1), whose
+-- attempt then takes it (lease_take_expired).
+-- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released, granted
 -- params: name
 SELECT owner, expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), fence, beat, CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE MAX(expire_at - renewed_at, 0) END,
-       beat = 0 AND min_release_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) FROM sqlguard_lock WHERE name = ?;
+       beat = 0 AND min_release_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), handed = 1 AND beat <> 0 FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_read_mine
+-- Not a lease a release handed to this owner and not yet confirmed (handed = 1: its
+-- expiry started at the hand-over, before this caller's attempt; the next attempt takes it).
 -- wake_lock: NULL, a release wakes a waiter itself (sqlguard_wake).
 -- returns: :one fence, expire_at, wake_lock
 -- params: name, owner
-SELECT fence, expire_at, NULL AS wake_lock FROM sqlguard_lock WHERE name = ? AND owner = ?;
+SELECT fence, expire_at, NULL AS wake_lock FROM sqlguard_lock WHERE name = ? AND owner = ? AND handed = 0;
 
 -- name: lease_info
 -- returns: :one name, owner, fence, expire_at, acquired_at, renewed_at, db_now_ms
@@ -128,9 +138,23 @@ FROM sqlguard_lock WHERE name IN ({names*, });
 -- each sqlguard connection registers) wakes the waiters of this lease, on this host, once
 -- the release has committed (a futex word in <database>-sqlguard-wake; see
 -- src/dialect/sqlite/connection.cpp); it runs only if the row was released. 1 row = released.
+-- The next turn (bounded barging, LeaseOptions::barging_limit): when a waiter asked for it
+-- (next_owner, lease_next_set) and the holder asked for no minimum hold (min_release_at =
+-- 0), the release hands the lease to that waiter in the same statement instead of freeing
+-- it: owner = next_owner, a new fence, expire_at = now + next_ttl_ms, beat 1 and handed = 1
+-- (not yet confirmed: the new owner's next attempt takes it); the turn is free again.
 -- returns: :execrows
 -- params: name, owner, fence, channel
-UPDATE sqlguard_lock SET beat = 0, expire_at = MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at)
+UPDATE sqlguard_lock SET
+  owner = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN next_owner ELSE owner END,
+  fence = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1) ELSE fence END,
+  beat = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 1 ELSE 0 END,
+  ttl_ms = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN next_ttl_ms ELSE ttl_ms END,
+  expire_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + next_ttl_ms ELSE MAX(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at) END,
+  acquired_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ELSE acquired_at END,
+  renewed_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ELSE renewed_at END,
+  handed = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 1 ELSE 0 END,
+  next_since = 0, next_owner = ''
 WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
 RETURNING sqlguard_wake(?);
 
@@ -154,7 +178,7 @@ RETURNING sqlguard_wake(?);
 -- Wakes a waiter like lease_release. 1 row = ended.
 -- returns: :execrows
 -- params: name, channel
-UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHERE name = ? AND owner <> '' AND (beat <> 0 OR min_release_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
+UPDATE sqlguard_lock SET beat = 0, min_release_at = 0, expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), next_owner = '', next_since = 0, handed = 0 WHERE name = ? AND owner <> '' AND (beat <> 0 OR min_release_at > CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
 RETURNING sqlguard_wake(?);
 
 -- name: lease_list_held
@@ -238,3 +262,44 @@ DELETE FROM sqlguard_lock_watch WHERE (name, watcher) IN (
 
 -- name: lease_queue_leave
 -- not needed: a release wakes one waiter (FUTEX_WAKE 1), so there is no herd to queue
+
+-- name: lease_next_read
+-- Bounded barging (lease_release, LeaseOptions::barging_limit): where the caller stands for
+-- the next turn of a held lease, a plain read. mine: it has the next turn; granted: a
+-- release handed the lease to it (its next acquire attempt confirms it); open: it may ask
+-- for the turn (lease_next_set: held by another owner, and nobody asked or a waiter that
+-- began to wait later did; ties go to the smaller owner token).
+-- free: it is released (the caller tries again at once).
+-- returns: :one mine, granted, open, free
+-- params: owner, owner, owner, owner, since, since, owner, name
+SELECT CASE WHEN next_owner = ? AND beat <> 0 THEN 1 ELSE 0 END,
+       CASE WHEN owner = ? AND handed = 1 AND beat <> 0 THEN 1 ELSE 0 END,
+       CASE WHEN beat <> 0 AND owner <> '' AND owner <> ? AND next_owner <> ?
+                 AND (next_owner = '' OR next_since > ? OR (next_since = ? AND next_owner > ?)) THEN 1 ELSE 0 END,
+       CASE WHEN beat = 0 THEN 1 ELSE 0 END
+FROM sqlguard_lock WHERE name = ?;
+
+-- name: lease_next_set
+-- The caller asks for the next turn of a held lease (see lease_next_read: only when open,
+-- decided again on the row as it is). A hint for the next release, not a lock.
+-- 1 row = the turn is the caller's.
+-- returns: :execrows
+-- params: owner, since, ttl_ms, name, owner, owner, since, since, owner
+UPDATE sqlguard_lock SET next_owner = ?, next_since = ?, next_ttl_ms = ?
+WHERE name = ? AND beat <> 0 AND owner <> '' AND owner <> ? AND next_owner <> ?
+  AND (next_owner = '' OR next_since > ? OR (next_since = ? AND next_owner > ?));
+
+-- name: lease_next_drop
+-- A waiter that asked for the next turn gives up (its wait ended or was cancelled): the turn
+-- goes, and a lease a release already handed to it (handed = 1) is released, waking the
+-- waiters.
+-- 1 row = it had the turn or the lease.
+-- returns: :execrows
+-- params: owner, owner, owner, owner, owner, name, owner, owner, channel
+UPDATE sqlguard_lock SET beat = CASE WHEN owner = ? AND handed = 1 THEN 0 ELSE beat END,
+  expire_at = CASE WHEN owner = ? AND handed = 1 THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ELSE expire_at END,
+  handed = CASE WHEN owner = ? THEN 0 ELSE handed END,
+  next_since = CASE WHEN next_owner = ? THEN 0 ELSE next_since END,
+  next_owner = CASE WHEN next_owner = ? THEN '' ELSE next_owner END
+WHERE name = ? AND (next_owner = ? OR (owner = ? AND handed = 1 AND beat <> 0))
+RETURNING CASE WHEN beat = 0 THEN sqlguard_wake(?) END;

@@ -17,7 +17,7 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, milliseconds budget,
-                            milliseconds* holder_remaining, ClientWait* w, Waiter* session) {
+                            milliseconds* holder_remaining, ClientWait* w, Waiter* session, NextTurn* turn) {
   if (l->renew) admit(*l);
   Connection& conn = *c;
   const auto& o = l->options;
@@ -42,10 +42,12 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     // Watched and still held by the database clock: that decides nothing;
     // the attempt's own read is the sighting its watch needs.
   }
-  const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
-  const auto start = steady_clock::now();
+  // A waiting acquire's attempts share one owner token: its next turn's.
+  const std::string owner = turn ? turn->owner : o.owner.empty() ? make_owner_token() : o.owner;
+  auto start = steady_clock::now();
   budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
-  auto r = with_reconnect(conn, budget, "acquiring lease '" + l->name + "'", [&](int attempt) {
+  const auto take = [&] {
+    return with_reconnect(conn, budget, "acquiring lease '" + l->name + "'", [&](int attempt) {
     if (attempt > 1) {
       // A retry after an unanswered attempt first asks whether that attempt
       // took the lease (the owner token is ours alone).
@@ -62,7 +64,15 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
                                     seen_free && attempt == 1, o.take_over);
     if (session) session->seated();
     return res;
-  });
+    });
+  };
+  auto r = take();
+  if (!r.acquired && turn && ask_next_turn(conn, *l, *turn)) {
+    // A release handed the lease to this wait (its next turn), or freed it, just now.
+    seen_free = false;
+    start = steady_clock::now();
+    r = take();
+  }
   if (!r.acquired) {
     *holder_remaining = r.holder_remaining_ms > 0 ? milliseconds(r.holder_remaining_ms) : o.ttl;
     note_refusal(*l->state, r.holder_remaining_ms);

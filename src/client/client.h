@@ -67,6 +67,9 @@ struct ClientLease {
     LockKind queue_kind = LockKind::kFairLease;
     std::int64_t queue_permits = 0;
     TakeOver take_over = TakeOver::kWatched;  // LeaseOptions::take_over
+    // LeaseOptions::barging_limit; unset: its waits never ask for the next
+    // turn (a fair lease, a minimum hold).
+    std::optional<std::chrono::milliseconds> barging_limit;
   } options;
   std::chrono::milliseconds margin{0}, period{0};
   bool renew = true;  // the client renews it while held (Watchdog::kOn)
@@ -131,6 +134,18 @@ bool private_to_connection(const std::string& uri);
 
 class ClientCore;
 
+// Bounded barging (LeaseOptions::barging_limit, next_turn.cpp): what one
+// waiting acquire of a default lease keeps of the lease's next turn.
+struct NextTurn {
+  std::string owner;  // the wait's owner token: every attempt's, and its turn's
+  std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
+  std::int64_t since = -1;  // the database clock when the wait began (-1: not asked yet)
+  bool asked = false;       // it asked: given back when the wait ends unacquired
+  bool past_limit = false;  // it has waited barging_limit: it looks for the turn at every release
+  bool mine = false;        // the turn was its own when it last looked
+  int unchecked = 0;        // busy attempts since it last looked, while it was its own
+};
+
 // One pending asynchronous acquire.
 struct ClientWait {
   std::shared_ptr<ClientLease> lease;
@@ -155,6 +170,9 @@ struct ClientWait {
   std::chrono::steady_clock::time_point ahead_since{};
   std::chrono::microseconds fastest_turn{0};
   bool several = false;  // several may hold at once: after a grant the next head tries at once
+  // A default lease's wait: its next turn (bounded barging); unset for other
+  // waits. Used by the waiter thread only.
+  std::optional<NextTurn> turn;
 };
 
 // The place a fair lease was acquired from, for its release: forgotten
@@ -310,8 +328,21 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // state is set and its renewal registered. `holder_remaining` out.
   // `session`: the caller's session wait (a client over a borrowed
   // connection), whose queue seat the attempt rides.
+  // `turn`: a waiting acquire's next turn (bounded barging), or nullptr.
   bool attempt_on(Borrowed& conn, const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds budget,
-                  std::chrono::milliseconds* holder_remaining, ClientWait* wait = nullptr, Waiter* session = nullptr);
+                  std::chrono::milliseconds* holder_remaining, ClientWait* wait = nullptr, Waiter* session = nullptr,
+                  NextTurn* turn = nullptr);
+  // After a busy attempt of a waiting acquire (next_turn.cpp): past the
+  // lease's barging_limit, where it stands for the next turn, asking for it
+  // when open. True: a release already handed the lease to it, or it is
+  // free now (try again at once).
+  bool ask_next_turn(Connection& conn, const ClientLease& lease, NextTurn& turn);
+  // A new wait's next turn (nullopt: the lease never asks).
+  static std::optional<NextTurn> next_turn_for(const ClientLease& lease);
+  // How long a busy waiter may pause before it looks again: past
+  // barging_limit, backoff_initial (it looks for the turn at every release);
+  // before, no later than the limit (a long nap would outlast it).
+  static std::chrono::milliseconds turn_pause_cap(const NextTurn* turn, const ClientLease& lease);
   bool guarded_once(Connection& conn, ClientLease& lease, const std::string& owner, std::int64_t fence,
                     std::int64_t key, const std::function<void(Transaction&)>& work);
   // A blocking acquire of a client over a borrowed connection, on the
@@ -319,7 +350,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool acquire_here(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds wait);
   // One re-entrant attempt (try_acquire's, and each of acquire_here's); `session` as above.
   bool try_here(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds budget,
-                std::chrono::milliseconds* holder_remaining, Waiter* session);
+                std::chrono::milliseconds* holder_remaining, Waiter* session, NextTurn* turn = nullptr);
   // A fair lease acquired by waiter `w` keeps its queue place until the
   // release (fairness.cpp).
   void keep_place_for_release(Connection& conn, ClientLease& lease, ClientWait* w);
@@ -327,6 +358,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // (registered for renewal); leave_place gives it up (errors: it expires).
   std::shared_ptr<ClientLease> take_place(Connection& conn, const ClientLease& lease);
  public:
+  // A wait that ends unacquired gives its turn (or a lease handed to it)
+  // back (next_turn.cpp); `held`: the caller's connection, else one borrowed.
+  void drop_next_turn(Connection* held, const ClientLease& lease, NextTurn& turn) noexcept;
   // `held`: a connection the caller already holds (an attempt's), used
   // instead of borrowing another.
   // `wake`: it gave up or was cancelled (not: it acquired), so the next
@@ -458,7 +492,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool listener_open_ = false;
   std::size_t listening_ = 0;  // names the listener covered in its last wait
   std::atomic<std::thread::id> waiter_thread_id_{};
-  std::uint64_t wakeups_ = 0, polls_ = 0, attempts_ = 0;
+  std::uint64_t wakeups_ = 0, polls_ = 0, attempts_ = 0, turns_asked_ = 0;
   mutable std::atomic<std::uint64_t> exhausted_{0};
 };
 

@@ -18,7 +18,7 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 bool ClientCore::try_here(const std::shared_ptr<ClientLease>& l, milliseconds budget, milliseconds* holder_remaining,
-                          Waiter* session) {
+                          Waiter* session, NextTurn* turn) {
   check_process();
   {
     std::lock_guard<std::mutex> lk(l->state->mu);
@@ -29,16 +29,23 @@ bool ClientCore::try_here(const std::shared_ptr<ClientLease>& l, milliseconds bu
     }
   }
   auto c = borrow();
-  return attempt_on(c, l, budget, holder_remaining, nullptr, session);
+  return attempt_on(c, l, budget, holder_remaining, nullptr, session, turn);
 }
 
 namespace {
-// A waiter that leaves gives up what it held (a queue place, a wake-up lock, a LISTEN).
+// A waiter that leaves gives up what it held (a queue place, a wake-up lock,
+// a LISTEN, the lease's next turn).
 struct FinishWait {
+  ClientCore& core;
+  const ClientLease& lease;
   Waiter& w;
   Connection& conn;
+  std::optional<NextTurn>& turn;
   bool acquired = false;
-  ~FinishWait() { w.finish(conn, acquired); }
+  ~FinishWait() {
+    if (!acquired && turn) core.drop_next_turn(&conn, lease, *turn);
+    w.finish(conn, acquired);
+  }
 };
 
 // The pause between two busy attempts: full jitter, capped by the backoff
@@ -62,7 +69,11 @@ bool ClientCore::acquire_here(const std::shared_ptr<ClientLease>& l, millisecond
   int idle_wakes = 0;  // wake-ups that found the lease still held
   milliseconds holder{0};
   w.begin(conn, !conn.in_transaction());
-  FinishWait finish{w, conn};
+  // Bounded barging: past barging_limit the wait asks for the lease's next
+  // turn. Not inside the caller's transaction (the turn's row write would
+  // hold the lease's row until that transaction ends).
+  std::optional<NextTurn> turn = conn.in_transaction() ? std::nullopt : next_turn_for(*l);
+  FinishWait finish{*this, *l, w, conn, turn};
   std::optional<Error> outage;  // the last attempt that failed because the database was unreachable
   for (;;) {
     bool got = false;
@@ -70,7 +81,7 @@ bool ClientCore::acquire_here(const std::shared_ptr<ClientLease>& l, millisecond
       // A lost connection is retried for what is left of this wait, not a
       // whole ttl: acquire(wait) returns (or reports the outage) on time.
       const auto left_now = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
-      got = try_here(l, std::max(left_now, milliseconds(1)), &holder, &w);
+      got = try_here(l, std::max(left_now, milliseconds(1)), &holder, &w, turn ? &*turn : nullptr);
       outage.reset();
     } catch (const Error& e) {
       // The database went away while this waiter waits: keep waiting (and
@@ -90,6 +101,16 @@ bool ClientCore::acquire_here(const std::shared_ptr<ClientLease>& l, millisecond
       return true;
     }
     w.busy(conn);
+    w.next_turn(turn && turn->mine);
+    if (const auto cap = turn_pause_cap(turn ? &*turn : nullptr, *l); cap != milliseconds::max()) {
+      // Bounded barging: no pause outlasts barging_limit; past it, the next
+      // release hands the lease to this wait (its turn), or the turn is free
+      // again after it: look again soon (and, with the turn, be woken by that
+      // release where the plan listens).
+      holder = std::min(holder, cap);
+      backoff = std::min(backoff, cap);
+      if (turn->past_limit) idle_wakes = 0;
+    }
     {
       std::lock_guard<std::mutex> lk(l->state->mu);
       if (l->state->hold > 0) return false;  // holding a lost lease: waiting cannot help

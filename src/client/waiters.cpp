@@ -55,6 +55,7 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
   }
   auto w = std::make_shared<ClientWait>();
   w->lease = l;
+  w->turn = next_turn_for(*l);  // bounded barging: its next turn, past barging_limit
   acquire_async(std::move(w), wait, std::move(done));
 }
 
@@ -138,6 +139,7 @@ bool ClientCore::cancel_acquire(const std::shared_ptr<ClientLease>& l) {
   wait_cv_.notify_all();
   if (gone) {
     leave_place(gone->place);
+    if (gone->turn) drop_next_turn(nullptr, *gone->lease, *gone->turn);
     gone->done(false, nullptr);
   }
   return true;
@@ -189,6 +191,8 @@ void complete(ClientCore& core, std::vector<Completion>& done) noexcept {
   for (auto& c : done) {
     // A fair waiter leaves the queue when its wait ends (acquired: left already).
     if (c.wait->place) core.leave_place(std::exchange(c.wait->place, nullptr));
+    // A wait that ends unacquired gives the lease's next turn back.
+    if (c.wait->turn && !c.acquired) core.drop_next_turn(nullptr, *c.wait->lease, *c.wait->turn);
     try {
       c.wait->done(c.acquired, c.error);
     } catch (const std::exception& e) {
@@ -295,7 +299,10 @@ std::vector<std::string> ClientCore::without_poll(std::vector<std::string>& time
   std::lock_guard<std::mutex> g(wait_mu_);
   for (auto it = timed.begin(); it != timed.end();) {
     auto qi = queues_.find(*it);
-    if (qi != queues_.end() && (qi->second.channel.empty() || qi->second.waits.front()->place)) {
+    // Nor a head with the lease's next turn: a lease handed to it looks held.
+    const auto has_turn = [](const ClientWait& w) { return w.turn && w.turn->past_limit; };
+    if (qi != queues_.end() && (qi->second.channel.empty() || qi->second.waits.front()->place ||
+                                has_turn(*qi->second.waits.front()))) {
       direct.push_back(*it);
       it = timed.erase(it);
     } else {
@@ -391,7 +398,8 @@ void ClientCore::run_head(const std::string& name, bool was_woken, std::vector<C
     auto c = borrow();
     const auto left = std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now());
     ok = w->attempt ? w->attempt(*this, *c, &holder, w.get())
-                    : attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder, w.get());
+                    : attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder, w.get(), nullptr,
+                                 w->turn ? &*w->turn : nullptr);
   } catch (const Error& e) {
     // Unreachable, or no connection free: keep waiting, report it if the wait ends so.
     if (is_outage(e) || e.code() == ErrorCode::kResourceExhausted) outage = e;
@@ -462,7 +470,15 @@ void ClientCore::head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait
   // release was for the next ticket): the listener must keep waking it.
   if (was_woken && !outage && !w->not_turn && !wait_plan_->wakes_every_waiter()) ++q.idle_wakes;
   q.holder_remaining = holder;
-  const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(holder, o.backoff_initial));
+  if (const auto tc = turn_pause_cap(w->turn ? &*w->turn : nullptr, *w->lease); !outage && tc != milliseconds::max()) {
+    // Bounded barging: no pause outlasts barging_limit; past it the lease's
+    // next turn is this head's (the next release hands the lease to it), or
+    // it waits for the turn: looks again soon, and its name stays listened to.
+    q.holder_remaining = std::min(holder, tc);
+    q.backoff = std::min(q.backoff, tc);
+    if (w->turn->past_limit) q.idle_wakes = 0;
+  }
+  const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(q.holder_remaining, o.backoff_initial));
   q.next_try = t + jitter(cap);
   q.backoff = std::min(q.backoff * 2, o.backoff_max);
   q.outage_until = outage ? q.next_try : steady_clock::time_point{};

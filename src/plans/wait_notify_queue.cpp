@@ -39,14 +39,14 @@ class NotifyQueueWaiter final : public ListeningWaiter {
   void acquired(Connection& conn) override { leave_queue(conn); }  // the next waiter becomes the head
 
   PauseResult pause(Connection& conn, const PauseArgs& a, std::optional<Error>& outage) override {
-    if (queue_ && head_ && !listening_) {
+    if (queue_ && (head_ || turn_) && !listening_) {
       // The head, not listening: that busy attempt made this waiter the head,
       // or the head is back from a nap. LISTEN, then try at once (a release
       // before the LISTEN is not missed).
       start_listening(conn, outage);
       return PauseResult::kRetryNow;
     }
-    if (queue_ && !head_) {
+    if (queue_ && !head_ && !turn_) {
       // Not the head: the next release goes to the head, so this waiter polls
       // only to take the head's place when it leaves, and naps with full
       // jitter sized to what the holder's lease has left (up to backoff_max)
@@ -61,6 +61,9 @@ class NotifyQueueWaiter final : public ListeningWaiter {
     }
     return wait_or_sleep(conn, a);
   }
+  // The lease's next turn is this waiter's: it listens as the head does (the
+  // release that hands it the lease wakes it), head or not.
+  void next_turn(bool mine) noexcept override { turn_ = mine; }
   void session_lost() noexcept override {
     head_ = false;
     listening_ = false;
@@ -72,6 +75,7 @@ class NotifyQueueWaiter final : public ListeningWaiter {
     // never read holds back the server's notification queue.
     if (queue_ && !acquired) stop_listening(conn);
     queue_ = false;
+    turn_ = false;
   }
   // A former head listened while it held the lease (its own NOTIFY is
   // cheap); released, it stops: an idle listener costs every later release.
@@ -101,6 +105,7 @@ class NotifyQueueWaiter final : public ListeningWaiter {
   }
   bool queue_ = false;  // inside a waiting acquire, outside a transaction
   bool head_ = false;   // holds the head's place (a session advisory lock)
+  bool turn_ = false;   // the lease's next turn is this waiter's (bounded barging)
   QueueSeat seat_{nullptr, false};
 };
 

@@ -47,6 +47,10 @@ class Waiter {
   virtual void acquired(Connection&) {}
   // The attempt found the lease held (woken, but another contender took it).
   virtual void busy(Connection&) noexcept {}
+  // After a busy attempt: whether the lease's next turn is this waiter's
+  // (bounded barging): the next release hands the lease to it, so it must
+  // hear of that release.
+  virtual void next_turn(bool /*mine*/) noexcept {}
   // Before the deadline check: true = it set up a wake-up source, try again
   // at once (a release in between is not missed). `outage`: set when the
   // database went away doing so.

@@ -35,6 +35,11 @@ inline constexpr const char* kAllOps[] = {"lease-distinct",    "lease-hot",     
                                           "semaphore-hot",     "rw-mixed",      "takeover"};
 // The take-over rule of the lease handles in lease-hot and handoff (--take-over).
 TakeOver& bench_take_over();
+// --barging-limit: the lease handles' LeaseOptions::barging_limit in
+// lease-hot, handoff and the fair-lease op's default row (unset: the default).
+std::optional<std::chrono::milliseconds>& bench_barging_limit();
+// Sets `o.barging_limit` from --barging-limit when given.
+void apply_barging_limit(LeaseOptions& o);
 // The lock-client ops (bench_client.cpp): one cell per --held / --waiters
 // value in one process, not one per client count; no raw path.
 bool client_op(const std::string& op);

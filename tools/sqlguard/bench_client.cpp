@@ -581,6 +581,7 @@ class ClientContender final : public Contender {
     LeaseOptions o;
     o.ttl = milliseconds(kTtlMs);
     o.take_over = bench_take_over();
+    apply_barging_limit(o);
     return o;
   }
   std::unique_ptr<Connection> ping_;

@@ -100,6 +100,7 @@ class SgContender final : public Contender {
     o.ttl = milliseconds(kTtlMs);
     o.release_commit = commit;
     o.take_over = bench_take_over();
+    apply_barging_limit(o);
     return o;
   }
   std::unique_ptr<Connection> conn_;

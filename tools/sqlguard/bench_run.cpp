@@ -198,6 +198,13 @@ TakeOver& bench_take_over() {
   static TakeOver rule = TakeOver::kWatched;
   return rule;
 }
+std::optional<milliseconds>& bench_barging_limit() {
+  static std::optional<milliseconds> limit;
+  return limit;
+}
+void apply_barging_limit(LeaseOptions& o) {
+  if (bench_barging_limit()) o.barging_limit = *bench_barging_limit();
+}
 
 bool client_op(const std::string& op) {
   return op == "held-leases" || op == "waiters" || op == "takeover" || op == kSoakOp;

@@ -51,6 +51,7 @@ LeaseOptions sync_options(bool fair) {
   LeaseOptions o;
   o.ttl = kTtl;
   o.fair = fair;
+  if (!fair) apply_barging_limit(o);
   return o;
 }
 

@@ -44,6 +44,7 @@ struct Opts {
   bool processes = false, no_raw = false, emit_sql = false, scale = false, keep = false, durable_release = false;
   std::string plot, redis, etcd, run_id;
   std::string take_over = "watched";
+  std::string barging_limit;  // empty: LeaseOptions' default
   std::int64_t scale_rows = 1000000;
   int scale_clients = 4;
   int cpu_load = 0;  // busy processes beside the cells (issue 40 item 6)
@@ -440,6 +441,8 @@ void run_bench(const Opts& o) {
     if (auto why = etcd_unavailable(); !why.empty()) throw BadValue("--etcd", why);
   const auto commit = o.durable_release ? ReleaseCommit::kDurable : ReleaseCommit::kCoveredByNextAcquire;
   bench_take_over() = o.take_over == "database-clock" ? TakeOver::kDatabaseClock : TakeOver::kWatched;
+  if (!o.barging_limit.empty())
+    bench_barging_limit() = duration_flag("--barging-limit", o.barging_limit, {milliseconds(0), std::chrono::hours(1)});
   const CpuLoad cpu_load(o.cpu_load);
   // Comparators connect before the database is touched: an unreachable one
   // fails the run at once, naming its address.
@@ -551,6 +554,7 @@ void run_bench(const Opts& o) {
         add_durability_fields(j, durability);
         j["release_commit"] = o.durable_release ? "durable" : "covered_by_next_acquire";
         j["take_over"] = to_string(bench_take_over());
+        j["barging_limit_ms"] = bench_barging_limit().value_or(LeaseOptions{}.barging_limit).count();
       }
       if (lease_op(op) && j["ops_per_s"].is_number()) {
         const double ops_s = j["ops_per_s"].get<double>();
@@ -625,6 +629,10 @@ void add_bench(CLI::App& app) {
                   "(the default) or database-clock; `takeover` measures both")
       ->check(CLI::IsMember({"watched", "database-clock"}))
       ->capture_default_str();
+  cmd->add_option("--barging-limit", o->barging_limit,
+                  "The lease handles' LeaseOptions::barging_limit in lease-hot, handoff and fair-lease's default row "
+                  "(bounded barging: how long a waiter barges before it takes the lease's next turn), 0 .. 1h; "
+                  "default: the library's (200ms)");
   cmd->add_option("--run-id", o->run_id, "Copied into every cell's JSON (run_id): tools/bench.sh's run, so tables "
                                          "can check their cells come from one run");
   cmd->add_flag("--scale", o->scale, "Scale checks: latency with 1M rows in the lock / idempotency tables and during cleanup");

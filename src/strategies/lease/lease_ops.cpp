@@ -43,6 +43,7 @@ void validate(const LeaseOptions& o) {
   check_duration(o.wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
   check_duration(o.backoff_initial, "backoff_initial", milliseconds(1), std::chrono::minutes(10));
   check_duration(o.backoff_max, "backoff_max", o.backoff_initial, std::chrono::minutes(10));
+  check_duration(o.barging_limit, "barging_limit", milliseconds(0), std::chrono::hours(1));
   if (!o.owner.empty()) validate_name(o.owner, "owner");
   if (o.place_ttl) {
     if (!o.fair)

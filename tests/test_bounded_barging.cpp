@@ -1,0 +1,137 @@
+// Bounded barging (LeaseOptions::barging_limit, issue 40): a waiter of the
+// default lease that has waited barging_limit takes the lease's next turn,
+// and the holder's release hands the lease to it instead of freeing it for
+// whoever comes first -- on every dialect, for a handle on a borrowed
+// connection and for a lock client's handle. A turn's owner that never comes
+// costs the lock one ttl; a waiter that gives up gives its turn back.
+// Negative controls: without a turn the releasing holder takes the lease
+// straight back (barging), so the checks that it cannot are not vacuous.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <thread>
+
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
+#include "test_context.h"
+#include "test_helpers.h"
+
+using namespace sqlguard;
+using namespace std::chrono_literals;
+using sgtest::ctx;
+using std::chrono::milliseconds;
+
+namespace {
+LeaseOptions opts(milliseconds ttl, milliseconds barging_limit) {
+  LeaseOptions o;
+  o.ttl = ttl;
+  o.barging_limit = barging_limit;
+  o.backoff_initial = 2ms;
+  o.backoff_max = 20ms;
+  return o;
+}
+
+// The lease's next turn as the row says (empty: nobody asked).
+std::string next_owner(Connection& c, const std::string& name) {
+  auto r = c.execute("SELECT next_owner FROM sqlguard_lock WHERE name = ?", {name});
+  return r.rows.empty() ? std::string() : r.rows[0][0].as_string();
+}
+
+// Waits up to 5 s for a waiter to take the lease's next turn.
+std::string wait_for_turn(Connection& c, const std::string& name) {
+  for (int i = 0; i < 500; ++i) {
+    if (auto t = next_owner(c, name); !t.empty()) return t;
+    std::this_thread::sleep_for(10ms);
+  }
+  return {};
+}
+}  // namespace
+
+TEST_CASE("a release hands the lease to the waiter with the next turn: the holder cannot barge back", "[lease][barging]") {
+  auto c1 = ctx().connect(), c2 = ctx().connect(), probe = ctx().connect();
+  const auto name = ctx().unique("bb");
+  LeaseLock holder(*c1, name, opts(5s, 10ms)), waiter(*c2, name, opts(5s, 0ms));
+  REQUIRE(holder.try_acquire());
+  const auto first_fence = holder.fence();
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(5s); });
+  const std::string turn = wait_for_turn(*probe, name);
+  REQUIRE_FALSE(turn.empty());
+  REQUIRE(holder.release());
+  CHECK_FALSE(holder.try_acquire());  // handed over in the release's own commit
+  REQUIRE(got.get());
+  CHECK(waiter.owns());
+  CHECK(waiter.owner() == turn);  // the waiter that took the turn got it
+  CHECK(waiter.fence() > first_fence);
+  CHECK(next_owner(*probe, name).empty());  // the turn is free again
+  CHECK(waiter.release());
+  CHECK(holder.try_acquire());  // nobody waits: released for whoever comes
+}
+
+TEST_CASE("a turn's owner that never comes costs one ttl; without a turn the holder barges back", "[lease][barging]") {
+  auto c1 = ctx().connect(), probe = ctx().connect();
+  const auto name = ctx().unique("bb");
+  LeaseLock holder(*c1, name, opts(5s, 10ms));
+  REQUIRE(holder.try_acquire());
+  const auto first_fence = holder.fence();
+  // A waiter that took the turn and died (never confirms): the release hands
+  // the lease to it for its ttl (300 ms).
+  probe->execute("UPDATE sqlguard_lock SET next_owner = 'ghost', next_since = 1, next_ttl_ms = 300 WHERE name = ?",
+                 {name});
+  REQUIRE(holder.release());
+  CHECK(probe->execute("SELECT owner FROM sqlguard_lock WHERE name = ?", {name}).rows[0][0].as_string() == "ghost");
+  CHECK_FALSE(holder.try_acquire());  // this look starts the watch of the ghost's lease
+  std::this_thread::sleep_for(450ms);
+  REQUIRE(holder.try_acquire());  // watched unchanged for its ttl: taken over, as a dead holder's
+  CHECK(holder.fence() > first_fence);
+  REQUIRE(holder.release());
+
+  // Negative control: the same release without a turn frees the lease, and the
+  // releasing holder takes it straight back.
+  CHECK(holder.try_acquire());
+  CHECK(holder.release());
+}
+
+TEST_CASE("a waiter that gives up gives the next turn back", "[lease][barging]") {
+  auto c1 = ctx().connect(), c2 = ctx().connect(), probe = ctx().connect();
+  const auto name = ctx().unique("bb");
+  LeaseLock holder(*c1, name, opts(5s, 10ms)), waiter(*c2, name, opts(5s, 0ms));
+  REQUIRE(holder.try_acquire());
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(600ms); });
+  CHECK_FALSE(wait_for_turn(*probe, name).empty());  // it had the turn (so the check below can fail)
+  CHECK_FALSE(got.get());
+  CHECK(next_owner(*probe, name).empty());
+  REQUIRE(holder.release());
+  CHECK(holder.try_acquire());  // nothing handed over to a waiter that left
+}
+
+TEST_CASE("barging_limit: a waiter below it never takes the turn; out of range is refused", "[lease][barging]") {
+  auto c1 = ctx().connect(), c2 = ctx().connect(), probe = ctx().connect();
+  const auto name = ctx().unique("bb");
+  LeaseLock holder(*c1, name, opts(5s, 10ms)), waiter(*c2, name, opts(5s, std::chrono::hours(1)));
+  REQUIRE(holder.try_acquire());
+  CHECK_FALSE(waiter.acquire(400ms));
+  CHECK(next_owner(*probe, name).empty());
+  LeaseOptions bad;
+  bad.barging_limit = -1ms;
+  CHECK_THROWS_AS(LeaseLock(*c2, name, bad), Error);
+  bad.barging_limit = std::chrono::hours(2);
+  CHECK_THROWS_AS(LeaseLock(*c2, name, bad), Error);
+}
+
+TEST_CASE("a lock client's waiter takes the next turn and gets the release", "[lease][barging][lock-client]") {
+  auto c1 = ctx().connect(), probe = ctx().connect();
+  const auto name = ctx().unique("bb");
+  LeaseLock holder(*c1, name, opts(5s, 10ms));
+  auto client = LockClient::create(ctx().uri);
+  LeaseLock waiter(client, name, opts(5s, 0ms));
+  REQUIRE(holder.try_acquire());
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(5s); });
+  const std::string turn = wait_for_turn(*probe, name);
+  REQUIRE_FALSE(turn.empty());
+  CHECK(client->stats().next_turns >= 1);
+  REQUIRE(holder.release());
+  CHECK_FALSE(holder.try_acquire());
+  REQUIRE(got.get());
+  CHECK(waiter.owner() == turn);
+  CHECK(waiter.release());
+}

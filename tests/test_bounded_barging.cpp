@@ -47,7 +47,8 @@ std::string wait_for_turn(Connection& c, const std::string& name) {
 }
 }  // namespace
 
-TEST_CASE("a release hands the lease to the waiter with the next turn: the holder cannot barge back", "[lease][barging]") {
+TEST_CASE("a release hands the lease to the waiter with the next turn: the holder cannot barge back",
+          "[lease][barging]") {
   auto c1 = ctx().connect(), c2 = ctx().connect(), probe = ctx().connect();
   const auto name = ctx().unique("bb");
   LeaseLock holder(*c1, name, opts(5s, 10ms)), waiter(*c2, name, opts(5s, 0ms));

@@ -344,6 +344,7 @@ TEST_CASE("on PostgreSQL waiters take their place in the queue inside their acqu
     waiters.push_back(std::async(std::launch::async, [&, i] {
       LeaseOptions o;
       o.backoff_initial = o.backoff_max = 300ms;
+      o.barging_limit = std::chrono::hours(1);  // no next turn here (its statements: test_bounded_barging.cpp)
       LeaseLock w(*conns[static_cast<std::size_t>(i)], name, o);
       ++started;
       const bool got = w.acquire(30s);

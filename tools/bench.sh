@@ -94,10 +94,7 @@ cleanup() {
     etcd_env stop --purge >&2 || true
     rm -rf "$out/etcd"
   fi
-  if (( started_servers )); then
-    log "stopping the bench servers"
-    "$here/dbservers.sh" stop all >&2 || true
-  fi
+  if (( started_servers )); then bench_stop_servers; fi
   exit $rc
 }
 trap cleanup EXIT

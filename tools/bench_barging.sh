@@ -49,10 +49,7 @@ bench_server_env
 started=0
 cleanup() {
   local rc=$?
-  if (( started )); then
-    log "stopping the bench servers"
-    "$root/tools/dbservers.sh" stop all >&2 || true
-  fi
+  if (( started )); then bench_stop_servers; fi
   exit $rc
 }
 trap cleanup EXIT

@@ -36,3 +36,9 @@ bench_start_servers() {
   fi
   eval "$("$root/tools/dbservers.sh" env)"
 }
+
+# Stops them (an EXIT trap's part, for the script that started them).
+bench_stop_servers() {
+  log "stopping the bench servers"
+  "$root/tools/dbservers.sh" stop all >&2 || true
+}

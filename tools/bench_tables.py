@@ -102,18 +102,23 @@ def load_soak(d, name):
     return run, cells
 
 
+def read_settings(path):
+    """A run's settings.txt as a dict of its `key: value` lines (empty when there is none)."""
+    settings = {}
+    if os.path.exists(path):
+        for line in open(path):
+            if ":" in line:
+                k, v = line.split(":", 1)
+                settings[k.strip()] = v.strip()
+    return settings
+
+
 class Run:
     """One tools/bench.sh run: its settings and every file's cells."""
 
     def __init__(self, d):
         self.dir = d
-        self.settings = {}
-        p = os.path.join(d, "settings.txt")
-        if os.path.exists(p):
-            for line in open(p):
-                if ":" in line:
-                    k, v = line.split(":", 1)
-                    self.settings[k.strip()] = v.strip()
+        self.settings = read_settings(os.path.join(d, "settings.txt"))
         self.files = {}
         for name in [n for n, _ in DIALECTS] + [DURABLE] + [n + LOADED for n, _ in DIALECTS]:
             rows = load(os.path.join(d, name + ".json"))
@@ -139,15 +144,9 @@ class Run:
         # Bounded barging (issue 40, tools/bench_barging.sh): lease-hot under each
         # --barging-limit, in rounds, a run of its own in barging/.
         self.barging = {}
-        self.barging_settings = {}
         bdir = os.path.join(d, "barging")
+        self.barging_settings = read_settings(os.path.join(bdir, "settings.txt"))
         if os.path.isdir(bdir):
-            p = os.path.join(bdir, "settings.txt")
-            if os.path.exists(p):
-                for line in open(p):
-                    if ":" in line:
-                        k, v = line.split(":", 1)
-                        self.barging_settings[k.strip()] = v.strip()
             for name, _ in DIALECTS:
                 rows = load(os.path.join(bdir, name + ".json"))
                 for r in rows:

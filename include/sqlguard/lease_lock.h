@@ -174,11 +174,12 @@ struct LeaseOptions {
   // over like any dead holder's). Not for a fair lease (it has its queue), nor
   // while a minimum hold (min_hold) keeps the released lease. Past the limit
   // a waiter looks again every backoff_initial (before it, it never pauses
-  // beyond the limit). Default: 200 ms (measured on a hot lock of 16 clients:
-  // the longest wait fell from the 2 s timeout to about 250 ms at 0.8-1.1x
-  // the cycles/s; a shorter limit serves more waits by hand-over, each
-  // slower than barging: docs/lease-lock.md#bounded-barging); 0: ask from the
-  // first busy attempt; at most 1 h (a limit above the wait never asks).
+  // beyond the limit). Default: 200 ms: on a hot lock of 16 clients the
+  // longest wait falls from the 2 s timeout to a few hundred ms, and the
+  // lock keeps most of its cycles/s; a shorter limit serves more waits by
+  // hand-over, each slower than a barge (measured: docs/lease-lock.md,
+  // "Bounded barging"). 0: ask from the first busy attempt; at most 1 h (a
+  // limit above the wait never asks).
   std::chrono::milliseconds barging_limit{200};
 };
 

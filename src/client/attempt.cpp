@@ -48,22 +48,23 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
   const auto take = [&] {
     return with_reconnect(conn, budget, "acquiring lease '" + l->name + "'", [&](int attempt) {
-    if (attempt > 1) {
-      // A retry after an unanswered attempt first asks whether that attempt
-      // took the lease (the owner token is ours alone).
-      auto mine = run(conn, Sql::lease_read_mine, {l->name, owner, l->channel()});
-      if (!mine.rows.empty()) {
-        static constexpr auto kFence = column(Sql::lease_read_mine, "fence");
-        static constexpr auto kExpireAt = column(Sql::lease_read_mine, "expire_at");
-        if (cell(mine.rows[0], kExpireAt).as_int() > conn.db_now_ms())
-          return AcquireResult{true, cell(mine.rows[0], kFence).as_int(), cell(mine.rows[0], kExpireAt).as_int(), owner};
+      if (attempt > 1) {
+        // A retry after an unanswered attempt first asks whether that attempt
+        // took the lease (the owner token is ours alone).
+        auto mine = run(conn, Sql::lease_read_mine, {l->name, owner, l->channel()});
+        if (!mine.rows.empty()) {
+          static constexpr auto kFence = column(Sql::lease_read_mine, "fence");
+          static constexpr auto kExpireAt = column(Sql::lease_read_mine, "expire_at");
+          if (cell(mine.rows[0], kExpireAt).as_int() > conn.db_now_ms())
+            return AcquireResult{true, cell(mine.rows[0], kFence).as_int(), cell(mine.rows[0], kExpireAt).as_int(),
+                                 owner};
+        }
+        if (session) session->session_lost();  // a new session: it holds no queue place and listens to nothing
       }
-      if (session) session->session_lost();  // a new session: it holds no queue place and listens to nothing
-    }
-    auto res = acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, session ? session->seat() : nullptr,
-                                    seen_free && attempt == 1, o.take_over);
-    if (session) session->seated();
-    return res;
+      auto res = acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, session ? session->seat() : nullptr,
+                                      seen_free && attempt == 1, o.take_over);
+      if (session) session->seated();
+      return res;
     });
   };
   auto r = take();

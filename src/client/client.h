@@ -339,10 +339,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool ask_next_turn(Connection& conn, const ClientLease& lease, NextTurn& turn);
   // A new wait's next turn (nullopt: the lease never asks).
   static std::optional<NextTurn> next_turn_for(const ClientLease& lease);
-  // How long a busy waiter may pause before it looks again: past
-  // barging_limit, backoff_initial (it looks for the turn at every release);
-  // before, no later than the limit (a long nap would outlast it).
-  static std::chrono::milliseconds turn_pause_cap(const NextTurn* turn, const ClientLease& lease);
+  // How long a busy waiter may pause before it looks again (max(): no cap):
+  // before barging_limit, no later than the limit (a long nap would outlast
+  // it); with the turn, backoff_initial; past the limit without it,
+  // backoff_initial too unless `woken_by_releases` (the lock client's
+  // listener wakes it at every release, when it asks again).
+  static std::chrono::milliseconds turn_pause_cap(const NextTurn* turn, const ClientLease& lease,
+                                                  bool woken_by_releases);
   bool guarded_once(Connection& conn, ClientLease& lease, const std::string& owner, std::int64_t fence,
                     std::int64_t key, const std::function<void(Transaction&)>& work);
   // A blocking acquire of a client over a borrowed connection, on the

@@ -33,10 +33,11 @@ std::optional<NextTurn> ClientCore::next_turn_for(const ClientLease& l) {
   return t;
 }
 
-milliseconds ClientCore::turn_pause_cap(const NextTurn* t, const ClientLease& l) {
+milliseconds ClientCore::turn_pause_cap(const NextTurn* t, const ClientLease& l, bool woken_by_releases) {
   const auto& limit = l.options.barging_limit;
   if (!t || !limit) return milliseconds::max();
-  if (t->past_limit) return l.options.backoff_initial;
+  if (t->mine) return l.options.backoff_initial;
+  if (t->past_limit) return woken_by_releases ? milliseconds::max() : l.options.backoff_initial;
   const auto waited = std::chrono::duration_cast<milliseconds>(steady_clock::now() - t->began);
   return std::max(milliseconds(1), *limit - waited);
 }
@@ -91,12 +92,9 @@ void ClientCore::drop_next_turn(Connection* held, const ClientLease& l, NextTurn
     std::optional<Borrowed> own;
     if (!held) own.emplace(borrow());
     Connection& c = held ? *held : **own;
-    const bool had =
-        with_reconnect(c, std::clamp<milliseconds>(l.options.ttl / 3, milliseconds(100), milliseconds(2000)),
-                       "giving back the next turn of lease '" + l.name + "'", [&](int) {
-                         return run(c, Sql::lease_next_drop, {l.name, t.owner, lease_wakeup_channel(l.name)})
-                                    .affected > 0;
-                       });
+    // One try, no reconnect loop: a wait that ends must return on time, and
+    // a turn that stays costs at most one ttl (the lease handed to nobody).
+    const bool had = run(c, Sql::lease_next_drop, {l.name, t.owner, lease_wakeup_channel(l.name)}).affected > 0;
     // A lease already handed to it was released: wake its waiters.
     if (had) c.dialect().plans().wait->wake_waiters(c, l.name);
   } catch (const std::exception& e) {

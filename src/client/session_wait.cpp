@@ -102,7 +102,7 @@ bool ClientCore::acquire_here(const std::shared_ptr<ClientLease>& l, millisecond
     }
     w.busy(conn);
     w.next_turn(turn && turn->mine);
-    if (const auto cap = turn_pause_cap(turn ? &*turn : nullptr, *l); cap != milliseconds::max()) {
+    if (const auto cap = turn_pause_cap(turn ? &*turn : nullptr, *l, false); cap != milliseconds::max()) {
       // Bounded barging: no pause outlasts barging_limit; past it, the next
       // release hands the lease to this wait (its turn), or the turn is free
       // again after it: look again soon (and, with the turn, be woken by that

@@ -300,7 +300,7 @@ std::vector<std::string> ClientCore::without_poll(std::vector<std::string>& time
   for (auto it = timed.begin(); it != timed.end();) {
     auto qi = queues_.find(*it);
     // Nor a head with the lease's next turn: a lease handed to it looks held.
-    const auto has_turn = [](const ClientWait& w) { return w.turn && w.turn->past_limit; };
+    const auto has_turn = [](const ClientWait& w) { return w.turn && w.turn->mine; };
     if (qi != queues_.end() && (qi->second.channel.empty() || qi->second.waits.front()->place ||
                                 has_turn(*qi->second.waits.front()))) {
       direct.push_back(*it);
@@ -470,13 +470,16 @@ void ClientCore::head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait
   // release was for the next ticket): the listener must keep waking it.
   if (was_woken && !outage && !w->not_turn && !wait_plan_->wakes_every_waiter()) ++q.idle_wakes;
   q.holder_remaining = holder;
-  if (const auto tc = turn_pause_cap(w->turn ? &*w->turn : nullptr, *w->lease); !outage && tc != milliseconds::max()) {
-    // Bounded barging: no pause outlasts barging_limit; past it the lease's
-    // next turn is this head's (the next release hands the lease to it), or
-    // it waits for the turn: looks again soon, and its name stays listened to.
+  // Bounded barging: no pause outlasts barging_limit. Past it, the head's
+  // name stays listened to (every release wakes it: it asks for the turn
+  // then), and with the turn it looks again soon (the next release hands the
+  // lease to it). Heads past the limit without the turn keep their pace: a
+  // client waiting on many names does not poll each of them.
+  const auto tc = turn_pause_cap(w->turn ? &*w->turn : nullptr, *w->lease, listener_open_);
+  if (!outage && w->turn && w->turn->past_limit) q.idle_wakes = 0;
+  if (!outage && tc != milliseconds::max()) {
     q.holder_remaining = std::min(holder, tc);
     q.backoff = std::min(q.backoff, tc);
-    if (w->turn->past_limit) q.idle_wakes = 0;
   }
   const auto cap = outage ? q.backoff : std::min(q.backoff, std::max(q.holder_remaining, o.backoff_initial));
   q.next_try = t + jitter(cap);

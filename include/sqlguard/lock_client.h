@@ -100,7 +100,7 @@ struct LockClientStats {
   std::uint64_t wakeups = 0;              // listener wake-ups delivered to waiters
   std::uint64_t polls = 0;                // lease_poll statements sent
   std::uint64_t attempts = 0;             // acquire attempts sent by the waiter thread
-  std::uint64_t next_turns = 0;           // waits that got a lease's next turn (LeaseOptions::barging_limit)
+  std::uint64_t next_turns = 0;           // a lease's next turn asked for and got by its waiters (barging_limit)
   std::uint64_t exhausted = 0;            // operations refused with kResourceExhausted
   // The renewer is behind (a renewal came back with less than half of its
   // lease's slack left): new acquisitions are refused with kResourceExhausted

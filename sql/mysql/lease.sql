@@ -34,11 +34,12 @@
 -- GREATEST(..., fence + 1): take-overs of one name are ordered by the row itself (on
 -- Galera two take-overs of the row from different nodes conflict at certification, and
 -- the winner's successor has applied it first), whatever the sequence says on this node.
--- A row a release handed to this owner (the next turn, handed = 1: see lease_release)
--- is taken too: the attempt confirms it with a new fence and expiry. A take by the owner of
--- the next turn clears it (a turn asked by another waiter stays for the next release).
+-- A row a release handed to the caller's wait (turn_owner: its token for the next turn,
+-- handed = 1: see lease_release) is taken too: the attempt confirms it with its own owner
+-- token, a new fence and expiry. A take by the wait that has the next turn clears it (a turn
+-- asked by another waiter stays for the next release).
 -- returns: :execrows
--- params: owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, owner, owner, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, owner
+-- params: owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, turn_owner, turn_owner, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, turn_owner
 UPDATE sqlguard_lock SET owner = ?, fence = GREATEST(NEXTVAL(sqlguard_fence_seq), fence + 1), beat = 1, ttl_ms = ?, expire_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
   renewed_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at = CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END,
   handed = 0, next_since = IF(next_owner = ?, 0, next_since), next_owner = IF(next_owner = ?, '', next_owner)
@@ -79,10 +80,11 @@ VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS
 -- Not on Galera (its plan is lease_update_expired / lease_create, then lease_read_mine): an
 -- autocommit INSERT ... RETURNING that certification aborts can leave the client waiting for
 -- a result that never comes (seen on MariaDB 10.11 under cross-node take-overs).
--- A row a release handed to this owner (the next turn, handed = 1: see lease_release)
--- is taken too (lease_precheck's granted); a take by the owner of the next turn clears it.
+-- A row a release handed to the caller's wait (turn_owner: its token for the next turn,
+-- handed = 1: see lease_release) is taken too (lease_precheck's granted), with the caller's
+-- own owner token; a take by the wait that has the next turn clears it.
 -- returns: :one owner, fence, expire_at, acquired_at, db_now_ms, wake_lock, beat, watch_ms, released
--- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, ttl_ms, watched_fence, watched_beat, watched_expire_at, db_clock_rule, owner, owner, channel, channel
+-- params: name, owner, ttl_ms, min_hold_ms, min_hold_ms, ttl_ms, watched_fence, watched_beat, watched_expire_at, db_clock_rule, turn_owner, turn_owner, turn_owner, owner, channel, channel
 INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat, ttl_ms)
 VALUES (?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END, 1, ?)
 ON DUPLICATE KEY UPDATE
@@ -98,8 +100,8 @@ ON DUPLICATE KEY UPDATE
   expire_at = IF(beat = -1, VALUES(expire_at), expire_at),
   ttl_ms = IF(beat = -1, VALUES(ttl_ms), ttl_ms),
   handed = IF(beat = -1, 0, handed),
-  next_since = IF(beat = -1 AND next_owner = VALUES(owner), 0, next_since),
-  next_owner = IF(beat = -1 AND next_owner = VALUES(owner), '', next_owner),
+  next_since = IF(beat = -1 AND next_owner = ?, 0, next_since),
+  next_owner = IF(beat = -1 AND next_owner = ?, '', next_owner),
   beat = IF(beat = -1, 1, beat)
 RETURNING owner, fence, expire_at, acquired_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
   IF(owner = ? AND acquired_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)), 0),
@@ -160,10 +162,11 @@ WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 -- no row, or released, or watched unchanged for its ttl (acquire_common.h, may_take_over), is
 -- free: its head tries; the poll is a sighting for the watch. {names} is one lease_name_ref
 -- per name (at most 1000), padded with '' (no lease has an empty name).
--- returns: :many name, expire_at, db_now_ms, fence, beat, watch_ms, released
+-- handed: a release handed it to a waiter's next turn (that waiter's head tries).
+-- returns: :many name, expire_at, db_now_ms, fence, beat, watch_ms, released, handed
 -- params: names...
 SELECT name, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms, fence, beat, IF(ttl_ms > 0, ttl_ms, GREATEST(expire_at - renewed_at, 0)),
-  beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM sqlguard_lock WHERE name IN ({names*, });
+  beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), handed FROM sqlguard_lock WHERE name IN ({names*, });
 
 -- fragment: lease_name_ref
 ?
@@ -221,8 +224,8 @@ SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET
   expire_at = IF(handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + next_ttl_ms, GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)),
   acquired_at = IF(handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), acquired_at),
   renewed_at = IF(handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), renewed_at),
-  next_since = 0,
-  next_owner = ''
+  next_since = IF(handed = 1, 0, next_since),
+  next_owner = IF(handed = 1, '', next_owner)
 WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 
 -- name: lease_release_flushed
@@ -376,14 +379,15 @@ SELECT IF(GET_LOCK(?, ?) = 1, RELEASE_LOCK(?), 0) AS passed;
 -- release handed the lease to it (its next acquire attempt confirms it); open: it may ask
 -- for the turn (lease_next_set: held by another owner, and nobody asked or a waiter that
 -- began to wait later did; ties go to the smaller owner token).
--- free: it is released (the caller tries again at once).
--- returns: :one mine, granted, open, free
+-- free: it is released (the caller tries again at once). fence: the holder's (a waiter past the
+-- limit looks less often while it stays the same: a long hold is not a hot lock).
+-- returns: :one mine, granted, open, free, fence
 -- params: owner, owner, owner, owner, since, since, owner, name
 SET STATEMENT wsrep_sync_wait = 1 FOR SELECT IF(next_owner = ? AND beat <> 0, 1, 0),
        IF(owner = ? AND handed = 1 AND beat <> 0, 1, 0),
        IF(beat <> 0 AND owner <> '' AND owner <> ? AND next_owner <> ?
           AND (next_owner = '' OR next_since > ? OR (next_since = ? AND next_owner > ?)), 1, 0),
-       IF(beat = 0, 1, 0)
+       IF(beat = 0, 1, 0), fence
 FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_next_set

@@ -38,12 +38,12 @@
 -- The holder's row as the statement saw it rides back too (holder_*: its fence, beat, the ttl
 -- a watch of it must last, whether it is released), so a busy attempt starts or continues
 -- this process's watch of it in the same round trip.
--- A row a release handed to this owner (the next turn, handed = 1: see lease_release) is
--- taken too: the caller's attempt confirms it with a new fence and expiry. A take by the
--- owner of the next turn clears it (a turn asked by another waiter stays for the next
--- release).
+-- A row a release handed to the caller's wait (turn_owner: its token for the next turn,
+-- handed = 1: see lease_release) is taken too: the attempt confirms it with its own owner
+-- token, a new fence and expiry. A take by the wait that has the next turn clears it (a turn
+-- asked by another waiter stays for the next release).
 -- returns: :one fence, expire_at, holder_expire_at, db_now_ms, left_queue, joined_queue, holder_fence, holder_beat, holder_watch_ms, holder_released
--- params: name, owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, owner, owner, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, owner, queue_role, channel, queue_role, channel
+-- params: name, owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, turn_owner, turn_owner, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, turn_owner, queue_role, channel, queue_role, channel
 WITH seen AS (SELECT expire_at, fence, beat, CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE GREATEST(expire_at - renewed_at, 0) END AS watch_ms,
                      CASE WHEN beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END AS released
               FROM sqlguard_lock WHERE name = ?),
@@ -137,11 +137,12 @@ RETURNING l.name, l.fence;
 -- no row, or released, or watched unchanged for its ttl (acquire_common.h, may_take_over), is
 -- free: its head tries; the poll is a sighting for the watch. {names} is one lease_name_ref
 -- per name (at most 1000), padded with '' (no lease has an empty name).
--- returns: :many name, expire_at, db_now_ms, fence, beat, watch_ms, released
+-- handed: a release handed it to a waiter's next turn (that waiter's head tries).
+-- returns: :many name, expire_at, db_now_ms, fence, beat, watch_ms, released, handed
 -- params: names...
 SELECT name, expire_at, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms, fence, beat,
        CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE GREATEST(expire_at - renewed_at, 0) END,
-       CASE WHEN beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END
+       CASE WHEN beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END, handed
 FROM sqlguard_lock WHERE name IN ({names*, });
 
 -- fragment: lease_name_ref
@@ -186,7 +187,8 @@ WITH released AS (
     acquired_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE acquired_at END,
     renewed_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE renewed_at END,
     handed = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 1 ELSE 0 END,
-    next_since = 0, next_owner = ''
+    next_since = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 0 ELSE next_since END,
+    next_owner = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN '' ELSE next_owner END
   WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), ''),
@@ -210,7 +212,8 @@ WITH released AS (
     acquired_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE acquired_at END,
     renewed_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE renewed_at END,
     handed = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 1 ELSE 0 END,
-    next_since = 0, next_owner = ''
+    next_since = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 0 ELSE next_since END,
+    next_owner = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN '' ELSE next_owner END
   WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
   RETURNING name)
 SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM released;
@@ -366,14 +369,15 @@ SELECT pg_advisory_unlock(1397836871, hashtext(?));
 -- release handed the lease to it (its next acquire attempt confirms it); open: it may ask
 -- for the turn (lease_next_set: held by another owner, and nobody asked or a waiter that
 -- began to wait later did; ties go to the smaller owner token).
--- free: it is released (the caller tries again at once).
--- returns: :one mine, granted, open, free
+-- free: it is released (the caller tries again at once). fence: the holder's (a waiter past the
+-- limit looks less often while it stays the same: a long hold is not a hot lock).
+-- returns: :one mine, granted, open, free, fence
 -- params: owner, owner, owner, owner, since, since, owner, name
 SELECT CASE WHEN next_owner = ? AND beat <> 0 THEN 1 ELSE 0 END,
        CASE WHEN owner = ? AND handed = 1 AND beat <> 0 THEN 1 ELSE 0 END,
        CASE WHEN beat <> 0 AND owner <> '' AND owner <> ? AND next_owner <> ?
                  AND (next_owner = '' OR next_since > ? OR (next_since = ? AND next_owner > ?)) THEN 1 ELSE 0 END,
-       CASE WHEN beat = 0 THEN 1 ELSE 0 END
+       CASE WHEN beat = 0 THEN 1 ELSE 0 END, fence
 FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_next_set

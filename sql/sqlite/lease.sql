@@ -22,12 +22,12 @@
 -- head of this file): one statement decides and draws one fence. SQLite takes the database
 -- write lock for any UPDATE, so lease_precheck decides first and a loser never gets here.
 -- A row comes back only when this call acquired the lease.
--- A row a release handed to this owner (the next turn, handed = 1: see lease_release) is
--- taken too (lease_precheck's granted): the attempt confirms it with a new fence and
--- expiry. A take by the owner of the next turn clears it (a turn asked by another waiter
--- stays for the next release).
+-- A row a release handed to the caller's wait (turn_owner: its token for the next turn,
+-- handed = 1: see lease_release) is taken too (lease_precheck's granted): the attempt
+-- confirms it with its own owner token, a new fence and expiry. A take by the wait that has
+-- the next turn clears it (a turn asked by another waiter stays for the next release).
 -- returns: :one fence, expire_at
--- params: owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, owner, owner, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, owner
+-- params: owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, turn_owner, turn_owner, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, turn_owner
 UPDATE sqlguard_lock SET owner = ?, fence = (SELECT value + 1 FROM sqlguard_fence_seq WHERE id = 1), beat = 1, ttl_ms = ?, expire_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, acquired_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER),
   renewed_at = CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), min_release_at = CASE WHEN ? > 0 THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ? ELSE 0 END,
   handed = 0, next_since = CASE WHEN next_owner = ? THEN 0 ELSE next_since END, next_owner = CASE WHEN next_owner = ? THEN '' ELSE next_owner END
@@ -116,10 +116,11 @@ RETURNING sqlguard_lock.name, sqlguard_lock.fence;
 -- no row, or released, or watched unchanged for its ttl (acquire_common.h, may_take_over), is
 -- free: its head tries; the poll is a sighting for the watch. {names} is one lease_name_ref
 -- per name (at most 1000), padded with '' (no lease has an empty name).
--- returns: :many name, expire_at, db_now_ms, fence, beat, watch_ms, released
+-- handed: a release handed it to a waiter's next turn (that waiter's head tries).
+-- returns: :many name, expire_at, db_now_ms, fence, beat, watch_ms, released, handed
 -- params: names...
 SELECT name, expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS db_now_ms, fence, beat,
-       CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE MAX(expire_at - renewed_at, 0) END, beat = 0 AND min_release_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+       CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE MAX(expire_at - renewed_at, 0) END, beat = 0 AND min_release_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), handed
 FROM sqlguard_lock WHERE name IN ({names*, });
 
 -- fragment: lease_name_ref
@@ -154,7 +155,8 @@ UPDATE sqlguard_lock SET
   acquired_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ELSE acquired_at END,
   renewed_at = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ELSE renewed_at END,
   handed = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 1 ELSE 0 END,
-  next_since = 0, next_owner = ''
+  next_since = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 0 ELSE next_since END,
+  next_owner = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN '' ELSE next_owner END
 WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
 RETURNING sqlguard_wake(?);
 
@@ -269,14 +271,15 @@ DELETE FROM sqlguard_lock_watch WHERE (name, watcher) IN (
 -- release handed the lease to it (its next acquire attempt confirms it); open: it may ask
 -- for the turn (lease_next_set: held by another owner, and nobody asked or a waiter that
 -- began to wait later did; ties go to the smaller owner token).
--- free: it is released (the caller tries again at once).
--- returns: :one mine, granted, open, free
+-- free: it is released (the caller tries again at once). fence: the holder's (a waiter past the
+-- limit looks less often while it stays the same: a long hold is not a hot lock).
+-- returns: :one mine, granted, open, free, fence
 -- params: owner, owner, owner, owner, since, since, owner, name
 SELECT CASE WHEN next_owner = ? AND beat <> 0 THEN 1 ELSE 0 END,
        CASE WHEN owner = ? AND handed = 1 AND beat <> 0 THEN 1 ELSE 0 END,
        CASE WHEN beat <> 0 AND owner <> '' AND owner <> ? AND next_owner <> ?
                  AND (next_owner = '' OR next_since > ? OR (next_since = ? AND next_owner > ?)) THEN 1 ELSE 0 END,
-       CASE WHEN beat = 0 THEN 1 ELSE 0 END
+       CASE WHEN beat = 0 THEN 1 ELSE 0 END, fence
 FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_next_set

@@ -42,8 +42,11 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     // Watched and still held by the database clock: that decides nothing;
     // the attempt's own read is the sighting its watch needs.
   }
-  // A waiting acquire's attempts share one owner token: its next turn's.
-  const std::string owner = turn ? turn->owner : o.owner.empty() ? make_owner_token() : o.owner;
+  // A fresh owner token per attempt (a retry's lease_read_mine may only find
+  // this attempt's own take); a waiting acquire's next turn has a token of
+  // its own for the whole wait (a lease handed to it is taken with `owner`).
+  const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
+  const std::string& turn_owner = turn ? turn->owner : std::string();
   auto start = steady_clock::now();
   budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
   const auto take = [&] {
@@ -62,15 +65,17 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
         if (session) session->session_lost();  // a new session: it holds no queue place and listens to nothing
       }
       auto res = acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, session ? session->seat() : nullptr,
-                                      seen_free && attempt == 1, o.take_over);
+                                      seen_free && attempt == 1, o.take_over, turn_owner);
       if (session) session->seated();
       return res;
     });
   };
   auto r = take();
   if (!r.acquired && turn && ask_next_turn(conn, *l, *turn)) {
-    // A release handed the lease to this wait (its next turn), or freed it, just now.
+    // A release handed the lease to this wait (its next turn), or freed it,
+    // just now: once more, in what is left of the budget.
     seen_free = false;
+    budget = std::max(budget - std::chrono::duration_cast<milliseconds>(steady_clock::now() - start), milliseconds(1));
     start = steady_clock::now();
     r = take();
   }

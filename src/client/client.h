@@ -68,7 +68,7 @@ struct ClientLease {
     std::int64_t queue_permits = 0;
     TakeOver take_over = TakeOver::kWatched;  // LeaseOptions::take_over
     // LeaseOptions::barging_limit; unset: its waits never ask for the next
-    // turn (a fair lease, a minimum hold).
+    // turn (a fair lease).
     std::optional<std::chrono::milliseconds> barging_limit;
   } options;
   std::chrono::milliseconds margin{0}, period{0};
@@ -141,9 +141,15 @@ struct NextTurn {
   std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
   std::int64_t since = -1;  // the database clock when the wait began (-1: not asked yet)
   bool asked = false;       // it asked: given back when the wait ends unacquired
-  bool past_limit = false;  // it has waited barging_limit: it looks for the turn at every release
+  bool past_limit = false;  // it has waited barging_limit: it looks for the turn
   bool mine = false;        // the turn was its own when it last looked
   int unchecked = 0;        // busy attempts since it last looked, while it was its own
+  // The holder's fence when it last looked, and how many looks in a row found
+  // the same one: past the limit it looks every backoff_initial while the
+  // lease changes hands (a hot lock), less often the longer one holder keeps
+  // it (doubling up to backoff_max: a waiter of a long hold does not poll).
+  std::int64_t seen_fence = -1;
+  int same_holder = 0;
 };
 
 // One pending asynchronous acquire.
@@ -341,11 +347,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   static std::optional<NextTurn> next_turn_for(const ClientLease& lease);
   // How long a busy waiter may pause before it looks again (max(): no cap):
   // before barging_limit, no later than the limit (a long nap would outlast
-  // it); with the turn, backoff_initial; past the limit without it,
-  // backoff_initial too unless `woken_by_releases` (the lock client's
-  // listener wakes it at every release, when it asks again).
-  static std::chrono::milliseconds turn_pause_cap(const NextTurn* turn, const ClientLease& lease,
-                                                  bool woken_by_releases);
+  // it); past it, backoff_initial while the lease changes hands, doubling up
+  // to backoff_max while one holder keeps it (NextTurn::same_holder).
+  static std::chrono::milliseconds turn_pause_cap(const NextTurn* turn, const ClientLease& lease);
   bool guarded_once(Connection& conn, ClientLease& lease, const std::string& owner, std::int64_t fence,
                     std::int64_t key, const std::function<void(Transaction&)>& work);
   // A blocking acquire of a client over a borrowed connection, on the

@@ -195,9 +195,8 @@ std::shared_ptr<ClientLease> make_client_lease(RowKind kind, std::string name, c
   l->options.fair = o.fair;
   l->options.take_over = o.take_over;
   // Bounded barging: a default lease's waits ask for the next turn (not a
-  // fair lease's, which has its queue, nor one whose release a minimum hold
-  // keeps: such a release hands nothing over).
-  if (!o.fair && o.min_hold.count() == 0) l->options.barging_limit = o.barging_limit;
+  // fair lease's: it has its queue).
+  if (!o.fair) l->options.barging_limit = o.barging_limit;
   l->options.place_ttl = o.place_ttl.value_or(std::clamp<milliseconds>(o.ttl, milliseconds(300), std::chrono::seconds(10)));
   l->margin = o.safety_margin.value_or(std::min<milliseconds>(o.ttl / 10, std::chrono::seconds(2)));
   l->period = o.renew_period.value_or(o.ttl / 3);

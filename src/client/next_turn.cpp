@@ -33,11 +33,13 @@ std::optional<NextTurn> ClientCore::next_turn_for(const ClientLease& l) {
   return t;
 }
 
-milliseconds ClientCore::turn_pause_cap(const NextTurn* t, const ClientLease& l, bool woken_by_releases) {
+milliseconds ClientCore::turn_pause_cap(const NextTurn* t, const ClientLease& l) {
   const auto& limit = l.options.barging_limit;
   if (!t || !limit) return milliseconds::max();
-  if (t->mine) return l.options.backoff_initial;
-  if (t->past_limit) return woken_by_releases ? milliseconds::max() : l.options.backoff_initial;
+  if (t->past_limit) {
+    const std::int64_t doubled = std::int64_t{1} << std::min(t->same_holder, 16);
+    return std::min(l.options.backoff_initial * doubled, l.options.backoff_max);
+  }
   const auto waited = std::chrono::duration_cast<milliseconds>(steady_clock::now() - t->began);
   return std::max(milliseconds(1), *limit - waited);
 }
@@ -54,6 +56,7 @@ bool ClientCore::ask_next_turn(Connection& conn, const ClientLease& l, NextTurn&
   static constexpr auto kGranted = column(Sql::lease_next_read, "granted");
   static constexpr auto kOpen = column(Sql::lease_next_read, "open");
   static constexpr auto kFree = column(Sql::lease_next_read, "free");
+  static constexpr auto kFence = column(Sql::lease_next_read, "fence");
   try {
     // The earliest waiter wins the turn: its place is when it began to wait,
     // on the database clock (one clock for every process; a step of it only
@@ -65,6 +68,9 @@ bool ClientCore::ask_next_turn(Connection& conn, const ClientLease& l, NextTurn&
       return false;
     }
     const Row& row = r.rows[0];
+    const std::int64_t fence = cell(row, kFence).as_int();
+    t.same_holder = fence == t.seen_fence ? t.same_holder + 1 : 0;
+    t.seen_fence = fence;
     // Handed to it, or released since the attempt: try again at once.
     if (cell(row, kGranted).as_int() != 0 || cell(row, kFree).as_int() != 0) return true;
     t.mine = cell(row, kMine).as_int() != 0;
@@ -92,11 +98,11 @@ void ClientCore::drop_next_turn(Connection* held, const ClientLease& l, NextTurn
     std::optional<Borrowed> own;
     if (!held) own.emplace(borrow());
     Connection& c = held ? *held : **own;
-    // One try, no reconnect loop: a wait that ends must return on time, and
-    // a turn that stays costs at most one ttl (the lease handed to nobody).
-    const bool had = run(c, Sql::lease_next_drop, {l.name, t.owner, lease_wakeup_channel(l.name)}).affected > 0;
-    // A lease already handed to it was released: wake its waiters.
-    if (had) c.dialect().plans().wait->wake_waiters(c, l.name);
+    // One try, no reconnect loop: a turn that stays costs at most one ttl
+    // (the lease handed to nobody). The statement wakes the waiters itself
+    // where a release does (PostgreSQL, SQLite); on MariaDB nobody holds a
+    // handed lease's wake-up lock, so they are not blocked on it.
+    run(c, Sql::lease_next_drop, {l.name, t.owner, lease_wakeup_channel(l.name)});
   } catch (const std::exception& e) {
     log(LogLevel::kDebug, "giving back the next turn of lease '" + l.name +
                               "' failed (a lease handed to this wait runs out by itself): " + e.what());

@@ -41,9 +41,10 @@ struct FinishWait {
   Waiter& w;
   Connection& conn;
   std::optional<NextTurn>& turn;
+  const std::optional<Error>& outage;  // the wait ends on an outage: no statement to give the turn back
   bool acquired = false;
   ~FinishWait() {
-    if (!acquired && turn) core.drop_next_turn(&conn, lease, *turn);
+    if (!acquired && turn && !outage) core.drop_next_turn(&conn, lease, *turn);
     w.finish(conn, acquired);
   }
 };
@@ -73,8 +74,8 @@ bool ClientCore::acquire_here(const std::shared_ptr<ClientLease>& l, millisecond
   // turn. Not inside the caller's transaction (the turn's row write would
   // hold the lease's row until that transaction ends).
   std::optional<NextTurn> turn = conn.in_transaction() ? std::nullopt : next_turn_for(*l);
-  FinishWait finish{*this, *l, w, conn, turn};
   std::optional<Error> outage;  // the last attempt that failed because the database was unreachable
+  FinishWait finish{*this, *l, w, conn, turn, outage};
   for (;;) {
     bool got = false;
     try {
@@ -102,14 +103,13 @@ bool ClientCore::acquire_here(const std::shared_ptr<ClientLease>& l, millisecond
     }
     w.busy(conn);
     w.next_turn(turn && turn->mine);
-    if (const auto cap = turn_pause_cap(turn ? &*turn : nullptr, *l, false); cap != milliseconds::max()) {
-      // Bounded barging: no pause outlasts barging_limit; past it, the next
-      // release hands the lease to this wait (its turn), or the turn is free
-      // again after it: look again soon (and, with the turn, be woken by that
-      // release where the plan listens).
+    if (const auto cap = turn_pause_cap(turn ? &*turn : nullptr, *l); cap != milliseconds::max()) {
+      // Bounded barging: no pause outlasts barging_limit; past it, a hot
+      // lock's next release hands the lease to this wait (its turn), or frees
+      // the turn: look again soon (and, with the turn, be woken by that
+      // release where the plan listens); a long hold is looked at less often.
       holder = std::min(holder, cap);
       backoff = std::min(backoff, cap);
-      if (turn->past_limit) idle_wakes = 0;
     }
     {
       std::lock_guard<std::mutex> lk(l->state->mu);

@@ -139,8 +139,8 @@ bool ClientCore::cancel_acquire(const std::shared_ptr<ClientLease>& l) {
   wait_cv_.notify_all();
   if (gone) {
     leave_place(gone->place);
-    if (gone->turn) drop_next_turn(nullptr, *gone->lease, *gone->turn);
     gone->done(false, nullptr);
+    if (gone->turn) drop_next_turn(nullptr, *gone->lease, *gone->turn);
   }
   return true;
 }
@@ -191,8 +191,6 @@ void complete(ClientCore& core, std::vector<Completion>& done) noexcept {
   for (auto& c : done) {
     // A fair waiter leaves the queue when its wait ends (acquired: left already).
     if (c.wait->place) core.leave_place(std::exchange(c.wait->place, nullptr));
-    // A wait that ends unacquired gives the lease's next turn back.
-    if (c.wait->turn && !c.acquired) core.drop_next_turn(nullptr, *c.wait->lease, *c.wait->turn);
     try {
       c.wait->done(c.acquired, c.error);
     } catch (const std::exception& e) {
@@ -200,6 +198,9 @@ void complete(ClientCore& core, std::vector<Completion>& done) noexcept {
     } catch (...) {
       log(LogLevel::kError, "an acquire_async callback threw a non-standard exception");
     }
+    // A wait that ended unacquired gives the lease's next turn back (after
+    // its callback: a wait returns on time whatever this statement does).
+    if (c.wait->turn && !c.acquired) core.drop_next_turn(nullptr, *c.wait->lease, *c.wait->turn);
   }
   done.clear();
 }
@@ -299,10 +300,7 @@ std::vector<std::string> ClientCore::without_poll(std::vector<std::string>& time
   std::lock_guard<std::mutex> g(wait_mu_);
   for (auto it = timed.begin(); it != timed.end();) {
     auto qi = queues_.find(*it);
-    // Nor a head with the lease's next turn: a lease handed to it looks held.
-    const auto has_turn = [](const ClientWait& w) { return w.turn && w.turn->mine; };
-    if (qi != queues_.end() && (qi->second.channel.empty() || qi->second.waits.front()->place ||
-                                has_turn(*qi->second.waits.front()))) {
+    if (qi != queues_.end() && (qi->second.channel.empty() || qi->second.waits.front()->place)) {
       direct.push_back(*it);
       it = timed.erase(it);
     } else {
@@ -319,11 +317,15 @@ void ClientCore::poll_heads(std::vector<std::string>& timed) {
   std::set<std::string> free(timed.begin(), timed.end());
   std::map<std::string, milliseconds> remaining;
   std::map<std::string, TakeOver> rules;
+  std::map<std::string, NextTurn> turns;  // heads past barging_limit (a copy: the head's is the waiter thread's)
   {
     std::lock_guard<std::mutex> g(wait_mu_);
     for (const auto& n : timed)
-      if (auto qi = queues_.find(n); qi != queues_.end() && !qi->second.waits.empty())
-        rules[n] = qi->second.waits.front()->lease->options.take_over;
+      if (auto qi = queues_.find(n); qi != queues_.end() && !qi->second.waits.empty()) {
+        const auto& head = *qi->second.waits.front();
+        rules[n] = head.lease->options.take_over;
+        if (head.turn && head.turn->past_limit) turns[n] = *head.turn;
+      }
   }
   try {
     auto c = borrow();
@@ -354,6 +356,14 @@ void ClientCore::poll_heads(std::vector<std::string>& timed) {
         // (what sighted() just answered: no second lookup of the book).
         const auto ripe = unchanged >= seen.watch ? std::optional<RowVersion>(seen.version) : std::nullopt;
         if (may_take_over(seen, rule == TakeOver::kWatched ? ripe : std::nullopt, rule)) continue;
+        // A head past barging_limit tries a lease a release handed to a turn
+        // (its own, if it asked), and one that changed hands since it last
+        // looked (it asks for the turn again).
+        static constexpr auto kHanded = column(Sql::lease_poll, "handed");
+        if (auto t = turns.find(n); t != turns.end() &&
+                                    ((t->second.asked && cell(row, kHanded).as_int() != 0) ||
+                                     seen.version.fence != t->second.seen_fence))
+          continue;
         free.erase(n);
         remaining[n] = rule == TakeOver::kWatched ? std::max(milliseconds(1), seen.watch - unchanged)
                                                   : milliseconds(std::max<std::int64_t>(1, seen.version.expire_at - seen.db_now));
@@ -470,13 +480,11 @@ void ClientCore::head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait
   // release was for the next ticket): the listener must keep waking it.
   if (was_woken && !outage && !w->not_turn && !wait_plan_->wakes_every_waiter()) ++q.idle_wakes;
   q.holder_remaining = holder;
-  // Bounded barging: no pause outlasts barging_limit. Past it, the head's
-  // name stays listened to (every release wakes it: it asks for the turn
-  // then), and with the turn it looks again soon (the next release hands the
-  // lease to it). Heads past the limit without the turn keep their pace: a
-  // client waiting on many names does not poll each of them.
-  const auto tc = turn_pause_cap(w->turn ? &*w->turn : nullptr, *w->lease, listener_open_);
-  if (!outage && w->turn && w->turn->past_limit) q.idle_wakes = 0;
+  // Bounded barging: no pause outlasts barging_limit; past it, a hot lock's
+  // head looks again soon (for the turn, or the lease the next release hands
+  // to it), a long hold's less and less often (batched by lease_poll, which
+  // lets a head that asked for the turn try a lease handed to a turn).
+  const auto tc = turn_pause_cap(w->turn ? &*w->turn : nullptr, *w->lease);
   if (!outage && tc != milliseconds::max()) {
     q.holder_remaining = std::min(holder, tc);
     q.backoff = std::min(q.backoff, tc);

@@ -15,11 +15,12 @@ std::optional<AcquireResult> precheck(Connection& conn, const LeaseRequest& req,
   if (missing) return std::nullopt;
   const Sighting seen = sighting_of(pre.rows[0], kCols);
   if (req.may_take_over(seen)) return std::nullopt;
-  // A release handed the lease to this owner (the next turn, bounded
+  // A release handed the lease to this wait (its next turn, bounded
   // barging): the take confirms it.
   static constexpr auto kOwner = column(Sql::lease_precheck, "owner");
   static constexpr auto kGranted = column(Sql::lease_precheck, "granted");
-  if (cell(pre.rows[0], kGranted).as_int() != 0 && cell(pre.rows[0], kOwner).as_string() == req.owner)
+  if (cell(pre.rows[0], kGranted).as_int() != 0 && !req.turn_owner.empty() &&
+      cell(pre.rows[0], kOwner).as_string() == req.turn_owner)
     return std::nullopt;
   req.seen = seen;
   return busy_until(conn, req, seen.version.expire_at, seen.db_now);

@@ -40,14 +40,20 @@ struct LeaseRequest {
   // Out: what a busy attempt saw of the holder's row (a sighting for the
   // watch). Empty when it saw no row (a race, a name just created).
   mutable std::optional<Sighting> seen{};
+  // A waiting acquire's token for the lease's next turn (bounded barging;
+  // empty: none): a lease a release handed to it is taken (with `owner`, this
+  // attempt's own token), and a take clears its own turn.
+  std::string turn_owner{};
 
-  // The take-over rule's statement arguments: watched_fence, watched_beat,
-  // watched_expire_at, db_clock_rule.
+  // The take statements' last arguments: the take-over rule's
+  // (watched_fence, watched_beat, watched_expire_at, db_clock_rule), then
+  // turn_owner.
   void add_rule_args(Params& p) const {
     p.emplace_back(watched.fence);
     p.emplace_back(watched.beat);
     p.emplace_back(watched.expire_at);
     p.emplace_back(std::int64_t(rule == TakeOver::kDatabaseClock ? 1 : 0));
+    p.emplace_back(turn_owner);
   }
   bool may_take_over(const Sighting& s) const {
     return detail::may_take_over(s, watched.fence >= 0 ? std::optional<RowVersion>(watched) : std::nullopt, rule);

@@ -325,6 +325,9 @@ class Worker {
       // The place's ttl is the default (the ttl within 300 ms .. 10 s): a
       // paused waiter's place (2 x ttl + 500 ms) lapses.
       if (a_.kind.kind == LockKind::kFair && a_.control != Control::kFairQueueJump) o.fair = true;
+      // ... and plain barging (no next turn: bounded barging serves long
+      // waits in arrival order, which would hide the jumps from the check).
+      if (a_.control == Control::kFairQueueJump) o.barging_limit = std::chrono::hours(1);
       locks_[r] = std::make_unique<LeaseLock>(client(), n_.lock(r), o);
     }
     return *locks_[r];

@@ -238,7 +238,7 @@ bool continue_machine_watch(Connection& conn, const std::string& name, const std
 
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
                                    milliseconds ttl, milliseconds min_hold, QueueSeat* seat, bool seen_free,
-                                   TakeOver rule) {
+                                   TakeOver rule, const std::string& turn_owner) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
@@ -255,6 +255,7 @@ AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, co
     ++metric::lock_attempts();
     try {
       LeaseRequest req{name, owner, ttl, min_hold, seen_free, rule};
+      req.turn_owner = turn_owner;
       const auto look = rule == TakeOver::kWatched ? watches().look(key, steady_clock::now()) : WatchBook::Look{};
       if (look.ripe) req.watched = *look.ripe;
       auto r = plan.attempt(conn, req, seat);

@@ -103,6 +103,7 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
 struct QueueSeat;
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
                                    std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
-                                   bool seen_free = false, TakeOver rule = TakeOver::kWatched);
+                                   bool seen_free = false, TakeOver rule = TakeOver::kWatched,
+                                   const std::string& turn_owner = {});
 
 }  // namespace sqlguard::detail

@@ -137,7 +137,7 @@ class ClientCore;
 // Bounded barging (LeaseOptions::barging_limit, next_turn.cpp): what one
 // waiting acquire of a default lease keeps of the lease's next turn.
 struct NextTurn {
-  std::string owner;  // the wait's owner token: every attempt's, and its turn's
+  std::string owner;  // the wait's token for the turn (turn_owner); each attempt takes with its own token
   std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
   std::int64_t since = -1;  // the database clock when the wait began (-1: not asked yet)
   bool asked = false;       // it asked: given back when the wait ends unacquired

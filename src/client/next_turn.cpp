@@ -11,8 +11,6 @@
 #include "client/client.h"
 #include "core/catalog.h"
 #include "core/reconnect.h"
-#include "dialect/dialect.h"
-#include "plans/plans.h"
 
 namespace sqlguard::detail {
 

@@ -134,7 +134,7 @@ bool private_to_connection(const std::string& uri);
 
 class ClientCore;
 
-// Bounded barging (LeaseOptions::barging_limit, next_turn.cpp): what one
+// Bounded barging (LeaseOptions::barging_limit, fairness.cpp): what one
 // waiting acquire of a default lease keeps of the lease's next turn.
 struct NextTurn {
   std::string owner;  // the wait's token for the turn (turn_owner); each attempt takes with its own token
@@ -338,18 +338,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool attempt_on(Borrowed& conn, const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds budget,
                   std::chrono::milliseconds* holder_remaining, ClientWait* wait = nullptr, Waiter* session = nullptr,
                   NextTurn* turn = nullptr);
-  // After a busy attempt of a waiting acquire (next_turn.cpp): past the
+  // After a busy attempt of a waiting acquire (fairness.cpp): past the
   // lease's barging_limit, where it stands for the next turn, asking for it
   // when open. True: a release already handed the lease to it, or it is
   // free now (try again at once).
   bool ask_next_turn(Connection& conn, const ClientLease& lease, NextTurn& turn);
-  // A new wait's next turn (nullopt: the lease never asks).
-  static std::optional<NextTurn> next_turn_for(const ClientLease& lease);
-  // How long a busy waiter may pause before it looks again (max(): no cap):
-  // before barging_limit, no later than the limit (a long nap would outlast
-  // it); past it, backoff_initial while the lease changes hands, doubling up
-  // to backoff_max while one holder keeps it (NextTurn::same_holder).
-  static std::chrono::milliseconds turn_pause_cap(const NextTurn* turn, const ClientLease& lease);
   bool guarded_once(Connection& conn, ClientLease& lease, const std::string& owner, std::int64_t fence,
                     std::int64_t key, const std::function<void(Transaction&)>& work);
   // A blocking acquire of a client over a borrowed connection, on the
@@ -366,7 +359,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::shared_ptr<ClientLease> take_place(Connection& conn, const ClientLease& lease);
  public:
   // A wait that ends unacquired gives its turn (or a lease handed to it)
-  // back (next_turn.cpp); `held`: the caller's connection, else one borrowed.
+  // back (fairness.cpp); `held`: the caller's connection, else one borrowed.
   void drop_next_turn(Connection* held, const ClientLease& lease, NextTurn& turn) noexcept;
   // `held`: a connection the caller already holds (an attempt's), used
   // instead of borrowing another.

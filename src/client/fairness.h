@@ -1,16 +1,19 @@
-// Internal: fairness, the lock client's one policy for FIFO waiters (fair
-// leases and fair semaphores). A fair waiter holds a queue place
-// (sqlguard_lock_queue) with a ticket the database assigns; only the lowest
-// live ticket may take the lock. The place's life (taken, renewed while it
-// waits, read for its turn, kept by the holder until its release, left) is
-// ClientCore's take_place / fair_turn_on / keep_place_for_release /
-// leave_place (fairness.cpp); how the waiter thread orders, wakes and paces
-// fair heads is here.
+// Internal: fairness, the lock client's one policy for who waits how long
+// (fairness.cpp, its one home). A fair waiter (fair leases and fair
+// semaphores) holds a queue place (sqlguard_lock_queue) with a ticket the
+// database assigns; only the lowest live ticket may take the lock. The
+// place's life (taken, renewed while it waits, read for its turn, kept by the
+// holder until its release, left) is ClientCore's take_place / fair_turn_on /
+// keep_place_for_release / leave_place. A default lease's waiter barges
+// until barging_limit, then asks for the lease's next turn (ClientCore's
+// ask_next_turn / drop_next_turn). How long either kind of waiter pauses,
+// and how the waiter thread orders, wakes and paces fair heads, is here.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +36,20 @@ struct FairPolicy {
   // ... and never later than this: a check late by a misjudged pace costs
   // the queue at most this long.
   static constexpr std::chrono::milliseconds kFarCheckMax{20};
+
+  // Bounded barging (LeaseOptions::barging_limit): a new wait's next turn
+  // (nullopt: the lease never asks).
+  static std::optional<NextTurn> next_turn_for(const ClientLease& lease);
+  // How long a busy waiter of a default lease may pause before it looks
+  // again (max(): no cap): before barging_limit, no later than the limit (a
+  // long nap would outlast it); past it, backoff_initial while the lease
+  // changes hands, doubling up to backoff_max while one holder keeps it
+  // (NextTurn::same_holder).
+  static std::chrono::milliseconds turn_pause_cap(const NextTurn* turn, const ClientLease& lease);
+  // While the turn is its own, a waiter looks again only every this many
+  // busy attempts (an older waiter may take the turn; a take-over of a dead
+  // holder clears it): the turn's owner attempts often.
+  static constexpr int kRecheckEvery = 8;
 
   // A fair waiter's ticket (its queue place's); other waits sort last.
   static std::int64_t ticket(const ClientWait& w);

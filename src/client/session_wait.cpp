@@ -8,6 +8,7 @@
 
 #include "dialect/dialect.h"
 #include "client/client.h"
+#include "client/fairness.h"
 #include "core/reconnect.h"
 #include "plans/plans.h"
 #include "plans/waiter.h"
@@ -73,7 +74,7 @@ bool ClientCore::acquire_here(const std::shared_ptr<ClientLease>& l, millisecond
   // Bounded barging: past barging_limit the wait asks for the lease's next
   // turn. Not inside the caller's transaction (the turn's row write would
   // hold the lease's row until that transaction ends).
-  std::optional<NextTurn> turn = conn.in_transaction() ? std::nullopt : next_turn_for(*l);
+  std::optional<NextTurn> turn = conn.in_transaction() ? std::nullopt : FairPolicy::next_turn_for(*l);
   std::optional<Error> outage;  // the last attempt that failed because the database was unreachable
   FinishWait finish{*this, *l, w, conn, turn, outage};
   for (;;) {
@@ -103,7 +104,7 @@ bool ClientCore::acquire_here(const std::shared_ptr<ClientLease>& l, millisecond
     }
     w.busy(conn);
     w.next_turn(turn && turn->mine);
-    if (const auto cap = turn_pause_cap(turn ? &*turn : nullptr, *l); cap != milliseconds::max()) {
+    if (const auto cap = FairPolicy::turn_pause_cap(turn ? &*turn : nullptr, *l); cap != milliseconds::max()) {
       // Bounded barging: no pause outlasts barging_limit; past it, a hot
       // lock's next release hands the lease to this wait (its turn), or frees
       // the turn: look again soon (and, with the turn, be woken by that

@@ -55,7 +55,7 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
   }
   auto w = std::make_shared<ClientWait>();
   w->lease = l;
-  w->turn = next_turn_for(*l);  // bounded barging: its next turn, past barging_limit
+  w->turn = FairPolicy::next_turn_for(*l);  // bounded barging: its next turn, past barging_limit
   acquire_async(std::move(w), wait, std::move(done));
 }
 
@@ -484,7 +484,7 @@ void ClientCore::head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait
   // head looks again soon (for the turn, or the lease the next release hands
   // to it), a long hold's less and less often (batched by lease_poll, which
   // lets a head that asked for the turn try a lease handed to a turn).
-  const auto tc = turn_pause_cap(w->turn ? &*w->turn : nullptr, *w->lease);
+  const auto tc = FairPolicy::turn_pause_cap(w->turn ? &*w->turn : nullptr, *w->lease);
   if (!outage && tc != milliseconds::max()) {
     q.holder_remaining = std::min(holder, tc);
     q.backoff = std::min(q.backoff, tc);

@@ -11,6 +11,7 @@
 #include <future>
 #include <thread>
 
+#include "core/catalog.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
 #include "test_context.h"
@@ -172,4 +173,38 @@ TEST_CASE("the waiter that began to wait first takes the turn from a later one",
   REQUIRE(holder.release());
   CHECK_FALSE(late.get());
   CHECK(probe->execute("SELECT owner FROM sqlguard_lock WHERE name = ?", {name}).rows[0][0].as_string() == "earlier");
+}
+
+TEST_CASE("a lease handed to a wait that ended before it confirmed it is given back, and a waiter gets it",
+          "[lease][barging][lock-client]") {
+  auto c1 = ctx().connect(), probe = ctx().connect();
+  const auto name = ctx().unique("bb");
+  LeaseLock holder(*c1, name, opts(5s, 10ms));
+  REQUIRE(holder.try_acquire());
+  // The turn of a wait ('gone') that then ends: the release hands the lease
+  // to it; its wait gives the turn back after that (lease_next_drop, the
+  // statement a wait that ends unacquired runs).
+  probe->execute("UPDATE sqlguard_lock SET next_owner = 'gone', next_since = 1, next_ttl_ms = 5000 WHERE name = ?",
+                 {name});
+  REQUIRE(holder.release());
+  CHECK(probe->execute("SELECT owner FROM sqlguard_lock WHERE name = ?", {name}).rows[0][0].as_string() == "gone");
+  CHECK_FALSE(holder.try_acquire());  // negative control: handed, it is held (for its 5 s ttl)
+  auto client = LockClient::create(ctx().uri);
+  LeaseLock waiter(client, name, opts(5s, std::chrono::hours(1)));
+  // 3 s: less than the 5 s watch a take-over of 'gone' would need, so only
+  // the give-back can end this wait acquired.
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(3s); });
+  std::this_thread::sleep_for(100ms);  // waiting, the lease held by 'gone'
+  CHECK(detail::run(*probe, detail::Sql::lease_next_drop, {name, std::string("gone"), lease_wakeup_channel(name)})
+            .affected == 1);
+  REQUIRE(got.get());
+  CHECK(waiter.owns());
+  // A lease its owner confirmed is never given back by a stale drop.
+  const auto fence = waiter.fence();
+  CHECK(detail::run(*probe, detail::Sql::lease_next_drop, {name, std::string("gone"), lease_wakeup_channel(name)})
+            .affected == 0);
+  CHECK(waiter.owns());
+  CHECK(probe->execute("SELECT fence FROM sqlguard_lock WHERE name = ? AND beat <> 0", {name}).rows.at(0)[0].as_int() ==
+        fence);
+  CHECK(waiter.release());
 }

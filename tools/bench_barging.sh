@@ -10,12 +10,12 @@
 #              docs/lease-lock.md from it (tools/bench_tables.py)
 #
 # Output: <out>/<dialect>.json (one JSON object per line: the cell, its
-# `barging_limit_ms` and `round`), <out>/settings.txt. About 3 min.
+# `barging_limit_ms` and `round`), <out>/settings.txt. About 5 min.
 #
 # Environment:
 #   SQLGUARD_BIN      the sqlguard binary (default: build/tools/sqlguard)
 #   BENCH_OUT         output directory (default: bench-results/barging)
-#   BARGING_LIMITS    default "1h 100ms 200ms" (1h: no bound, the rule off)
+#   BARGING_LIMITS    default "1h 200ms 100ms 50ms 20ms" (1h: no bound, the rule off)
 #   BARGING_ROUNDS    default 2;  BENCH_DURATION default 3s;  BENCH_CLIENTS default 16
 #   BENCH_DIALECTS    default "sqlite postgresql mysql"
 #   SQLGUARD_PG_PORT / SQLGUARD_MARIADB_PORT / SQLGUARD_SERVERS_DIR: as tools/bench.sh
@@ -38,7 +38,7 @@ done
 BENCH_OUT=${BENCH_OUT:-$root/bench-results/barging}
 bench_bin_and_out
 rm -f "$out"/{sqlite,postgresql,mysql}.json "$out/settings.txt"
-limits=${BARGING_LIMITS:-1h 100ms 200ms}
+limits=${BARGING_LIMITS:-1h 200ms 100ms 50ms 20ms}
 rounds=${BARGING_ROUNDS:-2}
 duration=${BENCH_DURATION:-3s}
 clients=${BENCH_CLIENTS:-16}

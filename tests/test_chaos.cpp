@@ -156,30 +156,42 @@ bool server_acks_before_the_os_has_it() {
 
 TEST_CASE("a fenced chaos run keeps every invariant under kill -9, pauses past the ttl, killed sessions and restarts",
           "[chaos]") {
-  std::vector<std::string> args = {"--duration", "8s", "--workers", "4", "--ttl", "500ms", "--seed", "42"};
-  if (!restarts_available()) args.push_back("--no-server-restarts");
-  auto r = chaos(args);
-  INFO(r.out);
-  REQUIRE(r.rc == 0);
-  CHECK(field(r.out, "violations") == 0);
-  check_invariants_hold(r.out);
-  CHECK(field(r.out, "unexpected_worker_exits") == 0);
-  CHECK(field(r.out, "kills") >= 2);
-  CHECK(field(r.out, "pauses") >= 2);
-  CHECK(field(r.out, "fenced_writes_accepted") > 0);
+  // Every run's invariants must hold; seeds 42, 43, 44 are tried until one
+  // is exercised (an accepted write, a paused holder refused, ...): every
+  // hold of the one resource can be hit by a fault (CI once: 7 acquisitions,
+  // each killed, paused or partitioned, so no accepted write).
+  auto run = [](const std::string& seed) {
+    std::vector<std::string> args = {"--duration", "8s", "--workers", "4", "--ttl", "500ms", "--seed", seed};
+    if (!restarts_available()) args.push_back("--no-server-restarts");
+    auto r = chaos(args);
+    INFO("seed " << seed << "\n" << r.out);
+    REQUIRE(r.rc == 0);
+    CHECK(field(r.out, "violations") == 0);
+    check_invariants_hold(r.out);
+    CHECK(field(r.out, "unexpected_worker_exits") == 0);
+    CHECK(field(r.out, "kills") >= 2);
+    if (ctx().is_sqlite()) {
+      CHECK(field(r.out, "connection_kills") == 0);
+      CHECK(field(r.out, "server_restarts") == 0);
+    } else {
+      CHECK(field(r.out, "connection_kills") >= 1);
+      if (restarts_available()) CHECK(field(r.out, "server_restarts") >= 1);
+    }
+    return r.out;
+  };
+  const std::string out = first_exercised_run({"42", "43", "44"}, run, [](const std::string& o) {
+    return field(o, "pauses") >= 2 && field(o, "fenced_writes_accepted") > 0 &&
+           field(o, "late_writes_rejected") >= 1 && field(o, "stale_writes_rejected") >= 1;
+  });
+  INFO(out);
+  CHECK(field(out, "pauses") >= 2);
+  CHECK(field(out, "fenced_writes_accepted") > 0);
   // The paused holders woke up and tried to write: those whose lease was
   // taken over meanwhile were refused (one nobody watched for its ttl is
   // still theirs: its write is accepted, and overlap / fence_order, checked
   // above, would count it if a newer holder had come between).
-  CHECK(field(r.out, "late_writes_rejected") >= 1);
-  CHECK(field(r.out, "stale_writes_rejected") >= 1);
-  if (ctx().is_sqlite()) {
-    CHECK(field(r.out, "connection_kills") == 0);
-    CHECK(field(r.out, "server_restarts") == 0);
-  } else {
-    CHECK(field(r.out, "connection_kills") >= 1);
-    if (restarts_available()) CHECK(field(r.out, "server_restarts") >= 1);
-  }
+  CHECK(field(out, "late_writes_rejected") >= 1);
+  CHECK(field(out, "stale_writes_rejected") >= 1);
   // Whatever happened, the server is up again for the tests that follow.
   auto c = ctx().connect();
   CHECK(c->execute("SELECT 1").rows.at(0)[0].as_int() == 1);

@@ -72,6 +72,17 @@ struct LockClientOptions {
   // free work connection before Error(kResourceExhausted). Default 5 s.
   // Range 0 .. 10 min.
   std::chrono::milliseconds borrow_timeout{std::chrono::seconds(5)};
+  // Coalescing: while every work connection is busy, try_acquire() and
+  // release() calls of leases (LeaseLock handles, not fair) on distinct
+  // names wait together, and the first connection to come free carries up
+  // to batch_max of them in one batched statement (PostgreSQL: one
+  // statement; MariaDB: a read and an upsert); each call gets its own
+  // answer. With a connection free, a call is sent at once, alone: an idle
+  // client adds no latency. A name a batch cannot decide without the
+  // take-over rule (held, not yet watched for its ttl) is answered busy from
+  // the batch's read, or tried alone. SQLite and Galera send every call
+  // alone. Range 1 .. 64; 1 = never coalesce. Default 64.
+  std::size_t batch_max = 64;
   // Options of every connection the client opens. Unset io_timeout: 10 s
   // (renewal connection: bounded by the shortest renew period it serves; a
   // renewal is abandoned, never waited for, when a trust window ends).
@@ -102,6 +113,11 @@ struct LockClientStats {
   std::uint64_t attempts = 0;             // acquire attempts sent by the waiter thread
   std::uint64_t next_turns = 0;           // a lease's next turn asked for and got by its waiters (barging_limit)
   std::uint64_t exhausted = 0;            // operations refused with kResourceExhausted
+  // Coalescing (LockClientOptions::batch_max): batched statements sent (an
+  // acquire batch or a release batch) and the calls they carried.
+  std::uint64_t batches = 0;
+  std::uint64_t batched_calls = 0;
+  std::size_t calls_queued = 0;  // now: calls waiting for a connection to be sent together
   // The renewer is behind (a renewal came back with less than half of its
   // lease's slack left): new acquisitions are refused with kResourceExhausted
   // until a round, a renew period later, renews every lease in time again.

@@ -171,6 +171,102 @@ SELECT name, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_
 -- fragment: lease_name_ref
 ?
 
+-- name: lease_acquire_batch
+-- not needed: lease_poll reads the names first, then lease_take_batch takes the free ones
+
+-- fragment: lease_acquire_req
+-- not needed: lease_take_batch
+
+-- name: lease_take_batch
+-- The lock client's coalesced try-acquires of distinct names (LockClientOptions::batch_max: sent
+-- when every work connection is busy; an idle client sends lease_precheck / lease_take). Sent
+-- after lease_poll read the names, for the ones it found missing or released only, so a held
+-- name costs no row lock: one upsert for up to 64 names, each {reqs} a lease_take_req
+-- (name, owner, ttl_ms, min_hold_ms), in name order (two batches never wait on each other in a
+-- cycle), padded by repeating the last one (its second row changes nothing). It creates a name
+-- never seen or takes a released row (beat = 0, past its minimum hold, not reserved) as
+-- lease_take does (beat = -1 marks the take for the assignments after it); every other
+-- name (a take-over by the watched rule, a handed turn) is decided per name by lease_take.
+-- Each listed row comes back as the statement left it: taken by the caller when its owner is
+-- the caller's and acquired_at is this statement's now.
+-- returns: :many name, owner, fence, expire_at, acquired_at, db_now_ms
+-- params: reqs...
+INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat, ttl_ms)
+VALUES {reqs*, }
+ON DUPLICATE KEY UPDATE
+  beat = IF(beat = 0 AND owner <> '' AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), -1, beat),
+  owner = IF(beat = -1, VALUES(owner), owner),
+  fence = IF(beat = -1, GREATEST(VALUES(fence), fence + 1), fence),
+  acquired_at = IF(beat = -1, VALUES(acquired_at), acquired_at),
+  renewed_at = IF(beat = -1, VALUES(renewed_at), renewed_at),
+  min_release_at = IF(beat = -1, VALUES(min_release_at), min_release_at),
+  expire_at = IF(beat = -1, VALUES(expire_at), expire_at),
+  ttl_ms = IF(beat = -1, VALUES(ttl_ms), ttl_ms),
+  handed = IF(beat = -1, 0, handed),
+  beat = IF(beat = -1, 1, beat)
+RETURNING name, owner, fence, expire_at, acquired_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- fragment: lease_take_req
+(?, ?, NEXTVAL(sqlguard_fence_seq), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN ? > 0 THEN CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ? ELSE 0 END, 1, ?)
+
+-- name: lease_release_batch
+-- not needed: lease_release_batch_lock then lease_release_batch_update (no UPDATE ... RETURNING)
+
+-- name: lease_release_batch_lock
+-- The lock client's coalesced releases, first half (see lease_take_batch): locks and answers the
+-- listed leases still held by their owner under their fence, so that lease_release_batch_update,
+-- in the same transaction, releases exactly these. {refs} is one lease_release_ref per lease
+-- (name, owner, fence; at most 64), padded with '' names, joined by UNION ALL; reached by
+-- primary key from the list (STRAIGHT_JOIN, FORCE INDEX, as lease_renew_batch_lock). SKIP
+-- LOCKED: a row the client's renewer is extending at that instant is left out (released
+-- alone with lease_release afterwards), so a batch never waits on a renewal in a cycle.
+-- returns: :many name
+-- params: refs...
+SELECT STRAIGHT_JOIN l.name FROM ({refs* UNION ALL }) v
+  JOIN sqlguard_lock l FORCE INDEX (PRIMARY) ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
+WHERE l.beat <> 0 FOR UPDATE SKIP LOCKED;
+
+-- name: lease_release_batch_update
+-- The coalesced releases, second half: lease_release for each row lease_release_batch_lock
+-- locked (the same hand-over to a waiter's next turn, assigned left to right as there).
+-- returns: :execrows
+-- params: refs...
+UPDATE ({refs* UNION ALL }) v STRAIGHT_JOIN sqlguard_lock l FORCE INDEX (PRIMARY)
+  ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
+SET
+  l.handed = IF(l.next_owner <> '' AND l.min_release_at = 0, 1, 0),
+  l.owner = IF(l.handed = 1, l.next_owner, l.owner),
+  l.fence = IF(l.handed = 1, GREATEST(NEXTVAL(sqlguard_fence_seq), l.fence + 1), l.fence),
+  l.beat = IF(l.handed = 1, 1, 0),
+  l.ttl_ms = IF(l.handed = 1, l.next_ttl_ms, l.ttl_ms),
+  l.expire_at = IF(l.handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + l.next_ttl_ms, GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.min_release_at)),
+  l.acquired_at = IF(l.handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.acquired_at),
+  l.renewed_at = IF(l.handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.renewed_at),
+  l.next_since = IF(l.handed = 1, 0, l.next_since),
+  l.next_owner = IF(l.handed = 1, '', l.next_owner)
+WHERE l.beat <> 0;
+
+-- fragment: lease_release_ref
+SELECT ? AS name, ? AS owner, ? AS fence
+
+-- name: lease_wakeup_take_batch
+-- After lease_take_batch: the wake-up lock of every name it took (as lease_take's wake_lock
+-- column: GET_LOCK(channel, 0), never waits; not twice when this session holds it already).
+-- {channels}: one lease_channel_ref per name, padded by repeating the last one.
+-- returns: :many taken
+-- params: channels...
+SELECT IF(IS_USED_LOCK(v.channel) <=> CONNECTION_ID(), 1, GET_LOCK(v.channel, 0)) FROM ({channels* UNION ALL }) v;
+
+-- name: lease_wakeup_signal_batch
+-- After lease_release_batch_update committed: frees the wake-up lock of every released name
+-- (lease_wakeup_signal for each). {channels} as in lease_wakeup_take_batch.
+-- returns: :many released
+-- params: channels...
+SELECT RELEASE_LOCK(v.channel) FROM ({channels* UNION ALL }) v;
+
+-- fragment: lease_channel_ref
+SELECT ? AS channel
+
 -- name: lease_renew_batch_lock
 -- Batched renewal, first half (renew_leases(): the lock client's renewal thread): locks and
 -- answers the listed leases still held by their owner under their fence and not released, so that

@@ -148,6 +148,106 @@ FROM sqlguard_lock WHERE name IN ({names*, });
 -- fragment: lease_name_ref
 CAST(? AS VARCHAR)
 
+-- name: lease_acquire_batch
+-- The lock client's coalesced try-acquires of distinct names (LockClientOptions::batch_max: sent
+-- when every work connection is busy; an idle client sends lease_acquire). One statement for up
+-- to 64 names, each {reqs} a lease_acquire_req (name, owner, ttl_ms, min_hold_ms), padded with
+-- '' names (ignored). It takes only what needs no watch: a name never seen (inserted, in name
+-- order: two batches creating the same names never wait on each other in a cycle) and a
+-- released row (beat = 0, past its minimum hold; SKIP LOCKED: a row another statement is
+-- taking or releasing is left alone and reported as seen). Every other name comes back with
+-- the holder's row as the statement saw it (holder_*: a sighting for this process's watch);
+-- the client decides the rest (busy, or a take-over by the watched rule, a handed turn, a
+-- reserved name) with lease_acquire per name. One row per listed name; fence NULL = not
+-- taken, holder_expire_at NULL = no row seen.
+-- returns: :many name, fence, expire_at, holder_expire_at, db_now_ms, holder_fence, holder_beat, holder_watch_ms, holder_released
+-- params: reqs...
+WITH req AS (SELECT * FROM (VALUES {reqs*, }) AS v(name, owner, ttl_ms, min_hold_ms) WHERE v.name <> ''),
+seen AS (SELECT l.name, l.expire_at, l.fence, l.beat,
+                CASE WHEN l.ttl_ms > 0 THEN l.ttl_ms ELSE GREATEST(l.expire_at - l.renewed_at, 0) END AS watch_ms,
+                CASE WHEN l.beat = 0 AND l.min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END AS released
+         FROM sqlguard_lock l JOIN req ON l.name = req.name),
+took AS (
+  UPDATE sqlguard_lock l SET owner = req.owner, fence = nextval('sqlguard_fence_seq'), beat = 1, ttl_ms = req.ttl_ms,
+    expire_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + req.ttl_ms, acquired_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, renewed_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+    min_release_at = CASE WHEN req.min_hold_ms > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + req.min_hold_ms ELSE 0 END, handed = 0
+  FROM req
+  WHERE l.name = req.name AND l.name IN (SELECT x.name FROM sqlguard_lock x
+                                         WHERE x.name IN (SELECT r.name FROM req r) AND x.beat = 0 AND x.owner <> ''
+                                           AND x.min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+                                         ORDER BY x.name FOR UPDATE SKIP LOCKED)
+  RETURNING l.name, l.fence, l.expire_at),
+made AS (
+  INSERT INTO sqlguard_lock (name, owner, fence, expire_at, acquired_at, renewed_at, min_release_at, beat, ttl_ms)
+  SELECT req.name, req.owner, nextval('sqlguard_fence_seq'), (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + req.ttl_ms, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT,
+         CASE WHEN req.min_hold_ms > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + req.min_hold_ms ELSE 0 END, 1, req.ttl_ms
+  FROM req WHERE NOT EXISTS (SELECT 1 FROM seen WHERE seen.name = req.name) ORDER BY req.name
+  ON CONFLICT (name) DO NOTHING
+  RETURNING name, fence, expire_at)
+SELECT req.name, COALESCE(took.fence, made.fence), COALESCE(took.expire_at, made.expire_at), seen.expire_at,
+       (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, seen.fence, seen.beat, seen.watch_ms, seen.released
+FROM req LEFT JOIN took ON took.name = req.name LEFT JOIN made ON made.name = req.name
+  LEFT JOIN seen ON seen.name = req.name;
+
+-- fragment: lease_acquire_req
+(CAST(? AS VARCHAR), CAST(? AS VARCHAR), CAST(? AS BIGINT), CAST(? AS BIGINT))
+
+-- name: lease_take_batch
+-- not needed: lease_acquire_batch decides and takes in one statement
+
+-- fragment: lease_take_req
+-- not needed: lease_acquire_batch
+
+-- name: lease_release_batch
+-- The lock client's coalesced releases (see lease_acquire_batch), each {refs} a
+-- lease_release_ref (name, owner, fence), padded with '' names: lease_release for up to 64
+-- leases in one statement (the same hand-over to a waiter's next turn, the same NOTIFY per
+-- released name, the same commit without a WAL flush). The rows are locked in name order
+-- and SKIP LOCKED: a row the client's renewer is extending at that instant is left out, so
+-- two batches never wait on each other in a cycle; what is not answered is released alone
+-- (lease_release). Answers the released names (the NOTIFY and the commit setting are in the
+-- RETURNING list: a data-modifying WITH runs to completion, each row's RETURNING with it).
+-- returns: :many name
+-- params: refs...
+WITH req AS (SELECT * FROM (VALUES {refs*, }) AS v(name, owner, fence) WHERE v.name <> ''),
+released AS (
+  UPDATE sqlguard_lock l SET
+    owner = CASE WHEN (l.next_owner <> '' AND l.min_release_at = 0) THEN l.next_owner ELSE l.owner END,
+    fence = CASE WHEN (l.next_owner <> '' AND l.min_release_at = 0) THEN nextval('sqlguard_fence_seq') ELSE l.fence END,
+    beat = CASE WHEN (l.next_owner <> '' AND l.min_release_at = 0) THEN 1 ELSE 0 END,
+    ttl_ms = CASE WHEN (l.next_owner <> '' AND l.min_release_at = 0) THEN l.next_ttl_ms ELSE l.ttl_ms END,
+    expire_at = CASE WHEN (l.next_owner <> '' AND l.min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + l.next_ttl_ms ELSE GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, l.min_release_at) END,
+    acquired_at = CASE WHEN (l.next_owner <> '' AND l.min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE l.acquired_at END,
+    renewed_at = CASE WHEN (l.next_owner <> '' AND l.min_release_at = 0) THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE l.renewed_at END,
+    handed = CASE WHEN (l.next_owner <> '' AND l.min_release_at = 0) THEN 1 ELSE 0 END,
+    next_since = CASE WHEN (l.next_owner <> '' AND l.min_release_at = 0) THEN 0 ELSE l.next_since END,
+    next_owner = CASE WHEN (l.next_owner <> '' AND l.min_release_at = 0) THEN '' ELSE l.next_owner END
+  FROM req
+  WHERE l.name = req.name AND l.owner = req.owner AND l.fence = req.fence AND l.beat <> 0
+    AND l.name IN (SELECT x.name FROM sqlguard_lock x WHERE x.name IN (SELECT r.name FROM req r)
+                   ORDER BY x.name FOR UPDATE SKIP LOCKED)
+  RETURNING l.name, pg_notify('sqlguard_' || left(encode(sha256(convert_to(l.name, 'UTF8')), 'hex'), 24), '') AS notified,
+            set_config('synchronous_commit', 'off', true) AS async_commit)
+SELECT name FROM released;
+
+-- fragment: lease_release_ref
+(CAST(? AS VARCHAR), CAST(? AS VARCHAR), CAST(? AS BIGINT))
+
+-- name: lease_release_batch_lock
+-- not needed: lease_release_batch answers the released rows itself (UPDATE ... RETURNING)
+
+-- name: lease_release_batch_update
+-- not needed: lease_release_batch
+
+-- name: lease_wakeup_take_batch
+-- not needed: LISTEN/NOTIFY: a holder keeps no wake-up lock
+
+-- name: lease_wakeup_signal_batch
+-- not needed: lease_release_batch sends the NOTIFYs
+
+-- fragment: lease_channel_ref
+-- not needed: no wake-up locks
+
 -- name: lease_renew_batch_lock
 -- not needed: lease_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
 

@@ -126,6 +126,40 @@ FROM sqlguard_lock WHERE name IN ({names*, });
 -- fragment: lease_name_ref
 ?
 
+-- name: lease_acquire_batch
+-- not supported: the lock client sends each name alone on SQLite (no batched statement yet; its writers take turns on
+-- the one database write lock either way)
+
+-- fragment: lease_acquire_req
+-- not needed: no batch
+
+-- name: lease_take_batch
+-- not supported: see lease_acquire_batch
+
+-- fragment: lease_take_req
+-- not needed: no batch
+
+-- name: lease_release_batch
+-- not supported: see lease_acquire_batch
+
+-- name: lease_release_batch_lock
+-- not supported: see lease_acquire_batch
+
+-- name: lease_release_batch_update
+-- not supported: see lease_acquire_batch
+
+-- fragment: lease_release_ref
+-- not needed: no batch
+
+-- name: lease_wakeup_take_batch
+-- not needed: futex words: a holder keeps no wake-up lock
+
+-- name: lease_wakeup_signal_batch
+-- not needed: no batch
+
+-- fragment: lease_channel_ref
+-- not needed: no wake-up locks
+
 -- name: lease_renew_batch_lock
 -- not needed: lease_renew_batch answers the renewed rows itself (UPDATE ... RETURNING)
 

@@ -84,23 +84,28 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     note_refusal(*l->state, r.holder_remaining_ms);
     return false;
   }
+  took(l, c.slot(), owner, r.fence, r.expire_at_ms, start);
+  if (o.fair && w) keep_place_for_release(conn, *l, w);
+  return true;
+}
+
+void ClientCore::took(const std::shared_ptr<ClientLease>& l, int slot, const std::string& owner, std::int64_t fence,
+                      std::int64_t expire_at, steady_clock::time_point sent) {
   {
     std::lock_guard<std::mutex> lk(l->state->mu);
     l->state->hold = 1;
     l->state->owner = owner;
-    l->state->fence = r.fence;
+    l->state->fence = fence;
     ++l->state->acquisition;
-    l->state->expire_at = r.expire_at_ms;
-    l->state->valid_until = start + o.ttl - l->margin;
+    l->state->expire_at = expire_at;
+    l->state->valid_until = sent + l->options.ttl - l->margin;
     l->state->lost = false;
     l->state->loss.reset();
     l->state->takeover_in.reset();
-    l->slot = session_bound_release_ ? c.slot() : -1;
+    l->slot = session_bound_release_ ? slot : -1;
     l->held_place = HeldPlace{};
   }
   if (l->renew) renew_register(l);
-  if (o.fair && w) keep_place_for_release(conn, *l, w);
-  return true;
 }
 
 bool ClientCore::try_acquire(const std::shared_ptr<ClientLease>& l) {

@@ -38,6 +38,8 @@ struct RenewItem;   // renewer.cpp
 struct Completion;  // waiters.cpp
 struct RenewRound;
 struct ChunkResult;
+struct Pending;     // coalesce.cpp
+class BatchPlan;
 
 // What row a ClientLease keeps alive: a lease (sqlguard_lock), a holding of
 // a semaphore or read-write lease (sqlguard_sync_holder, key = its slot), or
@@ -288,6 +290,22 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
                     std::chrono::milliseconds* holder_remaining, std::int64_t* lease_left_ms);
   // A fair semaphore's waiter acquired: it leaves its place (on `conn`).
   void fair_acquired(Connection& conn, ClientWait* w) noexcept;
+  // ---- coalescing (coalesce.cpp; LockClientOptions::batch_max) --------------
+  // Whether this client may send `lease`'s try-acquires (release: and that
+  // release, with `commit`) in batches: a lease (not fair) of a client that
+  // owns its connections, on a dialect with a batch plan.
+  bool coalesces(const ClientLease& lease) const noexcept;
+  bool coalesces_release(const ClientLease& lease, ReleaseCommit commit) const noexcept;
+  // A release of `lease` (owner, fence) sent with others while every work
+  // connection is busy: true when a batch released it. False: release it
+  // alone, on `alone` when set (the connection this call got: the client
+  // was idle, or the batch could not release it).
+  bool coalesced_release(const ClientLease& lease, const std::string& owner, std::int64_t fence,
+                         std::optional<Borrowed>& alone);
+  // A try-acquire taken by a batch: the lease's state set as attempt_on
+  // does (`sent`: when the statement that took it was sent).
+  void took(const std::shared_ptr<ClientLease>& lease, int slot, const std::string& owner, std::int64_t fence,
+            std::int64_t expire_at, std::chrono::steady_clock::time_point sent);
   // A guarded transaction of the lease ended: renew it now if its renewal
   // fell due while the transaction ran (Renewal::deferred); else nothing.
   void renew_soon(const ClientLease* lease);
@@ -343,6 +361,16 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // when open. True: a release already handed the lease to it, or it is
   // free now (try again at once).
   bool ask_next_turn(Connection& conn, const ClientLease& lease, NextTurn& turn);
+  // A try-acquire sent with others while every work connection is busy;
+  // undecided by the batch (or the client idle): attempt_on alone.
+  bool try_coalesced(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds budget,
+                     std::chrono::milliseconds* holder_remaining);
+  // Queues `p` until a connection comes free: the caller that gets it sends
+  // the batch (its own call and up to batch_max - 1 queued ones of the same
+  // kind); the others get their answer. The connection the caller holds
+  // afterwards (its call is to be sent alone on it), if any.
+  std::optional<Borrowed> join(Pending& p);
+  void send_batch(Borrowed& conn, std::vector<Pending*>& batch);
   bool guarded_once(Connection& conn, ClientLease& lease, const std::string& owner, std::int64_t fence,
                     std::int64_t key, const std::function<void(Transaction&)>& work);
   // A blocking acquire of a client over a borrowed connection, on the
@@ -435,6 +463,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   mutable std::mutex slot_mu_;
   std::condition_variable slot_cv_;
   std::vector<Slot> slots_;
+  // Calls waiting to be coalesced (slot_mu_), oldest first; the batch plan
+  // (nullptr: none) and what the batches carried.
+  std::deque<Pending*> pending_;
+  const BatchPlan* batch_plan_ = nullptr;
+  bool release_skips_flush_ = false;
+  std::uint64_t batches_ = 0, batched_calls_ = 0;
+  // A free work slot for `pinned` (-1: any; an open connection first), or -1 (slot_mu_ held).
+  int free_slot_locked(int pinned) const;
+  // Marks slot `s` busy and connects it if it has no connection; unlocks `lk`.
+  Borrowed claim(std::unique_lock<std::mutex>& lk, int s);
+  [[noreturn]] void throw_exhausted_locked(int slot);  // kResourceExhausted: no slot within borrow_timeout
 
   // Renewer. A held lease it keeps: the acquisition it was registered for
   // (LeaseState::acquisition, and its fence), this registration's `id` (the

@@ -36,6 +36,9 @@ void validate(const LockClientOptions& o) {
                     "; it must be 3 .. 64 (one reserved for renewals, one for the wake-up listener, at least one "
                     "for acquires and releases)");
   check_duration(o.borrow_timeout, "borrow_timeout", milliseconds(0), std::chrono::minutes(10));
+  if (o.batch_max < 1 || o.batch_max > detail::kMaxBatch)
+    throw Error(ErrorCode::kInvalidArgument, "batch_max is " + std::to_string(o.batch_max) + "; it must be 1 .. " +
+                                                 std::to_string(detail::kMaxBatch) + " (1 = every call sent alone)");
   if (o.connect.io_timeout) check_duration(*o.connect.io_timeout, "connect.io_timeout", milliseconds(1), std::chrono::hours(24));
 }
 
@@ -121,6 +124,8 @@ void ClientCore::open() {
   auto first = connect(false);
   wait_plan_ = first->dialect().plans().wait;
   session_bound_release_ = wait_plan_->release_on_acquiring_session();
+  batch_plan_ = first->dialect().plans().batch;
+  release_skips_flush_ = first->dialect().release_skips_commit_flush();
   slots_[0].conn = std::move(first);
   renew_conn_ = std::shared_ptr<Connection>(connect(true));
   renew_conn_open_ = true;
@@ -229,6 +234,9 @@ LockClientStats ClientCore::stats() const {
   {
     std::lock_guard<std::mutex> lk(slot_mu_);
     for (const auto& sl : slots_) s.connections_open += sl.conn ? 1 : 0;
+    s.batches = batches_;
+    s.batched_calls = batched_calls_;
+    s.calls_queued = pending_.size();
   }
   {
     std::lock_guard<std::mutex> lk(renew_mu_);

@@ -29,6 +29,7 @@ bool ClientCore::try_here(const std::shared_ptr<ClientLease>& l, milliseconds bu
       return true;
     }
   }
+  if (!session && !turn && coalesces(*l)) return try_coalesced(l, budget, holder_remaining);
   auto c = borrow();
   return attempt_on(c, l, budget, holder_remaining, nullptr, session, turn);
 }

@@ -49,35 +49,15 @@ ClientCore::Borrowed ClientCore::borrow_for(const ClientLease& l, bool pinned) {
   return borrow(slot);
 }
 
-ClientCore::Borrowed ClientCore::borrow(int slot) {
-  check_process();
-  if (borrowed_) return Borrowed(this, 0);
-  const auto deadline = steady_clock::now() + options_.borrow_timeout;
-  std::unique_lock<std::mutex> lk(slot_mu_);
-  int got = -1;
-  auto pick = [&] {
-    if (stop_) return true;
-    if (slot >= 0) {
-      got = slots_[static_cast<std::size_t>(slot)].busy ? -1 : slot;
-      return got >= 0;
-    }
-    for (int pass = 0; pass < 2 && got < 0; ++pass)  // an open connection first
-      for (std::size_t i = 0; i < slots_.size(); ++i)
-        if (!slots_[i].busy && (pass == 1 || slots_[i].conn)) {
-          got = static_cast<int>(i);
-          break;
-        }
-    return got >= 0;
-  };
-  if (!slot_cv_.wait_until(lk, deadline, pick) || got < 0) {
-    ++exhausted_;
-    throw Error(ErrorCode::kResourceExhausted,
-                "lock client of " + description_ + ": " +
-                    (slot >= 0 ? std::string("the work connection that holds this lease's session lock")
-                               : "all " + std::to_string(slots_.size()) + " work connections") +
-                    " stayed busy for borrow_timeout (" + format_duration(options_.borrow_timeout) +
-                    "); held leases are still renewed. Raise LockClientOptions::max_connections or borrow_timeout");
-  }
+int ClientCore::free_slot_locked(int pinned) const {
+  if (pinned >= 0) return slots_[static_cast<std::size_t>(pinned)].busy ? -1 : pinned;
+  for (int pass = 0; pass < 2; ++pass)  // an open connection first
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      if (!slots_[i].busy && (pass == 1 || slots_[i].conn)) return static_cast<int>(i);
+  return -1;
+}
+
+ClientCore::Borrowed ClientCore::claim(std::unique_lock<std::mutex>& lk, int got) {
   auto& s = slots_[static_cast<std::size_t>(got)];
   s.busy = true;
   if (!s.conn) {
@@ -89,11 +69,38 @@ ClientCore::Borrowed ClientCore::borrow(int slot) {
     } catch (...) {
       if (!lk.owns_lock()) lk.lock();
       s.busy = false;
+      lk.unlock();
       slot_cv_.notify_all();
       throw;
     }
   }
+  lk.unlock();
   return Borrowed(this, got);
+}
+
+ClientCore::Borrowed ClientCore::borrow(int slot) {
+  check_process();
+  if (borrowed_) return Borrowed(this, 0);
+  const auto deadline = steady_clock::now() + options_.borrow_timeout;
+  std::unique_lock<std::mutex> lk(slot_mu_);
+  int got = -1;
+  auto pick = [&] {
+    if (stop_) return true;
+    got = free_slot_locked(slot);
+    return got >= 0;
+  };
+  if (!slot_cv_.wait_until(lk, deadline, pick) || got < 0) throw_exhausted_locked(slot);
+  return claim(lk, got);
+}
+
+void ClientCore::throw_exhausted_locked(int slot) {
+  ++exhausted_;
+  throw Error(ErrorCode::kResourceExhausted,
+              "lock client of " + description_ + ": " +
+                  (slot >= 0 ? std::string("the work connection that holds this lease's session lock")
+                             : "all " + std::to_string(slots_.size()) + " work connections") +
+                  " stayed busy for borrow_timeout (" + format_duration(options_.borrow_timeout) +
+                  "); held leases are still renewed. Raise LockClientOptions::max_connections or borrow_timeout");
 }
 
 }  // namespace sqlguard::detail

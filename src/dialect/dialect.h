@@ -22,6 +22,7 @@ class AcquirePlan;
 class WaitPlan;
 class MigrationLockPlan;
 class RenewPlan;
+class BatchPlan;
 
 // The plans a dialect (or variant) uses: src/plans/plans.h,
 // src/core/migration_lock.h. Chosen once, shared by every connection.
@@ -30,6 +31,9 @@ struct DialectPlans {
   const WaitPlan* wait;
   const MigrationLockPlan* migrations;
   const RenewPlan* renew;
+  // Coalesced try-acquires and releases of the lock client; nullptr: none
+  // (each name is sent alone).
+  const BatchPlan* batch = nullptr;
 };
 }  // namespace detail
 

@@ -125,6 +125,54 @@ const RenewPlan& renew_returning();
 // extends it, in one transaction (no UPDATE ... RETURNING). MariaDB, Galera.
 const RenewPlan& renew_lock_then_update();
 
+// ---- coalesced batches (the lock client, LockClientOptions::batch_max) ----
+
+// A try-acquire of one name in a batch (names distinct within a batch).
+struct BatchTry {
+  std::string name, owner;
+  std::chrono::milliseconds ttl{0}, min_hold{0};
+};
+// What a batch answered for one name: taken (fence, expire_at on the
+// database clock), or the holder's row it saw (a sighting, and the holder's
+// expire_at), or neither: undecided, the client tries the name alone.
+struct BatchTook {
+  bool taken = false;
+  std::int64_t fence = 0, expire_at = 0;
+  std::optional<Sighting> seen;
+  std::int64_t holder_expire_at = 0;
+};
+// A release of one held lease in a batch.
+struct BatchRelease {
+  std::string name, owner;
+  std::int64_t fence = 0;
+};
+// The most names one batch statement carries.
+inline constexpr std::size_t kMaxBatch = 64;
+
+// How a dialect takes and releases many distinct names at once. A batch only
+// does what needs no decision of the take-over rule: it creates names never
+// seen and takes released rows; every other name comes back seen or
+// undecided, and the client decides it alone (acquire_lease_seated). A
+// release it could not make at once (its row locked at that instant) is
+// answered false and released alone. Neither waits on a row lock another
+// batch or the renewer holds.
+class BatchPlan {
+ public:
+  virtual ~BatchPlan() = default;
+  virtual std::string_view name() const noexcept = 0;
+  // One entry per `batch` entry, in order. Throws on a failed round trip
+  // (nothing taken that the answer does not show).
+  virtual std::vector<BatchTook> acquire(Connection& conn, std::span<const BatchTry> batch) const = 0;
+  // Whether each entry was released (in order).
+  virtual std::vector<bool> release(Connection& conn, std::span<const BatchRelease> batch) const = 0;
+};
+// lease_acquire_batch / lease_release_batch: one statement each. PostgreSQL.
+const BatchPlan& batch_one_statement();
+// lease_poll reads, lease_take_batch takes the free names (then their
+// wake-up locks); lease_release_batch_lock + _update in one transaction, then
+// the wake-up locks freed. MariaDB (not Galera: no INSERT ... RETURNING there).
+const BatchPlan& batch_read_then_upsert();
+
 class Waiter;
 
 // A name the lock client's waiters wait on, for its wake-up listener.

@@ -46,15 +46,15 @@ class MysqlDialect final : public Dialect {
  public:
   // The same catalog on a Galera node; only how an acquire is decided differs
   // (no INSERT ... RETURNING: certification can leave its answer unsent).
-  explicit MysqlDialect(const detail::AcquirePlan& acquire)
+  explicit MysqlDialect(const detail::AcquirePlan& acquire, const detail::BatchPlan* batch)
       : Dialect("mysql", '`',
                 {&acquire, &detail::wakeup_lock(), &detail::lock_row_migrations(),
-                 &detail::renew_lock_then_update()}) {}
+                 &detail::renew_lock_then_update(), batch}) {}
   // Row-lock scopes bound their wait inside the statement (SET STATEMENT
   // innodb_lock_wait_timeout = N FOR SELECT ..., sql/mysql/strategies.sql).
 };
-const MysqlDialect kDialect(detail::read_then_upsert_returning());
-const MysqlDialect kGaleraDialect(detail::read_then_update(/*returning=*/false));
+const MysqlDialect kDialect(detail::read_then_upsert_returning(), &detail::batch_read_then_upsert());
+const MysqlDialect kGaleraDialect(detail::read_then_update(/*returning=*/false), nullptr);
 
 // Prepared statements cached by all MySQL/MariaDB connections of this
 // process (connection.h: the process-wide count stays bounded).

@@ -67,7 +67,8 @@ class PgDialect final : public Dialect {
   explicit PgDialect(bool pooler)
       : Dialect("postgresql", '"',
                 {&detail::one_statement_takeover(), pooler ? &detail::polling() : &detail::notify_queue_head(),
-                 &detail::transaction_lock_migrations(), &detail::renew_returning()}),
+                 &detail::transaction_lock_migrations(), &detail::renew_returning(),
+                 &detail::batch_one_statement()}),
         pooler_(pooler) {}
   void bound_session_statements(Connection& c, std::chrono::milliseconds bound) const override {
     if (!pooler_) detail::run(c, detail::Sql::session_statement_timeout, {std::to_string(bound.count())});

@@ -280,7 +280,18 @@ bool LeaseLock::release() {
   // Kept until the release went through: a release that throws can be
   // called again (or the destructor tries), and must still end the place.
   const detail::HeldPlace place = detail::peek_held_place(*lease_);
-  auto c = client_->core()->borrow_for(*lease_, true);
+  auto& core = *client_->core();
+  // While every work connection is busy, sent in a batch with other
+  // releases (LockClientOptions::batch_max); else alone, below.
+  std::optional<detail::ClientCore::Borrowed> alone;
+  if (place.owner.empty() && core.coalesces_release(*lease_, options_.release_commit) &&
+      core.coalesced_release(*lease_, owner, fence, alone)) {
+    core.local_release(name());
+    std::lock_guard<std::mutex> lk(state_->mu);
+    state_->hold = 0;
+    return true;
+  }
+  auto c = alone ? std::move(*alone) : core.borrow_for(*lease_, true);
   Connection& conn = *c;
   // Idempotent by owner token: retried on a fresh connection; if it still
   // fails, the handle keeps the lease (release() can be called again, and

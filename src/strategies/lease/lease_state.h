@@ -101,6 +101,10 @@ bool release_lease(Connection& conn, const std::string& name, const std::string&
 // Under TakeOver::kWatched a busy attempt is a sighting in this process's
 // watch book (takeover.h) and a ripe watch lets the attempt take over.
 struct QueueSeat;
+// A busy attempt saw the holder's row: a sighting for this process's watch
+// and, under the watched rule, how long until it may take over (`r`).
+struct Sighting;
+void watched_busy(AcquireResult& r, const std::string& key, const Sighting& seen, TakeOver rule);
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
                                    std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
                                    bool seen_free = false, TakeOver rule = TakeOver::kWatched,

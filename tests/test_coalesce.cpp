@@ -1,0 +1,262 @@
+// Coalescing (LockClientOptions::batch_max): the batch plans' answers name
+// by name (a name never seen and a released row taken, a held row and a
+// reserved name left to the per-name path, a release only of what the caller
+// holds), and a lock client whose connections are busy sends queued
+// try-acquires and releases of distinct names as one batch, each caller
+// getting its own answer. On every dialect: where the dialect has no batch
+// plan (SQLite, Galera) every call is sent alone and no batch is counted.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <future>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "dialect/dialect.h"
+#include "plans/plans.h"
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
+#include "sqlguard/semaphore.h"
+#include "test_context.h"
+#include "test_helpers.h"
+
+using namespace sqlguard;
+using namespace std::chrono_literals;
+using sgtest::ctx;
+using sgtest::eventually;
+
+namespace {
+
+const detail::BatchPlan* batch_plan(Connection& c) { return c.dialect().plans().batch; }
+
+void expect_plan_where_promised(const detail::BatchPlan* plan) {
+  // PostgreSQL (behind PgBouncer too) and a single MariaDB server batch;
+  // SQLite does not (a Galera node neither: checked by its own step).
+  if (ctx().is(DialectKind::kPostgresql)) CHECK(plan != nullptr);
+  if (ctx().is_sqlite()) CHECK(plan == nullptr);
+}
+
+// Row of lease `name` as the database has it: owner, fence, held.
+struct RowNow {
+  std::string owner;
+  std::int64_t fence = 0;
+  bool held = false;
+};
+RowNow row_of(Connection& c, const std::string& name) {
+  auto info = lease_info(c, name);
+  REQUIRE(info);
+  return RowNow{info->owner, info->fence, info->held()};
+}
+
+}  // namespace
+
+TEST_CASE("a batch plan takes new and released names, leaves held and reserved ones to the per-name path, and "
+          "releases only what the caller holds",
+          "[coalesce]") {
+  auto conn = ctx().connect();
+  const detail::BatchPlan* plan = batch_plan(*conn);
+  expect_plan_where_promised(plan);
+  if (!plan) return;  // (SQLite: covered by the client case below, which then sends every call alone)
+
+  const std::string fresh = ctx().unique("bt_new"), freed = ctx().unique("bt_freed"),
+                    held = ctx().unique("bt_held"), reserved = ctx().unique("bt_sem");
+  // A released row, a row another owner holds, a name a semaphore reserved.
+  auto r1 = acquire_lease(*conn, freed, "earlier", 30s);
+  REQUIRE(r1.acquired);
+  REQUIRE(release_lease(*conn, freed, "earlier", r1.fence));
+  auto r2 = acquire_lease(*conn, held, "someone-else", 30s);
+  REQUIRE(r2.acquired);
+  auto client = LockClient::create(ctx().uri);
+  Semaphore sem(client, reserved, 2);
+  REQUIRE(sem.try_acquire());
+
+  std::vector<detail::BatchTry> tries = {{fresh, "me-1", 30s, 0ms}, {freed, "me-2", 30s, 0ms},
+                                         {held, "me-3", 30s, 0ms}, {reserved, "me-4", 30s, 0ms}};
+  const auto out = plan->acquire(*conn, tries);
+  REQUIRE(out.size() == 4);
+  CHECK(out[0].taken);
+  CHECK(out[1].taken);
+  CHECK(out[1].fence > r1.fence);
+  CHECK_FALSE(out[2].taken);
+  REQUIRE(out[2].seen);
+  CHECK(out[2].seen->version.fence == r2.fence);
+  CHECK_FALSE(out[2].seen->released);
+  CHECK_FALSE(out[3].taken);  // the client sends it alone, which refuses it naming the kind
+  CHECK(row_of(*conn, fresh).owner == "me-1");
+  CHECK(row_of(*conn, freed).owner == "me-2");
+  CHECK(row_of(*conn, held).owner == "someone-else");
+  CHECK(out[0].fence != out[1].fence);
+
+  // Releases: only the caller's own (name, owner, fence) is released; a wrong
+  // fence and another owner's lease are answered false and left held.
+  std::vector<detail::BatchRelease> refs = {{fresh, "me-1", out[0].fence},
+                                            {freed, "me-2", out[1].fence + 1000},
+                                            {held, "me-3", r2.fence}};
+  const auto rel = plan->release(*conn, refs);
+  REQUIRE(rel.size() == 3);
+  CHECK(rel[0]);
+  CHECK_FALSE(rel[1]);
+  CHECK_FALSE(rel[2]);
+  CHECK_FALSE(row_of(*conn, fresh).held);
+  CHECK(row_of(*conn, freed).held);
+  CHECK(row_of(*conn, held).held);
+  CHECK(release_lease(*conn, freed, "me-2", out[1].fence));
+  CHECK(release_lease(*conn, held, "someone-else", r2.fence));
+  sem.release();
+}
+
+TEST_CASE("a lock client whose connections are busy sends queued try-acquires and releases of distinct names as one "
+          "batch, each caller with its own answer",
+          "[coalesce][lock-client]") {
+  auto probe = ctx().connect();
+  const bool batches = batch_plan(*probe) != nullptr;
+  expect_plan_where_promised(batch_plan(*probe));
+  const int n = 12;
+  LockClientOptions co;
+  co.max_connections = 3;  // renewal + listener + one work connection
+  SECTION("coalesced") {}
+  SECTION("negative control: batch_max = 1 sends every call alone") { co.batch_max = 1; }
+  const bool expect_batches = batches && co.batch_max > 1;
+  auto client = LockClient::create(ctx().uri, co);
+
+  // A name another client holds: its try-acquire in the batch is answered busy.
+  const std::string taken_name = ctx().unique("co_taken");
+  auto other = LockClient::create(ctx().uri);
+  LeaseLock holder(other, taken_name, LeaseOptions{});
+  REQUIRE(holder.try_acquire());
+
+  std::vector<std::unique_ptr<LeaseLock>> locks;
+  for (int i = 0; i < n; ++i)
+    locks.push_back(std::make_unique<LeaseLock>(client, i == 0 ? taken_name : ctx().unique("co_name"),
+                                                LeaseOptions{}));
+
+  // Holds the client's one work connection (a guarded transaction runs on
+  // it) until `go`, so the calls below queue behind it.
+  auto queue_behind_busy_connection = [&](const std::function<bool(LeaseLock&)>& call, int first) {
+    auto blocker = std::make_unique<LeaseLock>(client, ctx().unique("co_blocker"), LeaseOptions{});
+    REQUIRE(blocker->try_acquire());
+    std::promise<void> go;
+    std::shared_future<void> go_f = go.get_future().share();
+    std::promise<void> inside;
+    std::thread guard([&] {
+      blocker->run_guarded([&](Transaction&) {
+        inside.set_value();
+        go_f.wait();
+      });
+    });
+    inside.get_future().wait();
+    std::vector<std::future<bool>> answers;
+    for (int i = first; i < n; ++i)
+      answers.push_back(std::async(std::launch::async, [&, i] { return call(*locks[static_cast<std::size_t>(i)]); }));
+    const auto queued = static_cast<std::size_t>(n - first);
+    if (expect_batches) CHECK(eventually([&] { return client->stats().calls_queued == queued; }, 10s));
+    else std::this_thread::sleep_for(200ms);  // (nothing to wait for: each call waits for the connection alone)
+    go.set_value();
+    guard.join();
+    std::vector<bool> out;
+    for (auto& a : answers) out.push_back(a.get());
+    CHECK(blocker->release());
+    return out;
+  };
+
+  const auto before = client->stats();
+  const auto got = queue_behind_busy_connection([](LeaseLock& l) { return l.try_acquire(); }, 0);
+  REQUIRE(got.size() == static_cast<std::size_t>(n));
+  CHECK_FALSE(got[0]);  // held by the other client
+  CHECK(locks[0]->takeover_in().has_value());
+  for (int i = 1; i < n; ++i) {
+    INFO("lease " << i);
+    CHECK(got[static_cast<std::size_t>(i)]);
+    CHECK(locks[static_cast<std::size_t>(i)]->owns());
+    CHECK(locks[static_cast<std::size_t>(i)]->fence() > 0);
+  }
+  const auto after_acquire = client->stats();
+  if (expect_batches) {
+    // One batch carried every queued try-acquire (the blocker's own acquire
+    // and release went alone: the client was idle then).
+    CHECK(after_acquire.batches - before.batches == 1);
+    CHECK(after_acquire.batched_calls - before.batched_calls == static_cast<std::uint64_t>(n));
+  } else {
+    CHECK(after_acquire.batches == before.batches);
+  }
+  // What the batch took is renewed like any lease.
+  CHECK(after_acquire.held_leases >= static_cast<std::size_t>(n - 1));
+
+  // A waiter of another client on one of the names is woken by the batched
+  // release (a NOTIFY / its wake-up lock freed), not by its polling, which
+  // is slowed to 5 s here.
+  auto watcher = LockClient::create(ctx().uri);
+  LeaseOptions slow_poll;
+  slow_poll.backoff_initial = 5s;
+  slow_poll.backoff_max = 5s;
+  slow_poll.barging_limit = 1h;  // (no next turn asked: the wake-up alone)
+  LeaseLock waiter(watcher, locks[1]->name(), slow_poll);
+  auto waited = std::async(std::launch::async, [&] { return waiter.acquire(30s); });
+  REQUIRE(eventually([&] { return watcher->stats().waiters == 1 && watcher->stats().listening == 1; }, 10s));
+  const auto wakeups_before = watcher->stats().wakeups;
+
+  const auto rel = queue_behind_busy_connection([](LeaseLock& l) { return l.release(); }, 1);
+  for (bool r : rel) CHECK(r);
+  CHECK(waited.get());
+  CHECK(watcher->stats().wakeups > wakeups_before);
+  CHECK(waiter.release());
+  const auto after_release = client->stats();
+  if (expect_batches) {
+    CHECK(after_release.batches - after_acquire.batches == 1);
+    CHECK(after_release.batched_calls - after_acquire.batched_calls == static_cast<std::uint64_t>(n - 1));
+  } else {
+    CHECK(after_release.batches == before.batches);
+  }
+  auto c = ctx().connect();
+  for (int i = 1; i < n; ++i) {
+    INFO("lease " << i);
+    CHECK_FALSE(locks[static_cast<std::size_t>(i)]->owns());
+    CHECK_FALSE(row_of(*c, locks[static_cast<std::size_t>(i)]->name()).held);
+  }
+  CHECK(holder.owns());
+  CHECK(holder.release());
+}
+
+TEST_CASE("64 threads on one lock client with two work connections take and release distinct names, never two "
+          "holders of one name, every fence new",
+          "[coalesce][lock-client]") {
+  auto client = LockClient::create(ctx().uri);  // 4 connections: 2 work
+  const int threads = 64, rounds = 15;
+  std::vector<std::string> names;
+  for (int i = 0; i < threads; ++i) names.push_back(ctx().unique("co_many"));
+  std::atomic<int> wins{0}, errors{0};
+  std::vector<std::vector<std::int64_t>> fences(threads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      LeaseLock l(client, names[static_cast<std::size_t>(t)], LeaseOptions{});
+      for (int r = 0; r < rounds; ++r) {
+        try {
+          if (!l.try_acquire()) continue;
+          ++wins;
+          fences[static_cast<std::size_t>(t)].push_back(l.fence());
+          if (!l.release()) ++errors;
+        } catch (const Error&) {
+          ++errors;
+        }
+      }
+    });
+  for (auto& t : ts) t.join();
+  CHECK(errors == 0);
+  CHECK(wins == threads * rounds);  // each name has one user: every try wins
+  std::set<std::int64_t> all;
+  for (const auto& f : fences) {
+    for (std::size_t i = 1; i < f.size(); ++i) CHECK(f[i] > f[i - 1]);
+    all.insert(f.begin(), f.end());
+  }
+  CHECK(all.size() == static_cast<std::size_t>(threads * rounds));  // no fence drawn twice
+  auto c = ctx().connect();
+  for (const auto& n : names) CHECK_FALSE(row_of(*c, n).held);
+  const auto s = client->stats();
+  INFO("batches " << s.batches << ", calls carried " << s.batched_calls);
+  if (batch_plan(*c)) CHECK(s.batched_calls > s.batches);  // with 64 callers on 2 connections, batches carried several
+  else CHECK(s.batches == 0);
+  CHECK(s.calls_queued == 0);
+}

@@ -473,7 +473,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   int free_slot_locked(int pinned) const;
   // Marks slot `s` busy and connects it if it has no connection; unlocks `lk`.
   Borrowed claim(std::unique_lock<std::mutex>& lk, int s);
-  [[noreturn]] void throw_exhausted_locked(int slot);  // kResourceExhausted: no slot within borrow_timeout
+  [[noreturn]] void throw_exhausted_locked(int slot);
+  // Wakes the oldest call queued for coalescing for which a connection is free (slot_mu_ held).
+  void wake_pending_locked();  // kResourceExhausted: no slot within borrow_timeout
 
   // Renewer. A held lease it keeps: the acquisition it was registered for
   // (LeaseState::acquisition, and its fence), this registration's `id` (the

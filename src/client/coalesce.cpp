@@ -7,6 +7,7 @@
 // answered busy from what the batch read, unless this process's watch may
 // take it over; everything undecided is sent alone by its own caller.
 #include <algorithm>
+#include <condition_variable>
 #include <set>
 
 #include "client/client.h"
@@ -31,6 +32,7 @@ struct Pending {
   BatchTry attempt;
   BatchRelease ref;
   bool taken = false;  // in a batch being sent
+  std::condition_variable cv;  // its answer came, or a connection it may take is free (slot_mu_)
   bool done = false;   // its batch was sent (or failed: `failed`)
   bool failed = false;
   bool won = false, busy = false, released = false;
@@ -58,18 +60,21 @@ std::optional<ClientCore::Borrowed> ClientCore::join(Pending& p) {
   pending_.push_back(&p);
   const auto deadline = steady_clock::now() + options_.borrow_timeout;
   int got = -1;
+  // Woken alone: by the caller that sends its batch (done), or, while it is
+  // the oldest queued call, by a connection coming free (Borrowed).
   auto ready = [&] {
     if (stop_ || p.done) return true;
     if (p.taken) return false;  // in another caller's batch: wait for its answer
     got = free_slot_locked(p.slot);
     return got >= 0;
   };
-  if (!slot_cv_.wait_until(lk, deadline, ready)) {
+  if (!p.cv.wait_until(lk, deadline, ready)) {
     if (!p.taken) {
       pending_.erase(std::find(pending_.begin(), pending_.end(), &p));
+      wake_pending_locked();  // (a connection may be free for the next one)
       throw_exhausted_locked(p.slot);
     }
-    slot_cv_.wait(lk, [&] { return p.done; });  // being sent: its answer comes
+    p.cv.wait(lk, [&] { return p.done; });  // being sent: its answer comes
   }
   if (p.done) return std::nullopt;
   pending_.erase(std::find(pending_.begin(), pending_.end(), &p));
@@ -101,13 +106,23 @@ std::optional<ClientCore::Borrowed> ClientCore::join(Pending& p) {
   }
   {
     std::lock_guard<std::mutex> g(slot_mu_);
-    for (Pending* q : batch) q->done = true;
+    for (Pending* q : batch) {
+      q->done = true;
+      q->cv.notify_one();
+    }
     ++batches_;
     batched_calls_ += batch.size();
   }
-  slot_cv_.notify_all();
   if (p.failed) return std::nullopt;  // (its connection may be gone)
   return conn;
+}
+
+void ClientCore::wake_pending_locked() {
+  for (Pending* q : pending_)
+    if (free_slot_locked(q->slot) >= 0) {
+      q->cv.notify_one();
+      return;
+    }
 }
 
 void ClientCore::send_batch(Borrowed& c, std::vector<Pending*>& batch) {

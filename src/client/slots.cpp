@@ -23,6 +23,7 @@ ClientCore::Borrowed::~Borrowed() {
   {
     std::lock_guard<std::mutex> lk(core_->slot_mu_);
     core_->slots_[static_cast<std::size_t>(slot_)].busy = false;
+    core_->wake_pending_locked();  // the oldest call queued for coalescing that may take it
   }
   core_->slot_cv_.notify_all();
 }
@@ -69,6 +70,7 @@ ClientCore::Borrowed ClientCore::claim(std::unique_lock<std::mutex>& lk, int got
     } catch (...) {
       if (!lk.owns_lock()) lk.lock();
       s.busy = false;
+      wake_pending_locked();
       lk.unlock();
       slot_cv_.notify_all();
       throw;

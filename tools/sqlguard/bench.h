@@ -32,7 +32,7 @@ inline constexpr std::int64_t kBigQty = 1000000000000LL;  // stock that never ru
 inline constexpr const char* kAllOps[] = {"lease-distinct",    "lease-hot",     "handoff",    "guarded-decrement",
                                           "rowlock-decrement", "cas-decrement", "idem-first", "idem-replay",
                                           "inbox",             "held-leases",   "waiters",    "fair-lease",
-                                          "semaphore-hot",     "rw-mixed",      "takeover"};
+                                          "semaphore-hot",     "rw-mixed",      "takeover",   "lease-coalesced"};
 // The take-over rule of the lease handles in lease-hot and handoff (--take-over).
 TakeOver& bench_take_over();
 // --barging-limit: the lease handles' LeaseOptions::barging_limit in
@@ -192,6 +192,12 @@ std::size_t per_lease_fit(Connection& admin, std::size_t wanted, std::string* wh
 // per round), at least 2 and at least `duration`, after a first round and
 // `warmup`. Hand-off fields as the handoff op's, with its ceiling measured on
 // a client of its own.
+// lease-coalesced (issue 40 item 5): `requesters` threads on ONE lock client
+// (4 connections: 2 work), each taking and releasing a name of its own
+// (try_acquire + release), with coalescing on (LockClientOptions::batch_max
+// 64) and off (batch_max 1, every call alone) in the same cell.
+nlohmann::json coalesced_cell(const ClientBench& b, std::size_t requesters, std::chrono::milliseconds warmup,
+                              std::chrono::milliseconds duration);
 nlohmann::json waiters_cell(const ClientBench& b, std::size_t waiters, std::chrono::milliseconds hold,
                             std::chrono::milliseconds warmup, std::chrono::milliseconds duration);
 // What the lock-client ops read from the process and use to set up a cell

@@ -207,7 +207,7 @@ void apply_barging_limit(LeaseOptions& o) {
 }
 
 bool client_op(const std::string& op) {
-  return op == "held-leases" || op == "waiters" || op == "takeover" || op == kSoakOp;
+  return op == "held-leases" || op == "waiters" || op == "takeover" || op == "lease-coalesced" || op == kSoakOp;
 }
 
 OpFn contended_cycle(std::shared_ptr<Contender> c) {

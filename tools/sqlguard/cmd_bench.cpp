@@ -51,6 +51,7 @@ struct Opts {
   // The lock-client ops.
   std::string held;  // empty: 100,1000,10000 (SQLite: 100,1000)
   std::string waiters = "1000";
+  std::string requesters = "64,256";
   std::string held_ttl;  // empty: 3s (churn-soak: 5s)
   int per_lease = 100;
   // The synchronizer ops.
@@ -221,6 +222,7 @@ void check_churn(int churn, int held) {
 struct ClientPlan {
   std::vector<int> held;  // empty: the dialect's default
   std::vector<int> waiters;
+  std::vector<int> requesters;
   milliseconds held_ttl{3000};
   int per_lease = 100;
   SoakPlan soak;  // churn-soak (its held: the --held values)
@@ -276,6 +278,12 @@ void run_client_op(const std::string& op, const ClientPlan& plan, const Opts& o,
     for (TakeOver rule : {TakeOver::kWatched, TakeOver::kDatabaseClock})
       emit_cell({{"rule", to_string(rule)}, {"clients", 2}},
                 [&] { return takeover_cell(bench(), rule, std::chrono::seconds(2), 5); });
+    return;
+  }
+  if (op == "lease-coalesced") {
+    for (int n : plan.requesters)
+      emit_cell({{"requesters", n}, {"clients", n}},
+                [&] { return coalesced_cell(bench(), static_cast<std::size_t>(n), t.warmup, t.duration); });
     return;
   }
   if (op == "waiters") {
@@ -415,6 +423,7 @@ void run_bench(const Opts& o) {
   ClientPlan plan;
   if (!o.held.empty()) plan.held = counts_flag("--held", o.held, 1, 100000, "a lease count");
   plan.waiters = counts_flag("--waiters", o.waiters, 1, 100000, "a waiter count");
+  plan.requesters = counts_flag("--requesters", o.requesters, 1, 1024, "a requester count");
   const bool soak = std::find(ops.begin(), ops.end(), kSoakOp) != ops.end();
   const DurationRange ttl_range{milliseconds(300), std::chrono::minutes(10)};
   plan.held_ttl = o.held_ttl.empty() ? milliseconds(3000) : duration_flag("--held-ttl", o.held_ttl, ttl_range);
@@ -590,7 +599,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--ops", o->ops,
                   "Comma-separated: lease-distinct, lease-hot, handoff, guarded-decrement, rowlock-decrement, "
                   "cas-decrement, idem-first, idem-replay, inbox, held-leases, waiters, fair-lease, semaphore-hot, "
-                  "rw-mixed, or all; and churn-soak (never part of all)")
+                  "rw-mixed, takeover, lease-coalesced, or all; and churn-soak (never part of all)")
       ->capture_default_str();
   cmd->add_option("--clients", o->clients, "Comma-separated client counts (one connection each)")->capture_default_str();
   cmd->add_option("--duration", o->duration,
@@ -675,6 +684,10 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--waiters", o->waiters,
                   "waiters: comma-separated counts of handles of one lock client waiting with acquire_async() on "
                   "one name")
+      ->capture_default_str();
+  cmd->add_option("--requesters", o->requesters,
+                  "lease-coalesced: comma-separated counts of threads on one lock client (4 connections), each "
+                  "taking and releasing a name of its own")
       ->capture_default_str();
   cmd->add_flag("--keep", o->keep, "Keep the rows and the bench table afterwards");
   cmd->callback([o] {

@@ -308,6 +308,10 @@ struct Comparator {
   Durability durability;   // of a lock cycle, read from the server
   int round_trips = 0;     // of an uncontended lock cycle (statements_per_op)
   MakeContender make;
+  // lease-coalesced's comparator: contenders sharing two connections, each
+  // of which sends what its requesters queued as one pipeline (a fresh pair
+  // per call: one cell). Empty: the comparator has none.
+  std::function<MakeContender()> pipelined;
 };
 // From the comparators module (bench_comparators.h; throws not_supported,
 // saying why, when it is not there).

@@ -16,7 +16,7 @@
 
 namespace sqlguard::bench {
 
-inline constexpr int kComparatorsAbi = 1;
+inline constexpr int kComparatorsAbi = 2;  // 2: Comparator::pipelined
 inline constexpr const char* kComparatorsEntry = "sqlguard_bench_comparators";
 inline constexpr const char* kComparatorsFile = "sqlguard-bench-comparators.so";
 inline constexpr const char* kComparatorsPackage = "sqlguard-bench-comparators";

@@ -83,12 +83,19 @@ void print_client_row(const json& j) {
       std::cout << "; heap/waiter " << num("heap_per_waiter_bytes", 0) << " B over " << num("waiters_measured", 0)
                 << " waiters, left after their waits " << num("heap_left_by_waits_bytes", 0) << " B";
     std::cout << ", errors " << j.value("errors", 0) << "\n";
+  } else if (op == "lease-coalesced" && j.value("comparator", false)) {
+    std::cout << "lease-coalesced " << j.value("dialect", "") << " requesters=" << j.value("requesters", 0)
+              << " on 2 pipelined connections: " << num("ops_per_s", 0) << " acquire+release/s, p50 " << num("p50_ms", 2)
+              << " ms, p99 " << num("p99_ms", 2) << " ms (" << j.value("durability", "") << "), errors "
+              << j.value("errors", 0) << "\n";
   } else if (op == "lease-coalesced") {
     std::cout << "lease-coalesced requesters=" << j.value("requesters", 0) << " on one lock client ("
               << num("connections", 0) << " connections): " << num("ops_per_s", 0) << " acquire+release/s, p50 "
               << num("p50_ms", 2) << " ms, p99 " << num("p99_ms", 2) << " ms, " << num("calls_per_batch", 1)
               << " calls/batch; each call alone: " << num("alone_ops_per_s", 0) << "/s (p99 " << num("alone_p99_ms", 2)
-              << " ms), ratio " << num("coalesced_vs_alone", 2) << ", errors " << j.value("errors", 0) << "\n";
+              << " ms), ratio " << num("coalesced_vs_alone", 2);
+    if (j.contains("vs_redis")) std::cout << ", vs pipelined redis " << num("vs_redis", 2);
+    std::cout << ", errors " << j.value("errors", 0) << "\n";
   } else if (op == "takeover") {
     std::cout << "takeover rule=" << j.value("rule", "") << " ttl " << num("ttl_ms", 0) << " ms: waiting handle "
               << num("waiting_p50_ms", 0) << " / " << num("waiting_max_ms", 0)

@@ -155,10 +155,37 @@ json handoff_cell(const std::string& lock, int clients, const MakeContender& mak
 // sqlguard's run: lease-distinct (a lock per client), lease-hot (one lock,
 // waited acquires), handoff (one lock, >= 2 clients).
 std::vector<json> run_comparator(const Comparator& c, const std::vector<std::string>& ops,
-                                 const std::vector<int>& clients, const Opts& o, const Timing& t,
-                                 const std::string& run_tag) {
+                                 const std::vector<int>& clients, const std::vector<int>& requesters, const Opts& o,
+                                 const Timing& t, const std::string& run_tag) {
   std::vector<json> out;
   for (const auto& op : ops) {
+    if (op == "lease-coalesced" && c.pipelined) {
+      // Requesters sharing two pipelined connections (lease-coalesced's
+      // sqlguard side shares two work connections), a key of their own each.
+      for (int n : requesters) {
+        const std::string lock = run_tag + ":" + c.name + ":coalesced:" + std::to_string(n);
+        json j = {{"dialect", c.name}, {"comparator", true}, {"op", op}, {"requesters", n}, {"clients", n},
+                  {"mode", "threads"}, {"connections", 2}};
+        const MakeContender make = c.pipelined();
+        Stats st = run_clients(n, false, [&](int i) -> OpFn {
+          std::shared_ptr<Contender> ct = make(lock + ":" + std::to_string(i), i);
+          return [ct] {
+            if (!ct->acquire(milliseconds(0))) return false;
+            ct->release();
+            return true;
+          };
+        }, t.warmup, t.duration);
+        add_cell_fields(j, op, st, nullptr);
+        j["statements_per_op"] = c.round_trips;
+        add_durability_fields(j, c.durability);
+        // A pipeline's writes share their flush (Redis fsyncs once per event
+        // loop batch before it answers), as a lock client batch's do.
+        j["durability"] = c.durability.summary + "; pipelined: the writes of one batch share a flush";
+        j["flushes_per_cycle"] = nullptr;
+        out.push_back(j);
+      }
+      continue;
+    }
     if (!lease_op(op)) continue;
     for (int n : clients) {
       if (op == "handoff" && n < 2) continue;  // a hand-off needs a second client
@@ -231,8 +258,12 @@ struct ClientPlan {
 // The cells of one lock-client op (held-leases: one per --held value with
 // the lock client, then today's per-lease model at --per-lease leases, as
 // many as the server has room for; waiters: one per --waiters value).
+// What each comparator's cells measured: name -> (op, clients) -> ops/s.
+using ComparatorOps = std::map<std::string, std::map<std::pair<std::string, int>, double>>;
+
 void run_client_op(const std::string& op, const ClientPlan& plan, const Opts& o, Connection& admin,
-                   const std::string& dialect, const std::string& run_tag, int& cell_no, const Timing& t) {
+                   const std::string& dialect, const std::string& run_tag, int& cell_no, const Timing& t,
+                   const ComparatorOps& comparator_ops) {
   auto bench = [&] {
     ++cell_no;
     const std::string tag = random_hex(10);
@@ -282,8 +313,15 @@ void run_client_op(const std::string& op, const ClientPlan& plan, const Opts& o,
   }
   if (op == "lease-coalesced") {
     for (int n : plan.requesters)
-      emit_cell({{"requesters", n}, {"clients", n}},
-                [&] { return coalesced_cell(bench(), static_cast<std::size_t>(n), t.warmup, t.duration); });
+      emit_cell({{"requesters", n}, {"clients", n}}, [&] {
+        json j = coalesced_cell(bench(), static_cast<std::size_t>(n), t.warmup, t.duration);
+        for (const auto& [name, by_cell] : comparator_ops) {
+          auto it = by_cell.find({op, n});
+          if (it != by_cell.end() && it->second > 0 && j["ops_per_s"].is_number())
+            j["vs_" + name] = r3(j["ops_per_s"].get<double>() / it->second);
+        }
+        return j;
+      });
     return;
   }
   if (op == "waiters") {
@@ -496,9 +534,9 @@ void run_bench(const Opts& o) {
   }
   // Comparators first (same run, same client counts): every lease cell then
   // reports vs_<name> = its ops/s over the comparator's for the same op and clients.
-  std::map<std::string, std::map<std::pair<std::string, int>, double>> comparator_ops;
+  ComparatorOps comparator_ops;
   for (const auto& c : comparators) {
-    for (auto& j : run_comparator(c, ops, clients, o, timing, run_tag)) {
+    for (auto& j : run_comparator(c, ops, clients, plan.requesters, o, timing, run_tag)) {
       comparator_ops[c.name][{j["op"].get<std::string>(), j["clients"].get<int>()}] = j["ops_per_s"].get<double>();
       emit(j, o, c.name);
       cells.push_back(j);
@@ -528,7 +566,7 @@ void run_bench(const Opts& o) {
   int cell_no = 0;
   for (const auto& op : ops) {
     if (client_op(op)) {
-      run_client_op(op, plan, o, *admin, dialect, run_tag, cell_no, timing);
+      run_client_op(op, plan, o, *admin, dialect, run_tag, cell_no, timing, comparator_ops);
       continue;
     }
     for (int n : clients) {

@@ -86,10 +86,7 @@ etcd_started=0
 etcd_env() { SQLGUARD_SERVERS_DIR=$out SQLGUARD_ETCD_PORT=$etcd_port "$here/etcdserver.sh" "$@"; }
 cleanup() {
   local rc=$?
-  if [[ -n "$redis_pidfile" && -f "$redis_pidfile" ]]; then
-    kill "$(cat "$redis_pidfile")" 2>/dev/null || true
-    rm -f "$redis_pidfile"
-  fi
+  bench_stop_redis
   if (( etcd_started )); then
     etcd_env stop --purge >&2 || true
     rm -rf "$out/etcd"
@@ -121,15 +118,7 @@ if [[ "$redis_port" != off ]] && command -v redis-server >/dev/null 2>&1 && ! un
     (( publish )) && die "--publish needs the Redis comparator, but port $redis_port is busy (set BENCH_REDIS_PORT)"
     log "port $redis_port is busy: skipping the Redis comparator"
   else
-    redis_pidfile=$out/.redis.pid
-    # A throwaway server: a previous run's AOF would be reloaded first (and
-    # answer LOADING to the first commands).
-    rm -rf "$out/appendonlydir"
-    # appendfsync always: the closest Redis gets to the databases' durable commits
-    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync always \
-      --dir "$out" --appendfilename bench-redis.aof --daemonize yes --pidfile "$redis_pidfile" \
-      --logfile "$out/redis.log" >/dev/null
-    for _ in $(seq 50); do [[ -f "$redis_pidfile" ]] && break; sleep 0.1; done
+    bench_start_redis "$redis_port"
     redis_arg=(--redis "127.0.0.1:$redis_port")
     log "Redis comparator on 127.0.0.1:$redis_port (appendfsync always)"
   fi

@@ -1,4 +1,4 @@
-# Sourced by tools/bench.sh and tools/churn_soak.sh: their messages, the
+# Sourced by tools/bench.sh, tools/bench_barging.sh, tools/bench_coalesced.sh and tools/churn_soak.sh: their messages, the
 # binary, the output directory and the durable throwaway servers of a
 # published run. Needs $here (tools/) and $prog (the messages' prefix).
 
@@ -41,4 +41,25 @@ bench_start_servers() {
 bench_stop_servers() {
   log "stopping the bench servers"
   "$root/tools/dbservers.sh" stop all >&2 || true
+}
+
+# A throwaway redis-server on 127.0.0.1:$1 (appendfsync always: the closest
+# Redis gets to the databases' durable commits), its files in $out; sets
+# redis_pidfile (bench_stop_redis stops it). A previous run's AOF would be
+# reloaded first (and answer LOADING to the first commands): removed.
+bench_start_redis() {
+  redis_pidfile=$out/.redis.pid
+  rm -rf "$out/appendonlydir"
+  redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync always \
+    --dir "$out" --appendfilename bench-redis.aof --daemonize yes --pidfile "$redis_pidfile" \
+    --logfile "$out/redis.log" >/dev/null
+  for _ in $(seq 50); do [[ -f "$redis_pidfile" ]] && break; sleep 0.1; done
+  [[ -f "$redis_pidfile" ]] || die "redis-server on port $1 did not start (see $out/redis.log)"
+}
+
+bench_stop_redis() {
+  if [[ -n "${redis_pidfile:-}" && -f "$redis_pidfile" ]]; then
+    kill "$(cat "$redis_pidfile")" 2>/dev/null || true
+    rm -f "$redis_pidfile"
+  fi
 }

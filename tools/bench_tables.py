@@ -16,7 +16,7 @@ Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
 `<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff, barging,
 comparators, scale, round-trips, held-leases, held-leases-summary (README.md), waiters,
-fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate, takeover. Each
+fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate, takeover, coalesced. Each
 table ends with the run it comes from
 (date, machine, matrix); durability is stated in the rows. No number in those
 regions is typed by hand, so none can contradict the data.
@@ -33,7 +33,7 @@ LOADED = "-cpu-load"  # <dialect>-cpu-load.json: waiters and handoff beside --cp
 LEASE_OPS = ("lease-distinct", "lease-hot")
 # The lock-client ops: one cell per --held / --waiters value, not per client
 # count; they have tables of their own and stay out of the matrix tables.
-CLIENT_OPS = ("held-leases", "waiters", "churn-soak", "takeover")
+CLIENT_OPS = ("held-leases", "waiters", "churn-soak", "takeover", "lease-coalesced")
 # The synchronizer ops (issue 28): op x clients cells, but each has a table of
 # its own (fair-lease holds two sides per cell) and none is in the main table.
 SYNC_OPS = ("fair-lease", "semaphore-hot", "rw-mixed")
@@ -156,6 +156,22 @@ class Run:
                                                                         self.barging_settings.get("run_id")))
                 if rows:
                     self.barging[name] = rows
+
+        # Coalesced calls (issue 40 item 5, tools/bench_coalesced.sh): lease-coalesced
+        # beside per-call lease-distinct and Redis, a run of its own in coalesced/.
+        self.coalesced = {}
+        cdir = os.path.join(d, "coalesced")
+        self.coalesced_settings = read_settings(os.path.join(cdir, "settings.txt"))
+        if os.path.isdir(cdir):
+            for name, _ in DIALECTS:
+                rows = load(os.path.join(cdir, name + ".json"))
+                for r in rows:
+                    if r.get("run_id") != self.coalesced_settings.get("run_id"):
+                        raise DataError("{}/coalesced/{}.json has a cell of run {} but its settings.txt is run {}: a "
+                                        "table never mixes runs".format(d, name, r.get("run_id"),
+                                                                        self.coalesced_settings.get("run_id")))
+                if rows:
+                    self.coalesced[name] = rows
 
     def rows(self, name):
         return self.files.get(name, [])
@@ -752,6 +768,43 @@ def table_barging(run):
     return "\n".join(out)
 
 
+def table_coalesced(run):
+    """lease-coalesced (issue 40 item 5) beside per-call lease-distinct at 16 clients and Redis, one run."""
+    if not run.coalesced:
+        return "_No coalescing run in docs/bench/coalesced/ (tools/bench_coalesced.sh --publish)._"
+    out = ["| dialect | requesters (connections) | acquire+release/s | p50 / p99 ms | calls per batch "
+           "| each call alone /s (p99 ms) | ÷ per-call `lease-distinct` at 16 clients (its /s) "
+           "| Redis pipelined /s (p99 ms) | ÷ Redis |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    durability = {}
+    for d, title in DIALECTS:
+        rows = run.coalesced.get(d, [])
+        ours = [r for r in rows if r.get("op") == "lease-coalesced" and not r.get("comparator")]
+        distinct = [r for r in rows if r.get("op") == "lease-distinct" and not r.get("comparator")
+                    and r.get("clients") == 16]
+        base = distinct[0].get("ops_per_s") if distinct else None
+        if distinct:
+            durability[title] = distinct[0].get("durability")
+        for r in sorted(ours, key=lambda r: r.get("requesters", 0)):
+            redis = [c for c in rows if c.get("comparator") and c.get("dialect") == "redis"
+                     and c.get("op") == "lease-coalesced" and c.get("requesters") == r.get("requesters")]
+            rc = redis[0] if redis else {}
+            if rc:
+                durability["Redis"] = rc.get("durability")
+            out.append("| {} | {} ({}) | {} | {} | {} | {} ({}) | {} ({}) | {} ({}) | {} |".format(
+                title, n0(r.get("requesters")), n0(r.get("connections")), n0(r.get("ops_per_s")),
+                slash(n1(r.get("p50_ms")), n1(r.get("p99_ms"))), n1(r.get("calls_per_batch")),
+                n0(r.get("alone_ops_per_s")), n0(r.get("alone_p99_ms")),
+                n2(r["ops_per_s"] / base) if base and r.get("ops_per_s") else "-", n0(base),
+                n0(rc.get("ops_per_s")), n1(rc.get("p99_ms")), n2(r.get("vs_redis"))))
+    s = run.coalesced_settings
+    out += [""] + ["<sub>{}: {}</sub><br>".format(k, v) for k, v in durability.items() if v]
+    out += ["<sub>Run {} · {} · {} · {} · {} · durable servers · data: docs/bench/coalesced/</sub>".format(
+        s.get("date", "of unknown date"), s.get("host", "unknown host"), s.get("cpu", "unknown cpu"),
+        s.get("matrix", "unknown matrix"), s.get("redis", "no redis"))]
+    return "\n".join(out)
+
+
 def table_cpu_load(run):
     """waiters and handoff quiet (<dialect>.json) beside the same cells under --cpu-load (<dialect>-cpu-load.json)."""
     pairs = []
@@ -795,7 +848,7 @@ def tables(d):
             "semaphore-hot": table_semaphore_hot(run), "rw-mixed": table_rw_mixed(run),
             "churn-soak": table_churn_soak(run), "renewer-overload": table_renewer_overload(run),
             "cpu-load": table_cpu_load(run), "commit-rate": table_commit_rate(run),
-            "takeover": table_takeover(run), "barging": table_barging(run)}
+            "takeover": table_takeover(run), "barging": table_barging(run), "coalesced": table_coalesced(run)}
 
 
 REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)

@@ -272,3 +272,50 @@ TEST_CASE("64 threads on one lock client with two work connections take and rele
   else CHECK(s.batches == 0);
   CHECK(s.calls_queued == 0);
 }
+
+TEST_CASE("calls queued for coalescing longer than borrow_timeout fail with kResourceExhausted; held leases are "
+          "untouched and the queue empties",
+          "[coalesce][lock-client]") {
+  LockClientOptions co;
+  co.max_connections = 3;  // one work connection
+  co.borrow_timeout = 300ms;
+  auto client = LockClient::create(ctx().uri, co);
+  LeaseLock held(client, ctx().unique("ex_held"), LeaseOptions{});
+  REQUIRE(held.try_acquire());
+  const std::int64_t fence = held.fence();
+  // The one work connection stays busy in a guarded transaction for longer
+  // than borrow_timeout.
+  std::promise<void> inside, go;
+  std::shared_future<void> go_f = go.get_future().share();
+  std::thread guard([&] {
+    held.run_guarded([&](Transaction&) {
+      inside.set_value();
+      go_f.wait();
+    });
+  });
+  inside.get_future().wait();
+  const int n = 6;
+  std::vector<std::unique_ptr<LeaseLock>> locks;
+  for (int i = 0; i < n; ++i) locks.push_back(std::make_unique<LeaseLock>(client, ctx().unique("ex_new"), LeaseOptions{}));
+  std::vector<std::future<ErrorCode>> answers;
+  for (int i = 0; i < n; ++i)
+    answers.push_back(std::async(std::launch::async, [&, i]() -> ErrorCode {
+      try {
+        locks[static_cast<std::size_t>(i)]->try_acquire();
+        return ErrorCode::kInternal;  // (answered: not expected while the connection is busy)
+      } catch (const Error& e) {
+        return e.code();
+      }
+    }));
+  for (auto& a : answers) CHECK(a.get() == ErrorCode::kResourceExhausted);
+  CHECK(client->stats().calls_queued == 0);
+  go.set_value();
+  guard.join();
+  // The held lease was never at stake, and the client works again.
+  CHECK(held.owns());
+  CHECK(held.fence() == fence);
+  for (auto& l : locks) CHECK_FALSE(l->owns());
+  CHECK(locks[0]->try_acquire());
+  CHECK(locks[0]->release());
+  CHECK(held.release());
+}

@@ -26,14 +26,7 @@ prog=bench_barging
 # shellcheck source=tools/bench_lib.sh
 . "$here/bench_lib.sh"
 
-publish=0
-for arg in "$@"; do
-  case "$arg" in
-    --publish) publish=1 ;;
-    -h|--help) usage; exit 0 ;;
-    *) usage; die "unknown argument: $arg" ;;
-  esac
-done
+bench_publish_flag "$@"
 
 BENCH_OUT=${BENCH_OUT:-$root/bench-results/barging}
 bench_bin_and_out

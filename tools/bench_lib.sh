@@ -63,3 +63,17 @@ bench_stop_redis() {
     rm -f "$redis_pidfile"
   fi
 }
+
+# Sets publish=1 for --publish; prints the usage for -h/--help; refuses
+# anything else (the side runs: bench_barging.sh, bench_coalesced.sh).
+bench_publish_flag() {
+  publish=0
+  local arg
+  for arg in "$@"; do
+    case "$arg" in
+      --publish) publish=1 ;;
+      -h|--help) usage; exit 0 ;;
+      *) usage; die "unknown argument: $arg" ;;
+    esac
+  done
+}

@@ -102,6 +102,24 @@ def load_soak(d, name):
     return run, cells
 
 
+def side_run(d, sub):
+    """A run of its own in DIR/SUB/ (<dialect>.json + settings.txt): its rows by dialect and its settings;
+    every cell must carry the settings' run_id."""
+    out = {}
+    sdir = os.path.join(d, sub)
+    settings = read_settings(os.path.join(sdir, "settings.txt"))
+    if os.path.isdir(sdir):
+        for name, _ in DIALECTS:
+            rows = load(os.path.join(sdir, name + ".json"))
+            for r in rows:
+                if r.get("run_id") != settings.get("run_id"):
+                    raise DataError("{}/{}/{}.json has a cell of run {} but its settings.txt is run {}: a table "
+                                    "never mixes runs".format(d, sub, name, r.get("run_id"), settings.get("run_id")))
+            if rows:
+                out[name] = rows
+    return out, settings
+
+
 def read_settings(path):
     """A run's settings.txt as a dict of its `key: value` lines (empty when there is none)."""
     settings = {}
@@ -143,35 +161,10 @@ class Run:
 
         # Bounded barging (issue 40, tools/bench_barging.sh): lease-hot under each
         # --barging-limit, in rounds, a run of its own in barging/.
-        self.barging = {}
-        bdir = os.path.join(d, "barging")
-        self.barging_settings = read_settings(os.path.join(bdir, "settings.txt"))
-        if os.path.isdir(bdir):
-            for name, _ in DIALECTS:
-                rows = load(os.path.join(bdir, name + ".json"))
-                for r in rows:
-                    if r.get("run_id") != self.barging_settings.get("run_id"):
-                        raise DataError("{}/barging/{}.json has a cell of run {} but its settings.txt is run {}: a "
-                                        "table never mixes runs".format(d, name, r.get("run_id"),
-                                                                        self.barging_settings.get("run_id")))
-                if rows:
-                    self.barging[name] = rows
-
+        self.barging, self.barging_settings = side_run(d, "barging")
         # Coalesced calls (issue 40 item 5, tools/bench_coalesced.sh): lease-coalesced
         # beside per-call lease-distinct and Redis, a run of its own in coalesced/.
-        self.coalesced = {}
-        cdir = os.path.join(d, "coalesced")
-        self.coalesced_settings = read_settings(os.path.join(cdir, "settings.txt"))
-        if os.path.isdir(cdir):
-            for name, _ in DIALECTS:
-                rows = load(os.path.join(cdir, name + ".json"))
-                for r in rows:
-                    if r.get("run_id") != self.coalesced_settings.get("run_id"):
-                        raise DataError("{}/coalesced/{}.json has a cell of run {} but its settings.txt is run {}: a "
-                                        "table never mixes runs".format(d, name, r.get("run_id"),
-                                                                        self.coalesced_settings.get("run_id")))
-                if rows:
-                    self.coalesced[name] = rows
+        self.coalesced, self.coalesced_settings = side_run(d, "coalesced")
 
     def rows(self, name):
         return self.files.get(name, [])

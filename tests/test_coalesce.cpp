@@ -319,3 +319,22 @@ TEST_CASE("calls queued for coalescing longer than borrow_timeout fail with kRes
   CHECK(locks[0]->release());
   CHECK(held.release());
 }
+
+TEST_CASE("batch_max outside 1 .. 64 is refused with an error naming it, before anything connects", "[coalesce][bad-input]") {
+  for (std::size_t bad : {std::size_t{0}, std::size_t{65}}) {
+    LockClientOptions co;
+    co.batch_max = bad;
+    INFO("batch_max " << bad);
+    try {
+      LockClient::create(ctx().uri, co);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kInvalidArgument);
+      CHECK(std::string(e.what()).find("batch_max is " + std::to_string(bad) + "; it must be 1 .. 64") !=
+            std::string::npos);
+    }
+  }
+  LockClientOptions one;
+  one.batch_max = 1;  // the bounds themselves are accepted
+  CHECK(LockClient::create(ctx().uri, one) != nullptr);
+}

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/reconnect.h"
 #include "sqlguard/pool.h"
 #include "test_context.h"
 
@@ -264,4 +265,53 @@ TEST_CASE("32 threads on a pool keep working across a database server restart", 
   WARN("pool across restart: inserts " << done.load() << ", after restart " << ops_after.load() << ", opened "
                                        << st.opened << ", discarded " << st.discarded << ", health failures "
                                        << st.health_failures << ", retries " << retries.load());
+}
+
+TEST_CASE("a call at its deadline on a connection whose session was killed while idle gets one fresh session, not an "
+          "error",
+          "[pool][reconnect]") {
+  // Seen in CI (stop 57): a fair acquire that gave up right after its
+  // sessions were killed threw connection_lost from its last look at the
+  // queue, sent with no budget left, instead of answering "not acquired".
+  if (ctx().is_sqlite() || ctx().pooler) {
+    SUCCEED("needs a server session of its own to kill");
+    return;
+  }
+  auto conn = ctx().connect();
+  const std::int64_t sid = conn->session_id();
+  if (ctx().is(DialectKind::kPostgresql))
+    sgtest::exec("SELECT pg_terminate_backend(" + std::to_string(sid) + ")");
+  else
+    sgtest::probe().execute_once("KILL " + std::to_string(sid));
+  std::this_thread::sleep_for(200ms);
+  int calls = 0;
+  const std::int64_t now = detail::with_reconnect(*conn, 0ms, "a test call", [&](int) {
+    ++calls;
+    return conn->db_now_ms();
+  });
+  CHECK(now > 0);
+  CHECK(calls == 2);
+  CHECK(conn->session_id() != sid);
+
+  // Negative controls: past the budget only that one retry (a server that
+  // stays away fails the call), and only for a session found dead before
+  // anything was sent (a timeout or a lost answer is not retried).
+  calls = 0;
+  CHECK_THROWS_AS(detail::with_reconnect(*conn, 0ms, "a test call",
+                                         [&](int) -> int {
+                                           ++calls;
+                                           throw Error(ErrorCode::kConnectionLost, "staged", "test");
+                                         }),
+                  Error);
+  CHECK(calls == 2);
+  for (ErrorCode code : {ErrorCode::kTimeout, ErrorCode::kCommitInDoubt}) {
+    calls = 0;
+    CHECK_THROWS_AS(detail::with_reconnect(*conn, 0ms, "a test call",
+                                           [&](int) -> int {
+                                             ++calls;
+                                             throw Error(code, "staged", "test");
+                                           }),
+                    Error);
+    CHECK(calls == 1);
+  }
 }

@@ -58,7 +58,8 @@ auto retry_contention(Connection& conn, F&& f, bool (*retryable)(const Error&) =
 
 // Lease statements are idempotent by owner token, so a connection lost, a
 // timeout or an unknown outcome is retried on a fresh connection, with
-// full-jitter backoff, until `budget` has passed; other errors propagate.
+// full-jitter backoff, until `budget` has passed (a first attempt that found
+// its session dead is retried once even past it); other errors propagate.
 // InDoubt::kThrow: an unknown COMMIT outcome is not retried (a guarded
 // transaction's work may have committed).
 enum class InDoubt { kRetry, kThrow };
@@ -73,9 +74,15 @@ auto with_reconnect(Connection& conn, std::chrono::milliseconds budget, const st
     } catch (const Error& e) {
       const bool transient = is_outage(e) && (e.code() != ErrorCode::kCommitInDoubt || in_doubt == InDoubt::kRetry);
       auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (!transient || conn.in_transaction() || left.count() <= 0) throw;
+      // A session found dead before the first statement left (killed while
+      // idle, a restart between calls: connection_lost, nothing sent) is
+      // replaced once however little budget is left: a call at its deadline
+      // on a stale connection otherwise fails with no round trip tried.
+      const bool stale_first = attempt == 1 && e.code() == ErrorCode::kConnectionLost;
+      if (!transient || conn.in_transaction() || (left.count() <= 0 && !stale_first)) throw;
       log(LogLevel::kInfo, what + " failed, reconnecting and retrying: " + e.what());
-      std::this_thread::sleep_for(std::min(Backoff{milliseconds(10), milliseconds(500)}.delay(attempt), left));
+      if (left.count() > 0)
+        std::this_thread::sleep_for(std::min(Backoff{milliseconds(10), milliseconds(500)}.delay(attempt), left));
       try {
         conn.reconnect();
       } catch (const Error& re) {

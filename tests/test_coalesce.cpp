@@ -338,3 +338,140 @@ TEST_CASE("batch_max outside 1 .. 64 is refused with an error naming it, before 
   one.batch_max = 1;  // the bounds themselves are accepted
   CHECK(LockClient::create(ctx().uri, one) != nullptr);
 }
+
+TEST_CASE("asynchronous acquires and releases of many names are sent in batches by the client's sender threads, each "
+          "with its own answer; a held name waits in the waiter queue and is woken by its release",
+          "[coalesce][lock-client][async]") {
+  auto probe = ctx().connect();
+  const bool batches = batch_plan(*probe) != nullptr;
+  const int n = 48;
+  LockClientOptions co;
+  co.max_connections = 3;  // renewal + listener + one work connection: one sender thread
+  SECTION("coalesced") {}
+  SECTION("negative control: batch_max = 1 sends every call alone") { co.batch_max = 1; }
+  const bool expect_batches = batches && co.batch_max > 1;
+  auto client = LockClient::create(ctx().uri, co);
+
+  std::vector<std::unique_ptr<LeaseLock>> locks;
+  for (int i = 0; i < n; ++i) locks.push_back(std::make_unique<LeaseLock>(client, ctx().unique("as_name"), LeaseOptions{}));
+  // A name another client holds: its acquire waits, then gets the release.
+  auto other = LockClient::create(ctx().uri);
+  const std::string held_name = ctx().unique("as_held");
+  LeaseLock holder(other, held_name, LeaseOptions{});
+  REQUIRE(holder.try_acquire());
+  LeaseLock late(client, held_name, LeaseOptions{});
+  LeaseLock at_once(client, ctx().unique("as_free"), LeaseOptions{});  // (below: nothing queued)
+
+  const auto before = client->stats();
+  std::vector<std::future<bool>> got;
+  for (auto& l : locks) got.push_back(l->acquire_async(10s));  // every call from this one thread, none blocks
+  auto late_got = late.acquire_async(30s);
+  for (int i = 0; i < n; ++i) {
+    INFO("lease " << i);
+    REQUIRE(got[static_cast<std::size_t>(i)].wait_for(20s) == std::future_status::ready);
+    CHECK(got[static_cast<std::size_t>(i)].get());
+    CHECK(locks[static_cast<std::size_t>(i)]->owns());
+  }
+  const auto after_acquire = client->stats();
+  INFO("batches " << after_acquire.batches - before.batches << ", calls carried "
+                  << after_acquire.batched_calls - before.batched_calls);
+  if (expect_batches) {
+    // 49 calls on one connection: the first went alone, the rest in batches
+    // of up to 64 (the late one's try among them, answered busy).
+    CHECK(after_acquire.batches - before.batches >= 1);
+    CHECK(after_acquire.batched_calls - before.batched_calls >= 10);
+  } else {
+    CHECK(after_acquire.batches == before.batches);
+  }
+  CHECK(late_got.wait_for(300ms) == std::future_status::timeout);  // held by the other client: waiting
+  CHECK(client->stats().waiters == 1);
+  CHECK(holder.release());
+  REQUIRE(late_got.wait_for(20s) == std::future_status::ready);
+  CHECK(late_got.get());
+  CHECK(late.owns());
+
+  // Releases: all from this thread, none blocks; each answered true.
+  std::vector<std::future<bool>> rel;
+  for (auto& l : locks) rel.push_back(l->release_async());
+  for (int i = 0; i < n; ++i) {
+    INFO("lease " << i);
+    REQUIRE(rel[static_cast<std::size_t>(i)].wait_for(20s) == std::future_status::ready);
+    CHECK(rel[static_cast<std::size_t>(i)].get());
+    CHECK_FALSE(locks[static_cast<std::size_t>(i)]->owns());
+    CHECK(locks[static_cast<std::size_t>(i)]->hold_count() == 0);
+  }
+  const auto after_release = client->stats();
+  if (expect_batches) CHECK(after_release.batches > after_acquire.batches);
+  else CHECK(after_release.batches == before.batches);
+  auto c = ctx().connect();
+  for (int i = 0; i < n; ++i) {
+    INFO("lease " << i);
+    CHECK_FALSE(row_of(*c, locks[static_cast<std::size_t>(i)]->name()).held);
+  }
+  CHECK(late.release_async().get());
+  CHECK_FALSE(row_of(*c, held_name).held);
+  // An idle client: a lone asynchronous call is sent at once, alone.
+  CHECK(at_once.acquire_async(5s).get());
+  CHECK(at_once.release_async().get());
+  CHECK(client->stats().calls_queued == 0);
+}
+
+TEST_CASE("release_async answers at once when nothing is sent, is refused where it is not offered, and a handle "
+          "destroyed right after it waits for it",
+          "[coalesce][lock-client][async][bad-input]") {
+  auto client = LockClient::create(ctx().uri);
+  LeaseLock l(client, ctx().unique("ra"), LeaseOptions{});
+  // Not held: false at once (on this thread), nothing sent.
+  CHECK_FALSE(l.release_async().get());
+  // Re-entrant: the first of two holds is dropped at once, still held.
+  REQUIRE(l.try_acquire());
+  REQUIRE(l.try_acquire());
+  CHECK(l.release_async().get());
+  CHECK(l.hold_count() == 1);
+  CHECK(l.owns());
+  CHECK(l.release_async().get());
+  CHECK(l.hold_count() == 0);
+  // An empty callback.
+  REQUIRE(l.try_acquire());
+  try {
+    l.release_async(ReleaseCallback{});
+    FAIL("an empty callback was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kInvalidArgument);
+    CHECK(std::string(e.what()).find("release_async") != std::string::npos);
+  }
+  CHECK(l.owns());  // (refused before anything changed)
+  CHECK(l.release());
+  // Other kinds: kNotSupported naming the kind.
+  Semaphore sem(client, ctx().unique("ra_sem"), 2);
+  REQUIRE(sem.try_acquire());
+  try {
+    sem.release_async([](bool, std::exception_ptr) {});
+    FAIL("release_async of a semaphore was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kNotSupported);
+    CHECK(std::string(e.what()).find("semaphore") != std::string::npos);
+  }
+  CHECK(sem.release());
+  // A handle on a borrowed connection has no sender thread.
+  auto own = ctx().connect();
+  LeaseLock borrowed(*own, ctx().unique("ra_borrowed"), LeaseOptions{});
+  REQUIRE(borrowed.try_acquire());
+  CHECK_THROWS_MATCHES(borrowed.release_async([](bool, std::exception_ptr) {}), Error,
+                       Catch::Predicate<Error>([](const Error& e) { return e.code() == ErrorCode::kNotSupported; }));
+  CHECK(borrowed.release());
+  // Destroyed right after: the destructor waits for the release (its
+  // completion still runs, on a sender thread, and the row is released).
+  const std::string name = ctx().unique("ra_gone");
+  std::promise<bool> answer;
+  {
+    LeaseLock gone(client, name, LeaseOptions{});
+    REQUIRE(gone.try_acquire());
+    gone.release_async([&](bool ok, std::exception_ptr) { answer.set_value(ok); });
+  }
+  auto f = answer.get_future();
+  REQUIRE(f.wait_for(1s) == std::future_status::ready);  // (done before the destructor returned)
+  CHECK(f.get());
+  auto c = ctx().connect();
+  CHECK_FALSE(row_of(*c, name).held);
+}

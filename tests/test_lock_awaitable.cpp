@@ -19,6 +19,8 @@
 #include <optional>
 #include <thread>
 
+#include "dialect/dialect.h"
+#include "plans/plans.h"
 #include "sqlguard/admin.h"
 #include "sqlguard/errors.h"
 #include "sqlguard/lease_lock.h"
@@ -28,6 +30,7 @@
 #include "test_helpers.h"
 
 using sgtest::ctx;
+using sgtest::eventually;
 using namespace std::chrono_literals;
 
 namespace {
@@ -349,6 +352,8 @@ TEST_CASE("destroying the LeaseLock while a coroutine awaits it resumes the coro
   // `first` is the head of the name's queue; the coroutine's handle waits
   // behind it, so no attempt of its own runs when it is destroyed.
   auto first_done = first.acquire_async(60s);
+  // (its first try answered busy: it is the head of the name's queue)
+  REQUIRE(eventually([&] { return client->stats().attempts > 0 && client->stats().calls_queued == 0; }, 10s));
   LoopExecutor ex;
   Posts posts;
   std::optional<Task> task;
@@ -404,10 +409,15 @@ struct StuckAttempt {
     });
     started.get_future().wait();  // the only work connection is taken
   }
-  // Returns once the waiter thread has started an attempt (it waits for a connection).
+  // Returns once an attempt has started and waits for a connection: the
+  // waiter thread's, or (a lease's first try) one queued for a sender thread.
+  bool attempt_started() const {
+    const auto s = client->stats();
+    return s.attempts > 0 || s.calls_queued > 0;
+  }
   void wait_for_attempt() const {
-    for (int i = 0; i < 6000 && client->stats().attempts == 0; ++i) std::this_thread::sleep_for(1ms);
-    REQUIRE(client->stats().attempts > 0);
+    for (int i = 0; i < 6000 && !attempt_started(); ++i) std::this_thread::sleep_for(1ms);
+    REQUIRE(attempt_started());
   }
   void unstick() {
     finish.set_value();
@@ -503,4 +513,67 @@ TEST_CASE("awaited acquires of new names leave nothing behind in the lock client
   }, 5s));
   CHECK(client->stats().names_tracked == 0);
   CHECK(grown <= 16 * 1024 + 2 * per_round);
+}
+
+namespace {
+// co_awaits acquire then release of `lock` `rounds` times; counts what it got.
+template <class Post>
+Task take_and_release(sqlguard::LeaseLock& lock, int rounds, Post post, std::atomic<int>& wins,
+                      std::atomic<int>& released, std::atomic<int>& finished, std::atomic<int>& errors,
+                      std::atomic<int>& off_executor, std::thread::id executor) {
+  for (int r = 0; r < rounds; ++r) {
+    try {
+      if (!co_await sqlguard::acquire_awaitable(lock, 10s, post)) continue;
+      ++wins;
+      if (std::this_thread::get_id() != executor) ++off_executor;
+      if (co_await sqlguard::release_awaitable(lock, post)) ++released;
+      if (std::this_thread::get_id() != executor) ++off_executor;
+    } catch (...) {
+      ++errors;
+    }
+  }
+  ++finished;
+}
+}  // namespace
+
+TEST_CASE("64 coroutines on one executor thread take and release names of their own through one lock client: every "
+          "acquire and release answered, resumed on the executor, batched where the dialect has a batch plan",
+          "[lock-awaitable][async][coalesce]") {
+  sqlguard::LockClientOptions co;
+  co.max_connections = 3;  // one work connection
+  auto client = sqlguard::LockClient::create(ctx().uri, co);
+  const int n = 64, rounds = 5;
+  std::vector<std::unique_ptr<sqlguard::LeaseLock>> locks;
+  for (int i = 0; i < n; ++i) locks.push_back(std::make_unique<sqlguard::LeaseLock>(client, ctx().unique("aw_many")));
+  LoopExecutor ex;
+  Posts posts;
+  std::atomic<int> wins{0}, released{0}, finished{0}, errors{0}, off_executor{0};
+  std::vector<std::optional<Task>> tasks(n);
+  ex.run([&] {
+    for (int i = 0; i < n; ++i) {
+      tasks[static_cast<std::size_t>(i)].emplace(take_and_release(*locks[static_cast<std::size_t>(i)], rounds,
+                                                                  post_to(ex, posts), wins, released, finished, errors,
+                                                                  off_executor, ex.id()));
+      tasks[static_cast<std::size_t>(i)]->h.resume();
+    }
+  });
+  REQUIRE(eventually([&] { return finished.load() == n; }, 60s));
+  CHECK(errors == 0);
+  CHECK(wins == n * rounds);  // each name has one user: every acquire wins
+  CHECK(released == n * rounds);
+  CHECK(off_executor == 0);
+  const auto s = client->stats();
+  INFO("batches " << s.batches << ", calls carried " << s.batched_calls);
+  auto c = ctx().connect();
+  const bool plan = c->dialect().plans().batch != nullptr;
+  if (plan) CHECK(s.batched_calls > s.batches);
+  else CHECK(s.batches == 0);
+  for (const auto& l : locks) {
+    auto info = sqlguard::lease_info(*c, l->name());
+    REQUIRE(info);
+    CHECK_FALSE(info->held());
+  }
+  CHECK(s.calls_queued == 0);
+  CHECK(s.waiters == 0);
+  ex.run([&] { tasks.clear(); });
 }

@@ -63,6 +63,7 @@ namespace detail {
 struct LeaseState;
 class ClientCore;
 struct ClientLease;
+struct HeldPlace;
 }  // namespace detail
 class LockClient;  // lock_client.h
 
@@ -261,6 +262,11 @@ class LeaseLock final : public Lock {
   // fence-checked; kept until the minimum hold ends). False if the lease was
   // no longer held (reported to the log hook with its cause).
   bool release() override;
+  // Lock::release_async: while every work connection is busy, sent in a
+  // batch with the client's other releases (a lease, not fair, on a dialect
+  // with a batch plan); else alone, by a sender thread.
+  void release_async(ReleaseCallback done) override;
+  using Lock::release_async;  // the std::future form
 
   bool owns() const override;                // held and inside the trust window
   std::int64_t fence() const override;       // token of the current/last lease; 0 before any
@@ -299,6 +305,7 @@ class LeaseLock final : public Lock {
   void init_client(bool renew);
   LossCause diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail);
   void stop_renewing();
+  bool release_on(Connection& conn, const std::string& owner, std::int64_t fence, const detail::HeldPlace& place);
   template <class Read>
   auto observe(Read read) const;  // detail::observe over this handle's lease (lease_lock.cpp)
 

@@ -58,6 +58,11 @@ struct LeaseLoss {
 // stayed unreachable (or no connection was free) until the wait ended, or
 // the attempt failed otherwise.
 using AcquireCallback = std::function<void(bool acquired, std::exception_ptr error)>;
+// Completion of an asynchronous release: what release() would have returned
+// (true: released, or not the last hold and still held; false: it was no
+// longer held), or (false, error) with what release() would have thrown
+// (the release could not be sent: the handle still holds it, release again).
+using ReleaseCallback = std::function<void(bool released, std::exception_ptr error)>;
 
 // What a lock name is. One name is one kind: the database refuses a handle
 // of another kind (or, for a semaphore, another permit count) on a name in
@@ -101,6 +106,16 @@ class Lock {
   // Drops one hold; the last one releases the row (owner- and fence-checked).
   // False when it was no longer held (its loss is in last_loss()).
   virtual bool release() = 0;
+  // release() without blocking the caller's thread: sent by one of the lock
+  // client's sender threads (and, where the dialect has a batch plan, in one
+  // statement with other releases of the client: LockClientOptions::batch_max);
+  // `done` runs once there (it must not block), or at once on the caller's
+  // thread when nothing is sent (not the last hold; not held; lost). One
+  // pending release per acquisition; the handle's destructor waits for it.
+  // Lease and fair-lease handles of a LockClient; a handle on a borrowed
+  // connection and the other kinds: kNotSupported (naming the kind).
+  virtual void release_async(ReleaseCallback done);
+  std::future<bool> release_async();
 
   virtual bool owns() const = 0;              // held and inside the trust window
   virtual std::int64_t fence() const = 0;     // of the current/last acquisition; 0 before any

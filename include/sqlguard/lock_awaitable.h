@@ -61,6 +61,12 @@
 //    coroutine is released (Lock::unlock(), one hold; errors go to the
 //    log hook). The destructor may then do one round trip to the database.
 //
+// Releases: `co_await sqlguard::release_awaitable(lock, post)` (bool, as
+// release()) sends the release from the client's sender thread
+// (Lock::release_async) and resumes through `post` the same way; with many
+// coroutines on one client, their acquires' first tries and their releases
+// go in batched statements (LockClientOptions::batch_max).
+//
 // Thread safety: as the handle's — one co_await per handle at a time, and the
 // handle is not used from another thread while the coroutine waits (owns(),
 // fence() and the other const readers excepted).
@@ -219,6 +225,84 @@ template <class Post>
 [[nodiscard]] AcquireAwaitable<std::decay_t<Post>> acquire_awaitable(Lock& lock, std::chrono::milliseconds wait,
                                                                      Post&& post) {
   return AcquireAwaitable<std::decay_t<Post>>(lock, wait, std::forward<Post>(post));
+}
+
+// The awaitable release_awaitable() returns: Lock::release_async() awaited.
+template <AcquirePost Post>
+class ReleaseAwaitable {
+ public:
+  ReleaseAwaitable(Lock& lock, Post post) : lock_(&lock), post_(std::move(post)) {}
+  ReleaseAwaitable(const ReleaseAwaitable&) = delete;
+  ReleaseAwaitable& operator=(const ReleaseAwaitable&) = delete;
+  ReleaseAwaitable(ReleaseAwaitable&& o) noexcept
+      : lock_(o.lock_), post_(std::move(o.post_)), state_(std::move(o.state_)) {}
+  ReleaseAwaitable& operator=(ReleaseAwaitable&&) = delete;
+
+  // The frame was destroyed while suspended: the release goes on (nothing
+  // to undo); nobody is resumed.
+  ~ReleaseAwaitable() {
+    if (!state_) return;
+    using Phase = detail::AcquireAwaitState::Phase;
+    std::lock_guard<std::mutex> lk(state_->mu);
+    if (state_->phase == Phase::kSuspended || state_->phase == Phase::kPosted) state_->phase = Phase::kAbandoned;
+  }
+
+  bool await_ready() const noexcept { return false; }
+
+  bool await_suspend(std::coroutine_handle<> h) {
+    using Phase = detail::AcquireAwaitState::Phase;
+    auto st = std::make_shared<detail::AcquireAwaitState>();
+    st->handle = h;
+    state_ = st;
+    lock_->release_async([st, post = post_](bool released, std::exception_ptr error) mutable {
+      {
+        std::lock_guard<std::mutex> lk(st->mu);
+        st->acquired = released;
+        st->error = std::move(error);
+        switch (st->phase) {
+          case Phase::kStarting:
+            st->phase = Phase::kReady;
+            return;
+          case Phase::kSuspended:
+            st->phase = Phase::kPosted;
+            break;
+          default:
+            return;
+        }
+      }
+      post(detail::AcquireResume(st));
+    });
+    std::lock_guard<std::mutex> lk(st->mu);
+    if (st->phase == Phase::kReady) {
+      st->phase = Phase::kResumed;
+      return false;
+    }
+    st->phase = Phase::kSuspended;
+    return true;
+  }
+
+  // What release() would return; rethrows what it would throw.
+  bool await_resume() {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    if (state_->error) std::rethrow_exception(state_->error);
+    return state_->acquired;
+  }
+
+ private:
+  Lock* lock_;
+  Post post_;
+  std::shared_ptr<detail::AcquireAwaitState> state_;
+};
+
+// `co_await release_awaitable(lock, post)`: release() without blocking the
+// coroutine's thread (Lock::release_async: a lease handle of a LockClient;
+// other kinds throw kNotSupported at co_await). Resumed through `post` as
+// acquire_awaitable's are, or not suspended when nothing was sent (not the
+// last hold; not held). The handle's destructor waits for a pending release.
+template <class Post>
+  requires AcquirePost<std::decay_t<Post>>
+[[nodiscard]] ReleaseAwaitable<std::decay_t<Post>> release_awaitable(Lock& lock, Post&& post) {
+  return ReleaseAwaitable<std::decay_t<Post>>(lock, std::forward<Post>(post));
 }
 
 }  // namespace sqlguard

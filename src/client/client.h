@@ -302,6 +302,28 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // was idle, or the batch could not release it).
   bool coalesced_release(const ClientLease& lease, const std::string& owner, std::int64_t fence,
                          std::optional<Borrowed>& alone);
+  // Asynchronous calls (no caller thread waits): queued as coalesced calls
+  // are, and sent by the client's sender threads (one per work connection,
+  // started with the first such call). `finish` runs once on a sender
+  // thread, with no connection held: batched = whether a batch answered the
+  // call (`released` for a release; for a try-acquire, `won` / `busy` with
+  // the holder's remaining ms); false: the batch could not decide or send it
+  // (or the client is stopping: `stopping`), the call is for `finish` to
+  // make alone. `batchable` false: never batched (finish(false) at once on a
+  // sender thread; any handle's release_async).
+  struct AsyncAnswer {
+    bool batched = false, stopping = false;
+    bool won = false, busy = false, released = false;
+    std::int64_t holder_remaining_ms = 0;
+  };
+  using AsyncFinish = std::function<void(const AsyncAnswer&)>;
+  void release_async(const ClientLease& lease, const std::string& owner, std::int64_t fence, bool batchable,
+                     AsyncFinish finish);
+  // Whether the handle of `lease` has an asynchronous release pending, and
+  // waiting until it has none (a handle's destructor).
+  void async_release_begin(const ClientLease& lease);
+  void async_release_end(const ClientLease& lease) noexcept;
+  void wait_async_releases(const ClientLease& lease) noexcept;
   // A try-acquire taken by a batch: the lease's state set as attempt_on
   // does (`sent`: when the statement that took it was sent).
   void took(const std::shared_ptr<ClientLease>& lease, int slot, const std::string& owner, std::int64_t fence,
@@ -371,6 +393,23 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // afterwards (its call is to be sent alone on it), if any.
   std::optional<Borrowed> join(Pending& p);
   void send_batch(Borrowed& conn, std::vector<Pending*>& batch);
+  // Up to batch_max calls led by `lead`: queued calls of its kind, distinct
+  // names, pinned to `slot` or none (taken out of pending_; slot_mu_ held).
+  // `with_async`: asynchronous ones too (a sender thread's batch).
+  std::vector<Pending*> gather_locked(Pending& lead, int slot, bool with_async);
+  // Sends a gathered batch on `conn` and hands every call its answer (a
+  // failed batch: every call is made alone); the asynchronous ones are
+  // returned, for their finish once `conn` is given back.
+  std::vector<Pending*> send_gathered(Borrowed& conn, std::vector<Pending*>& batch) noexcept;
+  std::vector<Pending*> send_failed(std::vector<Pending*>& batch) noexcept;
+  void submit_async(std::unique_ptr<Pending> p);
+  void sender_loop();
+  void finish_async(Pending* p, bool stopping) noexcept;
+  // The first asynchronous try of a lease's acquire_async: a batch decides
+  // it when it can; else (or busy with time left) the wait goes to the
+  // waiter thread's queue.
+  void acquire_async_batched(std::shared_ptr<ClientWait> w);
+  void enqueue_wait_locked(std::shared_ptr<ClientWait> w, std::int64_t busy_for_ms);
   bool guarded_once(Connection& conn, ClientLease& lease, const std::string& owner, std::int64_t fence,
                     std::int64_t key, const std::function<void(Transaction&)>& work);
   // A blocking acquire of a client over a borrowed connection, on the
@@ -469,6 +508,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   const BatchPlan* batch_plan_ = nullptr;
   bool release_skips_flush_ = false;
   std::uint64_t batches_ = 0, batched_calls_ = 0;
+  // Sender threads (asynchronous calls; slot_mu_): started with the first.
+  std::vector<std::thread> senders_;
+  std::condition_variable sender_cv_;
+  std::size_t async_pending_ = 0;  // asynchronous calls in pending_
+  // Handles with an asynchronous release pending (their destructor waits).
+  std::map<const ClientLease*, int> async_releases_;
+  std::condition_variable async_release_cv_;
   // A free work slot for `pinned` (-1: any; an open connection first), or -1 (slot_mu_ held).
   int free_slot_locked(int pinned) const;
   // Marks slot `s` busy and connects it if it has no connection; unlocks `lk`.
@@ -528,6 +574,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   mutable std::mutex wait_mu_;
   std::condition_variable wait_cv_;
   std::map<std::string, NameQueue> queues_;
+  // Asynchronous acquires whose first try is in a batch (wait_mu_): not in
+  // a queue yet; cancel_acquire() marks them cancelled.
+  std::map<const ClientLease*, std::shared_ptr<ClientWait>> first_tries_;
+  std::map<std::string, int> first_try_names_;  // their queue keys
+  void first_try_done_locked(const ClientLease& lease);
   std::thread waiter_, listener_;
   bool waiter_threads_ = false;
   bool listener_open_ = false;

@@ -23,6 +23,9 @@ namespace sqlguard::detail {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
+// Sender threads of asynchronous calls, at most (one per work connection).
+constexpr std::size_t kSenderThreads = 1;
+
 // One coalesced call. Fields after `taken` are written by the caller that
 // sends its batch, read by its own caller once `done` (slot_mu_).
 struct Pending {
@@ -37,6 +40,10 @@ struct Pending {
   bool failed = false;
   bool won = false, busy = false, released = false;
   std::int64_t holder_remaining_ms = 0;
+  // An asynchronous call (no thread waits on `cv`): owned by the queue, then
+  // by the sender thread that finishes it. `batchable` false: never batched.
+  ClientCore::AsyncFinish finish;
+  bool batchable = true;
   const std::string& name() const { return release ? ref.name : attempt.name; }
 };
 
@@ -81,48 +88,193 @@ std::optional<ClientCore::Borrowed> ClientCore::join(Pending& p) {
   if (got < 0) throw_exhausted_locked(p.slot);  // stopping
   // This caller sends: its own call and up to batch_max - 1 queued calls of
   // the same kind (distinct names; a release pinned to this session or none).
-  std::vector<Pending*> batch{&p};
-  std::set<std::string> names{p.name()};
+  std::vector<Pending*> batch = gather_locked(p, got, false);
+  if (batch.size() == 1) return claim(lk, got);  // nobody to carry: alone
+  p.taken = true;
+  std::optional<Borrowed> conn;
+  try {
+    conn.emplace(claim(lk, got));
+  } catch (...) {
+    // No connection: every call of the batch is sent alone by its caller
+    // (which meets the same error, or a connection that works again).
+    for (Pending* q : batch) q->failed = true;
+  }
+  if (conn) (void)send_gathered(*conn, batch);  // (no asynchronous call in it)
+  else (void)send_failed(batch);
+  if (p.failed) return std::nullopt;  // (its connection may be gone)
+  return conn;
+}
+
+std::vector<Pending*> ClientCore::gather_locked(Pending& lead, int slot, bool with_async) {
+  std::vector<Pending*> batch{&lead};
+  std::set<std::string> names{lead.name()};
   for (auto it = pending_.begin(); it != pending_.end() && batch.size() < options_.batch_max;) {
     Pending* q = *it;
-    if (same_kind(q) && (q->slot < 0 || q->slot == got) && names.insert(q->name()).second) {
+    if (q->release == lead.release && q->batchable && (with_async || !q->finish) && (q->slot < 0 || q->slot == slot) &&
+        names.insert(q->name()).second) {
       q->taken = true;
+      if (q->finish) --async_pending_;
       batch.push_back(q);
       it = pending_.erase(it);
     } else {
       ++it;
     }
   }
-  if (batch.size() == 1) return claim(lk, got);  // nobody to carry: alone
-  p.taken = true;
-  std::optional<Borrowed> conn;
+  return batch;
+}
+
+std::vector<Pending*> ClientCore::send_gathered(Borrowed& conn, std::vector<Pending*>& batch) noexcept {
   try {
-    conn.emplace(claim(lk, got));
-    send_batch(*conn, batch);
+    send_batch(conn, batch);
   } catch (...) {
-    // No connection: every call of the batch is sent alone by its caller
-    // (which meets the same error, or a connection that works again).
     for (Pending* q : batch) q->failed = true;
   }
-  {
-    std::lock_guard<std::mutex> g(slot_mu_);
-    for (Pending* q : batch) {
-      q->done = true;
-      q->cv.notify_one();
-    }
+  return send_failed(batch);
+}
+
+// Every call of a sent (or failed) batch gets its answer: a waiting caller
+// is woken; the asynchronous ones are returned for their finish.
+std::vector<Pending*> ClientCore::send_failed(std::vector<Pending*>& batch) noexcept {
+  std::vector<Pending*> async;
+  std::lock_guard<std::mutex> g(slot_mu_);
+  for (Pending* q : batch) {
+    q->done = true;
+    if (q->finish) async.push_back(q);
+    else q->cv.notify_one();
+  }
+  if (batch.size() > 1) {  // (a sender thread's lone call is no batch)
     ++batches_;
     batched_calls_ += batch.size();
   }
-  if (p.failed) return std::nullopt;  // (its connection may be gone)
-  return conn;
+  return async;
 }
 
 void ClientCore::wake_pending_locked() {
   for (Pending* q : pending_)
-    if (free_slot_locked(q->slot) >= 0) {
-      q->cv.notify_one();
+    if (!q->batchable || free_slot_locked(q->slot) >= 0) {
+      if (q->finish) sender_cv_.notify_one();  // asynchronous: a sender thread sends it
+      else q->cv.notify_one();
       return;
     }
+}
+
+// ---- asynchronous calls: the sender threads ---------------------------------
+
+void ClientCore::submit_async(std::unique_ptr<Pending> p) {
+  check_process();
+  std::lock_guard<std::mutex> lk(slot_mu_);
+  if (stop_) throw Error(ErrorCode::kInternal, "the lock client is shutting down: no new asynchronous call");
+  if (senders_.empty())
+    for (std::size_t i = 0; i < std::clamp<std::size_t>(slots_.size(), 1, kSenderThreads); ++i)
+      senders_.emplace_back([this] { sender_loop(); });
+  pending_.push_back(p.release());
+  ++async_pending_;
+  sender_cv_.notify_one();
+}
+
+void ClientCore::sender_loop() {
+  std::unique_lock<std::mutex> lk(slot_mu_);
+  for (;;) {
+    Pending* lead = nullptr;
+    int got = -1;
+    // The oldest asynchronous call a connection is free for (or that needs
+    // none); stopping, the thread ends once none is left (a handle's
+    // destructor waits for its releases, so none is dropped).
+    sender_cv_.wait(lk, [&] {
+      for (Pending* q : pending_) {
+        if (!q->finish) continue;
+        if (!q->batchable) {
+          lead = q;
+          return true;
+        }
+        got = free_slot_locked(q->slot);
+        if (got >= 0) {
+          lead = q;
+          return true;
+        }
+      }
+      return stop_ && async_pending_ == 0;
+    });
+    if (!lead) return;
+    pending_.erase(std::find(pending_.begin(), pending_.end(), lead));
+    --async_pending_;
+    if (!lead->batchable) {
+      lk.unlock();
+      finish_async(lead, false);
+      lk.lock();
+      continue;
+    }
+    lead->taken = true;
+    std::vector<Pending*> batch = gather_locked(*lead, got, true);
+    std::vector<Pending*> async;
+    try {
+      Borrowed conn = claim(lk, got);
+      async = send_gathered(conn, batch);
+    } catch (...) {
+      for (Pending* q : batch) q->failed = true;  // no connection: each call alone
+      async = send_failed(batch);
+    }
+    // (the batch's connection is back: a finish may borrow one)
+    for (Pending* q : async) finish_async(q, false);
+    lk.lock();
+  }
+}
+
+void ClientCore::finish_async(Pending* p, bool stopping) noexcept {
+  std::unique_ptr<Pending> own(p);
+  AsyncAnswer a;
+  a.stopping = stopping;
+  a.won = p->won;
+  a.busy = p->busy;
+  a.released = p->released;
+  a.holder_remaining_ms = p->holder_remaining_ms;
+  a.batched = p->done && !p->failed && (p->won || p->busy || p->released);
+  try {
+    p->finish(a);
+  } catch (const std::exception& e) {
+    log(LogLevel::kError, std::string("lock client: an asynchronous call's completion threw: ") + e.what());
+  } catch (...) {
+    log(LogLevel::kError, "lock client: an asynchronous call's completion threw a non-standard exception");
+  }
+}
+
+void ClientCore::release_async(const ClientLease& l, const std::string& owner, std::int64_t fence, bool batchable,
+                               AsyncFinish finish) {
+  auto p = std::make_unique<Pending>();
+  p->release = true;
+  {
+    std::lock_guard<std::mutex> lk(l.state->mu);
+    p->slot = l.slot;
+  }
+  p->ref = BatchRelease{l.name, owner, fence};
+  p->batchable = batchable;
+  p->finish = std::move(finish);
+  async_release_begin(l);
+  try {
+    submit_async(std::move(p));
+  } catch (...) {
+    async_release_end(l);
+    throw;
+  }
+}
+
+void ClientCore::async_release_begin(const ClientLease& l) {
+  std::lock_guard<std::mutex> lk(slot_mu_);
+  ++async_releases_[&l];
+}
+
+void ClientCore::async_release_end(const ClientLease& l) noexcept {
+  {
+    std::lock_guard<std::mutex> lk(slot_mu_);
+    auto it = async_releases_.find(&l);
+    if (it != async_releases_.end() && --it->second <= 0) async_releases_.erase(it);
+  }
+  async_release_cv_.notify_all();
+}
+
+void ClientCore::wait_async_releases(const ClientLease& l) noexcept {
+  std::unique_lock<std::mutex> lk(slot_mu_);
+  async_release_cv_.wait(lk, [&] { return async_releases_.count(&l) == 0; });
 }
 
 void ClientCore::send_batch(Borrowed& c, std::vector<Pending*>& batch) {
@@ -212,6 +364,48 @@ bool ClientCore::coalesced_release(const ClientLease& l, const std::string& owne
   if (!p.done || p.failed || !p.released) return false;
   ++metric::lock_releases();
   return true;
+}
+
+void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
+  const std::shared_ptr<ClientLease> l = w->lease;
+  auto p = std::make_unique<Pending>();
+  p->lease = l;
+  p->attempt = BatchTry{l->name, l->options.owner.empty() ? make_owner_token() : l->options.owner, l->options.ttl,
+                        l->options.min_hold};
+  p->finish = [this, w](const AsyncAnswer& a) {
+    const std::shared_ptr<ClientLease>& lease = w->lease;
+    auto call = [&](bool acquired) {
+      try {
+        w->done(acquired, nullptr);
+      } catch (const std::exception& e) {
+        log(LogLevel::kError, std::string("an acquire_async callback threw: ") + e.what());
+      } catch (...) {
+        log(LogLevel::kError, "an acquire_async callback threw a non-standard exception");
+      }
+    };
+    bool cancelled = false, stopping = false, ends = false;
+    {
+      std::lock_guard<std::mutex> lk(wait_mu_);
+      first_try_done_locked(*lease);
+      cancelled = w->cancelled;
+      stopping = stop_;
+      if (a.batched) ++attempts_;
+      // Ends here: taken, cancelled, the client stopping, or busy with no
+      // time left. Else the wait goes on in the waiter thread's queue.
+      ends = cancelled || stopping || (a.batched && a.won) ||
+             (a.batched && a.busy && steady_clock::now() >= w->deadline);
+      if (!ends) enqueue_wait_locked(w, a.batched && a.busy ? std::max<std::int64_t>(1, a.holder_remaining_ms) : 0);
+      else if (!cancelled) lease->waiting = false;  // (cancel_acquire cleared it)
+    }
+    if (!ends) {
+      start_waiter_threads();
+      wait_cv_.notify_all();
+      return;
+    }
+    if ((cancelled || stopping) && a.batched && a.won) release_quietly(lease);
+    call(!cancelled && !stopping && a.batched && a.won);
+  };
+  submit_async(std::move(p));
 }
 
 }  // namespace sqlguard::detail

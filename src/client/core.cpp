@@ -159,6 +159,7 @@ ClientCore::~ClientCore() {
     new std::thread(std::move(renewer_));
     new std::thread(std::move(waiter_));
     new std::thread(std::move(listener_));
+    for (auto& t : senders_) new std::thread(std::move(t));
     for (auto& s : slots_) (void)s.conn.release();
     new std::shared_ptr<Connection>(std::move(renew_conn_));
     return;
@@ -172,6 +173,11 @@ ClientCore::~ClientCore() {
   renew_cv_.notify_all();
   wait_cv_.notify_all();
   slot_cv_.notify_all();
+  sender_cv_.notify_all();
+  // The sender threads first: they finish the asynchronous calls still
+  // queued (connections, waiter queue and renewer still there).
+  for (auto& t : senders_)
+    if (t.joinable()) t.join();
   if (renewer_.joinable()) renewer_.join();
   if (waiter_.joinable()) waiter_.join();
   if (listener_.joinable()) listener_.join();
@@ -237,6 +243,7 @@ LockClientStats ClientCore::stats() const {
     s.batches = batches_;
     s.batched_calls = batched_calls_;
     s.calls_queued = pending_.size();
+    s.threads += senders_.size();
   }
   {
     std::lock_guard<std::mutex> lk(renew_mu_);
@@ -263,6 +270,8 @@ LockClientStats ClientCore::stats() const {
     s.listening = listening_;
     s.threads += waiter_threads_ ? 2 : 0;
     for (const auto& [name, q] : queues_) s.waiters += q.waits.size();
+    s.waiters += first_tries_.size();  // (their first try in a batch)
+    s.names_tracked += first_try_names_.size();
     s.names_tracked += queues_.size();
     s.wakeups = wakeups_;
     s.polls = polls_;

@@ -56,7 +56,77 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
   auto w = std::make_shared<ClientWait>();
   w->lease = l;
   w->turn = FairPolicy::next_turn_for(*l);  // bounded barging: its next turn, past barging_limit
+  if (coalesces(*l)) {
+    // The first try goes in a batch with other asynchronous (and blocked)
+    // calls of the client; the wait, if any is left, to the waiter thread.
+    // Not while others of this client wait for the name (or try it first):
+    // it queues behind them, first come first served.
+    if (l->renew) admit(*l);
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lk(wait_mu_);
+      const std::string& key = queue_key(*l);
+      first = !queues_.count(key) && !first_try_names_.count(key);
+      if (first) {
+        if (l->waiting)
+          throw Error(ErrorCode::kInvalidArgument, "lease '" + l->name + "': an asynchronous acquire of this handle "
+                                                   "is already pending");
+        w->deadline = steady_clock::now() + wait;
+        w->done = std::move(done);
+        l->waiting = true;
+        first_tries_[l.get()] = w;
+        ++first_try_names_[key];
+      }
+    }
+    if (first) {
+      try {
+        acquire_async_batched(w);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(wait_mu_);
+        first_try_done_locked(*l);
+        l->waiting = false;
+        throw;
+      }
+      return;
+    }
+  }
   acquire_async(std::move(w), wait, std::move(done));
+}
+
+void ClientCore::first_try_done_locked(const ClientLease& l) {
+  first_tries_.erase(&l);
+  auto it = first_try_names_.find(queue_key(l));
+  if (it != first_try_names_.end() && --it->second <= 0) first_try_names_.erase(it);
+}
+
+void ClientCore::enqueue_wait_locked(std::shared_ptr<ClientWait> w, std::int64_t busy_for_ms) {
+  const std::shared_ptr<ClientLease>& l = w->lease;
+  auto& q = queues_[queue_key(*l)];
+  if (q.waits.empty()) {
+    q.channel = l->channel();
+    q.since = steady_clock::now();
+    q.next_try = q.since;
+    q.woken = true;
+    q.idle_wakes = 0;
+    q.backoff = l->options.backoff_initial;
+    if (busy_for_ms > 0) {
+      // Its first try (a batch's) found the lease held: it waits for the
+      // release's wake-up, or its timer, as after a busy attempt.
+      q.woken = false;
+      q.holder_remaining = milliseconds(busy_for_ms);
+      q.next_try = q.since + jitter(std::min(q.backoff, std::max(q.holder_remaining, l->options.backoff_initial)));
+      q.backoff = std::min(q.backoff * 2, l->options.backoff_max);
+    }
+  }
+  if (w->place) FairPolicy::enqueue(q, std::move(w));
+  else if (busy_for_ms > 0 && !q.waits.empty() && !w->lease->options.fair) {
+    // A first try answered after later acquires of the name queued (they
+    // came while it was in its batch): it goes before them, as it came
+    // first (behind a head whose attempt runs).
+    q.waits.insert(q.waits.begin() + (q.busy ? 1 : 0), std::move(w));
+  } else {
+    q.waits.push_back(std::move(w));
+  }
 }
 
 void ClientCore::acquire_async(std::shared_ptr<ClientWait> w, milliseconds wait, AcquireDone done) {
@@ -90,17 +160,7 @@ void ClientCore::acquire_async(std::shared_ptr<ClientWait> w, milliseconds wait,
                                                "already pending");
     }
     l->waiting = true;
-    auto& q = queues_[queue_key(*l)];
-    if (q.waits.empty()) {
-      q.channel = l->channel();
-      q.since = steady_clock::now();
-      q.next_try = q.since;
-      q.woken = true;
-      q.idle_wakes = 0;
-      q.backoff = l->options.backoff_initial;
-    }
-    if (w->place) FairPolicy::enqueue(q, std::move(w));
-    else q.waits.push_back(std::move(w));
+    enqueue_wait_locked(std::move(w), 0);
   }
   wait_cv_.notify_all();
 }
@@ -115,6 +175,13 @@ bool ClientCore::cancel_acquire(const std::shared_ptr<ClientLease>& l) {
   {
     std::lock_guard<std::mutex> lk(wait_mu_);
     if (!l->waiting) return false;
+    if (auto f = first_tries_.find(l.get()); f != first_tries_.end()) {
+      // Its first try is in a batch: its callback gets false once the batch
+      // answered (a lease the batch took for it is released).
+      f->second->cancelled = true;
+      l->waiting = false;
+      return true;
+    }
     auto qi = queues_.find(queue_key(*l));
     if (qi == queues_.end()) return false;
     auto& q = qi->second;

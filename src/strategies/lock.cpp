@@ -31,6 +31,17 @@ std::future<bool> Lock::acquire_async(milliseconds wait) {
   return std::move(f);
 }
 
+void Lock::release_async(ReleaseCallback) {
+  throw Error(ErrorCode::kNotSupported, "release_async of " + named(*this) +
+                                            ": not offered for this kind (a lease or fair lease of a LockClient has it)");
+}
+
+std::future<bool> Lock::release_async() {
+  auto [done, f] = detail::completion_future();
+  release_async(std::move(done));
+  return std::move(f);
+}
+
 void Lock::lock() {
   const milliseconds configured = lock_wait();
   const milliseconds wait = configured.count() > 0 ? configured : std::chrono::hours(24 * 365);

@@ -129,6 +129,7 @@ void LeaseLock::init_client(bool renew) {
 LeaseLock::~LeaseLock() {
   // In a forked child the lease is the parent's: leave it alone.
   if (!client_->core()->same_process()) return;
+  client_->core()->wait_async_releases(*lease_);  // (its completion uses this handle)
   client_->core()->cancel_acquire(lease_);
   stop_renewing();
   client_->core()->forget(*lease_);
@@ -292,7 +293,12 @@ bool LeaseLock::release() {
     return true;
   }
   auto c = alone ? std::move(*alone) : core.borrow_for(*lease_, true);
-  Connection& conn = *c;
+  return release_on(*c, owner, fence, place);
+}
+
+// The rest of a release, alone, on `conn`. Returns as release() does.
+bool LeaseLock::release_on(Connection& conn, const std::string& owner, std::int64_t fence,
+                           const detail::HeldPlace& place) {
   // Idempotent by owner token: retried on a fresh connection; if it still
   // fails, the handle keeps the lease (release() can be called again, and
   // the destructor tries once more) rather than forget one that may be held.
@@ -326,6 +332,57 @@ bool LeaseLock::release() {
   std::lock_guard<std::mutex> lk(state_->mu);
   state_->hold = 0;
   return ok;
+}
+
+void LeaseLock::release_async(ReleaseCallback done) {
+  refuse_in_forked_child(client_);
+  auto& core = *client_->core();
+  if (core.borrows())
+    throw Error(ErrorCode::kNotSupported, "lease '" + name() + "': release_async needs a handle of a LockClient (this "
+                                          "one borrows a connection: its calls run on the caller's thread)");
+  if (!done) throw Error(ErrorCode::kInvalidArgument, "release_async: the completion callback is empty");
+  std::string owner;
+  std::int64_t fence = 0;
+  if (auto answer = begin_release(*state_, name(), owner, fence)) {
+    done(*answer, nullptr);
+    return;
+  }
+  stop_renewing();
+  const detail::HeldPlace place = detail::peek_held_place(*lease_);
+  const bool batchable = place.owner.empty() && core.coalesces_release(*lease_, options_.release_commit);
+  // The handle outlives the completion (its destructor waits for it).
+  auto finish = [this, owner, fence, place, done](const detail::ClientCore::AsyncAnswer& a) {
+    auto& c = *client_->core();
+    bool ok = false;
+    std::exception_ptr err;
+    if (a.batched && a.released) {
+      ++metric::lock_releases();
+      c.local_release(name());
+      std::lock_guard<std::mutex> lk(state_->mu);
+      state_->hold = 0;
+      ok = true;
+    } else {
+      try {
+        auto conn = c.borrow_for(*lease_, true);
+        ok = release_on(*conn, owner, fence, place);
+      } catch (...) {
+        err = std::current_exception();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lk(state_->mu);
+      state_->ending = false;
+    }
+    c.async_release_end(*lease_);  // before `done`: it may destroy the handle
+    done(ok, err);
+  };
+  try {
+    core.release_async(*lease_, owner, fence, batchable, std::move(finish));
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    state_->ending = false;
+    throw;
+  }
 }
 
 using State = detail::LeaseState;

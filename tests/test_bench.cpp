@@ -490,6 +490,11 @@ TEST_CASE("bench lease-coalesced runs many requesters on one lock client with co
     CHECK(number(line, "p99_ms") >= number(line, "p50_ms"));
     CHECK(number(line, "connections") <= 4);
     CHECK(!field(line, "coalesced_vs_alone").empty());
+    // The same requesters as coroutines (acquire_awaitable / release_awaitable).
+    CHECK(number(line, "coroutine_ops_per_s") > 0);
+    CHECK(field(line, "coroutine_errors") == "0");
+    CHECK(field(line, "coroutine_misses") == "0");
+    CHECK(number(line, "coroutine_p99_ms") >= number(line, "coroutine_p50_ms"));
     // SQLite sends every call alone; a server dialect batches once 24
     // requesters share two work connections (4 may not always queue).
     if (ctx().is_sqlite()) CHECK(number(line, "batches") == 0);

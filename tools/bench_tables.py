@@ -765,10 +765,11 @@ def table_coalesced(run):
     """lease-coalesced (issue 40 item 5) beside per-call lease-distinct at 16 clients and Redis, one run."""
     if not run.coalesced:
         return "_No coalescing run in docs/bench/coalesced/ (tools/bench_coalesced.sh --publish)._"
-    out = ["| dialect | requesters (connections) | acquire+release/s | p50 / p99 ms | calls per batch "
-           "| each call alone /s (p99 ms) | ÷ per-call `lease-distinct` at 16 clients (its /s) "
+    out = ["| dialect | requesters (connections) | threads: acquire+release/s | p50 / p99 ms | calls per batch "
+           "| each call alone /s (p99 ms) | coroutines: acquire+release/s (p99 ms) "
+           "| ÷ per-call `lease-distinct` at 16 clients (its /s): threads / coroutines "
            "| Redis pipelined /s (p99 ms) | ÷ Redis |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     durability = {}
     for d, title in DIALECTS:
         rows = run.coalesced.get(d, [])
@@ -784,11 +785,14 @@ def table_coalesced(run):
             rc = redis[0] if redis else {}
             if rc:
                 durability["Redis"] = rc.get("durability")
-            out.append("| {} | {} ({}) | {} | {} | {} | {} ({}) | {} ({}) | {} ({}) | {} |".format(
+            cor = r.get("coroutine_ops_per_s")
+            out.append("| {} | {} ({}) | {} | {} | {} | {} ({}) | {} ({}) | {} / {} ({}) | {} ({}) | {} |".format(
                 title, n0(r.get("requesters")), n0(r.get("connections")), n0(r.get("ops_per_s")),
                 slash(n1(r.get("p50_ms")), n1(r.get("p99_ms"))), n1(r.get("calls_per_batch")),
                 n0(r.get("alone_ops_per_s")), n0(r.get("alone_p99_ms")),
-                n2(r["ops_per_s"] / base) if base and r.get("ops_per_s") else "-", n0(base),
+                n0(cor), n1(r.get("coroutine_p99_ms")),
+                n2(r["ops_per_s"] / base) if base and r.get("ops_per_s") else "-",
+                n2(cor / base) if base and cor else "-", n0(base),
                 n0(rc.get("ops_per_s")), n1(rc.get("p99_ms")), n2(r.get("vs_redis"))))
     s = run.coalesced_settings
     out += [""] + ["<sub>{}: {}</sub><br>".format(k, v) for k, v in durability.items() if v]

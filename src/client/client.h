@@ -348,6 +348,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // by a round, started a renew period after the late answer or later, that
   // renewed every lease within half its slack.
   void admit(const ClientLease& lease) const;
+  bool admitted(const ClientLease& lease) const noexcept { return !lease.renew || !renewal_behind_.load(); }
   // The renewer renews the lease while it is held (from now, every period).
   void renew_register(const std::shared_ptr<ClientLease>& lease);
   void renew_unregister(const ClientLease* lease);

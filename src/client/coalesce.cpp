@@ -396,6 +396,12 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
              (a.batched && a.busy && steady_clock::now() >= w->deadline);
       if (!ends) enqueue_wait_locked(w, a.batched && a.busy ? std::max<std::int64_t>(1, a.holder_remaining_ms) : 0);
       else if (!cancelled) lease->waiting = false;  // (cancel_acquire cleared it)
+      // A wait that ends here keeps nothing of the name, as one that ends
+      // in the queue (erase_queue_locked): the watch its busy answer started
+      // goes, unless another wait of the client goes on with it.
+      const std::string& key = queue_key(*lease);
+      if (ends && a.busy && !queues_.count(key) && !first_try_names_.count(key))
+        watches().forget(watch_key(description_, key));
     }
     if (!ends) {
       start_waiter_threads();

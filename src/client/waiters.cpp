@@ -61,12 +61,13 @@ void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, millisecon
     // calls of the client; the wait, if any is left, to the waiter thread.
     // Not while others of this client wait for the name (or try it first):
     // it queues behind them, first come first served.
-    if (l->renew) admit(*l);
-    bool first = false;
+    // (A client whose renewals are behind admits no new lease: the wait
+    // goes to the queue, whose attempts are paced until it admits again.)
+    bool first = admitted(*l);
     {
       std::lock_guard<std::mutex> lk(wait_mu_);
       const std::string& key = queue_key(*l);
-      first = !queues_.count(key) && !first_try_names_.count(key);
+      first = first && !queues_.count(key) && !first_try_names_.count(key);
       if (first) {
         if (l->waiting)
           throw Error(ErrorCode::kInvalidArgument, "lease '" + l->name + "': an asynchronous acquire of this handle "

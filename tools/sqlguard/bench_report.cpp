@@ -94,6 +94,11 @@ void print_client_row(const json& j) {
               << num("p50_ms", 2) << " ms, p99 " << num("p99_ms", 2) << " ms, " << num("calls_per_batch", 1)
               << " calls/batch; each call alone: " << num("alone_ops_per_s", 0) << "/s (p99 " << num("alone_p99_ms", 2)
               << " ms), ratio " << num("coalesced_vs_alone", 2);
+    if (j.contains("coroutine_ops_per_s"))
+      std::cout << "; as coroutines on " << num("coroutine_executor_threads", 0) << " threads: "
+                << num("coroutine_ops_per_s", 0) << "/s (p50 " << num("coroutine_p50_ms", 2) << " ms, p99 "
+                << num("coroutine_p99_ms", 2) << " ms, " << num("coroutine_calls_per_batch", 1) << " calls/batch, errors "
+                << j.value("coroutine_errors", 0) << ")";
     if (j.contains("vs_redis")) std::cout << ", vs pipelined redis " << num("vs_redis", 2);
     std::cout << ", errors " << j.value("errors", 0) << "\n";
   } else if (op == "takeover") {

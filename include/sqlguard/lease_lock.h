@@ -242,7 +242,9 @@ class LeaseLock final : public Lock {
   // Waits without a thread (handles of a LockClient; others throw
   // kNotSupported): the client's waiter thread tries for this handle, first
   // come first served among the client's waiters of the same name, woken by
-  // releases. `done` runs once, on that thread (it must not block; never
+  // releases; the first try of a lease (not fair) on a dialect with a batch
+  // plan is sent by the client's sender thread, batched with other calls
+  // (LockClientOptions::batch_max). `done` runs once, on that thread (it must not block; never
   // call a blocking acquire() from it) — except when the handle already
   // holds the lease (re-entrant: one more hold, done(true)) or holds a lost
   // one (done(false)): then at once, on the caller's thread, before

@@ -94,7 +94,8 @@ class Lock {
   // Tries until acquired or `wait` passes (woken by releases).
   virtual bool acquire(std::chrono::milliseconds wait) = 0;
   // Waits without a thread of the caller's: the lock client's waiter thread
-  // tries, and `done` runs once on it (it must not block), or at once on the
+  // tries (a lease's first try: its sender thread, batched with other calls),
+  // and `done` runs once on that thread (it must not block), or at once on the
   // caller's thread when the handle already holds (done(true)) or holds a
   // lost one (done(false)). One pending acquire per handle; destroying the
   // handle cancels it. A handle on a borrowed connection: kNotSupported.

@@ -32,6 +32,8 @@
 // Who resumes the coroutine: never the client's waiter thread. When the
 // acquire completes after the coroutine suspended, the completion calls
 // `post(fn)` and `fn()` resumes the coroutine wherever the executor runs it.
+// (The client's sender thread completes a lease's batched first try; the
+// same rules hold for it.)
 // When it completed before the coroutine could suspend (re-entrant, or a very
 // fast answer), the coroutine does not suspend: it goes on, on the thread
 // that awaited, and `post` is not called. `post` is called at most once per
@@ -123,6 +125,51 @@ class AcquireResume {
   std::shared_ptr<AcquireAwaitState> state_;
 };
 
+// await_suspend of both awaitables: `start(callback)` begins the operation
+// (acquire_async, release_async); the callback owns a copy of `post` and the
+// state (once it may have run, the awaitable and its frame may be gone).
+// False: completed before the coroutine could suspend (it goes on).
+template <class Post, class Start>
+bool suspend_for(std::shared_ptr<AcquireAwaitState>& state, std::coroutine_handle<> h, const Post& post,
+                 Start&& start) {
+  using Phase = AcquireAwaitState::Phase;
+  auto st = std::make_shared<AcquireAwaitState>();
+  st->handle = h;
+  state = st;
+  start([st, post](bool ok, std::exception_ptr error) mutable {
+    {
+      std::lock_guard<std::mutex> lk(st->mu);
+      st->acquired = ok;
+      st->error = std::move(error);
+      switch (st->phase) {
+        case Phase::kStarting:
+          st->phase = Phase::kReady;
+          return;
+        case Phase::kSuspended:
+          st->phase = Phase::kPosted;
+          break;
+        default:  // abandoned: the awaitable's destructor deals with it
+          return;
+      }
+    }
+    post(AcquireResume(st));
+  });
+  std::lock_guard<std::mutex> lk(st->mu);
+  if (st->phase == Phase::kReady) {
+    st->phase = Phase::kResumed;
+    return false;
+  }
+  st->phase = Phase::kSuspended;
+  return true;
+}
+
+// await_resume of both: the result, or the operation's error rethrown.
+inline bool await_result(AcquireAwaitState& st) {
+  std::lock_guard<std::mutex> lk(st.mu);
+  if (st.error) std::rethrow_exception(st.error);
+  return st.acquired;
+}
+
 }  // namespace detail
 
 // How an executor runs a function later (see the contract above).
@@ -169,46 +216,13 @@ class AcquireAwaitable {
   // Returns false (do not suspend) when the acquire completed inside
   // acquire_async() or before this function could suspend the coroutine.
   bool await_suspend(std::coroutine_handle<> h) {
-    using Phase = detail::AcquireAwaitState::Phase;
-    auto st = std::make_shared<detail::AcquireAwaitState>();
-    st->handle = h;
-    state_ = st;
-    // The callback owns a copy of `post` and the state: once it may have run,
-    // the awaitable (in the coroutine frame) may be gone; only `st` is used below.
-    lock_->acquire_async(wait_, [st, post = post_](bool acquired, std::exception_ptr error) mutable {
-      {
-        std::lock_guard<std::mutex> lk(st->mu);
-        st->acquired = acquired;
-        st->error = std::move(error);
-        switch (st->phase) {
-          case Phase::kStarting:
-            st->phase = Phase::kReady;
-            return;
-          case Phase::kSuspended:
-            st->phase = Phase::kPosted;
-            break;
-          default:  // abandoned: the awaitable's destructor deals with a hold
-            return;
-        }
-      }
-      post(detail::AcquireResume(st));
-    });
-    std::lock_guard<std::mutex> lk(st->mu);
-    if (st->phase == Phase::kReady) {
-      st->phase = Phase::kResumed;
-      return false;
-    }
-    st->phase = Phase::kSuspended;
-    return true;
+    return detail::suspend_for(state_, h, post_,
+                               [&](AcquireCallback done) { lock_->acquire_async(wait_, std::move(done)); });
   }
 
   // True: acquired. False: not within the wait, or cancelled. Rethrows the
   // acquire's error.
-  bool await_resume() {
-    std::lock_guard<std::mutex> lk(state_->mu);
-    if (state_->error) std::rethrow_exception(state_->error);
-    return state_->acquired;
-  }
+  bool await_resume() { return detail::await_result(*state_); }
 
  private:
   Lock* lock_;
@@ -250,43 +264,12 @@ class ReleaseAwaitable {
   bool await_ready() const noexcept { return false; }
 
   bool await_suspend(std::coroutine_handle<> h) {
-    using Phase = detail::AcquireAwaitState::Phase;
-    auto st = std::make_shared<detail::AcquireAwaitState>();
-    st->handle = h;
-    state_ = st;
-    lock_->release_async([st, post = post_](bool released, std::exception_ptr error) mutable {
-      {
-        std::lock_guard<std::mutex> lk(st->mu);
-        st->acquired = released;
-        st->error = std::move(error);
-        switch (st->phase) {
-          case Phase::kStarting:
-            st->phase = Phase::kReady;
-            return;
-          case Phase::kSuspended:
-            st->phase = Phase::kPosted;
-            break;
-          default:
-            return;
-        }
-      }
-      post(detail::AcquireResume(st));
-    });
-    std::lock_guard<std::mutex> lk(st->mu);
-    if (st->phase == Phase::kReady) {
-      st->phase = Phase::kResumed;
-      return false;
-    }
-    st->phase = Phase::kSuspended;
-    return true;
+    return detail::suspend_for(state_, h, post_,
+                               [&](ReleaseCallback done) { lock_->release_async(std::move(done)); });
   }
 
   // What release() would return; rethrows what it would throw.
-  bool await_resume() {
-    std::lock_guard<std::mutex> lk(state_->mu);
-    if (state_->error) std::rethrow_exception(state_->error);
-    return state_->acquired;
-  }
+  bool await_resume() { return detail::await_result(*state_); }
 
  private:
   Lock* lock_;

@@ -46,9 +46,15 @@
 // own client (LockClient::shared() does so by itself). The child never
 // closes the parent's sessions.
 //
+//  * Started with the first asynchronous call nobody's thread waits on (a
+//    lease's first try of acquire_async, release_async): one sender thread,
+//    which sends them, batched with each other and with blocked calls of the
+//    same kind while the work connections are busy (batch_max).
+//
 // Thread safety: every member is thread-safe. Callbacks of asynchronous
-// acquires run on the client's waiter thread: they must not block (post the
-// work elsewhere; lock_awaitable.h resumes coroutines on your executor).
+// acquires and releases run on the client's waiter or sender thread: they
+// must not block (post the work elsewhere; lock_awaitable.h resumes
+// coroutines on your executor).
 #pragma once
 
 #include <chrono>
@@ -80,8 +86,10 @@ struct LockClientOptions {
   // answer. With a connection free, a call is sent at once, alone: an idle
   // client adds no latency. A name a batch cannot decide without the
   // take-over rule (held, not yet watched for its ttl) is answered busy from
-  // the batch's read, or tried alone. SQLite and Galera send every call
-  // alone. Range 1 .. 64; 1 = never coalesce. Default 64.
+  // the batch's read, or tried alone. Asynchronous calls (a lease's first
+  // try of acquire_async, release_async) join the same batches, sent by the
+  // client's sender thread. SQLite and Galera send every call alone.
+  // Range 1 .. 64; 1 = never coalesce. Default 64.
   std::size_t batch_max = 64;
   // Options of every connection the client opens. Unset io_timeout: 10 s
   // (renewal connection: bounded by the shortest renew period it serves; a

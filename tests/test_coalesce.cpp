@@ -341,7 +341,7 @@ TEST_CASE("batch_max outside 1 .. 64 is refused with an error naming it, before 
 
 TEST_CASE("asynchronous acquires and releases of many names are sent in batches by the client's sender threads, each "
           "with its own answer; a held name waits in the waiter queue and is woken by its release",
-          "[coalesce][lock-client][async]") {
+          "[coalesce][lock-client][async][galera]") {
   auto probe = ctx().connect();
   const bool batches = batch_plan(*probe) != nullptr;
   const int n = 48;

@@ -431,7 +431,9 @@ TEST_CASE("1,000 asynchronous waiters on one name are all served, one holder at 
   CHECK(peak_waiters >= static_cast<std::size_t>(n - 1));
   CHECK(s.waiters == 0);
   CHECK(s.connections_open <= 4);
-  CHECK(s.threads <= 4);
+  // renewer (+ its worker), waiter, listener, and up to 2 sender threads
+  // (the leases' first tries are batched): bounded, whatever n is.
+  CHECK(s.threads <= 6);
   CHECK(peak_threads <= 8);
 }
 

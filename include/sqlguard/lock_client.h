@@ -47,8 +47,9 @@
 // closes the parent's sessions.
 //
 //  * Started with the first asynchronous call nobody's thread waits on (a
-//    lease's first try of acquire_async, release_async): one sender thread,
-//    which sends them, batched with each other and with blocked calls of the
+//    lease's first try of acquire_async, release_async): a sender thread
+//    (a second while the first is busy: one per work connection, at most
+//    2), which sends them, batched with each other and with blocked calls of the
 //    same kind while the work connections are busy (batch_max).
 //
 // Thread safety: every member is thread-safe. Callbacks of asynchronous

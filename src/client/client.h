@@ -513,6 +513,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::vector<std::thread> senders_;
   std::condition_variable sender_cv_;
   std::size_t async_pending_ = 0;  // asynchronous calls in pending_
+  std::size_t senders_idle_ = 0;   // sender threads waiting for a call
   // Handles with an asynchronous release pending (their destructor waits).
   std::map<const ClientLease*, int> async_releases_;
   std::condition_variable async_release_cv_;

@@ -23,8 +23,10 @@ namespace sqlguard::detail {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-// Sender threads of asynchronous calls, at most (one per work connection).
-constexpr std::size_t kSenderThreads = 1;
+// Sender threads of asynchronous calls, at most (one per work connection):
+// two batches in flight (measured, PostgreSQL durable, 256 coroutine
+// requesters: 15,322 acquire+release/s with one, 17,957 with two).
+constexpr std::size_t kSenderThreads = 2;
 
 // One coalesced call. Fields after `taken` are written by the caller that
 // sends its batch, read by its own caller once `done` (slot_mu_).
@@ -164,9 +166,11 @@ void ClientCore::submit_async(std::unique_ptr<Pending> p) {
   check_process();
   std::lock_guard<std::mutex> lk(slot_mu_);
   if (stop_) throw Error(ErrorCode::kInternal, "the lock client is shutting down: no new asynchronous call");
-  if (senders_.empty())
-    for (std::size_t i = 0; i < std::clamp<std::size_t>(slots_.size(), 1, kSenderThreads); ++i)
-      senders_.emplace_back([this] { sender_loop(); });
+  // One sender with the first call; a second (one per work connection, at
+  // most kSenderThreads) once calls come while none is idle.
+  const std::size_t cap = std::clamp<std::size_t>(slots_.size(), 1, kSenderThreads);
+  if (senders_.empty() || (senders_idle_ == 0 && senders_.size() < cap))
+    senders_.emplace_back([this] { sender_loop(); });
   pending_.push_back(p.release());
   ++async_pending_;
   sender_cv_.notify_one();
@@ -180,6 +184,7 @@ void ClientCore::sender_loop() {
     // The oldest asynchronous call a connection is free for (or that needs
     // none); stopping, the thread ends once none is left (a handle's
     // destructor waits for its releases, so none is dropped).
+    ++senders_idle_;
     sender_cv_.wait(lk, [&] {
       for (Pending* q : pending_) {
         if (!q->finish) continue;
@@ -195,6 +200,7 @@ void ClientCore::sender_loop() {
       }
       return stop_ && async_pending_ == 0;
     });
+    --senders_idle_;
     if (!lead) return;
     pending_.erase(std::find(pending_.begin(), pending_.end(), lead));
     --async_pending_;

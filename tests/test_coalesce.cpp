@@ -320,6 +320,78 @@ TEST_CASE("calls queued for coalescing longer than borrow_timeout fail with kRes
   CHECK(held.release());
 }
 
+TEST_CASE("asynchronous calls that find no work connection free fail like blocked ones: a release after "
+          "borrow_timeout (the lease still held), an acquire by its deadline",
+          "[coalesce][lock-client][async][galera]") {
+  LockClientOptions co;
+  co.max_connections = 3;  // one work connection
+  co.borrow_timeout = 300ms;
+  bool expect_exhausted = true;
+  SECTION("borrow_timeout 300 ms") {}
+  SECTION("negative control: borrow_timeout 10 s, the release waits for the connection") {
+    co.borrow_timeout = 10s;
+    expect_exhausted = false;
+  }
+  auto client = LockClient::create(ctx().uri, co);
+  LeaseLock busy(client, ctx().unique("ax_busy"), LeaseOptions{});
+  LeaseLock held(client, ctx().unique("ax_held"), LeaseOptions{});
+  LeaseLock fresh(client, ctx().unique("ax_new"), LeaseOptions{});
+  REQUIRE(busy.try_acquire());
+  REQUIRE(held.try_acquire());
+  const std::string owner = held.owner();
+  // The one work connection stays busy in a guarded transaction.
+  std::promise<void> inside, go;
+  std::shared_future<void> go_f = go.get_future().share();
+  std::thread guard([&] {
+    busy.run_guarded([&](Transaction&) {
+      inside.set_value();
+      go_f.wait();
+    });
+  });
+  inside.get_future().wait();
+  auto released = held.release_async();
+  auto got = fresh.acquire_async(1s);
+  if (expect_exhausted) {
+    // Both answer while the connection is still busy.
+    REQUIRE(released.wait_for(5s) == std::future_status::ready);
+    CHECK_THROWS_MATCHES(released.get(), Error, Catch::Predicate<Error>([](const Error& e) {
+                           return e.code() == ErrorCode::kResourceExhausted &&
+                                  std::string(e.what()).find("borrow_timeout (300ms)") != std::string::npos;
+                         }));
+    REQUIRE(got.wait_for(5s) == std::future_status::ready);
+    CHECK_THROWS_MATCHES(got.get(), Error, Catch::Predicate<Error>([](const Error& e) {
+                           return e.code() == ErrorCode::kResourceExhausted;
+                         }));
+    CHECK_FALSE(fresh.owns());
+    CHECK(held.hold_count() == 1);  // kept: the release can be called again
+  } else {
+    CHECK(released.wait_for(1s) == std::future_status::timeout);  // queued, not given up
+  }
+  {
+    auto c = ctx().connect();  // the row is untouched either way
+    auto info = lease_info(*c, held.name());
+    REQUIRE(info);
+    CHECK(info->held());
+    CHECK(info->owner == owner);
+  }
+  go.set_value();
+  guard.join();
+  if (expect_exhausted) {
+    CHECK(held.release_async().get());  // called again: the connection is free now
+  } else {
+    REQUIRE(released.wait_for(10s) == std::future_status::ready);
+    CHECK(released.get());
+    try {  // (its outcome is not this section's question: taken, or exhausted at its deadline)
+      if (got.get()) CHECK(fresh.release());
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kResourceExhausted);
+    }
+  }
+  CHECK_FALSE(held.owns());
+  CHECK(busy.release());
+  CHECK(client->stats().calls_queued == 0);
+}
+
 TEST_CASE("batch_max outside 1 .. 64 is refused with an error naming it, before anything connects", "[coalesce][bad-input]") {
   for (std::size_t bad : {std::size_t{0}, std::size_t{65}}) {
     LockClientOptions co;

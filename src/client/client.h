@@ -315,6 +315,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     bool batched = false, stopping = false;
     bool won = false, busy = false, released = false;
     std::int64_t holder_remaining_ms = 0;
+    // Never sent: no work connection came free in time (kResourceExhausted).
+    std::exception_ptr error;
   };
   using AsyncFinish = std::function<void(const AsyncAnswer&)>;
   void release_async(const ClientLease& lease, const std::string& owner, std::int64_t fence, bool batchable,
@@ -405,6 +407,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::vector<Pending*> send_failed(std::vector<Pending*>& batch) noexcept;
   void submit_async(std::unique_ptr<Pending> p);
   void sender_loop();
+  Pending* next_async_locked(int& got, std::chrono::steady_clock::time_point& next);
   void finish_async(Pending* p, bool stopping) noexcept;
   // The first asynchronous try of a lease's acquire_async: a batch decides
   // it when it can; else (or busy with time left) the wait goes to the
@@ -522,6 +525,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Marks slot `s` busy and connects it if it has no connection; unlocks `lk`.
   Borrowed claim(std::unique_lock<std::mutex>& lk, int s);
   [[noreturn]] void throw_exhausted_locked(int slot);
+  // The error of a call that found no work connection free (counted in
+  // stats().exhausted): `until` says how long it waited ("": borrow_timeout).
+  Error exhausted_error_locked(int slot, const std::string& until);
   // Wakes the oldest call queued for coalescing for which a connection is free (slot_mu_ held).
   void wake_pending_locked();  // kResourceExhausted: no slot within borrow_timeout
 

@@ -16,6 +16,7 @@
 #include "dialect/dialect.h"
 #include "plans/acquire_common.h"
 #include "plans/plans.h"
+#include "sqlguard/validate.h"
 #include "strategies/names.h"
 
 namespace sqlguard::detail {
@@ -46,6 +47,12 @@ struct Pending {
   // by the sender thread that finishes it. `batchable` false: never batched.
   ClientCore::AsyncFinish finish;
   bool batchable = true;
+  // When it leaves the queue unsent if no work connection came free (as a
+  // blocked call after borrow_timeout), and what it then says (`until`, as
+  // in ClientCore::exhausted_error_locked).
+  steady_clock::time_point give_up = steady_clock::time_point::max();
+  std::string until;
+  std::exception_ptr error;
   const std::string& name() const { return release ? ref.name : attempt.name; }
 };
 
@@ -171,9 +178,32 @@ void ClientCore::submit_async(std::unique_ptr<Pending> p) {
   const std::size_t cap = std::clamp<std::size_t>(slots_.size(), 1, kSenderThreads);
   if (senders_.empty() || (senders_idle_ == 0 && senders_.size() < cap))
     senders_.emplace_back([this] { sender_loop(); });
+  const auto by_timeout = steady_clock::now() + options_.borrow_timeout;
+  if (by_timeout < p->give_up) {
+    p->give_up = by_timeout;
+    p->until.clear();
+  }
   pending_.push_back(p.release());
   ++async_pending_;
   sender_cv_.notify_one();
+}
+
+// The oldest asynchronous call a connection is free for (or that needs
+// none): `got` is the connection. Else one whose time to give up came
+// (`lead` with `got` -1), else none; `next` is when one gives up.
+Pending* ClientCore::next_async_locked(int& got, steady_clock::time_point& next) {
+  const auto now = steady_clock::now();
+  next = steady_clock::time_point::max();
+  Pending* expired = nullptr;
+  for (Pending* q : pending_) {
+    if (!q->finish) continue;
+    got = q->batchable ? free_slot_locked(q->slot) : -1;
+    if (!q->batchable || got >= 0) return q;
+    if (q->give_up <= now) expired = expired ? expired : q;
+    next = std::min(next, q->give_up);
+  }
+  got = -1;
+  return expired;
 }
 
 void ClientCore::sender_loop() {
@@ -181,30 +211,26 @@ void ClientCore::sender_loop() {
   for (;;) {
     Pending* lead = nullptr;
     int got = -1;
-    // The oldest asynchronous call a connection is free for (or that needs
-    // none); stopping, the thread ends once none is left (a handle's
-    // destructor waits for its releases, so none is dropped).
+    // Stopping, the thread ends once no call is left (a handle's destructor
+    // waits for its releases, so none is dropped).
     ++senders_idle_;
-    sender_cv_.wait(lk, [&] {
-      for (Pending* q : pending_) {
-        if (!q->finish) continue;
-        if (!q->batchable) {
-          lead = q;
-          return true;
-        }
-        got = free_slot_locked(q->slot);
-        if (got >= 0) {
-          lead = q;
-          return true;
-        }
-      }
-      return stop_ && async_pending_ == 0;
-    });
+    for (;;) {
+      steady_clock::time_point next;
+      lead = next_async_locked(got, next);
+      if (lead || (stop_ && async_pending_ == 0)) break;
+      if (next == steady_clock::time_point::max()) sender_cv_.wait(lk);
+      else sender_cv_.wait_until(lk, next);
+    }
     --senders_idle_;
     if (!lead) return;
     pending_.erase(std::find(pending_.begin(), pending_.end(), lead));
     --async_pending_;
-    if (!lead->batchable) {
+    if (lead->batchable && got < 0) {
+      // No work connection came free in time: it fails as a blocked call
+      // does after borrow_timeout (held leases are not at stake).
+      lead->error = std::make_exception_ptr(exhausted_error_locked(lead->slot, lead->until));
+    }
+    if (!lead->batchable || lead->error) {
       lk.unlock();
       finish_async(lead, false);
       lk.lock();
@@ -234,6 +260,7 @@ void ClientCore::finish_async(Pending* p, bool stopping) noexcept {
   a.busy = p->busy;
   a.released = p->released;
   a.holder_remaining_ms = p->holder_remaining_ms;
+  a.error = p->error;
   a.batched = p->done && !p->failed && (p->won || p->busy || p->released);
   try {
     p->finish(a);
@@ -378,11 +405,16 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
   p->lease = l;
   p->attempt = BatchTry{l->name, l->options.owner.empty() ? make_owner_token() : l->options.owner, l->options.ttl,
                         l->options.min_hold};
+  // No work connection free until its deadline (or for borrow_timeout, if
+  // sooner): the wait ends, or goes on in the waiter thread's queue.
+  p->give_up = w->deadline;
+  p->until = "until this acquire's deadline (" +
+             format_duration(std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now())) + ")";
   p->finish = [this, w](const AsyncAnswer& a) {
     const std::shared_ptr<ClientLease>& lease = w->lease;
-    auto call = [&](bool acquired) {
+    auto call = [&](bool acquired, std::exception_ptr error) {
       try {
-        w->done(acquired, nullptr);
+        w->done(acquired, error);
       } catch (const std::exception& e) {
         log(LogLevel::kError, std::string("an acquire_async callback threw: ") + e.what());
       } catch (...) {
@@ -396,10 +428,17 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
       cancelled = w->cancelled;
       stopping = stop_;
       if (a.batched) ++attempts_;
-      // Ends here: taken, cancelled, the client stopping, or busy with no
-      // time left. Else the wait goes on in the waiter thread's queue.
+      if (a.error) try {
+          std::rethrow_exception(a.error);
+        } catch (const Error& e) {
+          w->outage = e;  // (reported if the wait ends so)
+        } catch (...) {
+        }
+      // Ends here: taken, cancelled, the client stopping, or busy (or never
+      // sent) with no time left. Else the wait goes on in the waiter
+      // thread's queue.
       ends = cancelled || stopping || (a.batched && a.won) ||
-             (a.batched && a.busy && steady_clock::now() >= w->deadline);
+             (((a.batched && a.busy) || a.error) && steady_clock::now() >= w->deadline);
       if (!ends) enqueue_wait_locked(w, a.batched && a.busy ? std::max<std::int64_t>(1, a.holder_remaining_ms) : 0);
       else if (!cancelled) lease->waiting = false;  // (cancel_acquire cleared it)
       // A wait that ends here keeps nothing of the name, as one that ends
@@ -415,7 +454,7 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
       return;
     }
     if ((cancelled || stopping) && a.batched && a.won) release_quietly(lease);
-    call(!cancelled && !stopping && a.batched && a.won);
+    call(!cancelled && !stopping && a.batched && a.won, cancelled || stopping ? nullptr : a.error);
   };
   submit_async(std::move(p));
 }

@@ -361,6 +361,8 @@ void LeaseLock::release_async(ReleaseCallback done) {
       std::lock_guard<std::mutex> lk(state_->mu);
       state_->hold = 0;
       ok = true;
+    } else if (a.error) {
+      err = a.error;  // never sent (no work connection in time): still held, as after a release that threw
     } else {
       try {
         auto conn = c.borrow_for(*lease_, true);

@@ -183,6 +183,9 @@ struct ClientWait {
   std::optional<NextTurn> turn;
 };
 
+// Runs a wait's completion callback; what it throws is logged, not passed on.
+void call_done(ClientWait& w, bool acquired, std::exception_ptr error) noexcept;
+
 // The place a fair lease was acquired from, for its release: forgotten
 // (take) or kept for a release that may fail and be called again (peek).
 inline HeldPlace take_held_place(ClientLease& l) {

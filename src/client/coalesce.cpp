@@ -362,13 +362,21 @@ void ClientCore::send_batch(Borrowed& c, std::vector<Pending*>& batch) {
   }
 }
 
+namespace {
+// A lease's try in a batch: its owner token (a fresh one unless the options
+// name one), ttl and minimum hold.
+BatchTry batch_try_of(const ClientLease& l) {
+  return BatchTry{l.name, l.options.owner.empty() ? make_owner_token() : l.options.owner, l.options.ttl,
+                  l.options.min_hold};
+}
+}  // namespace
+
 bool ClientCore::try_coalesced(const std::shared_ptr<ClientLease>& l, milliseconds budget,
                                milliseconds* holder_remaining) {
   if (l->renew) admit(*l);
   Pending p;
   p.lease = l;
-  p.attempt = BatchTry{l->name, l->options.owner.empty() ? make_owner_token() : l->options.owner, l->options.ttl,
-                       l->options.min_hold};
+  p.attempt = batch_try_of(*l);
   auto alone = join(p);
   if (p.done && !p.failed) {
     if (p.won) return true;
@@ -403,8 +411,7 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
   const std::shared_ptr<ClientLease> l = w->lease;
   auto p = std::make_unique<Pending>();
   p->lease = l;
-  p->attempt = BatchTry{l->name, l->options.owner.empty() ? make_owner_token() : l->options.owner, l->options.ttl,
-                        l->options.min_hold};
+  p->attempt = batch_try_of(*l);
   // No work connection free until its deadline (or for borrow_timeout, if
   // sooner): the wait ends, or goes on in the waiter thread's queue.
   p->give_up = w->deadline;
@@ -412,15 +419,6 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
              format_duration(std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now())) + ")";
   p->finish = [this, w](const AsyncAnswer& a) {
     const std::shared_ptr<ClientLease>& lease = w->lease;
-    auto call = [&](bool acquired, std::exception_ptr error) {
-      try {
-        w->done(acquired, error);
-      } catch (const std::exception& e) {
-        log(LogLevel::kError, std::string("an acquire_async callback threw: ") + e.what());
-      } catch (...) {
-        log(LogLevel::kError, "an acquire_async callback threw a non-standard exception");
-      }
-    };
     bool cancelled = false, stopping = false, ends = false;
     {
       std::lock_guard<std::mutex> lk(wait_mu_);
@@ -454,7 +452,7 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
       return;
     }
     if ((cancelled || stopping) && a.batched && a.won) release_quietly(lease);
-    call(!cancelled && !stopping && a.batched && a.won, cancelled || stopping ? nullptr : a.error);
+    call_done(*w, !cancelled && !stopping && a.batched && a.won, cancelled || stopping ? nullptr : a.error);
   };
   submit_async(std::move(p));
 }

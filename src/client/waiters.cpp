@@ -246,6 +246,16 @@ void ClientCore::release_quietly(const std::shared_ptr<ClientLease>& l) noexcept
   local_release(l->name);
 }
 
+void call_done(ClientWait& w, bool acquired, std::exception_ptr error) noexcept {
+  try {
+    w.done(acquired, error);
+  } catch (const std::exception& e) {
+    log(LogLevel::kError, std::string("an acquire_async callback threw: ") + e.what());
+  } catch (...) {
+    log(LogLevel::kError, "an acquire_async callback threw a non-standard exception");
+  }
+}
+
 // A completed wait: its callback runs outside the waiter thread's mutex.
 struct Completion {
   std::shared_ptr<ClientWait> wait;
@@ -259,13 +269,7 @@ void complete(ClientCore& core, std::vector<Completion>& done) noexcept {
   for (auto& c : done) {
     // A fair waiter leaves the queue when its wait ends (acquired: left already).
     if (c.wait->place) core.leave_place(std::exchange(c.wait->place, nullptr));
-    try {
-      c.wait->done(c.acquired, c.error);
-    } catch (const std::exception& e) {
-      log(LogLevel::kError, std::string("an acquire_async callback threw: ") + e.what());
-    } catch (...) {
-      log(LogLevel::kError, "an acquire_async callback threw a non-standard exception");
-    }
+    call_done(*c.wait, c.acquired, c.error);
     // A wait that ended unacquired gives the lease's next turn back (after
     // its callback: a wait returns on time whatever this statement does).
     if (c.wait->turn && !c.acquired) core.drop_next_turn(nullptr, *c.wait->lease, *c.wait->turn);

@@ -4,7 +4,8 @@
 -- entry in every index of the table and a new heap tuple that only VACUUM reclaims. Measured
 -- on this project's bench machine (PostgreSQL 15, durable): 2,672 of 4,085,921 updates of
 -- sqlguard_lock were HOT with the index; all of them without it; the table had grown to
--- 35 MB holding no row. Without these indexes the rows are updated in place (HOT) and the
+-- 35 MB holding no row; WAL written per acquire+release (bench lease-distinct, 16 clients,
+-- same server, two runs each): 748-750 bytes with the index, 410 without. Without these indexes the rows are updated in place (HOT) and the
 -- primary keys stay small. The only statements that used them are cleanup()'s purges of
 -- released rows (lock_purge, sync_purge_all, fair_purge_all): they now scan the table for
 -- released rows, batch by batch (measured: 200,000 released rows behind 200,000 held ones

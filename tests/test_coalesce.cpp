@@ -59,6 +59,32 @@ RowNow row_of(Connection& c, const std::string& name) {
   return RowNow{info->owner, info->fence, info->held()};
 }
 
+// Keeps a lock client's one work connection busy: `holder`'s guarded
+// transaction runs on it until free() (or the end of the scope).
+class BusyConnection {
+ public:
+  explicit BusyConnection(LeaseLock& holder) {
+    thread_ = std::thread([this, &holder] {
+      holder.run_guarded([&](Transaction&) {
+        inside_.set_value();
+        go_f_.wait();
+      });
+    });
+    inside_.get_future().wait();
+  }
+  ~BusyConnection() { free(); }
+  void free() {
+    if (!thread_.joinable()) return;
+    go_.set_value();
+    thread_.join();
+  }
+
+ private:
+  std::promise<void> inside_, go_;
+  std::shared_future<void> go_f_ = go_.get_future().share();
+  std::thread thread_;
+};
+
 }  // namespace
 
 TEST_CASE("a batch plan takes new and released names, leaves held and reserved ones to the per-name path, and "
@@ -142,28 +168,18 @@ TEST_CASE("a lock client whose connections are busy sends queued try-acquires an
                                                 LeaseOptions{}));
 
   // Holds the client's one work connection (a guarded transaction runs on
-  // it) until `go`, so the calls below queue behind it.
+  // it) while the calls below queue behind it.
   auto queue_behind_busy_connection = [&](const std::function<bool(LeaseLock&)>& call, int first) {
     auto blocker = std::make_unique<LeaseLock>(client, ctx().unique("co_blocker"), LeaseOptions{});
     REQUIRE(blocker->try_acquire());
-    std::promise<void> go;
-    std::shared_future<void> go_f = go.get_future().share();
-    std::promise<void> inside;
-    std::thread guard([&] {
-      blocker->run_guarded([&](Transaction&) {
-        inside.set_value();
-        go_f.wait();
-      });
-    });
-    inside.get_future().wait();
+    BusyConnection guard(*blocker);
     std::vector<std::future<bool>> answers;
     for (int i = first; i < n; ++i)
       answers.push_back(std::async(std::launch::async, [&, i] { return call(*locks[static_cast<std::size_t>(i)]); }));
     const auto queued = static_cast<std::size_t>(n - first);
     if (expect_batches) CHECK(eventually([&] { return client->stats().calls_queued == queued; }, 10s));
     else std::this_thread::sleep_for(200ms);  // (nothing to wait for: each call waits for the connection alone)
-    go.set_value();
-    guard.join();
+    guard.free();
     std::vector<bool> out;
     for (auto& a : answers) out.push_back(a.get());
     CHECK(blocker->release());
@@ -285,15 +301,7 @@ TEST_CASE("calls queued for coalescing longer than borrow_timeout fail with kRes
   const std::int64_t fence = held.fence();
   // The one work connection stays busy in a guarded transaction for longer
   // than borrow_timeout.
-  std::promise<void> inside, go;
-  std::shared_future<void> go_f = go.get_future().share();
-  std::thread guard([&] {
-    held.run_guarded([&](Transaction&) {
-      inside.set_value();
-      go_f.wait();
-    });
-  });
-  inside.get_future().wait();
+  BusyConnection guard(held);
   const int n = 6;
   std::vector<std::unique_ptr<LeaseLock>> locks;
   for (int i = 0; i < n; ++i) locks.push_back(std::make_unique<LeaseLock>(client, ctx().unique("ex_new"), LeaseOptions{}));
@@ -309,8 +317,7 @@ TEST_CASE("calls queued for coalescing longer than borrow_timeout fail with kRes
     }));
   for (auto& a : answers) CHECK(a.get() == ErrorCode::kResourceExhausted);
   CHECK(client->stats().calls_queued == 0);
-  go.set_value();
-  guard.join();
+  guard.free();
   // The held lease was never at stake, and the client works again.
   CHECK(held.owns());
   CHECK(held.fence() == fence);
@@ -340,15 +347,7 @@ TEST_CASE("asynchronous calls that find no work connection free fail like blocke
   REQUIRE(held.try_acquire());
   const std::string owner = held.owner();
   // The one work connection stays busy in a guarded transaction.
-  std::promise<void> inside, go;
-  std::shared_future<void> go_f = go.get_future().share();
-  std::thread guard([&] {
-    busy.run_guarded([&](Transaction&) {
-      inside.set_value();
-      go_f.wait();
-    });
-  });
-  inside.get_future().wait();
+  BusyConnection guard(busy);
   auto released = held.release_async();
   auto got = fresh.acquire_async(1s);
   if (expect_exhausted) {
@@ -374,8 +373,7 @@ TEST_CASE("asynchronous calls that find no work connection free fail like blocke
     CHECK(info->held());
     CHECK(info->owner == owner);
   }
-  go.set_value();
-  guard.join();
+  guard.free();
   if (expect_exhausted) {
     CHECK(held.release_async().get());  // called again: the connection is free now
   } else {

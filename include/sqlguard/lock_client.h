@@ -33,8 +33,9 @@
 // work connection busy for options.borrow_timeout, or a server that refuses
 // a new connection (PostgreSQL 53300, MariaDB 1040), fails with
 // Error(kResourceExhausted); held leases keep being renewed on the reserved
-// connection. So do asynchronous calls (acquire_async by its deadline,
-// release_async after borrow_timeout, through their callbacks).
+// connection. So do asynchronous calls, through their callbacks
+// (release_async after borrow_timeout; acquire_async when its deadline
+// comes with no connection free).
 //
 // Fork: a client belongs to the process that created it. In a forked child
 // every call on it, or on a handle made from it (lease, semaphore,

@@ -319,7 +319,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     bool won = false, busy = false, released = false;
     std::int64_t holder_remaining_ms = 0;
     // Never sent: no work connection came free in time (kResourceExhausted).
-    std::exception_ptr error;
+    std::optional<Error> error;
   };
   using AsyncFinish = std::function<void(const AsyncAnswer&)>;
   void release_async(const ClientLease& lease, const std::string& owner, std::int64_t fence, bool batchable,
@@ -416,7 +416,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // it when it can; else (or busy with time left) the wait goes to the
   // waiter thread's queue.
   void acquire_async_batched(std::shared_ptr<ClientWait> w);
-  void enqueue_wait_locked(std::shared_ptr<ClientWait> w, std::int64_t busy_for_ms);
+  // `first_try`: its batched first try was answered (or given up) after
+  // later acquires of the name queued: it goes before them.
+  void enqueue_wait_locked(std::shared_ptr<ClientWait> w, std::int64_t busy_for_ms, bool first_try = false);
   bool guarded_once(Connection& conn, ClientLease& lease, const std::string& owner, std::int64_t fence,
                     std::int64_t key, const std::function<void(Transaction&)>& work);
   // A blocking acquire of a client over a borrowed connection, on the
@@ -528,9 +530,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Marks slot `s` busy and connects it if it has no connection; unlocks `lk`.
   Borrowed claim(std::unique_lock<std::mutex>& lk, int s);
   [[noreturn]] void throw_exhausted_locked(int slot);
-  // The error of a call that found no work connection free (counted in
-  // stats().exhausted): `until` says how long it waited ("": borrow_timeout).
-  Error exhausted_error_locked(int slot, const std::string& until);
+  // The error of a call that found no work connection free for
+  // borrow_timeout (counted in stats().exhausted).
+  Error exhausted_error_locked(int slot);
   // Wakes the oldest call queued for coalescing for which a connection is free (slot_mu_ held).
   void wake_pending_locked();  // kResourceExhausted: no slot within borrow_timeout
 

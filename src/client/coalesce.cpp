@@ -16,7 +16,6 @@
 #include "dialect/dialect.h"
 #include "plans/acquire_common.h"
 #include "plans/plans.h"
-#include "sqlguard/validate.h"
 #include "strategies/names.h"
 
 namespace sqlguard::detail {
@@ -48,11 +47,9 @@ struct Pending {
   ClientCore::AsyncFinish finish;
   bool batchable = true;
   // When it leaves the queue unsent if no work connection came free (as a
-  // blocked call after borrow_timeout), and what it then says (`until`, as
-  // in ClientCore::exhausted_error_locked).
-  steady_clock::time_point give_up = steady_clock::time_point::max();
-  std::string until;
-  std::exception_ptr error;
+  // blocked call: after borrow_timeout), and the error it then gets.
+  steady_clock::time_point give_up;
+  std::optional<Error> error;
   const std::string& name() const { return release ? ref.name : attempt.name; }
 };
 
@@ -160,7 +157,7 @@ std::vector<Pending*> ClientCore::send_failed(std::vector<Pending*>& batch) noex
 
 void ClientCore::wake_pending_locked() {
   for (Pending* q : pending_)
-    if (!q->batchable || free_slot_locked(q->slot) >= 0) {
+    if (free_slot_locked(q->slot) >= 0) {
       if (q->finish) sender_cv_.notify_one();  // asynchronous: a sender thread sends it
       else q->cv.notify_one();
       return;
@@ -178,27 +175,24 @@ void ClientCore::submit_async(std::unique_ptr<Pending> p) {
   const std::size_t cap = std::clamp<std::size_t>(slots_.size(), 1, kSenderThreads);
   if (senders_.empty() || (senders_idle_ == 0 && senders_.size() < cap))
     senders_.emplace_back([this] { sender_loop(); });
-  const auto by_timeout = steady_clock::now() + options_.borrow_timeout;
-  if (by_timeout < p->give_up) {
-    p->give_up = by_timeout;
-    p->until.clear();
-  }
+  p->give_up = steady_clock::now() + options_.borrow_timeout;
   pending_.push_back(p.release());
   ++async_pending_;
   sender_cv_.notify_one();
 }
 
-// The oldest asynchronous call a connection is free for (or that needs
-// none): `got` is the connection. Else one whose time to give up came
-// (`lead` with `got` -1), else none; `next` is when one gives up.
+// The oldest asynchronous call a connection is free for: `got` is the
+// connection (a call that is not batched borrows one itself when it is
+// sent). Else one whose time to give up came (`got` -1), else none; `next`
+// is when one gives up.
 Pending* ClientCore::next_async_locked(int& got, steady_clock::time_point& next) {
   const auto now = steady_clock::now();
   next = steady_clock::time_point::max();
   Pending* expired = nullptr;
   for (Pending* q : pending_) {
     if (!q->finish) continue;
-    got = q->batchable ? free_slot_locked(q->slot) : -1;
-    if (!q->batchable || got >= 0) return q;
+    got = free_slot_locked(q->slot);
+    if (got >= 0) return q;
     if (q->give_up <= now) expired = expired ? expired : q;
     next = std::min(next, q->give_up);
   }
@@ -225,11 +219,9 @@ void ClientCore::sender_loop() {
     if (!lead) return;
     pending_.erase(std::find(pending_.begin(), pending_.end(), lead));
     --async_pending_;
-    if (lead->batchable && got < 0) {
-      // No work connection came free in time: it fails as a blocked call
-      // does after borrow_timeout (held leases are not at stake).
-      lead->error = std::make_exception_ptr(exhausted_error_locked(lead->slot, lead->until));
-    }
+    // No work connection came free in time: it fails as a blocked call does
+    // after borrow_timeout (held leases are not at stake).
+    if (got < 0) lead->error = exhausted_error_locked(lead->slot);
     if (!lead->batchable || lead->error) {
       lk.unlock();
       finish_async(lead, false);
@@ -412,11 +404,6 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
   auto p = std::make_unique<Pending>();
   p->lease = l;
   p->attempt = batch_try_of(*l);
-  // No work connection free until its deadline (or for borrow_timeout, if
-  // sooner): the wait ends, or goes on in the waiter thread's queue.
-  p->give_up = w->deadline;
-  p->until = "until this acquire's deadline (" +
-             format_duration(std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now())) + ")";
   p->finish = [this, w](const AsyncAnswer& a) {
     const std::shared_ptr<ClientLease>& lease = w->lease;
     bool cancelled = false, stopping = false, ends = false;
@@ -426,18 +413,14 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
       cancelled = w->cancelled;
       stopping = stop_;
       if (a.batched) ++attempts_;
-      if (a.error) try {
-          std::rethrow_exception(a.error);
-        } catch (const Error& e) {
-          w->outage = e;  // (reported if the wait ends so)
-        } catch (...) {
-        }
+      if (a.error) w->outage = *a.error;  // (reported if the wait ends so)
       // Ends here: taken, cancelled, the client stopping, or busy (or never
       // sent) with no time left. Else the wait goes on in the waiter
       // thread's queue.
       ends = cancelled || stopping || (a.batched && a.won) ||
              (((a.batched && a.busy) || a.error) && steady_clock::now() >= w->deadline);
-      if (!ends) enqueue_wait_locked(w, a.batched && a.busy ? std::max<std::int64_t>(1, a.holder_remaining_ms) : 0);
+      if (!ends)
+        enqueue_wait_locked(w, a.batched && a.busy ? std::max<std::int64_t>(1, a.holder_remaining_ms) : 0, true);
       else if (!cancelled) lease->waiting = false;  // (cancel_acquire cleared it)
       // A wait that ends here keeps nothing of the name, as one that ends
       // in the queue (erase_queue_locked): the watch its busy answer started
@@ -452,7 +435,8 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
       return;
     }
     if ((cancelled || stopping) && a.batched && a.won) release_quietly(lease);
-    call_done(*w, !cancelled && !stopping && a.batched && a.won, cancelled || stopping ? nullptr : a.error);
+    call_done(*w, !cancelled && !stopping && a.batched && a.won,
+              cancelled || stopping || !a.error ? nullptr : std::make_exception_ptr(*a.error));
   };
   submit_async(std::move(p));
 }

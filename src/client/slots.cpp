@@ -95,16 +95,16 @@ ClientCore::Borrowed ClientCore::borrow(int slot) {
   return claim(lk, got);
 }
 
-void ClientCore::throw_exhausted_locked(int slot) { throw exhausted_error_locked(slot, ""); }
+void ClientCore::throw_exhausted_locked(int slot) { throw exhausted_error_locked(slot); }
 
-Error ClientCore::exhausted_error_locked(int slot, const std::string& until) {
+Error ClientCore::exhausted_error_locked(int slot) {
   ++exhausted_;
   return Error(ErrorCode::kResourceExhausted,
                "lock client of " + description_ + ": " +
                    (slot >= 0 ? std::string("the work connection that holds this lease's session lock")
                               : "all " + std::to_string(slots_.size()) + " work connections") +
-                   " stayed busy " + (until.empty() ? "for borrow_timeout (" + format_duration(options_.borrow_timeout) + ")" : until) +
-                   "; held leases are still renewed. Raise LockClientOptions::max_connections or borrow_timeout");
+                   " stayed busy for borrow_timeout (" + format_duration(options_.borrow_timeout) +
+                   "); held leases are still renewed. Raise LockClientOptions::max_connections or borrow_timeout");
 }
 
 }  // namespace sqlguard::detail

@@ -100,7 +100,7 @@ void ClientCore::first_try_done_locked(const ClientLease& l) {
   if (it != first_try_names_.end() && --it->second <= 0) first_try_names_.erase(it);
 }
 
-void ClientCore::enqueue_wait_locked(std::shared_ptr<ClientWait> w, std::int64_t busy_for_ms) {
+void ClientCore::enqueue_wait_locked(std::shared_ptr<ClientWait> w, std::int64_t busy_for_ms, bool first_try) {
   const std::shared_ptr<ClientLease>& l = w->lease;
   auto& q = queues_[queue_key(*l)];
   if (q.waits.empty()) {
@@ -120,7 +120,7 @@ void ClientCore::enqueue_wait_locked(std::shared_ptr<ClientWait> w, std::int64_t
     }
   }
   if (w->place) FairPolicy::enqueue(q, std::move(w));
-  else if (busy_for_ms > 0 && !q.waits.empty() && !w->lease->options.fair) {
+  else if (first_try && !q.waits.empty() && !w->lease->options.fair) {
     // A first try answered after later acquires of the name queued (they
     // came while it was in its batch): it goes before them, as it came
     // first (behind a head whose attempt runs).

@@ -362,7 +362,10 @@ void LeaseLock::release_async(ReleaseCallback done) {
       state_->hold = 0;
       ok = true;
     } else if (a.error) {
-      err = a.error;  // never sent (no work connection in time): still held, as after a release that threw
+      // Never sent (no work connection in time): as after a release that
+      // threw, the handle keeps the lease (not renewed any more: it runs to
+      // its expiry unless release is called again).
+      err = std::make_exception_ptr(*a.error);
     } else {
       try {
         auto conn = c.borrow_for(*lease_, true);

@@ -390,6 +390,42 @@ TEST_CASE("asynchronous calls that find no work connection free fail like blocke
   CHECK(client->stats().calls_queued == 0);
 }
 
+TEST_CASE("a waiting acquire_async whose later attempt finds no work connection free ends at its deadline, "
+          "not after borrow_timeout",
+          "[coalesce][lock-client][async][galera]") {
+  LockClientOptions co;
+  co.max_connections = 3;  // one work connection
+  co.borrow_timeout = 10s;
+  auto client = LockClient::create(ctx().uri, co);
+  const std::string name = ctx().unique("ad_held");
+  // Held elsewhere, never renewed: the waiter's next attempts come within
+  // the holder's 800 ms.
+  auto other = ctx().connect();
+  LeaseOptions short_ttl;
+  short_ttl.ttl = 800ms;
+  LeaseLock holder(*other, name, short_ttl);
+  REQUIRE(holder.try_acquire());
+  LeaseLock late(client, name, LeaseOptions{});
+  LeaseLock busy(client, ctx().unique("ad_busy"), LeaseOptions{});
+  REQUIRE(busy.try_acquire());
+  const auto before = client->stats().attempts;
+  auto got = late.acquire_async(3s);
+  // Its first attempt found the lease taken (it may take a connection up
+  // to borrow_timeout; the later ones only up to the wait's deadline).
+  REQUIRE(eventually([&] { return client->stats().attempts > before; }, 10s));
+  std::this_thread::sleep_for(300ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  BusyConnection guard(busy);
+  REQUIRE(got.wait_for(8s) == std::future_status::ready);  // (the old code: after borrow_timeout, 10 s)
+  INFO("answered after " << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
+                         << " ms");
+  CHECK_FALSE(got.get());  // timed out: no error (it tried, the lease was taken)
+  CHECK_FALSE(late.owns());
+  guard.free();
+  CHECK(busy.release());
+  CHECK(client->stats().waiters == 0);
+}
+
 TEST_CASE("batch_max outside 1 .. 64 is refused with an error naming it, before anything connects", "[coalesce][bad-input]") {
   for (std::size_t bad : {std::size_t{0}, std::size_t{65}}) {
     LockClientOptions co;

@@ -161,6 +161,10 @@ struct ClientWait {
   AcquireDone done;
   std::optional<Error> outage;  // the last attempt found the database unreachable (or no connection was free)
   bool cancelled = false;       // while its attempt runs
+  // An attempt of this wait found the lease taken: its next attempts wait for
+  // a work connection no longer than its deadline (the first one waits up to
+  // borrow_timeout, as every call: a wait that ends false has tried once).
+  bool tried = false;
   // A fair lease's queue place (kind kPlace, key = ticket), renewed while it
   // waits; left when the wait ends. Guarded by ClientCore::wait_mu_ (the
   // attempt replaces it when it finds it lapsed).
@@ -259,6 +263,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // A work connection within options.borrow_timeout (kResourceExhausted
   // otherwise); `slot` >= 0: that one. Connects a slot that has none.
   Borrowed borrow(int slot = -1);
+  // borrow(), or nothing when `until` comes first (before borrow_timeout).
+  std::optional<Borrowed> borrow_until(std::chrono::steady_clock::time_point until, int slot = -1);
   // The work connection one call of `lease`'s handle uses: any, or
   // (`pinned`) the one that acquired it where the dialect's release must run
   // on that session.
@@ -318,7 +324,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     bool batched = false, stopping = false;
     bool won = false, busy = false, released = false;
     std::int64_t holder_remaining_ms = 0;
-    // Never sent: no work connection came free in time (kResourceExhausted).
+    // Never sent: no work connection came free for borrow_timeout
+    // (kResourceExhausted).
     std::optional<Error> error;
   };
   using AsyncFinish = std::function<void(const AsyncAnswer&)>;

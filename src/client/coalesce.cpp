@@ -47,7 +47,9 @@ struct Pending {
   ClientCore::AsyncFinish finish;
   bool batchable = true;
   // When it leaves the queue unsent if no work connection came free (as a
-  // blocked call: after borrow_timeout), and the error it then gets.
+  // blocked call: after borrow_timeout), and the error it then gets. (An
+  // acquire's first try waits so even past its wait's deadline: a wait
+  // makes one attempt at least, so a false answer always means "busy".)
   steady_clock::time_point give_up;
   std::optional<Error> error;
   const std::string& name() const { return release ? ref.name : attempt.name; }
@@ -417,6 +419,7 @@ void ClientCore::acquire_async_batched(std::shared_ptr<ClientWait> w) {
       // Ends here: taken, cancelled, the client stopping, or busy (or never
       // sent) with no time left. Else the wait goes on in the waiter
       // thread's queue.
+      if (a.batched && a.busy) w->tried = true;
       ends = cancelled || stopping || (a.batched && a.won) ||
              (((a.batched && a.busy) || a.error) && steady_clock::now() >= w->deadline);
       if (!ends)

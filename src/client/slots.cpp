@@ -80,10 +80,12 @@ ClientCore::Borrowed ClientCore::claim(std::unique_lock<std::mutex>& lk, int got
   return Borrowed(this, got);
 }
 
-ClientCore::Borrowed ClientCore::borrow(int slot) {
+ClientCore::Borrowed ClientCore::borrow(int slot) { return *borrow_until(steady_clock::time_point::max(), slot); }
+
+std::optional<ClientCore::Borrowed> ClientCore::borrow_until(steady_clock::time_point until, int slot) {
   check_process();
   if (borrowed_) return Borrowed(this, 0);
-  const auto deadline = steady_clock::now() + options_.borrow_timeout;
+  const auto timeout_at = steady_clock::now() + options_.borrow_timeout;
   std::unique_lock<std::mutex> lk(slot_mu_);
   int got = -1;
   auto pick = [&] {
@@ -91,7 +93,10 @@ ClientCore::Borrowed ClientCore::borrow(int slot) {
     got = free_slot_locked(slot);
     return got >= 0;
   };
-  if (!slot_cv_.wait_until(lk, deadline, pick) || got < 0) throw_exhausted_locked(slot);
+  if (!slot_cv_.wait_until(lk, std::min(timeout_at, until), pick) || got < 0) {
+    if (!stop_ && until < timeout_at) return std::nullopt;  // the caller's deadline came first
+    throw_exhausted_locked(slot);
+  }
   return claim(lk, got);
 }
 

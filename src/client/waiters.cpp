@@ -477,11 +477,15 @@ void ClientCore::run_head(const std::string& name, bool was_woken, std::vector<C
   std::optional<Error> outage;
   milliseconds holder{0};
   try {
-    auto c = borrow();
-    const auto left = std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now());
-    ok = w->attempt ? w->attempt(*this, *c, &holder, w.get())
-                    : attempt_on(c, w->lease, std::max(left, milliseconds(1)), &holder, w.get(), nullptr,
-                                 w->turn ? &*w->turn : nullptr);
+    // After a busy attempt, no connection free by the wait's deadline: no
+    // attempt (the wait expires, reporting an earlier outage if it had one).
+    if (auto c = w->tried ? borrow_until(w->deadline) : std::optional<Borrowed>(borrow())) {
+      const auto left = std::chrono::duration_cast<milliseconds>(w->deadline - steady_clock::now());
+      ok = w->attempt ? w->attempt(*this, **c, &holder, w.get())
+                      : attempt_on(*c, w->lease, std::max(left, milliseconds(1)), &holder, w.get(), nullptr,
+                                   w->turn ? &*w->turn : nullptr);
+      w->tried = true;
+    }
   } catch (const Error& e) {
     // Unreachable, or no connection free: keep waiting, report it if the wait ends so.
     if (is_outage(e) || e.code() == ErrorCode::kResourceExhausted) outage = e;

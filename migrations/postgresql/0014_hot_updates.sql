@@ -1,4 +1,5 @@
--- Issue 40: every acquire, renewal and release of a lease (and every renewal of a
+-- Issue 40 (numbered 0014: a 0013 of an experiment that never landed may be recorded in
+-- development databases). Every acquire, renewal and release of a lease (and every renewal of a
 -- semaphore's or read-write lease's holding, and of a fair waiter's queue place) changes
 -- expire_at. An index on expire_at makes each of those updates a non-HOT update: a new
 -- entry in every index of the table and a new heap tuple that only VACUUM reclaims. Measured

@@ -712,7 +712,8 @@ TEST_CASE("a fair lease serves waiters in arrival order, across clients, and lea
   CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {name}) == 0);
 }
 
-TEST_CASE("a fair hand-off ends the holder's place with its release and wakes the next waiters only",
+TEST_CASE("a fair hand-off ends the holder's place with its release and wakes the next waiters only; on PostgreSQL "
+          "the waiter the release names takes it without reading the queue",
           "[fair-lease]") {
   // Holder H (no place: it took the free lease), then waiters W0..W4, each on
   // a client of its own, queued in that order. Two hand-offs: H -> W0 -> W1.
@@ -733,6 +734,8 @@ TEST_CASE("a fair hand-off ends the holder's place with its release and wakes th
   std::this_thread::sleep_for(300ms);  // every waiter has read its turn once
   auto wakeups = [&](int i) { return clients[static_cast<std::size_t>(i)]->stats().wakeups; };
   const auto w1_before = wakeups(1), w3_before = wakeups(3), w4_before = wakeups(4);
+  auto named = [&](int i) { return clients[static_cast<std::size_t>(i)]->stats().named_handoffs; };
+  REQUIRE(named(1) == 0);  // nobody released yet: no wake-up named a ticket
 
   CHECK(holder.release());
   REQUIRE(got[0].wait_for(10s) == std::future_status::ready);
@@ -755,6 +758,18 @@ TEST_CASE("a fair hand-off ends the holder's place with its release and wakes th
       CHECK(wakeups(3) == w3_before);
       CHECK(wakeups(4) == w4_before);
     }
+  }
+  if (ctx().is(sqlguard::DialectKind::kPostgresql) && !ctx().pooler) {
+    // Each release's NOTIFY named the next ticket: W0 and W1 went straight to
+    // the take (no queue read); the waiters further back were named by none.
+    CHECK(named(0) == 1);
+    CHECK(named(1) == 1);
+    CHECK(named(3) == 0);
+    CHECK(named(4) == 0);
+  } else {
+    // Wake-ups that name no ticket (SQLite's futex word, MariaDB's wake-up
+    // lock, a pooler's polling): every waiter reads the queue.
+    for (int i = 0; i < n; ++i) CHECK(named(i) == 0);
   }
   CHECK(ws[1]->release());
   for (int i = 2; i < n; ++i) {

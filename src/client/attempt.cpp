@@ -22,7 +22,18 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   Connection& conn = *c;
   const auto& o = l->options;
   bool seen_free = false;
-  if (o.fair) {
+  bool named = false;  // a release named this wait's ticket as the next: no queue read
+  if (o.fair && w) {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    named = std::exchange(w->named_next, false) && w->place;
+    if (named) {
+      ++named_handoffs_;
+      w->ahead = 0;
+      w->ahead_since = steady_clock::now();
+      w->not_turn = false;
+    }
+  }
+  if (o.fair && !named) {
     std::int64_t lease_left = 0;
     if (!fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left)) {
       note_refusal(*l->state, 0);  // not its turn: no take-over to count down to

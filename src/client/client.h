@@ -175,6 +175,11 @@ struct ClientWait {
   std::function<bool(ClientCore&, Connection&, std::chrono::milliseconds* holder_remaining, ClientWait*)> attempt;
   std::function<void(ClientCore&)> release;
   bool not_turn = false;  // a fair waiter's last attempt found others ahead (not an idle wake-up)
+  // A fair lease's wait woken by a release (or a leaving place) that named its
+  // ticket as the queue's next (FairPolicy::names_head): its next attempt
+  // goes straight to the take, without reading the queue first. Guarded by
+  // ClientCore::wait_mu_; the attempt clears it.
+  bool named_next = false;
   // A fair waiter's last count of live places ahead of its own (-1: not yet),
   // since when, and the fastest turn of the queue it saw (0: none yet).
   // Guarded by ClientCore::wait_mu_ (see FairPolicy::far_in_line, client/fairness.h).
@@ -604,7 +609,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool listener_open_ = false;
   std::size_t listening_ = 0;  // names the listener covered in its last wait
   std::atomic<std::thread::id> waiter_thread_id_{};
-  std::uint64_t wakeups_ = 0, polls_ = 0, attempts_ = 0, turns_asked_ = 0;
+  std::uint64_t wakeups_ = 0, polls_ = 0, attempts_ = 0, turns_asked_ = 0, named_handoffs_ = 0;
   mutable std::atomic<std::uint64_t> exhausted_{0};
 };
 

@@ -277,6 +277,7 @@ LockClientStats ClientCore::stats() const {
     s.polls = polls_;
     s.attempts = attempts_;
     s.next_turns = turns_asked_;
+    s.named_handoffs = named_handoffs_;
   }
   {
     std::lock_guard<std::mutex> lk(sync_mu_);

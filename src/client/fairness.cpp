@@ -305,6 +305,14 @@ bool FairPolicy::wakes_head(const NameQueue& q, const std::vector<std::string>& 
   return false;
 }
 
+bool FairPolicy::names_head(const NameQueue& q, const std::vector<std::string>& payloads) {
+  if (q.waits.empty()) return false;
+  const ClientWait& w = *q.waits.front();
+  if (!w.place || w.attempt || !w.lease->options.fair) return false;  // a fair lease's wait only
+  const std::string mine = std::to_string(ticket(w));
+  return std::find(payloads.begin(), payloads.end(), mine) != payloads.end();
+}
+
 void FairPolicy::enqueue(NameQueue& q, std::shared_ptr<ClientWait> w) {
   // The local queue keeps ticket order (two threads may take their places
   // in the other order than they get here), so the local head is always

@@ -637,6 +637,7 @@ void ClientCore::listener_loop() {
     for (const auto& n : woken) {
       auto qi = queues_.find(n.name);
       if (qi == queues_.end() || !FairPolicy::wakes_head(qi->second, n.payloads)) continue;
+      if (FairPolicy::names_head(qi->second, n.payloads)) qi->second.waits.front()->named_next = true;
       qi->second.woken = true;
       ++wakeups_;
       any = true;

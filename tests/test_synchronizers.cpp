@@ -725,9 +725,18 @@ TEST_CASE("a fair hand-off ends the holder's place with its release and wakes th
   std::vector<std::shared_ptr<LockClient>> clients;
   std::vector<std::unique_ptr<LeaseLock>> ws;
   std::vector<std::future<bool>> got;
+  // Where wake-ups name the next place (PostgreSQL), the waiters' own timers
+  // are slow: their attempts are the wake-ups' (a timer's attempt racing a
+  // release would take the lease the old way, reading the queue).
+  const bool names_places = ctx().is(sqlguard::DialectKind::kPostgresql) && !ctx().pooler;
+  LeaseOptions wo = fair_opts(10s);
+  if (names_places) {
+    wo.backoff_initial = 3s;
+    wo.backoff_max = 6s;
+  }
   for (int i = 0; i < n; ++i) {
     clients.push_back(LockClient::create(ctx().uri));
-    ws.push_back(std::make_unique<LeaseLock>(clients.back(), name, fair_opts(10s)));
+    ws.push_back(std::make_unique<LeaseLock>(clients.back(), name, wo));
     got.push_back(ws.back()->acquire_async(30s));
     REQUIRE(eventually([&] { return live_places(name) == i + 1; }, 10s));
   }
@@ -759,11 +768,14 @@ TEST_CASE("a fair hand-off ends the holder's place with its release and wakes th
       CHECK(wakeups(4) == w4_before);
     }
   }
-  if (ctx().is(sqlguard::DialectKind::kPostgresql) && !ctx().pooler) {
-    // Each release's NOTIFY named the next ticket: W0 and W1 went straight to
-    // the take (no queue read); the waiters further back were named by none.
-    CHECK(named(0) == 1);
-    CHECK(named(1) == 1);
+  if (names_places) {
+    // Each release's NOTIFY named the next place: W0 and W1 went straight to
+    // the take (no queue read; an attempt of a waiter's slow timer racing the
+    // release could still take it the old way, hence the sum); the waiters
+    // further back were named by none.
+    CHECK(named(0) <= 1);
+    CHECK(named(1) <= 1);
+    CHECK(named(0) + named(1) >= 1);
     CHECK(named(3) == 0);
     CHECK(named(4) == 0);
   } else {

@@ -123,10 +123,11 @@ struct LockClientStats {
   std::uint64_t polls = 0;                // lease_poll statements sent
   std::uint64_t attempts = 0;             // acquire attempts sent by the waiter thread
   std::uint64_t next_turns = 0;           // a lease's next turn asked for and got by its waiters (barging_limit)
-  // Fair leases' waits woken by a release that named their queue ticket as
-  // the next (PostgreSQL: the NOTIFY's payload) whose attempt went straight
-  // to the take, without reading the queue first (one round trip less per
-  // hand-off). 0 where wake-ups name no ticket (SQLite, MariaDB, a pooler).
+  // Fair leases acquired by a wait that a release named as the queue's next
+  // (PostgreSQL: the NOTIFY's payload names its place) and whose attempt went
+  // straight to the take, without reading the queue first (one round trip
+  // less per hand-off). 0 where wake-ups name no place (SQLite, MariaDB, a
+  // pooler).
   std::uint64_t named_handoffs = 0;
   std::uint64_t exhausted = 0;            // operations refused with kResourceExhausted
   // Coalescing (LockClientOptions::batch_max): batched statements sent (an

@@ -322,9 +322,11 @@ SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'h
 -- A fair lease's release (LeaseOptions::fair): lease_release that also removes the queue
 -- place the holder was acquired from (ticket, place_owner; an empty place_owner: none) in the same
 -- commit, and whose NOTIFY carries the queue's next ticket as its payload (the lowest other
--- place as this statement sees it, whatever its expiry says; empty: nobody waits). The lock client's listener
--- wakes only the waiter holding that ticket, not every waiter of the name (each of which
--- would read the queue to learn it is not next). 1 row = released.
+-- place as this statement sees it, whatever its expiry says; empty: nobody waits), as
+-- 'ticket:place owner'. The lock client's listener wakes only the waiter holding that ticket,
+-- not every waiter of the name (each of which would read the queue to learn it is not next),
+-- and that waiter, named by its place's owner token (no other sqlguard schema sharing the
+-- channel can name it by chance), takes the lease without reading the queue. 1 row = released.
 -- returns: :execrows
 -- params: name, owner, fence, name, ticket, place_owner, name, ticket
 WITH released AS (
@@ -336,7 +338,8 @@ left_place AS (
 next_place AS (
   SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q
   WHERE q.name = ? AND q.ticket <> ? AND q.beat <> 0)
-SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24), COALESCE(n.ticket::TEXT, '')),
+SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24),
+                 COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = r.name AND o.ticket = n.ticket), '')),
        set_config('synchronous_commit', 'off', true)
 FROM released r CROSS JOIN next_place n;
 
@@ -354,7 +357,8 @@ left_place AS (
 next_place AS (
   SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q
   WHERE q.name = ? AND q.ticket <> ? AND q.beat <> 0)
-SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24), COALESCE(n.ticket::TEXT, ''))
+SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24),
+                 COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = r.name AND o.ticket = n.ticket), ''))
 FROM released r CROSS JOIN next_place n;
 
 -- name: lease_release_fair_place

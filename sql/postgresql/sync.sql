@@ -247,8 +247,8 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 
 -- name: fair_leave_wake
 -- A waiter that gives up or is cancelled leaves the queue (fair_leave) and, when it was the
--- lowest live place, NOTIFYs the name's channel with the next ticket as payload
--- (lease_release_fair): the lease may be free with nobody else woken. A place counts while
+-- lowest live place, NOTIFYs the name's channel with the next ticket and its place's owner
+-- as payload ('ticket:owner', as lease_release_fair): the lease may be free with nobody else woken. A place counts while
 -- it is there (beat <> 0), whatever its expiry says. 1 row = it left.
 -- returns: :execrows
 -- params: name, ticket, owner
@@ -258,7 +258,8 @@ next_place AS (
   WHERE q.ticket > g.ticket AND q.beat <> 0
     AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue a WHERE a.name = g.name AND a.ticket < g.ticket AND a.beat <> 0))
 SELECT CASE WHEN n.ticket IS NOT NULL
-            THEN pg_notify('sqlguard_' || left(encode(sha256(convert_to(g.name, 'UTF8')), 'hex'), 24), n.ticket::TEXT) END
+            THEN pg_notify('sqlguard_' || left(encode(sha256(convert_to(g.name, 'UTF8')), 'hex'), 24),
+                           COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = g.name AND o.ticket = n.ticket), '')) END
 FROM gone g CROSS JOIN next_place n;
 
 -- name: fair_renew_batch

@@ -9,6 +9,7 @@
 #include "plans/plans.h"
 #include "plans/waiter.h"
 #include "sqlguard/validate.h"
+#include "strategies/lease/takeover.h"
 #include "strategies/sync/sync_ops.h"
 
 namespace sqlguard::detail {
@@ -22,12 +23,20 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   Connection& conn = *c;
   const auto& o = l->options;
   bool seen_free = false;
-  bool named = false;  // a release named this wait's ticket as the next: no queue read
+  bool named = false;  // a release named this wait's place as the next: no queue read
   if (o.fair && w) {
     std::lock_guard<std::mutex> lk(wait_mu_);
-    named = std::exchange(w->named_next, false) && w->place;
+    const std::int64_t t = std::exchange(w->named_ticket, -1);
+    if (t >= 0 && w->place) {
+      // Still that place, and live (one taken over meanwhile, or lapsed and
+      // replaced by a new ticket, reads the queue as every other attempt).
+      std::lock_guard<std::mutex> pg(w->place->state->mu);
+      named = w->place->key == t && w->place->state->hold > 0 && !w->place->state->lost;
+    }
     if (named) {
-      ++named_handoffs_;
+      // The watch of the places ahead goes (a queue read that found none
+      // would have ended it).
+      group_watches().forget(places_watch_key(description_, l->name, t));
       w->ahead = 0;
       w->ahead_since = steady_clock::now();
       w->not_turn = false;
@@ -96,6 +105,10 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     return false;
   }
   took(l, c.slot(), owner, r.fence, r.expire_at_ms, start);
+  if (named) {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    ++named_handoffs_;
+  }
   if (o.fair && w) keep_place_for_release(conn, *l, w);
   return true;
 }

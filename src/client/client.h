@@ -176,10 +176,11 @@ struct ClientWait {
   std::function<void(ClientCore&)> release;
   bool not_turn = false;  // a fair waiter's last attempt found others ahead (not an idle wake-up)
   // A fair lease's wait woken by a release (or a leaving place) that named its
-  // ticket as the queue's next (FairPolicy::names_head): its next attempt
-  // goes straight to the take, without reading the queue first. Guarded by
-  // ClientCore::wait_mu_; the attempt clears it.
-  bool named_next = false;
+  // place (ticket and owner token) as the queue's next (FairPolicy::names_head):
+  // the ticket named, -1 none. Its next attempt goes straight to the take,
+  // without reading the queue first, if its place is still that one and live.
+  // Guarded by ClientCore::wait_mu_; the attempt clears it.
+  std::int64_t named_ticket = -1;
   // A fair waiter's last count of live places ahead of its own (-1: not yet),
   // since when, and the fastest turn of the queue it saw (0: none yet).
   // Guarded by ClientCore::wait_mu_ (see FairPolicy::far_in_line, client/fairness.h).

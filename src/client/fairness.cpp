@@ -305,12 +305,19 @@ bool FairPolicy::wakes_head(const NameQueue& q, const std::vector<std::string>& 
   return false;
 }
 
-bool FairPolicy::names_head(const NameQueue& q, const std::vector<std::string>& payloads) {
-  if (q.waits.empty()) return false;
+std::int64_t FairPolicy::names_head(const NameQueue& q, const std::vector<std::string>& payloads,
+                                    const WaitPlan& plan) {
+  if (q.waits.empty() || !plan.wakes_fair_by_ticket()) return -1;
   const ClientWait& w = *q.waits.front();
-  if (!w.place || w.attempt || !w.lease->options.fair) return false;  // a fair lease's wait only
-  const std::string mine = std::to_string(ticket(w));
-  return std::find(payloads.begin(), payloads.end(), mine) != payloads.end();
+  if (!w.place || w.attempt || !w.lease->options.fair) return -1;  // a fair lease's wait only
+  std::int64_t t;
+  std::string named;
+  {
+    std::lock_guard<std::mutex> g(w.place->state->mu);
+    t = w.place->key;
+    named = std::to_string(t) + ":" + w.place->state->owner;
+  }
+  return std::find(payloads.begin(), payloads.end(), named) != payloads.end() ? t : -1;
 }
 
 void FairPolicy::enqueue(NameQueue& q, std::shared_ptr<ClientWait> w) {

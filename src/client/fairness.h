@@ -59,11 +59,12 @@ struct FairPolicy {
   // no ticket, the head's own, or a later one (the head's place lapsed: it
   // queues again); every wake-up for other heads.
   static bool wakes_head(const NameQueue& q, const std::vector<std::string>& payloads);
-  // Whether a wake-up names this queue's fair lease head's own ticket as the
-  // next (lease_release_fair's payload, where the plan wakes by ticket): the
-  // release saw no live place ahead of it, so its attempt need not read the
-  // queue (a place or a turn decides only who may try; the take decides).
-  static bool names_head(const NameQueue& q, const std::vector<std::string>& payloads);
+  // The ticket of this queue's fair lease head when a wake-up names its place
+  // as the next (lease_release_fair's payload 'ticket:owner token', where the
+  // plan wakes by ticket), else -1: the release saw no live place ahead of
+  // it, so its attempt need not read the queue (a place or a turn decides
+  // only who may try; the take decides).
+  static std::int64_t names_head(const NameQueue& q, const std::vector<std::string>& payloads, const WaitPlan& plan);
   // A fair wait joins its local queue in ticket order.
   static void enqueue(NameQueue& q, std::shared_ptr<ClientWait> w);
   // A fair head's attempt did not get it: when it looks again (unless

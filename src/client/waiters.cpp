@@ -637,7 +637,8 @@ void ClientCore::listener_loop() {
     for (const auto& n : woken) {
       auto qi = queues_.find(n.name);
       if (qi == queues_.end() || !FairPolicy::wakes_head(qi->second, n.payloads)) continue;
-      if (FairPolicy::names_head(qi->second, n.payloads)) qi->second.waits.front()->named_next = true;
+      if (const auto t = FairPolicy::names_head(qi->second, n.payloads, *wait_plan_); t >= 0)
+        qi->second.waits.front()->named_ticket = t;
       qi->second.woken = true;
       ++wakeups_;
       any = true;

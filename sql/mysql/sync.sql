@@ -226,6 +226,9 @@ SELECT ? AS name, ? AS slot, ? AS owner, ? AS fence, ? AS ttl_ms
 -- params: name, ticket, owner, ttl_ms, ttl_ms
 INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at, ttl_ms) VALUES (?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, ?);
 
+-- name: fair_join
+-- not needed: no data-modifying WITH (no INSERT ... RETURNING inside one): fair_enqueue joins in sync_open's transaction
+
 -- name: fair_purge
 -- cleanup(), in sync_head_delete's transaction: the name's places that were left (beat = 0;
 -- all that is left of an idle head).

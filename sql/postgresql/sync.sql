@@ -206,6 +206,24 @@ RETURNING h.name, h.slot;
 -- params: name, ticket, owner, ttl_ms, ttl_ms
 INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at, ttl_ms) VALUES (?, ?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, ?);
 
+-- name: fair_join
+-- A fair lease's waiter takes its place in one statement (one round trip, one commit instead of
+-- the five of sync_open, sync_state, fair_enqueue in a transaction): the name's row is written
+-- as sync_open writes it (created, or its version bumped: the write that hands out tickets one
+-- at a time, in commit order) and the place inserted with that version as its ticket. Only for
+-- a name that is a fair lease or new (then it becomes one): the bump's condition leaves a row of
+-- another kind alone, nothing comes back, and the caller joins by the transaction instead, whose
+-- check refuses the name naming both kinds. beat 1 (waiting), as fair_enqueue.
+-- returns: :one ticket
+-- params: name, kind, permits, owner, ttl_ms, ttl_ms
+WITH s AS (
+  INSERT INTO sqlguard_sync (name, kind, permits, fence) VALUES (?, ?, ?, (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM sqlguard_fence_seq))
+  ON CONFLICT (name) DO UPDATE SET version = sqlguard_sync.version + 1 WHERE sqlguard_sync.kind = EXCLUDED.kind
+  RETURNING name, version)
+INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at, ttl_ms)
+SELECT s.name, s.version, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, ? FROM s
+RETURNING ticket;
+
 -- name: fair_purge
 -- cleanup(), in sync_head_delete's transaction: the name's places that were left (beat = 0;
 -- all that is left of an idle head).

@@ -209,6 +209,9 @@ RETURNING sqlguard_sync_holder.name, sqlguard_sync_holder.slot;
 -- params: name, ticket, owner, ttl_ms, ttl_ms
 INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at, ttl_ms) VALUES (?, ?, ?, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ?, ?);
 
+-- name: fair_join
+-- not needed: no INSERT inside a WITH here, and a local transaction costs no round trips: fair_enqueue joins in sync_open's transaction
+
 -- name: fair_purge
 -- cleanup(), in sync_head_delete's transaction: the name's places that were left (beat = 0;
 -- all that is left of an idle head).

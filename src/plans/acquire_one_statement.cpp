@@ -12,6 +12,7 @@ namespace {
 class OneStatementTakeover final : public AcquirePlan {
  public:
   std::string_view name() const noexcept override { return "one-statement take-over"; }
+  bool joins_fair_queue_in_one_statement() const noexcept override { return true; }
 
   AcquireResult attempt(Connection& conn, const LeaseRequest& req, QueueSeat* seat) const override {
     static constexpr auto kFence = column(Sql::lease_acquire, "fence");

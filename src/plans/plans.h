@@ -80,6 +80,9 @@ class AcquirePlan {
   // One attempt, no retries. `seat`: only when the wait plan queues waiters in
   // the acquire statement (WaitPlan::queues_in_acquire()).
   virtual AcquireResult attempt(Connection& conn, const LeaseRequest& req, QueueSeat* seat) const = 0;
+  // A fair lease's waiter takes its queue place in one statement (fair_join:
+  // the dialect writes inside a WITH), not in sync_open's transaction.
+  virtual bool joins_fair_queue_in_one_statement() const noexcept { return false; }
 };
 
 // One statement takes over an expired row or reports the holder's expiry

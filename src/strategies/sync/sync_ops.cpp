@@ -520,7 +520,16 @@ std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::
   // Two waiters arriving at once (a deadlock victim, a Galera certification
   // failure, a ticket the other node inserted first): the loser takes the
   // next ticket.
+  const bool one_statement =
+      kind == LockKind::kFairLease && conn.dialect().plans().acquire->joins_fair_queue_in_one_statement();
   return retry_contention(conn, [&] {
+    if (one_statement) {
+      // One round trip where the name is a fair lease already (or new); any
+      // other kind comes back empty and the transaction below refuses it.
+      auto r = run(conn, Sql::fair_join, {name, std::string(kind_name(kind)), permits, owner,
+                                          static_cast<std::int64_t>(place_ttl.count())});
+      if (!r.rows.empty()) return cell(r.rows.front(), column(Sql::fair_join, "ticket")).as_int();
+    }
     Transaction tx(conn, Isolation::kReadCommitted);
     run(conn, Sql::sync_open, {name, std::string(kind_name(kind)), permits});
     const Head h = read_head(conn, name);

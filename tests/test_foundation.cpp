@@ -630,3 +630,44 @@ TEST_CASE("masking a message that quotes an already masked URI changes nothing: 
   CHECK(what.find("s3cret") == std::string::npos);
   CHECK(mask_uri(what) == what);
 }
+
+TEST_CASE("interrupt_wait() from another thread ends a wake-up wait at once, or the next one, and the session still "
+          "hears NOTIFYs after it",
+          "[foundation][notify]") {
+  if (!ctx().is(DialectKind::kPostgresql) || ctx().pooler) {
+    SUCCEED("interrupt_wait() is a no-op where no wake-up wait blocks on a socket (SQLite's futex words, MariaDB's "
+            "wake-up locks) or nothing is listened to (a transaction pooler)");
+    return;
+  }
+  using namespace std::chrono_literals;
+  auto c = ctx().connect();
+  auto notifier = ctx().connect();
+  const std::string ch = ctx().unique("wake");
+  auto timed_wait = [&](std::chrono::milliseconds d) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto got = c->wait_for_any_wakeup({ch}, d);
+    return std::make_pair(got, std::chrono::steady_clock::now() - t0);
+  };
+  // Control: with nothing to wake it, a wait runs to its timeout.
+  auto [none, waited] = timed_wait(300ms);
+  CHECK(none.empty());
+  CHECK(waited >= 250ms);
+  // Interrupted from another thread: it ends long before its 20 s.
+  std::pair<std::vector<Connection::Wakeup>, std::chrono::steady_clock::duration> r;
+  std::thread t([&] { r = timed_wait(20s); });
+  std::this_thread::sleep_for(200ms);
+  c->interrupt_wait();
+  t.join();
+  CHECK(r.first.empty());
+  CHECK(r.second < 10s);
+  // An interrupt with no wait in progress ends the next one, and only it.
+  c->interrupt_wait();
+  CHECK(timed_wait(20s).second < 10s);
+  CHECK(timed_wait(300ms).second >= 250ms);
+  // The session still listens: a NOTIFY is answered with its payload.
+  notifier->execute("SELECT pg_notify(?, 'after')", {ch});
+  auto heard = c->wait_for_any_wakeup({ch}, 10s);
+  REQUIRE(heard.size() == 1);
+  CHECK(heard[0].channel == ch);
+  CHECK(heard[0].payloads == std::vector<std::string>{"after"});
+}

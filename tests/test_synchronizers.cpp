@@ -745,6 +745,8 @@ TEST_CASE("a fair hand-off ends the holder's place with its release and wakes th
   const auto w1_before = wakeups(1), w3_before = wakeups(3), w4_before = wakeups(4);
   auto named = [&](int i) { return clients[static_cast<std::size_t>(i)]->stats().named_handoffs; };
   REQUIRE(named(1) == 0);  // nobody released yet: no wake-up named a ticket
+  auto stray = [&](int i) { return clients[static_cast<std::size_t>(i)]->stats().stray_wakeups; };
+  const auto s3_before = stray(3), s4_before = stray(4);
 
   CHECK(holder.release());
   REQUIRE(got[0].wait_for(10s) == std::future_status::ready);
@@ -778,6 +780,11 @@ TEST_CASE("a fair hand-off ends the holder's place with its release and wakes th
     CHECK(named(0) + named(1) >= 1);
     CHECK(named(3) == 0);
     CHECK(named(4) == 0);
+    // Each waiter listens on its own ticket's channel: the releases naming
+    // W0 and W1 did not even reach the listeners of W3 and W4 (on the name's
+    // one channel each of them would have heard both and dropped them).
+    CHECK(stray(3) == s3_before);
+    CHECK(stray(4) == s4_before);
   } else {
     // Wake-ups that name no ticket (SQLite's futex word, MariaDB's wake-up
     // lock, a pooler's polling): every waiter reads the queue.
@@ -790,6 +797,49 @@ TEST_CASE("a fair hand-off ends the holder's place with its release and wakes th
     CHECK(ws[static_cast<std::size_t>(i)]->release());
   }
   CHECK(live_places(name) == 0);
+}
+
+TEST_CASE("a fair release NOTIFYs the next place's own channel, and with nobody waiting the channel of the ticket the "
+          "next waiter will draw",
+          "[fair-lease]") {
+  if (!ctx().is(sqlguard::DialectKind::kPostgresql) || ctx().pooler) {
+    SUCCEED("wake-ups name places only on PostgreSQL without a transaction pooler");
+    return;
+  }
+  const std::string name = ctx().unique("ticketchannel");
+  const std::string ch = lease_wakeup_channel(name);
+  auto h = LockClient::create(ctx().uri);
+  auto wc = LockClient::create(ctx().uri);
+  LeaseLock holder(h, name, fair_opts(10s)), waiter(wc, name, fair_opts(10s));
+  REQUIRE(holder.try_acquire());
+  auto got = waiter.acquire_async(20s);
+  REQUIRE(eventually([&] { return live_places(name) == 1; }, 10s));
+  auto c = ctx().connect();
+  auto place = c->execute("SELECT ticket, owner FROM sqlguard_lock_queue WHERE name = ?", {name});
+  REQUIRE(place.rows.size() == 1);
+  const std::int64_t t = place.rows[0][0].as_int();
+  const std::string owner = place.rows[0][1].as_string();
+  // An outside session listens on the waiter's channel and the one behind it.
+  auto l = ctx().connect();
+  const std::string mine = ch + "_" + std::to_string(t), behind = ch + "_" + std::to_string(t + 1);
+  REQUIRE(l->wait_for_any_wakeup({mine, behind}, 0ms).empty());
+  CHECK(holder.release());
+  REQUIRE(got.wait_for(10s) == std::future_status::ready);
+  REQUIRE(got.get());
+  auto heard = l->wait_for_any_wakeup({mine, behind}, 5s);
+  REQUIRE(heard.size() == 1);
+  CHECK(heard[0].channel == mine);
+  CHECK(heard[0].payloads == std::vector<std::string>{std::to_string(t) + ":" + owner});
+  // Nobody waits now: the release wakes the channel of the ticket the next
+  // join draws (a waiter joining while the release runs, whose place the
+  // release cannot see, is woken all the same), naming nobody.
+  const std::int64_t next = sgtest::query_int("SELECT version + 1 FROM sqlguard_sync WHERE name = ?", {name});
+  const std::string drawn = ch + "_" + std::to_string(next);
+  REQUIRE(l->wait_for_any_wakeup({drawn}, 0ms).empty());
+  CHECK(waiter.release());
+  heard = l->wait_for_any_wakeup({drawn}, 5s);
+  REQUIRE(heard.size() == 1);
+  CHECK(heard[0].payloads == std::vector<std::string>{""});
 }
 
 TEST_CASE("a fair holder that releases cannot re-take while others wait; an unfair one can", "[fair-lease]") {

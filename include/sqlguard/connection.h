@@ -307,6 +307,14 @@ class Connection {
   // wait_for_any_notify() answering the payloads too.
   virtual std::vector<Wakeup> wait_for_any_wakeup(const std::vector<std::string>& channels,
                                                   std::chrono::milliseconds timeout);
+  // Ends a wait_for_any_notify() / wait_for_any_wakeup() / wait_for_notify()
+  // that another thread is in on this connection early (it answers what has
+  // fired so far, perhaps nothing), or the next one if none is in progress:
+  // the caller wants it to wait on other channels now. The one call of a
+  // Connection that may be made from another thread while the connection is
+  // in use; never blocks. PostgreSQL only (an eventfd beside the socket);
+  // elsewhere a no-op and the wait runs to its timeout.
+  virtual void interrupt_wait() noexcept;
 
  protected:
   Connection() = default;

@@ -120,6 +120,12 @@ struct LockClientStats {
   std::uint64_t leases_renewed = 0;
   std::uint64_t leases_lost = 0;          // reported lost by the renewer
   std::uint64_t wakeups = 0;              // listener wake-ups delivered to waiters
+  // Wake-ups the listener received that were for nobody of this client (a
+  // release naming a fair waiter of another client, a name no longer waited
+  // for): each cost its thread a wake-up for nothing. PostgreSQL's fair
+  // waiters listen on their own ticket's channel, so a hand-off wakes only
+  // the client of the waiter it names.
+  std::uint64_t stray_wakeups = 0;
   std::uint64_t polls = 0;                // lease_poll statements sent
   std::uint64_t attempts = 0;             // acquire attempts sent by the waiter thread
   std::uint64_t next_turns = 0;           // a lease's next turn asked for and got by its waiters (barging_limit)

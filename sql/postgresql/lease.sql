@@ -326,7 +326,11 @@ SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'h
 -- 'ticket:place owner'. The lock client's listener wakes only the waiter holding that ticket,
 -- not every waiter of the name (each of which would read the queue to learn it is not next),
 -- and that waiter, named by its place's owner token (no other sqlguard schema sharing the
--- channel can name it by chance), takes the lease without reading the queue. 1 row = released.
+-- channel can name it by chance), takes the lease without reading the queue. The same NOTIFY
+-- goes to that ticket's own channel ('<channel>_<ticket>', where this version's fair waiters
+-- listen: no other waiter's session hears it); with nobody waiting, to the channel of the
+-- ticket the next join will draw (the name's version + 1: a waiter joining while this release
+-- runs, whose place this statement cannot see, is still woken). 1 row = released.
 -- returns: :execrows
 -- params: name, owner, fence, name, ticket, place_owner, name, ticket
 WITH released AS (
@@ -338,10 +342,12 @@ left_place AS (
 next_place AS (
   SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q
   WHERE q.name = ? AND q.ticket <> ? AND q.beat <> 0)
-SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24),
-                 COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = r.name AND o.ticket = n.ticket), '')),
+SELECT pg_notify(w.channel, w.payload), pg_notify(w.channel || '_' || w.next_ticket::TEXT, w.payload),
        set_config('synchronous_commit', 'off', true)
-FROM released r CROSS JOIN next_place n;
+FROM (SELECT 'sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24) AS channel,
+             COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = r.name AND o.ticket = n.ticket), '') AS payload,
+             COALESCE(n.ticket, (SELECT s.version + 1 FROM sqlguard_sync s WHERE s.name = r.name), 0) AS next_ticket
+      FROM released r CROSS JOIN next_place n) w;
 
 -- name: lease_release_fair_flushed
 -- lease_release_fair whose commit is flushed like every other commit of the session (inside
@@ -357,9 +363,11 @@ left_place AS (
 next_place AS (
   SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q
   WHERE q.name = ? AND q.ticket <> ? AND q.beat <> 0)
-SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24),
-                 COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = r.name AND o.ticket = n.ticket), ''))
-FROM released r CROSS JOIN next_place n;
+SELECT pg_notify(w.channel, w.payload), pg_notify(w.channel || '_' || w.next_ticket::TEXT, w.payload)
+FROM (SELECT 'sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24) AS channel,
+             COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = r.name AND o.ticket = n.ticket), '') AS payload,
+             COALESCE(n.ticket, (SELECT s.version + 1 FROM sqlguard_sync s WHERE s.name = r.name), 0) AS next_ticket
+      FROM released r CROSS JOIN next_place n) w;
 
 -- name: lease_release_fair_place
 -- not needed: lease_release_fair deletes the place in its own statement (a data-modifying CTE)

@@ -266,7 +266,8 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 -- name: fair_leave_wake
 -- A waiter that gives up or is cancelled leaves the queue (fair_leave) and, when it was the
 -- lowest live place, NOTIFYs the name's channel with the next ticket and its place's owner
--- as payload ('ticket:owner', as lease_release_fair): the lease may be free with nobody else woken. A place counts while
+-- as payload ('ticket:owner', as lease_release_fair), on the name's channel and the ticket's
+-- own: the lease may be free with nobody else woken. A place counts while
 -- it is there (beat <> 0), whatever its expiry says. 1 row = it left.
 -- returns: :execrows
 -- params: name, ticket, owner
@@ -275,10 +276,11 @@ next_place AS (
   SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q JOIN gone g ON q.name = g.name
   WHERE q.ticket > g.ticket AND q.beat <> 0
     AND NOT EXISTS (SELECT 1 FROM sqlguard_lock_queue a WHERE a.name = g.name AND a.ticket < g.ticket AND a.beat <> 0))
-SELECT CASE WHEN n.ticket IS NOT NULL
-            THEN pg_notify('sqlguard_' || left(encode(sha256(convert_to(g.name, 'UTF8')), 'hex'), 24),
-                           COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = g.name AND o.ticket = n.ticket), '')) END
-FROM gone g CROSS JOIN next_place n;
+SELECT CASE WHEN w.ticket IS NOT NULL THEN pg_notify(w.channel, w.payload) END,
+       CASE WHEN w.ticket IS NOT NULL THEN pg_notify(w.channel || '_' || w.ticket::TEXT, w.payload) END
+FROM (SELECT n.ticket, 'sqlguard_' || left(encode(sha256(convert_to(g.name, 'UTF8')), 'hex'), 24) AS channel,
+             COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = g.name AND o.ticket = n.ticket), '') AS payload
+      FROM gone g CROSS JOIN next_place n) w;
 
 -- name: fair_renew_batch
 -- Keeps many waiters' places (the lock client's renewal thread): each live place listed is

@@ -16,6 +16,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -609,8 +610,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool waiter_threads_ = false;
   bool listener_open_ = false;
   std::size_t listening_ = 0;  // names the listener covered in its last wait
+  // The listener's session while it is open, and the channels of its wait in
+  // progress: a queue whose channel is not among them interrupts that wait
+  // (Connection::interrupt_wait) so that it listens at once.
+  Connection* listener_conn_ = nullptr;
+  std::set<std::string> listener_channels_;
+  void listen_now_locked(const NameQueue& q);
   std::atomic<std::thread::id> waiter_thread_id_{};
-  std::uint64_t wakeups_ = 0, polls_ = 0, attempts_ = 0, turns_asked_ = 0, named_handoffs_ = 0;
+  std::uint64_t wakeups_ = 0, stray_wakeups_ = 0, polls_ = 0, attempts_ = 0, turns_asked_ = 0, named_handoffs_ = 0;
   mutable std::atomic<std::uint64_t> exhausted_{0};
 };
 

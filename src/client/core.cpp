@@ -169,6 +169,7 @@ ClientCore::~ClientCore() {
     std::lock_guard<std::mutex> b(wait_mu_);
     std::lock_guard<std::mutex> c(slot_mu_);
     stop_ = true;
+    if (listener_conn_) listener_conn_->interrupt_wait();  // its wait ends now, not at its slice's end
   }
   renew_cv_.notify_all();
   wait_cv_.notify_all();
@@ -274,6 +275,7 @@ LockClientStats ClientCore::stats() const {
     s.names_tracked += first_try_names_.size();
     s.names_tracked += queues_.size();
     s.wakeups = wakeups_;
+    s.stray_wakeups = stray_wakeups_;
     s.polls = polls_;
     s.attempts = attempts_;
     s.next_turns = turns_asked_;

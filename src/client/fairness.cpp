@@ -305,6 +305,13 @@ bool FairPolicy::wakes_head(const NameQueue& q, const std::vector<std::string>& 
   return false;
 }
 
+std::string FairPolicy::listen_channel(const NameQueue& q, const WaitPlan& plan) {
+  if (q.waits.empty() || q.channel.empty() || !plan.wakes_fair_by_ticket()) return q.channel;
+  const ClientWait& w = *q.waits.front();
+  if (!w.place || !w.lease->options.fair) return q.channel;
+  return fair_ticket_channel(q.channel, ticket(w));
+}
+
 std::int64_t FairPolicy::names_head(const NameQueue& q, const std::vector<std::string>& payloads,
                                     const WaitPlan& plan) {
   if (q.waits.empty() || !plan.wakes_fair_by_ticket()) return -1;

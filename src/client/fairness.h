@@ -65,6 +65,10 @@ struct FairPolicy {
   // it, so its attempt need not read the queue (a place or a turn decides
   // only who may try; the take decides).
   static std::int64_t names_head(const NameQueue& q, const std::vector<std::string>& payloads, const WaitPlan& plan);
+  // The channel the listener waits on for this queue: the name's, or, for a
+  // fair lease's head where the plan wakes by ticket, its ticket's own
+  // (fair_ticket_channel): a release wakes only the waiter it names.
+  static std::string listen_channel(const NameQueue& q, const WaitPlan& plan);
   // A fair wait joins its local queue in ticket order.
   static void enqueue(NameQueue& q, std::shared_ptr<ClientWait> w);
   // A fair head's attempt did not get it: when it looks again (unless

@@ -128,6 +128,7 @@ void ClientCore::enqueue_wait_locked(std::shared_ptr<ClientWait> w, std::int64_t
   } else {
     q.waits.push_back(std::move(w));
   }
+  listen_now_locked(q);
 }
 
 void ClientCore::acquire_async(std::shared_ptr<ClientWait> w, milliseconds wait, AcquireDone done) {
@@ -542,6 +543,7 @@ void ClientCore::head_done_locked(std::map<std::string, NameQueue>::iterator qi,
   q.woken = !wait_release;
   q.next_try = t + (wait_release ? std::min(o.ttl, o.backoff_max) : milliseconds(0));
   if (q.waits.empty()) erase_queue_locked(qi);
+  else listen_now_locked(q);
 }
 
 // The head's attempt found it taken (or could not be made): its next try,
@@ -588,7 +590,7 @@ void ClientCore::listener_loop() {
       // takes it for the new holder), after two idle wake-ups in a row, nor
       // while its head waits out an attempt that could not be made.
       if (!q.waits.empty() && !q.channel.empty())
-        found.push_back({q.since, WaitedName{name, q.channel,
+        found.push_back({q.since, WaitedName{name, FairPolicy::listen_channel(q, *wait_plan_),
                                              q.idle_wakes >= 2 || q.woken || q.busy || q.outage_until > now ||
                                                  FairPolicy::far_in_line(q, *wait_plan_)}});
     if (!listener) {  // no wake-up source (a transaction pooler): the heads poll
@@ -610,7 +612,11 @@ void ClientCore::listener_loop() {
     }
     std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<WaitedName> names;
-    for (auto& f : found) names.push_back(std::move(f.second));
+    listener_channels_.clear();
+    for (auto& f : found) {
+      listener_channels_.insert(f.second.channel);
+      names.push_back(std::move(f.second));
+    }
     lk.unlock();
     std::vector<WokenName> woken;
     bool failed = false;
@@ -620,12 +626,17 @@ void ClientCore::listener_loop() {
         listener->session_lost();
         std::lock_guard<std::mutex> g(wait_mu_);
         listener_open_ = true;
+        listener_conn_ = conn.get();
       }
       // No names: one call with none stops listening to the old ones.
       woken = listener->wait(*conn, names, names.empty() ? milliseconds(0) : slice);
       listened = !names.empty();
     } catch (const std::exception& e) {
       log(LogLevel::kInfo, std::string("lock client wake-up listener failed (waiters poll meanwhile): ") + e.what());
+      {
+        std::lock_guard<std::mutex> g(wait_mu_);
+        listener_conn_ = nullptr;
+      }
       conn.reset();
       listened = false;
       failed = true;
@@ -636,7 +647,10 @@ void ClientCore::listener_loop() {
     bool any = false;
     for (const auto& n : woken) {
       auto qi = queues_.find(n.name);
-      if (qi == queues_.end() || !FairPolicy::wakes_head(qi->second, n.payloads)) continue;
+      if (qi == queues_.end() || !FairPolicy::wakes_head(qi->second, n.payloads)) {
+        ++stray_wakeups_;
+        continue;
+      }
       if (const auto t = FairPolicy::names_head(qi->second, n.payloads, *wait_plan_); t >= 0)
         qi->second.waits.front()->named_ticket = t;
       qi->second.woken = true;
@@ -646,6 +660,13 @@ void ClientCore::listener_loop() {
     if (any) wait_cv_.notify_all();
     if (failed) wait_cv_.wait_for(lk, slice * 5);
   }
+  listener_conn_ = nullptr;  // (lk is held: nobody interrupts the session it closes)
+  listener_channels_.clear();
+}
+
+void ClientCore::listen_now_locked(const NameQueue& q) {
+  if (!listener_conn_ || q.channel.empty()) return;
+  if (!listener_channels_.count(FairPolicy::listen_channel(q, *wait_plan_))) listener_conn_->interrupt_wait();
 }
 
 }  // namespace sqlguard::detail

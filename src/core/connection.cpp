@@ -88,6 +88,7 @@ bool Connection::wait_for_notify(const std::string&, std::chrono::milliseconds) 
 }
 
 void Connection::unlisten(const std::string&) {}
+void Connection::interrupt_wait() noexcept {}
 
 std::vector<std::string> Connection::wait_for_any_notify(const std::vector<std::string>& channels,
                                                          std::chrono::milliseconds timeout) {

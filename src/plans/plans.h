@@ -185,6 +185,14 @@ struct WaitedName {
   bool idle;            // its last wake-ups found the lease still held: do not block on it
 };
 
+// Where the wait plan wakes fair waiters by ticket (PostgreSQL): the channel
+// of one queue place, on which a release (lease_release_fair) or a waiter
+// leaving (fair_leave_wake) NOTIFYs the next ticket besides the name's own
+// channel: '<lease_wakeup_channel(name)>_<ticket>'.
+inline std::string fair_ticket_channel(const std::string& channel, std::int64_t ticket) {
+  return channel + "_" + std::to_string(ticket);
+}
+
 // A name woken, with what its wake-ups said (a NOTIFY's payload; "" when a
 // wake-up says nothing).
 struct WokenName {

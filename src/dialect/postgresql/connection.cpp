@@ -9,6 +9,8 @@
 // when the server never answered, as connection_lost -- never by searching
 // the message for words.
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 #include <pqxx/pqxx>
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <atomic>
+#include <limits>
 #include <map>
 #include <set>
 #include <random>
@@ -236,10 +239,19 @@ class PgConnection final : public Connection {
     caps_.listen_notify = caps_.wakeups = !pooler;
     caps_.transaction_pooler = pooler;
     connect();
+    // interrupt_wait()'s signal (none: waits run to their timeout).
+    if (!pooler) wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   }
   ~PgConnection() override {
     receivers_.clear();
     tx_.reset();
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+  }
+
+  void interrupt_wait() noexcept override {
+    if (wake_fd_ < 0) return;
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
   }
 
   std::size_t cached_statements() const noexcept override { return prepared_.size(); }
@@ -370,6 +382,19 @@ class PgConnection final : public Connection {
     return *conn_;
   }
 
+  // Up to `timeout` for the session's socket to have something to read (a
+  // notification) or for interrupt_wait(); then whatever arrived goes to the
+  // receivers. (pqxx's await_notification() waits on the socket alone.)
+  void await_wakeup(pqxx::connection_base& c, std::chrono::milliseconds timeout) {
+    pollfd fds[2] = {{c.sock(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    const int ready = ::poll(fds, wake_fd_ >= 0 ? 2 : 1, static_cast<int>(std::min<std::int64_t>(timeout.count(), std::numeric_limits<int>::max())));
+    if (ready > 0 && wake_fd_ >= 0 && (fds[1].revents & POLLIN)) {
+      std::uint64_t n;
+      [[maybe_unused]] const auto r = ::read(wake_fd_, &n, sizeof n);  // consumed: the next wait blocks again
+    }
+    c.get_notifs();
+  }
+
   void unlisten(const std::string& channel) override {
     if (tx_) return;  // pqxx issues UNLISTEN outside transactions only; it goes with the session
     try {
@@ -409,8 +434,7 @@ class PgConnection final : public Connection {
       c.get_notifs();
       auto fired = collect();
       if (fired.empty() && timeout.count() > 0) {
-        long us = static_cast<long>(timeout.count()) * 1000;
-        c.await_notification(us / 1'000'000, us % 1'000'000);
+        await_wakeup(c, timeout);
         fired = collect();
       }
       return fired;
@@ -428,10 +452,7 @@ class PgConnection final : public Connection {
       if (it == receivers_.end()) it = receivers_.emplace(channel, std::make_unique<Receiver>(c, channel)).first;
       Receiver& r = *it->second;
       c.get_notifs();
-      if (!r.fired && timeout.count() > 0) {
-        long us = static_cast<long>(timeout.count()) * 1000;
-        c.await_notification(us / 1'000'000, us % 1'000'000);
-      }
+      if (!r.fired && timeout.count() > 0) await_wakeup(c, timeout);
       bool fired = r.fired;
       r.fired = false;
       r.payloads.clear();
@@ -744,6 +765,7 @@ class PgConnection final : public Connection {
   detail::StatementCache<std::string> prepared_;  // SQL -> prepared statement name
   std::vector<std::string> evicted_;              // names still to DEALLOCATE
   std::map<std::string, std::unique_ptr<Receiver>> receivers_;
+  int wake_fd_ = -1;  // eventfd of interrupt_wait()
   int counter_ = 0;
   std::string name_prefix_;  // of this connection's prepared statements (statement_name_prefix())
   detail::PgPooler declared_;

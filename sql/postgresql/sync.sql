@@ -214,15 +214,22 @@ INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at, ttl_ms) VALUES 
 -- a name that is a fair lease or new (then it becomes one): the bump's condition leaves a row of
 -- another kind alone, nothing comes back, and the caller joins by the transaction instead, whose
 -- check refuses the name naming both kinds. beat 1 (waiting), as fair_enqueue.
+-- It commits WITHOUT waiting for the WAL flush (set_config(..., true): this statement's own
+-- commit only; run on its own, never in a caller's transaction): a place is the waiter's soft
+-- state. One lost in a crash or a failover is found gone by the place's next renewal and the
+-- waiter queues again; a place that led to an acquisition is durable, the take-over's flushed
+-- commit coming later in the WAL. So a fair cycle waits for one flush, as the unfair lease's.
 -- returns: :one ticket
 -- params: name, kind, permits, owner, ttl_ms, ttl_ms
 WITH s AS (
   INSERT INTO sqlguard_sync (name, kind, permits, fence) VALUES (?, ?, ?, (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM sqlguard_fence_seq))
   ON CONFLICT (name) DO UPDATE SET version = sqlguard_sync.version + 1 WHERE sqlguard_sync.kind = EXCLUDED.kind
-  RETURNING name, version)
-INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at, ttl_ms)
-SELECT s.name, s.version, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, ? FROM s
-RETURNING ticket;
+  RETURNING name, version),
+q AS (
+  INSERT INTO sqlguard_lock_queue (name, ticket, owner, expire_at, ttl_ms)
+  SELECT s.name, s.version, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + ?, ? FROM s
+  RETURNING ticket)
+SELECT q.ticket FROM q CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed;
 
 -- name: fair_purge
 -- cleanup(), in sync_head_delete's transaction: the name's places that were left (beat = 0;

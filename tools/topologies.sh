@@ -85,6 +85,8 @@
 set -euo pipefail
 # shellcheck source=tools/faketime_lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/faketime_lib.sh"
+# shellcheck source=tools/ports_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/ports_lib.sh"
 
 log() { printf 'dbservers: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -267,9 +269,11 @@ port_listeners() { ss -ltnpH "sport = :$1" 2>/dev/null || true; }
 require_free_port() { # port what var
   local who
   who=$(port_listeners "$1")
-  [[ -z "$who" ]] && return 0
-  who=$(grep -o 'users:(.*)' <<<"$who" | head -n 1 || true)
-  die "$2: TCP port $1 is already in use${who:+ by $who}; set $3 to another base port or stop whatever listens there"
+  if [[ -n "$who" ]]; then
+    who=$(grep -o 'users:(.*)' <<<"$who" | head -n 1 || true)
+    die "$2: TCP port $1 is already in use${who:+ by $who}; set $3 to another base port or stop whatever listens there"
+  fi
+  wait_port_unbound "$1" "$3" "$2"
 }
 
 show_log_tail() { # file what

@@ -44,6 +44,8 @@ packages=(
   catch2 libcli11-dev nlohmann-json3-dev libssl-dev
   libhiredis-dev
   procps iproute2
+  # the bench tables' checks (tools/bench_*.py) and the servers' port probe (tools/ports_lib.sh)
+  python3
   # the reference service (examples/) and its test: HTTP, NATS JetStream, Prometheus
   nats-server libnats-dev libcpp-httplib-dev prometheus-cpp-dev prometheus curl
   # Boost.Asio (headers): examples/async-waiters and the Asio sample of docs/async.md

@@ -11,6 +11,12 @@
 
 namespace sgtest {
 
+std::string worker_path() { return SQLGUARD_TEST_WORKER; }
+std::string cli_path() {
+  const char* other = std::getenv("SQLGUARD_TEST_CLI");
+  return other && *other ? other : SQLGUARD_CLI;
+}
+
 namespace detail {
 Context g_ctx;
 std::vector<std::string>* g_fresh_dbs = nullptr;

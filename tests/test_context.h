@@ -54,13 +54,13 @@ std::vector<int> run_parallel(const std::vector<std::vector<std::string>>& argvs
 int spawn(const std::vector<std::string>& argv, const std::string& out_file = {});
 int wait_pid(int pid);
 
-inline std::string worker_path() { return SQLGUARD_TEST_WORKER; }
+// The test worker and the CLI of this build (test_context.cpp: the only
+// file compiled with their paths, so the other test files compile the same
+// in a copy of the tree and hit the compiler cache: tests/fourth_dialect/).
+std::string worker_path();
 // SQLGUARD_TEST_CLI=/path/to/sqlguard runs the CLI tests against another
 // binary (a negative control: the tests of a fix must fail on the old one).
-inline std::string cli_path() {
-  const char* other = std::getenv("SQLGUARD_TEST_CLI");
-  return other && *other ? other : SQLGUARD_CLI;
-}
+std::string cli_path();
 
 // One cached connection for setup and checks, main thread only (opening a
 // server connection per check would dominate the run time).

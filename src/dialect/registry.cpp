@@ -2,6 +2,11 @@
 
 namespace sqlguard::detail {
 
+// The entries (each dialect's factory.cpp or missing.cpp defines its own).
+#define SQLGUARD_DIALECT(entry) extern const DialectEntry entry;
+#include "dialect/registry.def"
+#undef SQLGUARD_DIALECT
+
 const std::vector<const DialectEntry*>& registered_dialects() {
   // One line per dialect, in registry.def.
   static const std::vector<const DialectEntry*> all = {

@@ -45,9 +45,8 @@ DialectKind dialect_kind_of(std::string_view name) noexcept;
 std::string_view dialect_kind_name(DialectKind kind) noexcept;
 
 // Each dialect folder defines its entry in factory.cpp (or missing.cpp when
-// its driver was not compiled in); registry.def lists them.
-#define SQLGUARD_DIALECT(entry) extern const DialectEntry entry;
-#include "dialect/registry.def"
-#undef SQLGUARD_DIALECT
+// its driver was not compiled in) as `extern const DialectEntry k...{...}`;
+// registry.def lists them, and only registry.cpp reads it (a new dialect's
+// line then recompiles that one file).
 
 }  // namespace sqlguard::detail

@@ -54,13 +54,34 @@ meta_get() { # meta-text key
   fi
 }
 
+# Compiles one translation unit (unless prebuild already did) and reports
+# it: 0 when it compiled.
 compile() { # cpp-file what
-  if ! "$cxx" "$1" "${flags[@]}" -o "${1%.cpp}" 2>"${1%.cpp}.err"; then
+  local out=${1%.cpp}
+  if [[ ! -e "$out.prebuilt" ]]; then
+    rm -f "$out.failed"
+    "$cxx" "$1" "${flags[@]}" -o "$out" 2>"$out.err" || touch "$out.failed"
+  fi
+  if [[ -e "$out.failed" ]]; then
     echo "doc_samples: FAIL: $2 does not compile (as pasted, -Wall -Wextra -Werror):" >&2
-    head -20 "${1%.cpp}.err" >&2
+    head -20 "$out.err" >&2
     fail=1
     return 1
   fi
+}
+
+# Compiles translation units nproc at a time (the compiler is most of this
+# test's time); compile() then reports each in the documents' order.
+prebuild() { # cpp-file...
+  local cpp jobs_max
+  jobs_max=$(nproc)
+  for cpp in "$@"; do
+    while (( $(jobs -rp | wc -l) >= jobs_max )); do wait -n || true; done
+    ( out=${cpp%.cpp}
+      "$cxx" "$cpp" "${flags[@]}" -o "$out" 2>"$out.err" || touch "$out.failed"
+      touch "$out.prebuilt" ) &
+  done
+  wait
 }
 
 # A fragment as its own translation unit: its includes, the one header its
@@ -161,7 +182,7 @@ run_fragment() { # frag-file meta what
   sqlfile="$src/tests/doc_samples/fixtures/$fixture.sql"
   [[ -e "$sqlfile" ]] || { echo "doc_samples: FAIL: $what: no fixture $sqlfile" >&2; fail=1; return 1; }
   cpp="${fr%.frag}-run.cpp"
-  fragment_tu "$fr" "$work/run-main.inc" >"$cpp"
+  [[ -e "$cpp" ]] || fragment_tu "$fr" "$work/run-main.inc" >"$cpp"  # (prebuilt: written before)
   compile "$cpp" "$what" || return 1
   run_built "${cpp%.cpp}" "$meta" "$what (fixture $fixture, check $check)" "$sqlfile" "$check" || { fail=1; return 1; }
 }
@@ -214,34 +235,48 @@ if run_built "$work/control-5" "processes=3 sum=sold total=2" "negative control 
 fi
 fail=$saved_fail ran=$saved_ran
 
+# Every block's translation unit first (the same files the loop below
+# would write), compiled nproc at a time; then each block is reported and,
+# when marked, run, in the documents' order.
 docs=("$src/README.md")
 for f in "$src"/docs/*.md; do docs+=("$f"); done
+blks=() rels=() tus=()
 for doc in "${docs[@]}"; do
   rel=${doc#"$src"/}
   tag=$(echo "$rel" | tr '/.' '__')
   split_blocks "$doc" "$tag"
   for blk in "$work/$tag"_*.frag "$work/$tag"_*.main; do
     [[ -e "$blk" ]] || continue
-    n=$(basename "${blk%.*}"); n=${n##*_}
-    what="$rel block $n"
-    meta_file="${blk%.*}.meta"
-    blocks=$((blocks + 1))
-    if [[ "$blk" == *.frag ]]; then
-      if [[ -e "$meta_file" ]]; then
-        run_fragment "$blk" "$(cat "$meta_file")" "$what" || true
-      else
-        fragment_tu "$blk" "$work/empty-main.inc" >"${blk%.frag}-frag.cpp"
-        compile "${blk%.frag}-frag.cpp" "$what" || true
-      fi
-    else
+    if [[ "$blk" == *.main ]]; then
       cpp="${blk%.main}-main.cpp"
       cp "$blk" "$cpp"
-      compile "$cpp" "$what" || continue
-      if [[ -e "$meta_file" ]]; then
-        run_built "${cpp%.cpp}" "$(cat "$meta_file")" "$what" || fail=1
-      fi
+    elif [[ -e "${blk%.*}.meta" ]]; then
+      cpp="${blk%.frag}-run.cpp"
+      fragment_tu "$blk" "$work/run-main.inc" >"$cpp"
+    else
+      cpp="${blk%.frag}-frag.cpp"
+      fragment_tu "$blk" "$work/empty-main.inc" >"$cpp"
     fi
+    blks+=("$blk") rels+=("$rel") tus+=("$cpp")
   done
+done
+prebuild "${tus[@]}"
+for i in "${!blks[@]}"; do
+  blk=${blks[$i]} rel=${rels[$i]} cpp=${tus[$i]}
+  n=$(basename "${blk%.*}"); n=${n##*_}
+  what="$rel block $n"
+  meta_file="${blk%.*}.meta"
+  blocks=$((blocks + 1))
+  if [[ "$blk" == *.frag && -e "$meta_file" ]]; then
+    run_fragment "$blk" "$(cat "$meta_file")" "$what" || true
+  elif [[ "$blk" == *.frag ]]; then
+    compile "$cpp" "$what" || true
+  else
+    compile "$cpp" "$what" || continue
+    if [[ -e "$meta_file" ]]; then
+      run_built "${cpp%.cpp}" "$(cat "$meta_file")" "$what" || fail=1
+    fi
+  fi
 done
 echo "doc_samples: $blocks C++ blocks compiled, $ran run, from README.md and docs/*.md" >&2
 (( blocks > 0 )) || { echo "doc_samples: FAIL: no C++ block found" >&2; exit 1; }

@@ -24,7 +24,7 @@ std::unique_ptr<Connection> open_mysql(std::string_view uri, const ConnectOption
 }  // namespace
 
 void mysql_doctor(DoctorContext& ctx);  // doctor.cpp
-const DialectEntry kMysqlDialect{"mysql", {"mysql", "mariadb"}, "mysql://host:port/db", true, &open_mysql, &mysql_doctor,
+extern const DialectEntry kMysqlDialect{"mysql", {"mysql", "mariadb"}, "mysql://host:port/db", true, &open_mysql, &mysql_doctor,
                                  /*uri_is_path=*/false, nullptr, /*default_port=*/3306};
 }  // namespace detail
 

@@ -13,5 +13,5 @@ std::unique_ptr<Connection> open_missing(std::string_view, const ConnectOptions&
               "mysql");
 }
 }  // namespace
-const DialectEntry kMysqlDialect{"mysql", {"mysql", "mariadb"}, "mysql://host:port/db", false, &open_missing};
+extern const DialectEntry kMysqlDialect{"mysql", {"mysql", "mariadb"}, "mysql://host:port/db", false, &open_missing};
 }  // namespace sqlguard::detail

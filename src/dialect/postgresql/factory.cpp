@@ -149,7 +149,7 @@ std::unique_ptr<Connection> open_postgresql(std::string_view uri, const ConnectO
 }  // namespace
 
 void postgresql_doctor(DoctorContext& ctx);  // doctor.cpp
-const DialectEntry kPostgresqlDialect{"postgresql", {"postgresql", "postgres"}, "postgresql://host:port/db", true, &open_postgresql, &postgresql_doctor,
+extern const DialectEntry kPostgresqlDialect{"postgresql", {"postgresql", "postgres"}, "postgresql://host:port/db", true, &open_postgresql, &postgresql_doctor,
                                       /*uri_is_path=*/false, nullptr, /*default_port=*/5432, /*port_env=*/"PGPORT"};
 }  // namespace detail
 

@@ -13,5 +13,5 @@ std::unique_ptr<Connection> open_missing(std::string_view, const ConnectOptions&
               "postgresql");
 }
 }  // namespace
-const DialectEntry kPostgresqlDialect{"postgresql", {"postgresql", "postgres"}, "postgresql://host:port/db", false, &open_missing};
+extern const DialectEntry kPostgresqlDialect{"postgresql", {"postgresql", "postgres"}, "postgresql://host:port/db", false, &open_missing};
 }  // namespace sqlguard::detail

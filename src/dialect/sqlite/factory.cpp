@@ -37,7 +37,7 @@ bool in_memory(std::string_view uri) {
 }
 
 void sqlite_doctor(DoctorContext& ctx);  // doctor.cpp
-const DialectEntry kSqliteDialect{"sqlite", {"sqlite", "sqlite3"}, "sqlite:///path.db or sqlite::memory:", true, &open_sqlite, &sqlite_doctor,
+extern const DialectEntry kSqliteDialect{"sqlite", {"sqlite", "sqlite3"}, "sqlite:///path.db or sqlite::memory:", true, &open_sqlite, &sqlite_doctor,
                                   /*uri_is_path=*/true, &in_memory};
 }  // namespace detail
 

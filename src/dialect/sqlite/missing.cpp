@@ -13,6 +13,6 @@ std::unique_ptr<Connection> open_missing(std::string_view, const ConnectOptions&
               "sqlite");
 }
 }  // namespace
-const DialectEntry kSqliteDialect{"sqlite", {"sqlite", "sqlite3"}, "sqlite:///path.db or sqlite::memory:", false, &open_missing,
+extern const DialectEntry kSqliteDialect{"sqlite", {"sqlite", "sqlite3"}, "sqlite:///path.db or sqlite::memory:", false, &open_missing,
                                   /*doctor=*/nullptr, /*uri_is_path=*/true};
 }  // namespace sqlguard::detail

@@ -66,7 +66,7 @@ std::unique_ptr<Connection> open_stubsql(std::string_view uri, const ConnectOpti
 }
 }  // namespace
 
-const DialectEntry kStubsqlDialect{"stubsql", {"stubsql"}, "stubsql:///path.db", true, &open_stubsql, nullptr,
+extern const DialectEntry kStubsqlDialect{"stubsql", {"stubsql"}, "stubsql:///path.db", true, &open_stubsql, nullptr,
                                    /*uri_is_path=*/true};
 }  // namespace detail
 }  // namespace sqlguard

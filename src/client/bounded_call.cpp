@@ -58,12 +58,31 @@ BoundedCaller::Outcome BoundedCaller::call(std::function<void()> fn, std::chrono
     if (steady_clock::now() >= deadline) gave_up = Outcome::kTimedOut;
     else if (stopped()) gave_up = Outcome::kStopped;
     else continue;
-    // The call is still running: leave it to its worker.
+    // The call is still running: leave it to its worker (drain() waits
+    // for it). Those given up earlier that have returned are forgotten.
     w->quit = true;
     w->cv.notify_all();
-    worker_.reset();
+    lk.unlock();
+    std::erase_if(abandoned_, [](const std::shared_ptr<Worker>& a) {
+      std::lock_guard<std::mutex> g(a->mu);
+      return a->done;
+    });
+    abandoned_.push_back(std::move(worker_));
     return gave_up;
   }
+}
+
+bool BoundedCaller::drain(std::chrono::steady_clock::time_point deadline) {
+  bool all = true;
+  for (const auto& a : abandoned_) {
+    std::unique_lock<std::mutex> lk(a->mu);
+    if (!a->cv.wait_until(lk, deadline, [&] { return a->done; })) all = false;
+  }
+  std::erase_if(abandoned_, [](const std::shared_ptr<Worker>& a) {
+    std::lock_guard<std::mutex> g(a->mu);
+    return a->done;
+  });
+  return all;
 }
 
 }  // namespace sqlguard::detail

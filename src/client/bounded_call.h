@@ -2,13 +2,17 @@
 // a deadline. A call blocked past it (a frozen server, a silent partition) is
 // abandoned with its worker, which finishes on its own; the next call gets a
 // fresh worker. One long-lived worker per caller otherwise, not a thread per
-// call (the lock client's renewer keeps one caller).
+// call (the lock client's renewer keeps one caller). Its owner drains it
+// before it goes (the lock client's shutdown): a worker still in a call when
+// the process exits would run on into the exit's teardown (OpenSSL's
+// atexit cleanup under a connect in progress: SIGSEGV at exit).
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace sqlguard::detail {
 
@@ -41,9 +45,15 @@ class BoundedCaller {
   Outcome call(std::function<void()> fn, std::chrono::steady_clock::time_point deadline,
                const std::function<bool()>& stopped);
 
+  // Waits until every call this caller gave up on has returned, or until
+  // `deadline`: true if none is still running. (Each call is bounded by
+  // its own connection's deadlines: connect_timeout, io_timeout.)
+  bool drain(std::chrono::steady_clock::time_point deadline);
+
  private:
   struct Worker;
   std::shared_ptr<Worker> worker_;
+  std::vector<std::shared_ptr<Worker>> abandoned_;  // still in their call when given up
 };
 
 }  // namespace sqlguard::detail

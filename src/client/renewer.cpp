@@ -214,6 +214,24 @@ ClientCore::Renewal* ClientCore::registration_locked(const RenewItem& it) {
 
 void ClientCore::renewer_loop() {
   RenewRound round;
+  // On the way out (the client stops): a renewal given up on (a stop, or
+  // no answer within its window) may still be in its call, opening a
+  // connection or waiting for an answer. The client's shutdown waits for it
+  // as long as the call's own deadlines allow (connect_timeout, then
+  // io_timeout per statement): a thread left running into the process's
+  // exit crashes it there (OpenSSL's atexit cleanup under a connect).
+  struct Drain {
+    RenewRound& round;
+    const ClientCore& core;
+    ~Drain() {
+      const auto& c = core.options().connect;
+      const milliseconds io = std::min<milliseconds>(c.io_timeout.value_or(std::chrono::seconds(10)),
+                                                     std::chrono::seconds(10));
+      if (!round.caller.drain(steady_clock::now() + c.connect_timeout + io * 3))
+        log(LogLevel::kWarning, "lock client: a renewal statement was still running at shutdown after its "
+                                "deadlines; it finishes on its own thread");
+    }
+  } drain{round, *this};
   for (;;) {
     std::vector<RenewItem> items;
     std::vector<std::shared_ptr<ClientLease>> blocked;  // guarded past their trust window

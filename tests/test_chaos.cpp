@@ -25,6 +25,25 @@ long long field(const std::string& json, const std::string& key) {
   return std::stoll(m[1].str());
 }
 
+// What a failure message shows first: the checker's examples of what broke
+// and the invariants that did not count 0 (CI's failure digest keeps the
+// first lines of a message), then the whole JSON.
+std::string shown(const std::string& out) {
+  std::string head;
+  std::smatch m;
+  // (a list of JSON strings; an example's text may hold brackets)
+  static const std::regex examples(R"re("violation_examples":(\["(?:[^"\\]|\\.)*"(?:,"(?:[^"\\]|\\.)*")*\]))re");
+  if (std::regex_search(out, m, examples)) head += "violation_examples: " + m[1].str() + "\n";
+  std::string broken;
+  for (const auto& inv : {"fence_order", "overlap", "stock", "inbox_effects", "stale_lock", "lost_commits",
+                          "worker_exits", "permit_limit", "rw_exclusion", "fifo_order", "violations"}) {
+    const long long n = field(out, inv);
+    if (n > 0) broken += std::string(broken.empty() ? "" : ", ") + inv + " " + std::to_string(n);
+  }
+  if (!broken.empty()) head += "nonzero: " + broken + "\n";
+  return head + out;
+}
+
 bool restarts_available() {
   const char* s = std::getenv("SQLGUARD_DBSERVERS");
   return s && *s && !ctx().is_sqlite();
@@ -82,7 +101,7 @@ void control_is_caught(const std::string& control, const std::string& invariant,
   if (kind != "lease") args.insert(args.end(), {"--lock-kind", kind});
   args.insert(args.end(), extra.begin(), extra.end());
   auto r = chaos(args);
-  INFO(r.out);
+  INFO(shown(r.out));
   CHECK(r.rc == 4);
   CHECK(r.out.find("\"control\":\"" + control + "\"") != std::string::npos);
   CHECK(r.out.find("\"lock_kind\":\"" + kind + "\"") != std::string::npos);
@@ -118,7 +137,7 @@ std::string kind_run_holds(const std::string& kind, const std::function<bool(con
   auto run = [&](const std::string& seed) {
     auto r = chaos({"--lock-kind", kind, "--duration", "8s", "--workers", "6", "--ttl", "500ms", "--seed", seed,
                     "--no-server-restarts"});
-    INFO("seed " << seed << "\n" << r.out);
+    INFO("seed " << seed << "\n" << shown(r.out));
     REQUIRE(r.rc == 0);
     CHECK(r.out.find("\"lock_kind\":\"" + kind + "\"") != std::string::npos);
     CHECK(field(r.out, "violations") == 0);
@@ -164,7 +183,7 @@ TEST_CASE("a fenced chaos run keeps every invariant under kill -9, pauses past t
     std::vector<std::string> args = {"--duration", "8s", "--workers", "4", "--ttl", "500ms", "--seed", seed};
     if (!restarts_available()) args.push_back("--no-server-restarts");
     auto r = chaos(args);
-    INFO("seed " << seed << "\n" << r.out);
+    INFO("seed " << seed << "\n" << shown(r.out));
     REQUIRE(r.rc == 0);
     CHECK(field(r.out, "violations") == 0);
     check_invariants_hold(r.out);
@@ -183,7 +202,7 @@ TEST_CASE("a fenced chaos run keeps every invariant under kill -9, pauses past t
     return field(o, "pauses") >= 2 && field(o, "fenced_writes_accepted") > 0 &&
            field(o, "late_writes_rejected") >= 1 && field(o, "stale_writes_rejected") >= 1;
   });
-  INFO(out);
+  INFO(shown(out));
   CHECK(field(out, "pauses") >= 2);
   CHECK(field(out, "fenced_writes_accepted") > 0);
   // The paused holders woke up and tried to write: those whose lease was
@@ -204,7 +223,7 @@ TEST_CASE("chaos --lock-kind semaphore:2: never more than 2 permits held at an i
     return field(o, "holds_journaled") > 0 && field(o, "max_permits_held") == 2 &&
            field(o, "fenced_writes_accepted") > 0 && field(o, "stale_writes_rejected") >= 1;
   });
-  INFO(out);
+  INFO(shown(out));
   CHECK(field(out, "permit_limit") == 0);
   // Not vacuous: the journal has holds and they did fill both permits.
   CHECK(field(out, "holds_journaled") > 0);
@@ -220,7 +239,7 @@ TEST_CASE("chaos --lock-kind rw: never a writer with readers or another writer u
   const std::string out = kind_run_holds("rw", [](const std::string& o) {
     return field(o, "exclusive_holds") > 0 && field(o, "shared_overlaps") > 0 && field(o, "fenced_writes_accepted") > 0;
   });
-  INFO(out);
+  INFO(shown(out));
   CHECK(field(out, "rw_exclusion") == 0);
   CHECK(field(out, "overlap") == 0);
   CHECK(field(out, "exclusive_holds") > 0);
@@ -234,7 +253,7 @@ TEST_CASE("chaos --lock-kind fair: grants follow arrival order except past lapse
   const std::string out = kind_run_holds("fair", [](const std::string& o) {
     return field(o, "waits_granted") > 0 && field(o, "fifo_pairs_checked") > 0 && field(o, "fenced_writes_accepted") > 0;
   });
-  INFO(out);
+  INFO(shown(out));
   CHECK(field(out, "fifo_order") == 0);
   CHECK(field(out, "waits_granted") > 0);
   CHECK(field(out, "fifo_pairs_checked") > 0);  // not vacuous: some arrivals were ordered and checked
@@ -282,7 +301,7 @@ TEST_CASE("negative control: waiters of a fair lease that jump the queue are cau
 TEST_CASE("a partition longer than the ttl cuts lease holders off the server and no invariant is violated",
           "[chaos][partition]") {
   auto r = chaos({"--duration", "6s", "--workers", "4", "--ttl", "500ms", "--seed", "11", "--faults", "partition,kill"});
-  INFO(r.out);
+  INFO(shown(r.out));
   if (ctx().is_sqlite()) {
     // No network path to the database: a listed partition cannot be
     // injected, and asking for it is a usage error before any run.
@@ -310,25 +329,25 @@ TEST_CASE("a listed fault that cannot be injected is a usage error, never a sile
   // failover needs --topology pg-ha|pg-async: without it the run would have
   // been a run without failovers that exits 0.
   auto r = chaos({"--duration", "3s", "--workers", "2", "--ttl", "500ms", "--faults", "kill,failover"});
-  INFO(r.out);
+  INFO(shown(r.out));
   CHECK(r.rc == 2);
   CHECK(r.out.find("\"argument\":\"--faults\"") != std::string::npos);
   CHECK(r.out.find(ctx().is_sqlite() ? "failover" : "--topology") != std::string::npos);
   // node-kill needs one --db per node of a cluster of three.
   auto n = chaos({"--duration", "3s", "--workers", "2", "--ttl", "500ms", "--faults", "node-kill"});
-  INFO(n.out);
+  INFO(shown(n.out));
   CHECK(n.rc == 2);
   // crash: no server process on SQLite; elsewhere no time to crash and
   // recover in a 2 s run.
   auto c = chaos({"--duration", "2s", "--workers", "2", "--ttl", "500ms", "--faults", "kill,crash"});
-  INFO(c.out);
+  INFO(shown(c.out));
   CHECK(c.rc == 2);
   CHECK(c.out.find("\"argument\":\"--faults\"") != std::string::npos);
   CHECK(c.out.find(ctx().is_sqlite() ? "crash" : "--duration") != std::string::npos);
   // Negative control: the faults that apply run (and the default set, which
   // names none, leaves out what does not apply with a note).
   auto ok = chaos({"--duration", "2s", "--workers", "2", "--ttl", "500ms", "--seed", "3", "--faults", "kill"});
-  INFO(ok.out);
+  INFO(shown(ok.out));
   CHECK(ok.rc == 0);
 }
 
@@ -337,7 +356,7 @@ TEST_CASE("negative control: chaos without fencing is caught by the checker and 
   // end while another worker holds the lease.
   auto r = chaos({"--duration", "9s", "--workers", "4", "--ttl", "500ms", "--seed", "7", "--no-fencing",
                   "--no-server-restarts"});
-  INFO(r.out);
+  INFO(shown(r.out));
   CHECK(r.rc == 4);
   CHECK(field(r.out, "violations") > 0);
   CHECK(field(r.out, "fence_order") + field(r.out, "overlap") > 0);
@@ -382,7 +401,7 @@ TEST_CASE("a server crash (SIGKILL, crash recovery) keeps every lease invariant;
   auto run = [](const std::string& seed) {
     auto r =
         chaos({"--duration", "8s", "--workers", "4", "--ttl", "500ms", "--seed", seed, "--faults", "kill,pause,crash"});
-    INFO("seed " << seed << "\n" << r.out);
+    INFO("seed " << seed << "\n" << shown(r.out));
     CHECK(field(r.out, "server_crashes") >= 1);
     CHECK(field(r.out, "server_crash_failures") == 0);
     CHECK(field(r.out, "server_restarts") == 0);
@@ -403,7 +422,7 @@ TEST_CASE("a server crash (SIGKILL, crash recovery) keeps every lease invariant;
   const std::string out = first_exercised_run({"5", "6", "7"}, run, [](const std::string& o) {
     return field(o, "fenced_writes_accepted") > 0;
   });
-  INFO(out);
+  INFO(shown(out));
   CHECK(field(out, "fenced_writes_accepted") > 0);
   // The server is back for the tests that follow.
   auto c = ctx().connect();
@@ -465,7 +484,7 @@ TEST_CASE("chaos --faults clock-step: steps of the server's and the workers' wal
     auto run = [&](const std::string& seed) {
       auto r = chaos({"--lock-kind", kind, "--duration", "6s", "--workers", "6", "--ttl", "500ms", "--seed", seed,
                       "--faults", "clock-step,kill,pause"});
-      INFO(kind << " seed " << seed << "\n" << r.out);
+      INFO(kind << " seed " << seed << "\n" << shown(r.out));
       CHECK(r.rc == 0);
       CHECK(field(r.out, "violations") == 0);
       // stale_lock reads expiries on the stepped database clock: not judged (a note says so).
@@ -480,7 +499,7 @@ TEST_CASE("chaos --faults clock-step: steps of the server's and the workers' wal
     };
     const std::string out =
         first_exercised_run({"17", "18", "19"}, run, [](const std::string& o) { return field(o, "holds_journaled") > 0; });
-    INFO(kind << "\n" << out);
+    INFO(kind << "\n" << shown(out));
     CHECK(field(out, "acquisitions") > 0);
     CHECK(field(out, "holds_journaled") > 0);
   }
@@ -499,7 +518,7 @@ TEST_CASE("negative control: take-overs by the database clock overlap a holder u
   for (const std::string seed : {"21", "22", "23"}) {
     auto r = chaos({"--duration", "6s", "--workers", "6", "--ttl", "500ms", "--seed", seed, "--faults", "clock-step",
                     "--control", "database-clock-takeover"});
-    INFO(r.out);
+    INFO(shown(r.out));
     CHECK(r.out.find("\"control\":\"database-clock-takeover\"") != std::string::npos);
     CHECK(field(r.out, "clock_steps") >= 8);
     CHECK(r.rc == (field(r.out, "overlap") > 0 ? 4 : 0));

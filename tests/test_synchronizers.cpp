@@ -24,6 +24,7 @@
 #include "sqlguard/semaphore.h"
 #include "test_context.h"
 #include "test_helpers.h"
+#include "strategies/sync/sync_ops.h"
 
 using namespace sqlguard;
 using namespace std::chrono_literals;
@@ -829,7 +830,19 @@ TEST_CASE("a fair release NOTIFYs the next place's own channel, and with nobody 
   auto heard = l->wait_for_any_wakeup({mine, behind}, 5s);
   REQUIRE(heard.size() == 1);
   CHECK(heard[0].channel == mine);
-  CHECK(heard[0].payloads == std::vector<std::string>{std::to_string(t) + ":" + owner});
+  // The release granted the lease to that place in its own commit: the
+  // payload carries the fence, the expiry and the ttl it wrote, and the
+  // waiter holds it as written, without a take of its own (the row's owner
+  // is still the place's token: a take writes a fresh one).
+  auto row = c->execute("SELECT owner, fence, expire_at, ttl_ms FROM sqlguard_lock WHERE name = ?", {name});
+  REQUIRE(row.rows.size() == 1);
+  CHECK(row.rows[0][0].as_string() == owner);
+  CHECK(row.rows[0][1].as_int() == waiter.fence());
+  CHECK(heard[0].payloads == std::vector<std::string>{std::to_string(t) + ":" + owner + "|" +
+                                                      std::to_string(waiter.fence()) + "|" +
+                                                      std::to_string(row.rows[0][2].as_int()) + "|10000"});
+  CHECK(wc->stats().granted_handoffs == 1);
+  CHECK(wc->stats().named_handoffs == 1);
   // Nobody waits now: the release wakes the channel of the ticket the next
   // join draws (a waiter joining while the release runs, whose place the
   // release cannot see, is woken all the same), naming nobody.
@@ -840,6 +853,90 @@ TEST_CASE("a fair release NOTIFYs the next place's own channel, and with nobody 
   heard = l->wait_for_any_wakeup({drawn}, 5s);
   REQUIRE(heard.size() == 1);
   CHECK(heard[0].payloads == std::vector<std::string>{""});
+}
+
+TEST_CASE("a fair waiter that waited more than half a ttl before the hand-off confirms it by a take of its own",
+          "[fair-lease]") {
+  // A grant's trust window starts at the waiter's join (take_up_grant): a
+  // wait of 700 ms of a 1 s ttl leaves too little of it. On every dialect the
+  // waiter's own take then writes the row (a fresh owner token, not the
+  // place's). The control is the granted case of the test before (the row
+  // keeps the place's token when the wait was short).
+  const std::string name = ctx().unique("longgrant");
+  auto h = LockClient::create(ctx().uri);
+  auto wc = LockClient::create(ctx().uri);
+  LeaseLock holder(h, name, fair_opts(1s)), waiter(wc, name, fair_opts(1s));
+  REQUIRE(holder.try_acquire());
+  auto got = waiter.acquire_async(20s);
+  REQUIRE(eventually([&] { return live_places(name) == 1; }, 10s));
+  auto c = ctx().connect();
+  const std::string place_owner =
+      c->execute("SELECT owner FROM sqlguard_lock_queue WHERE name = ?", {name}).rows.at(0)[0].as_string();
+  std::this_thread::sleep_for(700ms);
+  CHECK(holder.release());
+  REQUIRE(got.wait_for(10s) == std::future_status::ready);
+  REQUIRE(got.get());
+  auto row = c->execute("SELECT owner, fence FROM sqlguard_lock WHERE name = ?", {name});
+  REQUIRE(row.rows.size() == 1);
+  CHECK(row.rows[0][0].as_string() != place_owner);
+  CHECK(row.rows[0][1].as_int() == waiter.fence());
+  CHECK(wc->stats().granted_handoffs == 0);
+  CHECK(waiter.release());
+}
+
+TEST_CASE("a lease granted to a fair waiter that left at that moment is released by its leaving, and the next waiter "
+          "takes it at once",
+          "[fair-lease]") {
+  // A place whose waiter is gone (a "ghost": it timed out or was cancelled
+  // as the release granted it the lease) is made by hand ahead of a real
+  // waiter. The release grants to the ghost where releases grant
+  // (PostgreSQL); its leave (fair_leave) must release the grant, or the
+  // lease is held by nobody for its ttl. Control (PostgreSQL): a place
+  // deleted by hand, without fair_leave, leaves the grant in place.
+  const bool grants = ctx().is(sqlguard::DialectKind::kPostgresql);
+  auto run = [&](bool by_fair_leave) {
+    const std::string name = ctx().unique(by_fair_leave ? "ghostleave" : "ghostdelete");
+    auto h = LockClient::create(ctx().uri);
+    auto wc = LockClient::create(ctx().uri);
+    LeaseLock holder(h, name, fair_opts(10s)), waiter(wc, name, fair_opts(10s));
+    REQUIRE(holder.try_acquire());
+    auto c = ctx().connect();
+    const std::string ghost = "ghost-waiter-" + name;
+    const std::int64_t ticket = sqlguard::detail::fair_enqueue(*c, name, ghost, 10s);
+    auto got = waiter.acquire_async(30s);
+    REQUIRE(eventually([&] { return live_places(name) == 2; }, 10s));
+    CHECK(holder.release());
+    auto owner = [&] {
+      return c->execute("SELECT owner FROM sqlguard_lock WHERE name = ? AND beat <> 0", {name});
+    };
+    if (grants) {
+      auto r = owner();
+      REQUIRE(r.rows.size() == 1);
+      CHECK(r.rows[0][0].as_string() == ghost);
+    }
+    if (by_fair_leave)
+      sqlguard::detail::fair_leave(*c, name, ticket, ghost, true);
+    else
+      c->execute("DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ?", {name, ticket});
+    const bool served = got.wait_for(by_fair_leave ? 5s : 2s) == std::future_status::ready;
+    if (by_fair_leave) {
+      REQUIRE(served);
+      CHECK(got.get());
+      CHECK(waiter.release());
+    } else {
+      // The control: the grant outlives its place; the waiter still waits.
+      CHECK_FALSE(served);
+      auto r = owner();
+      REQUIRE(r.rows.size() == 1);
+      CHECK(r.rows[0][0].as_string() == ghost);
+      sqlguard::force_release(*c, name);
+      REQUIRE(got.wait_for(10s) == std::future_status::ready);
+      CHECK(got.get());
+      CHECK(waiter.release());
+    }
+  };
+  run(true);
+  if (grants && !ctx().pooler) run(false);
 }
 
 TEST_CASE("a fair holder that releases cannot re-take while others wait; an unfair one can", "[fair-lease]") {

@@ -135,6 +135,12 @@ struct LockClientStats {
   // less per hand-off). 0 where wake-ups name no place (SQLite, MariaDB, a
   // pooler).
   std::uint64_t named_handoffs = 0;
+  // Of those, the ones the release granted in its own commit and the wait
+  // held without a statement of its own (PostgreSQL: lease_release_fair
+  // writes the lease to the next place's token and its NOTIFY carries the
+  // fence). A wait that waited longer than half a ttl confirms the grant by
+  // a take instead (named, not counted here).
+  std::uint64_t granted_handoffs = 0;
   std::uint64_t exhausted = 0;            // operations refused with kResourceExhausted
   // Coalescing (LockClientOptions::batch_max): batched statements sent (an
   // acquire batch or a release batch) and the calls they carried.
@@ -176,6 +182,10 @@ class LockClient {
 
   // Stops the threads and closes the connections. Leases still held by
   // handles keep the client alive (handles hold it); destroy handles first.
+  // A renewal statement still waiting for its answer (a frozen server) is
+  // waited for as long as its own deadlines allow (connect_timeout, then
+  // io_timeout per statement), so that no thread of the client runs on into
+  // the process's exit.
   ~LockClient();
   LockClient(const LockClient&) = delete;
   LockClient& operator=(const LockClient&) = delete;

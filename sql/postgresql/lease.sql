@@ -320,54 +320,84 @@ SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'h
 
 -- name: lease_release_fair
 -- A fair lease's release (LeaseOptions::fair): lease_release that also removes the queue
--- place the holder was acquired from (ticket, place_owner; an empty place_owner: none) in the same
--- commit, and whose NOTIFY carries the queue's next ticket as its payload (the lowest other
--- place as this statement sees it, whatever its expiry says; empty: nobody waits), as
--- 'ticket:place owner'. The lock client's listener wakes only the waiter holding that ticket,
--- not every waiter of the name (each of which would read the queue to learn it is not next),
--- and that waiter, named by its place's owner token (no other sqlguard schema sharing the
--- channel can name it by chance), takes the lease without reading the queue. The same NOTIFY
--- goes to that ticket's own channel ('<channel>_<ticket>', where this version's fair waiters
--- listen: no other waiter's session hears it); with nobody waiting, to the channel of the
--- ticket the next join will draw (the name's version + 1: a waiter joining while this release
--- runs, whose place this statement cannot see, is still woken). 1 row = released.
+-- place the holder was acquired from (ticket, place_owner; an empty place_owner: none) in the
+-- same commit and GRANTS the lease to the queue's next place (the lowest other live place,
+-- whatever its expiry says, locked FOR UPDATE so a waiter leaving at that moment either left
+-- before, or finds the grant: fair_leave) in the same statement: owner = that place's owner
+-- token, a new fence, expire_at = now + the lease's ttl_ms, beat 1, handed = 1. The woken
+-- waiter holds it without a statement of its own (one round trip and one commit less per
+-- hand-off); its trust window starts before the grant (its place's last renewal), and where
+-- that leaves it less than half a ttl it confirms by a take (lease_acquire: owner = turn_owner
+-- AND handed = 1). Not when the holder asked for a minimum hold (min_release_at <> 0: the
+-- lease stays its until then) or the row has no ttl_ms (written by an older sqlguard): then
+-- released as before, and the next waiter takes it.
+-- The NOTIFY carries the next ticket as its payload, 'ticket:place owner', and when granted
+-- '|fence|expire_at|ttl_ms' after it; the lock client's listener wakes only the waiter holding
+-- that ticket. The same NOTIFY goes to that ticket's own channel ('<channel>_<ticket>', where
+-- this version's fair waiters listen: no other waiter's session hears it); with nobody waiting,
+-- to the channel of the ticket the next join will draw (the name's version + 1: a waiter
+-- joining while this release runs, whose place this statement cannot see, is still woken).
+-- A release that only releases commits without waiting for the WAL flush (as lease_release);
+-- one that grants is an acquisition and commits flushed (the session's synchronous_commit).
+-- 1 row = released (or granted).
 -- returns: :execrows
--- params: name, owner, fence, name, ticket, place_owner, name, ticket
-WITH released AS (
-  UPDATE sqlguard_lock SET beat = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
-  WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
-  RETURNING name),
+-- params: name, ticket, name, owner, fence, name, ticket, place_owner, name
+WITH nxt AS (
+  SELECT q.ticket, q.owner FROM sqlguard_lock_queue q
+  WHERE q.name = ? AND q.ticket <> ? AND q.beat <> 0
+  ORDER BY q.ticket LIMIT 1 FOR UPDATE),
+released AS (
+  UPDATE sqlguard_lock l SET
+    owner = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN n.owner ELSE l.owner END,
+    fence = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN nextval('sqlguard_fence_seq') ELSE l.fence END,
+    beat = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN 1 ELSE 0 END,
+    expire_at = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + l.ttl_ms ELSE GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, l.min_release_at) END,
+    acquired_at = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE l.acquired_at END,
+    renewed_at = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE l.renewed_at END,
+    handed = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN 1 ELSE 0 END
+  FROM (SELECT 1) AS one LEFT JOIN nxt n ON true
+  WHERE l.name = ? AND l.owner = ? AND l.fence = ? AND l.beat <> 0
+  RETURNING l.name, l.handed AS granted, l.fence, l.expire_at, l.ttl_ms, n.ticket, n.owner AS next_owner),
 left_place AS (
-  DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?),
-next_place AS (
-  SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q
-  WHERE q.name = ? AND q.ticket <> ? AND q.beat <> 0)
+  DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?)
 SELECT pg_notify(w.channel, w.payload), pg_notify(w.channel || '_' || w.next_ticket::TEXT, w.payload),
-       set_config('synchronous_commit', 'off', true)
+       set_config('synchronous_commit', CASE WHEN w.granted = 1 THEN current_setting('synchronous_commit') ELSE 'off' END, true)
 FROM (SELECT 'sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24) AS channel,
-             COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = r.name AND o.ticket = n.ticket), '') AS payload,
-             COALESCE(n.ticket, (SELECT s.version + 1 FROM sqlguard_sync s WHERE s.name = r.name), 0) AS next_ticket
-      FROM released r CROSS JOIN next_place n) w;
+             COALESCE(r.ticket::TEXT || ':' || r.next_owner ||
+                      CASE WHEN r.granted = 1 THEN '|' || r.fence::TEXT || '|' || r.expire_at::TEXT || '|' || r.ttl_ms::TEXT ELSE '' END, '') AS payload,
+             COALESCE(r.ticket, (SELECT s.version + 1 FROM sqlguard_sync s WHERE s.name = ?), 0) AS next_ticket,
+             r.granted
+      FROM released r) w;
 
 -- name: lease_release_fair_flushed
--- lease_release_fair whose commit is flushed like every other commit of the session (inside
--- a caller's transaction, or ReleaseCommit::kDurable), as lease_release_flushed.
+-- lease_release_fair whose commit is flushed like every other commit of the session, granting
+-- or not (inside a caller's transaction, or ReleaseCommit::kDurable), as lease_release_flushed.
 -- returns: :execrows
--- params: name, owner, fence, name, ticket, place_owner, name, ticket
-WITH released AS (
-  UPDATE sqlguard_lock SET beat = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, min_release_at)
-  WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
-  RETURNING name),
+-- params: name, ticket, name, owner, fence, name, ticket, place_owner, name
+WITH nxt AS (
+  SELECT q.ticket, q.owner FROM sqlguard_lock_queue q
+  WHERE q.name = ? AND q.ticket <> ? AND q.beat <> 0
+  ORDER BY q.ticket LIMIT 1 FOR UPDATE),
+released AS (
+  UPDATE sqlguard_lock l SET
+    owner = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN n.owner ELSE l.owner END,
+    fence = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN nextval('sqlguard_fence_seq') ELSE l.fence END,
+    beat = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN 1 ELSE 0 END,
+    expire_at = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + l.ttl_ms ELSE GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, l.min_release_at) END,
+    acquired_at = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE l.acquired_at END,
+    renewed_at = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ELSE l.renewed_at END,
+    handed = CASE WHEN n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0 THEN 1 ELSE 0 END
+  FROM (SELECT 1) AS one LEFT JOIN nxt n ON true
+  WHERE l.name = ? AND l.owner = ? AND l.fence = ? AND l.beat <> 0
+  RETURNING l.name, l.handed AS granted, l.fence, l.expire_at, l.ttl_ms, n.ticket, n.owner AS next_owner),
 left_place AS (
-  DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?),
-next_place AS (
-  SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q
-  WHERE q.name = ? AND q.ticket <> ? AND q.beat <> 0)
+  DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?)
 SELECT pg_notify(w.channel, w.payload), pg_notify(w.channel || '_' || w.next_ticket::TEXT, w.payload)
 FROM (SELECT 'sqlguard_' || left(encode(sha256(convert_to(r.name, 'UTF8')), 'hex'), 24) AS channel,
-             COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = r.name AND o.ticket = n.ticket), '') AS payload,
-             COALESCE(n.ticket, (SELECT s.version + 1 FROM sqlguard_sync s WHERE s.name = r.name), 0) AS next_ticket
-      FROM released r CROSS JOIN next_place n) w;
+             COALESCE(r.ticket::TEXT || ':' || r.next_owner ||
+                      CASE WHEN r.granted = 1 THEN '|' || r.fence::TEXT || '|' || r.expire_at::TEXT || '|' || r.ttl_ms::TEXT ELSE '' END, '') AS payload,
+             COALESCE(r.ticket, (SELECT s.version + 1 FROM sqlguard_sync s WHERE s.name = ?), 0) AS next_ticket
+      FROM released r) w;
 
 -- name: lease_release_fair_place
 -- not needed: lease_release_fair deletes the place in its own statement (a data-modifying CTE)

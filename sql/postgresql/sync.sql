@@ -265,20 +265,42 @@ ORDER BY a.ticket;
 DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND beat = ?;
 
 -- name: fair_leave
--- The caller leaves the queue (it acquired, gave up or was cancelled).
+-- The caller leaves the queue (it acquired, gave up or was cancelled). A lease a release
+-- granted to this place (lease_release_fair: owner = the place's owner token, handed = 1)
+-- that the waiter did not take up (it left first: a timeout or a cancel at the moment of the
+-- grant) is released in the same statement, after the place is gone (the update reads the
+-- deleted row: a release that locked the place first has committed its grant by then, which
+-- the update then finds), and the queue's next ticket is woken ('ticket:owner', as
+-- lease_release_fair without a grant).
 -- returns: :execrows
--- params: name, ticket, owner
-DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
+-- params: name, ticket, owner, ticket
+WITH gone AS (DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? RETURNING name, owner),
+ungranted AS (
+  UPDATE sqlguard_lock l SET beat = 0, handed = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, l.min_release_at)
+  FROM gone g WHERE l.name = g.name AND l.owner = g.owner AND l.handed = 1 AND l.beat <> 0
+  RETURNING l.name),
+next_place AS (
+  SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q JOIN ungranted u ON q.name = u.name
+  WHERE q.ticket <> ? AND q.beat <> 0)
+SELECT pg_notify(w.channel, w.payload), pg_notify(w.channel || '_' || w.ticket::TEXT, w.payload)
+FROM (SELECT n.ticket, 'sqlguard_' || left(encode(sha256(convert_to(u.name, 'UTF8')), 'hex'), 24) AS channel,
+             n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = u.name AND o.ticket = n.ticket) AS payload
+      FROM ungranted u CROSS JOIN next_place n WHERE n.ticket IS NOT NULL) w;
 
 -- name: fair_leave_wake
--- A waiter that gives up or is cancelled leaves the queue (fair_leave) and, when it was the
--- lowest live place, NOTIFYs the name's channel with the next ticket and its place's owner
--- as payload ('ticket:owner', as lease_release_fair), on the name's channel and the ticket's
--- own: the lease may be free with nobody else woken. A place counts while
--- it is there (beat <> 0), whatever its expiry says. 1 row = it left.
+-- A waiter that gives up or is cancelled leaves the queue (fair_leave: a lease granted to its
+-- place and not taken up is released) and, when it was the lowest live place, NOTIFYs the
+-- name's channel with the next ticket and its place's owner as payload ('ticket:owner', as
+-- lease_release_fair), on the name's channel and the ticket's own: the lease may be free with
+-- nobody else woken. A place counts while it is there (beat <> 0), whatever its expiry says.
+-- (ungranted runs though the query does not read it: a data-modifying WITH always does.)
 -- returns: :execrows
 -- params: name, ticket, owner
-WITH gone AS (DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? RETURNING name, ticket),
+WITH gone AS (DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? RETURNING name, ticket, owner),
+ungranted AS (
+  UPDATE sqlguard_lock l SET beat = 0, handed = 0, expire_at = GREATEST((EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT, l.min_release_at)
+  FROM gone g WHERE l.name = g.name AND l.owner = g.owner AND l.handed = 1 AND l.beat <> 0
+  RETURNING l.name),
 next_place AS (
   SELECT MIN(q.ticket) AS ticket FROM sqlguard_lock_queue q JOIN gone g ON q.name = g.name
   WHERE q.ticket > g.ticket AND q.beat <> 0

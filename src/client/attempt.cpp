@@ -24,9 +24,12 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   const auto& o = l->options;
   bool seen_free = false;
   bool named = false;  // a release named this wait's place as the next: no queue read
+  FairGrant grant;     // ... and granted it the lease in its own commit
+  std::string place_owner;  // a fair wait's place: a lease granted to it is taken with this token
   if (o.fair && w) {
     std::lock_guard<std::mutex> lk(wait_mu_);
     const std::int64_t t = std::exchange(w->named_ticket, -1);
+    grant = std::exchange(w->grant, FairGrant{});
     if (t >= 0 && w->place) {
       // Still that place, and live (one taken over meanwhile, or lapsed and
       // replaced by a new ticket, reads the queue as every other attempt).
@@ -40,8 +43,15 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       w->ahead = 0;
       w->ahead_since = steady_clock::now();
       w->not_turn = false;
+    } else {
+      grant = FairGrant{};
+    }
+    if (w->place) {
+      std::lock_guard<std::mutex> pg(w->place->state->mu);
+      place_owner = w->place->state->owner;
     }
   }
+  if (named && grant.fence > 0 && take_up_grant(c, l, w, grant)) return true;
   if (o.fair && !named) {
     std::int64_t lease_left = 0;
     if (!fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left)) {
@@ -53,8 +63,11 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       // clock): straight to the take, whose own condition decides by the
       // take-over rule (MariaDB: no lease_precheck round trip at a hand-off).
       seen_free = true;
-    } else if (o.take_over == TakeOver::kDatabaseClock) {
-      // Its turn, but the lease is still held: the same read said so.
+    } else if (o.take_over == TakeOver::kDatabaseClock && place_owner.empty()) {
+      // Its turn, but the lease is still held: the same read said so. (A
+      // wait with a place goes on to the take: the lease may be held by a
+      // grant to its place whose wake-up it missed, a pooler's waiter always;
+      // the take confirms that, and is a read otherwise.)
       *holder_remaining = milliseconds(lease_left);
       note_refusal(*l->state, lease_left);
       return false;
@@ -66,7 +79,10 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   // this attempt's own take); a waiting acquire's next turn has a token of
   // its own for the whole wait (a lease handed to it is taken with `owner`).
   const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
-  const std::string& turn_owner = turn ? turn->owner : std::string();
+  // (A fair wait's: a lease a release granted its place, whose wake-up it
+  // missed or whose window was too short to take up as it stands, is
+  // taken with a fence and expiry of its own.)
+  const std::string& turn_owner = turn ? turn->owner : place_owner;
   auto start = steady_clock::now();
   budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
   const auto take = [&] {
@@ -110,6 +126,45 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     ++named_handoffs_;
   }
   if (o.fair && w) keep_place_for_release(conn, *l, w);
+  return true;
+}
+
+// A fair lease a release granted to this wait's place in its own commit
+// (lease_release_fair; the wake-up named the place and carried the grant):
+// held without a statement of its own, as the release wrote it, when the
+// grant's ttl is this handle's and enough of a trust window is left. The
+// window starts when the place's join was sent: the grant needs the place,
+// so it came later on every clock, and no watcher can have counted the
+// granted row unchanged from before it. (Not a renewal's send: the place
+// stays after the grant, so a renewal may have come after it.) Less than
+// half a ttl left (a wait that long, a late wake-up): false, and the
+// attempt confirms it by a take.
+bool ClientCore::take_up_grant(Borrowed& c, const std::shared_ptr<ClientLease>& l, ClientWait* w,
+                               const FairGrant& grant) {
+  const auto& o = l->options;
+  if (grant.ttl_ms != o.ttl.count()) return false;
+  std::shared_ptr<ClientLease> place;
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    place = w->place;
+  }
+  if (!place) return false;
+  std::string owner;
+  steady_clock::time_point since;
+  {
+    std::lock_guard<std::mutex> lk(place->state->mu);
+    if (place->state->hold == 0 || place->state->lost) return false;
+    owner = place->state->owner;
+    since = place->joined;
+  }
+  if (since + o.ttl - l->margin - steady_clock::now() < o.ttl / 2) return false;
+  took(l, c.slot(), owner, grant.fence, grant.expire_at, since);
+  {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    ++named_handoffs_;
+    ++granted_handoffs_;
+  }
+  keep_place_for_release(*c, *l, w);
   return true;
 }
 

@@ -84,6 +84,9 @@ struct ClientLease {
   // renewed: it expires by itself) until the release removes it in the same
   // commit. Guarded by state->mu.
   HeldPlace held_place;
+  // kPlace: when its join was sent. Whatever is granted to the place comes
+  // after (FairGrant, ClientCore::take_up_grant). Guarded by state->mu.
+  std::chrono::steady_clock::time_point joined{};
   bool waiting = false;  // an asynchronous acquire is pending; guarded by ClientCore::wait_mu_
   // A fair lease: the last turn of its queue its waits saw (ClientWait::
   // fastest_turn), the first guess of its next wait. Guarded by wait_mu_.
@@ -156,6 +159,15 @@ struct NextTurn {
 };
 
 // One pending asynchronous acquire.
+// A fair lease granted by a release to the queue place it named (its
+// wake-up says so; lease_release_fair): the lease's fence, expiry on the
+// database clock and ttl as the release wrote them. fence 0: none.
+struct FairGrant {
+  std::int64_t fence = 0;
+  std::int64_t expire_at = 0;
+  std::int64_t ttl_ms = 0;
+};
+
 struct ClientWait {
   std::shared_ptr<ClientLease> lease;
   std::chrono::steady_clock::time_point deadline;
@@ -182,6 +194,10 @@ struct ClientWait {
   // without reading the queue first, if its place is still that one and live.
   // Guarded by ClientCore::wait_mu_; the attempt clears it.
   std::int64_t named_ticket = -1;
+  // What the release that named it granted it in its own commit (PostgreSQL:
+  // the payload's '|fence|expire_at|ttl_ms'; fence 0: nothing granted, the
+  // attempt takes). Guarded as named_ticket; the attempt clears it.
+  FairGrant grant;
   // A fair waiter's last count of live places ahead of its own (-1: not yet),
   // since when, and the fastest turn of the queue it saw (0: none yet).
   // Guarded by ClientCore::wait_mu_ (see FairPolicy::far_in_line, client/fairness.h).
@@ -345,6 +361,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void wait_async_releases(const ClientLease& lease) noexcept;
   // A try-acquire taken by a batch: the lease's state set as attempt_on
   // does (`sent`: when the statement that took it was sent).
+  bool take_up_grant(Borrowed& conn, const std::shared_ptr<ClientLease>& lease, ClientWait* w, const FairGrant& grant);
   void took(const std::shared_ptr<ClientLease>& lease, int slot, const std::string& owner, std::int64_t fence,
             std::int64_t expire_at, std::chrono::steady_clock::time_point sent);
   // A guarded transaction of the lease ended: renew it now if its renewal
@@ -617,7 +634,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::set<std::string> listener_channels_;
   void listen_now_locked(const NameQueue& q);
   std::atomic<std::thread::id> waiter_thread_id_{};
-  std::uint64_t wakeups_ = 0, stray_wakeups_ = 0, polls_ = 0, attempts_ = 0, turns_asked_ = 0, named_handoffs_ = 0;
+  std::uint64_t wakeups_ = 0, stray_wakeups_ = 0, polls_ = 0, attempts_ = 0, turns_asked_ = 0, named_handoffs_ = 0,
+                granted_handoffs_ = 0;
   mutable std::atomic<std::uint64_t> exhausted_{0};
 };
 

@@ -280,6 +280,7 @@ LockClientStats ClientCore::stats() const {
     s.attempts = attempts_;
     s.next_turns = turns_asked_;
     s.named_handoffs = named_handoffs_;
+    s.granted_handoffs = granted_handoffs_;
   }
   {
     std::lock_guard<std::mutex> lk(sync_mu_);

@@ -11,6 +11,8 @@
 // decides who holds a lease: a place or a turn decides only who may try,
 // and the take-over rule is unchanged.
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <limits>
 
 #include "client/client.h"
@@ -52,6 +54,7 @@ std::shared_ptr<ClientLease> ClientCore::take_place(Connection& conn, const Clie
     p->state->fence = ticket;
     ++p->state->acquisition;
     p->state->valid_until = start + p->options.ttl - p->margin;
+    p->joined = start;
   }
   renew_register(p);
   return p;
@@ -313,7 +316,8 @@ std::string FairPolicy::listen_channel(const NameQueue& q, const WaitPlan& plan)
 }
 
 std::int64_t FairPolicy::names_head(const NameQueue& q, const std::vector<std::string>& payloads,
-                                    const WaitPlan& plan) {
+                                    const WaitPlan& plan, FairGrant* grant) {
+  *grant = FairGrant{};
   if (q.waits.empty() || !plan.wakes_fair_by_ticket()) return -1;
   const ClientWait& w = *q.waits.front();
   if (!w.place || w.attempt || !w.lease->options.fair) return -1;  // a fair lease's wait only
@@ -324,7 +328,20 @@ std::int64_t FairPolicy::names_head(const NameQueue& q, const std::vector<std::s
     t = w.place->key;
     named = std::to_string(t) + ":" + w.place->state->owner;
   }
-  return std::find(payloads.begin(), payloads.end(), named) != payloads.end() ? t : -1;
+  for (const auto& p : payloads) {
+    // (An owner token holds ':' but never '|': make_owner_token.)
+    const auto bar = p.find('|');
+    if (p.compare(0, bar, named) != 0) continue;
+    if (bar != std::string::npos) {
+      FairGrant got;
+      char tail = 0;
+      if (std::sscanf(p.c_str() + bar, "|%" SCNd64 "|%" SCNd64 "|%" SCNd64 "%c", &got.fence, &got.expire_at,
+                      &got.ttl_ms, &tail) == 3 && got.fence > 0 && got.ttl_ms > 0)
+        *grant = got;
+    }
+    return t;
+  }
+  return -1;
 }
 
 void FairPolicy::enqueue(NameQueue& q, std::shared_ptr<ClientWait> w) {

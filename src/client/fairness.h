@@ -64,7 +64,10 @@ struct FairPolicy {
   // plan wakes by ticket), else -1: the release saw no live place ahead of
   // it, so its attempt need not read the queue (a place or a turn decides
   // only who may try; the take decides).
-  static std::int64_t names_head(const NameQueue& q, const std::vector<std::string>& payloads, const WaitPlan& plan);
+  // A payload may go on with what the release granted that place
+  // ('ticket:owner|fence|expire_at|ttl_ms'): into `grant`.
+  static std::int64_t names_head(const NameQueue& q, const std::vector<std::string>& payloads, const WaitPlan& plan,
+                                 FairGrant* grant);
   // The channel the listener waits on for this queue: the name's, or, for a
   // fair lease's head where the plan wakes by ticket, its ticket's own
   // (fair_ticket_channel): a release wakes only the waiter it names.

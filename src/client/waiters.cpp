@@ -651,8 +651,11 @@ void ClientCore::listener_loop() {
         ++stray_wakeups_;
         continue;
       }
-      if (const auto t = FairPolicy::names_head(qi->second, n.payloads, *wait_plan_); t >= 0)
+      FairGrant grant;
+      if (const auto t = FairPolicy::names_head(qi->second, n.payloads, *wait_plan_, &grant); t >= 0) {
         qi->second.waits.front()->named_ticket = t;
+        qi->second.waits.front()->grant = grant;
+      }
       qi->second.woken = true;
       ++wakeups_;
       any = true;

@@ -113,6 +113,10 @@ struct SyncRun {
   Stats all;                  // both modes; per_client = each client's cycles
   std::int64_t max_holders = 0;  // most non-exclusive holders at once (semaphore: permits held)
   std::uint64_t overlaps = 0;    // grants that found the invariant broken by the bench's count
+  // Over the whole run (warm-up included): acquisitions, and those a release
+  // named (LockClientStats::named_handoffs) and granted in its own commit
+  // (granted_handoffs: held without a statement of the waiter's own).
+  std::uint64_t acquired = 0, named = 0, granted = 0;
 };
 
 // The loop, on `clients` threads. `exclusive(rng)` picks each cycle's mode;
@@ -121,7 +125,7 @@ SyncRun run_sync(const SyncBench& b, const std::function<std::unique_ptr<Handle>
                  const std::function<bool(std::mt19937_64&)>& exclusive, std::int64_t shared_cap) {
   const auto n = static_cast<std::size_t>(b.clients);
   std::vector<std::array<Stats, 2>> per(n);
-  std::atomic<std::uint64_t> seq{0}, overlaps{0};
+  std::atomic<std::uint64_t> seq{0}, overlaps{0}, acquired{0}, named{0}, granted{0};
   std::atomic<std::int64_t> shared_now{0}, exclusive_now{0}, max_holders{0};
   std::atomic<int> phase{0}, ready{0};
   std::mutex err_mu;
@@ -164,6 +168,7 @@ SyncRun run_sync(const SyncBench& b, const std::function<std::unique_ptr<Handle>
             continue;
           }
           const std::uint64_t k = seq.fetch_add(1);
+          acquired.fetch_add(1);
           holding = true;
           if (x) {
             const auto e = exclusive_now.fetch_add(1) + 1;
@@ -193,6 +198,9 @@ SyncRun run_sync(const SyncBench& b, const std::function<std::unique_ptr<Handle>
         }
       }
       h.reset();  // releases a holding left over, before the client goes
+      const LockClientStats cs = client->stats();
+      named.fetch_add(cs.named_handoffs);
+      granted.fetch_add(cs.granted_handoffs);
     });
   }
   while (ready.load() < b.clients) std::this_thread::sleep_for(milliseconds(2));
@@ -217,6 +225,9 @@ SyncRun run_sync(const SyncBench& b, const std::function<std::unique_ptr<Handle>
   for (auto* s : {&r.mode[0], &r.mode[1], &r.all}) s->elapsed_s = elapsed;
   r.max_holders = max_holders.load();
   r.overlaps = overlaps.load();
+  r.acquired = acquired.load();
+  r.named = named.load();
+  r.granted = granted.load();
   return r;
 }
 
@@ -261,6 +272,11 @@ json sync_cell(const std::string& op, const SyncBench& b) {
     add_sync_fields(j, "unfair_", unfair.all);
     j["overlaps"] = fair.overlaps;
     j["unfair_overlaps"] = unfair.overlaps;
+    // How the fair side's hand-offs went: named by the release's wake-up
+    // (PostgreSQL), and of those granted in the release's own commit.
+    const double acq = static_cast<double>(std::max<std::uint64_t>(fair.acquired, 1));
+    j["named_handoff_share"] = r3(static_cast<double>(fair.named) / acq);
+    j["granted_handoff_share"] = r3(static_cast<double>(fair.granted) / acq);
     const double u = unfair.all.ops_per_s();
     j["fair_vs_unfair"] = u > 0 ? json(r3(fair.all.ops_per_s() / u)) : json(nullptr);
     if (!j.contains("first_error") && j.contains("unfair_first_error")) j["first_error"] = j["unfair_first_error"];

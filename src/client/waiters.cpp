@@ -571,7 +571,13 @@ void ClientCore::head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait
   q.next_try = t + jitter(cap);
   q.backoff = std::min(q.backoff * 2, o.backoff_max);
   q.outage_until = outage ? q.next_try : steady_clock::time_point{};
-  if (w->place) FairPolicy::after_busy(q, w, t, *wait_plan_, outage.has_value());
+  if (w->place) {
+    FairPolicy::after_busy(q, w, t, *wait_plan_, outage.has_value());
+    // A head that queued again under a new ticket (its place had lapsed), or
+    // the follower now ahead of it: the listener waits on the new head's
+    // ticket channel at once, not after its wait's slice.
+    listen_now_locked(q);
+  }
 }
 
 

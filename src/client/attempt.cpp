@@ -25,9 +25,11 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   bool seen_free = false;
   bool named = false;  // a release named this wait's place as the next: no queue read
   FairGrant grant;     // ... and granted it the lease in its own commit
-  std::string place_owner;  // a fair wait's place: a lease granted to it is taken with this token
+  std::shared_ptr<ClientLease> place;  // a fair wait's queue place
+  std::string place_owner;             // its token: a lease granted to it is taken with it
   if (o.fair && w) {
     std::lock_guard<std::mutex> lk(wait_mu_);
+    place = w->place;
     const std::int64_t t = std::exchange(w->named_ticket, -1);
     grant = std::exchange(w->grant, FairGrant{});
     if (t >= 0 && w->place) {
@@ -46,12 +48,12 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     } else {
       grant = FairGrant{};
     }
-    if (w->place) {
-      std::lock_guard<std::mutex> pg(w->place->state->mu);
-      place_owner = w->place->state->owner;
+    if (place) {
+      std::lock_guard<std::mutex> pg(place->state->mu);
+      place_owner = place->state->owner;
     }
   }
-  if (named && grant.fence > 0 && take_up_grant(c, l, w, grant)) return true;
+  if (named && grant.fence > 0 && take_up_grant(c, l, w, *place, grant)) return true;
   if (o.fair && !named) {
     std::int64_t lease_left = 0;
     if (!fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left)) {
@@ -140,22 +142,16 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
 // half a ttl left (a wait that long, a late wake-up): false, and the
 // attempt confirms it by a take.
 bool ClientCore::take_up_grant(Borrowed& c, const std::shared_ptr<ClientLease>& l, ClientWait* w,
-                               const FairGrant& grant) {
+                               const ClientLease& place, const FairGrant& grant) {
   const auto& o = l->options;
   if (grant.ttl_ms != o.ttl.count()) return false;
-  std::shared_ptr<ClientLease> place;
-  {
-    std::lock_guard<std::mutex> lk(wait_mu_);
-    place = w->place;
-  }
-  if (!place) return false;
   std::string owner;
   steady_clock::time_point since;
   {
-    std::lock_guard<std::mutex> lk(place->state->mu);
-    if (place->state->hold == 0 || place->state->lost) return false;
-    owner = place->state->owner;
-    since = place->joined;
+    std::lock_guard<std::mutex> lk(place.state->mu);
+    if (place.state->hold == 0 || place.state->lost) return false;
+    owner = place.state->owner;
+    since = place.joined;
   }
   if (since + o.ttl - l->margin - steady_clock::now() < o.ttl / 2) return false;
   took(l, c.slot(), owner, grant.fence, grant.expire_at, since);

@@ -361,7 +361,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void wait_async_releases(const ClientLease& lease) noexcept;
   // A try-acquire taken by a batch: the lease's state set as attempt_on
   // does (`sent`: when the statement that took it was sent).
-  bool take_up_grant(Borrowed& conn, const std::shared_ptr<ClientLease>& lease, ClientWait* w, const FairGrant& grant);
+  bool take_up_grant(Borrowed& conn, const std::shared_ptr<ClientLease>& lease, ClientWait* w, const ClientLease& place,
+                     const FairGrant& grant);
   void took(const std::shared_ptr<ClientLease>& lease, int slot, const std::string& owner, std::int64_t fence,
             std::int64_t expire_at, std::chrono::steady_clock::time_point sent);
   // A guarded transaction of the lease ended: renew it now if its renewal

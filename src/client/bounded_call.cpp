@@ -63,10 +63,7 @@ BoundedCaller::Outcome BoundedCaller::call(std::function<void()> fn, std::chrono
     w->quit = true;
     w->cv.notify_all();
     lk.unlock();
-    std::erase_if(abandoned_, [](const std::shared_ptr<Worker>& a) {
-      std::lock_guard<std::mutex> g(a->mu);
-      return a->done;
-    });
+    forget_returned();
     abandoned_.push_back(std::move(worker_));
     return gave_up;
   }
@@ -78,11 +75,15 @@ bool BoundedCaller::drain(std::chrono::steady_clock::time_point deadline) {
     std::unique_lock<std::mutex> lk(a->mu);
     if (!a->cv.wait_until(lk, deadline, [&] { return a->done; })) all = false;
   }
+  forget_returned();
+  return all;
+}
+
+void BoundedCaller::forget_returned() {
   std::erase_if(abandoned_, [](const std::shared_ptr<Worker>& a) {
     std::lock_guard<std::mutex> g(a->mu);
     return a->done;
   });
-  return all;
 }
 
 }  // namespace sqlguard::detail

@@ -54,6 +54,7 @@ class BoundedCaller {
   struct Worker;
   std::shared_ptr<Worker> worker_;
   std::vector<std::shared_ptr<Worker>> abandoned_;  // still in their call when given up
+  void forget_returned();                            // drops those whose call has returned
 };
 
 }  // namespace sqlguard::detail

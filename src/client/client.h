@@ -158,7 +158,6 @@ struct NextTurn {
   int same_holder = 0;
 };
 
-// One pending asynchronous acquire.
 // A fair lease granted by a release to the queue place it named (its
 // wake-up says so; lease_release_fair): the lease's fence, expiry on the
 // database clock and ttl as the release wrote them. fence 0: none.
@@ -168,6 +167,7 @@ struct FairGrant {
   std::int64_t ttl_ms = 0;
 };
 
+// One pending asynchronous acquire.
 struct ClientWait {
   std::shared_ptr<ClientLease> lease;
   std::chrono::steady_clock::time_point deadline;
@@ -359,10 +359,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void async_release_begin(const ClientLease& lease);
   void async_release_end(const ClientLease& lease) noexcept;
   void wait_async_releases(const ClientLease& lease) noexcept;
-  // A try-acquire taken by a batch: the lease's state set as attempt_on
-  // does (`sent`: when the statement that took it was sent).
+  // A fair lease a release granted to the wait's place (attempt.cpp): held
+  // as the release wrote it, or false (the attempt then takes it).
   bool take_up_grant(Borrowed& conn, const std::shared_ptr<ClientLease>& lease, ClientWait* w, const ClientLease& place,
                      const FairGrant& grant);
+  // A try-acquire taken by a batch: the lease's state set as attempt_on
+  // does (`sent`: when the statement that took it was sent).
   void took(const std::shared_ptr<ClientLease>& lease, int slot, const std::string& owner, std::int64_t fence,
             std::int64_t expire_at, std::chrono::steady_clock::time_point sent);
   // A guarded transaction of the lease ended: renew it now if its renewal
@@ -483,6 +485,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // bounded on the server too. The renewer's worker calls it without the
   // client (it may outlive it).
   static std::unique_ptr<Connection> open_connection(const std::string& uri, ConnectOptions connect, bool renewal);
+  // The I/O deadline of a renewal connection's statements: io_timeout, at
+  // most (and by default) 10 s.
+  static std::chrono::milliseconds renewal_io_timeout(const ConnectOptions& connect);
  private:
 
   // ---- renewer (renewer.cpp) ------------------------------------------------------

@@ -217,8 +217,12 @@ std::shared_ptr<ClientLease> make_client_lease(RowKind kind, std::string name, c
   return l;
 }
 
+milliseconds ClientCore::renewal_io_timeout(const ConnectOptions& o) {
+  return std::min<milliseconds>(o.io_timeout.value_or(std::chrono::seconds(10)), std::chrono::seconds(10));
+}
+
 std::unique_ptr<Connection> ClientCore::open_connection(const std::string& uri, ConnectOptions o, bool renewal) {
-  const milliseconds io = std::min<milliseconds>(o.io_timeout.value_or(std::chrono::seconds(10)), std::chrono::seconds(10));
+  const milliseconds io = renewal_io_timeout(o);
   if (!o.io_timeout || renewal) o.io_timeout = io;
   auto c = make_connection(uri, o);
   if (renewal) c->dialect().bound_session_statements(*c, io);

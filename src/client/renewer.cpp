@@ -225,9 +225,7 @@ void ClientCore::renewer_loop() {
     const ClientCore& core;
     ~Drain() {
       const auto& c = core.options().connect;
-      const milliseconds io = std::min<milliseconds>(c.io_timeout.value_or(std::chrono::seconds(10)),
-                                                     std::chrono::seconds(10));
-      if (!round.caller.drain(steady_clock::now() + c.connect_timeout + io * 3))
+      if (!round.caller.drain(steady_clock::now() + c.connect_timeout + renewal_io_timeout(c) * 3))
         log(LogLevel::kWarning, "lock client: a renewal statement was still running at shutdown after its "
                                 "deadlines; it finishes on its own thread");
     }

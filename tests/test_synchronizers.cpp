@@ -944,6 +944,57 @@ TEST_CASE("a lease granted to a fair waiter that left at that moment is released
   if (grants && !ctx().pooler) run(false);
 }
 
+TEST_CASE("on MariaDB a fair release grants the lease to the next place: its waiter holds it from its queue read and "
+          "holds the wake-up lock the waiter behind it blocks on",
+          "[fair-lease]") {
+  if (!ctx().is(sqlguard::DialectKind::kMysql)) {
+    SUCCEED("the wake-up lock is MariaDB's (PostgreSQL's grant comes in the NOTIFY: the ticket-channel test)");
+    return;
+  }
+  const std::string name = ctx().unique("mariagrant");
+  const std::string ch = lease_wakeup_channel(name);
+  auto h = LockClient::create(ctx().uri);
+  auto wc = LockClient::create(ctx().uri);
+  auto bc = LockClient::create(ctx().uri);
+  LeaseLock holder(h, name, fair_opts(10s)), waiter(wc, name, fair_opts(10s)), behind(bc, name, fair_opts(10s));
+  REQUIRE(holder.try_acquire());
+  auto got = waiter.acquire_async(20s);
+  REQUIRE(eventually([&] { return live_places(name) == 1; }, 10s));
+  auto got_behind = behind.acquire_async(20s);
+  REQUIRE(eventually([&] { return live_places(name) == 2; }, 10s));
+  auto c = ctx().connect();
+  const std::string place_owner =
+      c->execute("SELECT owner FROM sqlguard_lock_queue WHERE name = ? ORDER BY ticket", {name}).rows.at(0)[0].as_string();
+  auto wake_lock_held = [&] {
+    return !c->execute("SELECT IS_USED_LOCK(?)", {ch}).rows.at(0)[0].is_null();
+  };
+  CHECK(holder.release());
+  REQUIRE(got.wait_for(10s) == std::future_status::ready);
+  REQUIRE(got.get());
+  // Held as the release wrote it: the row's owner is still the place's token
+  // (a take writes a fresh one) and the waiter's fence is the grant's.
+  auto row = c->execute("SELECT owner, fence, handed FROM sqlguard_lock WHERE name = ?", {name});
+  REQUIRE(row.rows.size() == 1);
+  CHECK(row.rows[0][0].as_string() == place_owner);
+  CHECK(row.rows[0][1].as_int() == waiter.fence());
+  CHECK(wc->stats().granted_handoffs == 1);
+  CHECK(wc->stats().named_handoffs == 0);  // the wake-up lock names nobody: the queue read saw the grant
+  // The new holder's session holds the wake-up lock (the queue read took it),
+  // so the waiter behind blocks on it instead of polling, and is served by
+  // the release.
+  CHECK(eventually([&] { return wake_lock_held(); }, 2s));
+  CHECK(got_behind.wait_for(300ms) == std::future_status::timeout);
+  CHECK(waiter.release());
+  REQUIRE(got_behind.wait_for(10s) == std::future_status::ready);
+  REQUIRE(got_behind.get());
+  CHECK(bc->stats().granted_handoffs == 1);
+  CHECK(behind.release());
+  // Control: with the last holder gone nobody holds the wake-up lock (the
+  // check above can fail).
+  CHECK(eventually([&] { return !wake_lock_held(); }, 2s));
+  CHECK(live_places(name) == 0);
+}
+
 TEST_CASE("a fair holder that releases cannot re-take while others wait; an unfair one can", "[fair-lease]") {
   // Each round: a waiter of another client waits, the holder releases and
   // at once tries again. Counted over rounds: the unfair lease's re-take

@@ -330,15 +330,40 @@ WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0;
 -- name: lease_release_fair
 -- A fair lease's release (LeaseOptions::fair): lease_release that also ends the queue place
 -- the holder was acquired from (ticket, place_owner; none: no row joins) in the same
--- statement and commit, so the next waiter, woken by the release, finds it gone. A
--- multi-table statement cannot both update the lease and delete the place, so it marks the
--- place left (beat = 0); lease_release_fair_place deletes it after the wake-up. Rows affected: 1 or 2 =
--- released, 0 = not held.
+-- statement and commit, and GRANTS the lease to the queue's next place (the lowest other live
+-- place, whatever its expiry says): owner = that place's owner token, a new fence, expire_at =
+-- now + the lease's ttl_ms, beat 1, handed = 1. The woken waiter holds it from its queue read
+-- (fair_gate: granted, which also takes the wake-up lock for it) without a write of its own;
+-- where its trust window (from its join) leaves less than half a ttl it confirms by a take
+-- (lease_take: owner = turn_owner AND handed = 1). Not when the holder asked for a minimum
+-- hold (min_release_at <> 0) or the row has no ttl_ms (an older sqlguard's): then released,
+-- and the next waiter takes it.
+-- The next place is found by a derived table (materialized: MariaDB allows it beside an
+-- update of the same table) and joined again by primary key as an UPDATED table (n: a no-op
+-- assignment), so the statement holds its row lock until it commits: a waiter leaving at that
+-- moment (fair_leave, fair_ungrant) either deleted it first (no grant) or finds the grant
+-- committed and releases it. On Galera a leave certified on another node at the same moment
+-- can leave the grant to a place that is gone: the lease then waits out its ttl (as for a
+-- waiter that dies with a grant).
+-- A multi-table UPDATE assigns in no guaranteed order: every assignment repeats the grant's
+-- condition on columns no assignment changes (n.owner, l.min_release_at, l.ttl_ms).
+-- A multi-table statement cannot both update the lease and delete the place, so it marks the
+-- holder's place left (beat = 0); lease_release_fair_place deletes it after the wake-up.
+-- Rows affected: 1 or 2 = released or granted, 0 = not held.
 -- returns: :execrows
--- params: ticket, place_owner, name, owner, fence
+-- params: ticket, place_owner, name, ticket, name, owner, fence
 SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock l
 LEFT JOIN sqlguard_lock_queue q ON q.name = l.name AND q.ticket = ? AND q.owner = ?
-SET l.beat = 0, l.expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.min_release_at), q.beat = 0, q.expire_at = 0
+LEFT JOIN (SELECT ticket FROM sqlguard_lock_queue WHERE name = ? AND ticket <> ? AND beat <> 0 ORDER BY ticket LIMIT 1) nt ON 1 = 1
+LEFT JOIN sqlguard_lock_queue n ON n.name = l.name AND n.ticket = nt.ticket AND n.beat <> 0
+SET l.owner = IF(n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0, n.owner, l.owner),
+    l.fence = IF(n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0, GREATEST(NEXTVAL(sqlguard_fence_seq), l.fence + 1), l.fence),
+    l.beat = IF(n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0, 1, 0),
+    l.handed = IF(n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0, 1, 0),
+    l.expire_at = IF(n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + l.ttl_ms, GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.min_release_at)),
+    l.acquired_at = IF(n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.acquired_at),
+    l.renewed_at = IF(n.owner IS NOT NULL AND l.min_release_at = 0 AND l.ttl_ms > 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.renewed_at),
+    q.beat = 0, q.expire_at = 0, n.ttl_ms = n.ttl_ms
 WHERE l.name = ? AND l.owner = ? AND l.fence = ? AND l.beat <> 0;
 
 -- name: lease_release_fair_flushed

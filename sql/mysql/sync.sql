@@ -243,14 +243,28 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND beat = 0;
 -- watched it unchanged for its ttl (a waiter that died; fair_take_place then removes it): no
 -- clock decides. A plain read. try_acquire asks with the largest ticket: ahead = 0 when nobody
 -- waits. holder_expire_at: the lease's expiry (NULL: never taken), a hint for pacing only.
+-- granted = 1: a release granted the lease to the caller's place (lease_release_fair: owner =
+-- the place's owner token, handed = 1), with holder_fence, holder_expire_at and holder_ttl_ms
+-- as it wrote them: the woken waiter holds it from this read, without a write of its own.
+-- wake_lock: when granted, the read also takes the holder's wake-up lock for it (GET_LOCK(channel,
+-- 0): session-scoped, never waits; not twice in one session), as lease_take does for a take:
+-- the waiters behind block on it until the new holder's release. 1 = held, 0 = busy (a
+-- listener's lease_wakeup_pass has it for an instant: the caller waits a little for it),
+-- NULL = not granted.
 -- Causal on Galera (wsrep_sync_wait = 1): sees places and leaves certified on other nodes.
--- returns: :many mine, ahead, holder_expire_at, db_now_ms, ticket, beat, expire_at, watch_ms
--- params: name, ticket, owner, name, ticket, name, name, ticket, places
-SET STATEMENT wsrep_sync_wait = 1 FOR SELECT g.mine, g.ahead, g.holder_expire_at, g.db_now_ms, a.ticket, a.beat, a.expire_at, a.watch_ms
-FROM (SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? AND beat <> 0) AS mine,
-             (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket < ? AND beat <> 0) AS ahead,
-             (SELECT expire_at FROM sqlguard_lock WHERE name = ?) AS holder_expire_at,
-             CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms) g
+-- returns: :many mine, ahead, holder_expire_at, db_now_ms, ticket, beat, expire_at, watch_ms, granted, holder_fence, holder_ttl_ms, wake_lock
+-- params: name, ticket, owner, name, ticket, owner, name, channel, name, ticket, places
+SET STATEMENT wsrep_sync_wait = 1 FOR SELECT g.mine, g.ahead, g.holder_expire_at, g.db_now_ms, a.ticket, a.beat, a.expire_at, a.watch_ms,
+       g.granted, g.holder_fence, g.holder_ttl_ms, g.wake_lock
+FROM (SELECT m.mine, m.ahead, l.expire_at AS holder_expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS db_now_ms,
+             IF(l.owner = m.owner AND l.owner <> '' AND l.handed = 1 AND l.beat <> 0, 1, 0) AS granted,
+             l.fence AS holder_fence, l.ttl_ms AS holder_ttl_ms,
+             IF(l.owner = m.owner AND l.owner <> '' AND l.handed = 1 AND l.beat <> 0,
+                IF(IS_USED_LOCK(m.channel) <=> CONNECTION_ID(), 1, GET_LOCK(m.channel, 0)), NULL) AS wake_lock
+      FROM (SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? AND beat <> 0) AS mine,
+                   (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket < ? AND beat <> 0) AS ahead,
+                   CAST(? AS BINARY) AS owner, ? AS name, ? AS channel) m
+      LEFT JOIN sqlguard_lock l ON l.name = m.name) g
 LEFT JOIN (SELECT ticket, beat, expire_at, ttl_ms AS watch_ms FROM sqlguard_lock_queue
            WHERE name = ? AND ticket < ? AND beat <> 0 ORDER BY ticket LIMIT ?) a ON 1 = 1
 ORDER BY a.ticket;
@@ -271,6 +285,18 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 
 -- name: fair_leave_wake
 -- not needed: fair_leave; waiters are not woken per ticket here (lease_release_fair)
+
+-- name: fair_ungrant
+-- After fair_leave (its own commit: the place is gone, and a release that locked the place
+-- first has committed its grant by then): a lease a release granted to that place
+-- (lease_release_fair: owner = the place's owner token, handed = 1) that its waiter did not
+-- take up (it left first: a timeout or a cancel at the moment of the grant) is released, so
+-- the next waiter takes it at once, not after its ttl. Nobody holds the wake-up lock of a
+-- lease not taken up: the waiters are not blocked on it. Causal on Galera.
+-- returns: :execrows
+-- params: name, owner
+SET STATEMENT wsrep_sync_wait = 2 FOR UPDATE sqlguard_lock SET beat = 0, handed = 0, expire_at = GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), min_release_at)
+WHERE name = ? AND owner = ? AND handed = 1 AND beat <> 0;
 
 -- name: fair_renew_batch
 -- Keeps many waiters' places (the lock client's renewal thread): each live place listed is

@@ -245,15 +245,23 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND beat = 0;
 -- watched it unchanged for its ttl (a waiter that died; fair_take_place then removes it): no
 -- clock decides. A plain read. try_acquire asks with the largest ticket: ahead = 0 when nobody
 -- waits. holder_expire_at: the lease's expiry (NULL: never taken), a hint for pacing only.
--- returns: :many mine, ahead, holder_expire_at, db_now_ms, ticket, beat, expire_at, watch_ms
--- params: name, ticket, owner, name, ticket, name, name, ticket, places
-SELECT g.mine, g.ahead, g.holder_expire_at, g.db_now_ms, a.ticket, a.beat, a.expire_at, a.watch_ms
+-- granted = 1: a release granted the lease to the caller's place (lease_release_fair: owner =
+-- the place's owner token, handed = 1), with holder_fence, holder_expire_at and holder_ttl_ms
+-- as it wrote them: a waiter whose wake-up did not carry the grant (a pooler's, its own timer)
+-- takes it up from this read. wake_lock: NULL (no wake-up lock here).
+-- returns: :many mine, ahead, holder_expire_at, db_now_ms, ticket, beat, expire_at, watch_ms, granted, holder_fence, holder_ttl_ms, wake_lock
+-- params: name, ticket, owner, name, ticket, owner, name, name, ticket, places
+SELECT g.mine, g.ahead, g.holder_expire_at, g.db_now_ms, a.ticket, a.beat, a.expire_at, a.watch_ms,
+       g.granted, g.holder_fence, g.holder_ttl_ms, NULL::BIGINT AS wake_lock
 FROM (SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? AND beat <> 0) AS mine,
              (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket < ? AND beat <> 0) AS ahead,
-             (SELECT expire_at FROM sqlguard_lock WHERE name = ?) AS holder_expire_at,
-             (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms) g
+             l.expire_at AS holder_expire_at,
+             (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS db_now_ms,
+             CASE WHEN l.owner = ? AND l.owner <> '' AND l.handed = 1 AND l.beat <> 0 THEN 1 ELSE 0 END AS granted,
+             l.fence AS holder_fence, l.ttl_ms AS holder_ttl_ms
+      FROM (SELECT 1) AS one LEFT JOIN sqlguard_lock l ON l.name = ?) g
 LEFT JOIN (SELECT ticket, beat, expire_at, ttl_ms AS watch_ms FROM sqlguard_lock_queue
-           WHERE name = ? AND ticket < ? AND beat <> 0 ORDER BY ticket LIMIT ?) a ON 1 = 1
+           WHERE name = ? AND ticket < ? AND beat <> 0 ORDER BY ticket LIMIT ?) a ON true
 ORDER BY a.ticket;
 
 -- name: fair_take_place
@@ -310,6 +318,9 @@ SELECT CASE WHEN w.ticket IS NOT NULL THEN pg_notify(w.channel, w.payload) END,
 FROM (SELECT n.ticket, 'sqlguard_' || left(encode(sha256(convert_to(g.name, 'UTF8')), 'hex'), 24) AS channel,
              COALESCE(n.ticket::TEXT || ':' || (SELECT o.owner FROM sqlguard_lock_queue o WHERE o.name = g.name AND o.ticket = n.ticket), '') AS payload
       FROM gone g CROSS JOIN next_place n) w;
+
+-- name: fair_ungrant
+-- not needed: fair_leave releases a lease granted to the place in its own statement
 
 -- name: fair_renew_batch
 -- Keeps many waiters' places (the lock client's renewal thread): each live place listed is

@@ -226,13 +226,20 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND beat = 0;
 -- watched it unchanged for its ttl (a waiter that died; fair_take_place then removes it): no
 -- clock decides. A plain read. try_acquire asks with the largest ticket: ahead = 0 when nobody
 -- waits. holder_expire_at: the lease's expiry (NULL: never taken), a hint for pacing only.
--- returns: :many mine, ahead, holder_expire_at, db_now_ms, ticket, beat, expire_at, watch_ms
--- params: name, ticket, owner, name, ticket, name, name, ticket, places
-SELECT g.mine, g.ahead, g.holder_expire_at, g.db_now_ms, a.ticket, a.beat, a.expire_at, a.watch_ms
+-- granted = 1: the lease's row is held by the caller's place's owner token, handed = 1 (a
+-- release that granted it; SQLite's release frees instead, so 0 here); holder_fence,
+-- holder_ttl_ms: the row's. wake_lock: NULL (no wake-up lock here).
+-- returns: :many mine, ahead, holder_expire_at, db_now_ms, ticket, beat, expire_at, watch_ms, granted, holder_fence, holder_ttl_ms, wake_lock
+-- params: name, ticket, owner, name, ticket, owner, name, name, ticket, places
+SELECT g.mine, g.ahead, g.holder_expire_at, g.db_now_ms, a.ticket, a.beat, a.expire_at, a.watch_ms,
+       g.granted, g.holder_fence, g.holder_ttl_ms, NULL AS wake_lock
 FROM (SELECT (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ? AND beat <> 0) AS mine,
              (SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ? AND ticket < ? AND beat <> 0) AS ahead,
-             (SELECT expire_at FROM sqlguard_lock WHERE name = ?) AS holder_expire_at,
-             CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS db_now_ms) g
+             l.expire_at AS holder_expire_at,
+             CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS db_now_ms,
+             CASE WHEN l.owner = ? AND l.owner <> '' AND l.handed = 1 AND l.beat <> 0 THEN 1 ELSE 0 END AS granted,
+             l.fence AS holder_fence, l.ttl_ms AS holder_ttl_ms
+      FROM (SELECT 1) AS one LEFT JOIN sqlguard_lock l ON l.name = ?) g
 LEFT JOIN (SELECT ticket, beat, expire_at, ttl_ms AS watch_ms FROM sqlguard_lock_queue
            WHERE name = ? AND ticket < ? AND beat <> 0 ORDER BY ticket LIMIT ?) a ON 1 = 1
 ORDER BY a.ticket;
@@ -253,6 +260,9 @@ DELETE FROM sqlguard_lock_queue WHERE name = ? AND ticket = ? AND owner = ?;
 
 -- name: fair_leave_wake
 -- not needed: fair_leave; waiters are not woken per ticket here (lease_release_fair)
+
+-- name: fair_ungrant
+-- not needed: the release does not grant the lease to a place (it frees it; the next waiter takes it)
 
 -- name: fair_renew_batch
 -- Keeps many waiters' places (the lock client's renewal thread): each live place listed is

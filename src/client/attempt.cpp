@@ -53,12 +53,50 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       place_owner = place->state->owner;
     }
   }
-  if (named && grant.fence > 0 && take_up_grant(c, l, w, *place, grant)) return true;
+  if (named && grant.fence > 0 && take_up_grant(c, l, w, *place, grant, true)) return true;
+  // The wake-up lock a queue read took for a grant to this wait's place
+  // (MariaDB): freed again if the attempt ends without the lease, or the
+  // waiters behind would block on it while nobody holds the lease with it.
+  struct GateWakeLock {
+    Connection& conn;
+    const std::string& name;
+    bool held = false;
+    ~GateWakeLock() {
+      if (!held) return;
+      try {
+        run(conn, Sql::lease_wakeup_signal, {lease_wakeup_channel(name)});
+      } catch (const std::exception& e) {
+        log(LogLevel::kDebug, "freeing the wake-up lock of '" + name + "' failed: " + e.what());
+      }
+    }
+  } gate_wake{conn, l->name};
   if (o.fair && !named) {
     std::int64_t lease_left = 0;
-    if (!fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left)) {
+    FairGrant gate_grant;
+    std::optional<std::int64_t> wake_lock;
+    const bool turn = fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left, &gate_grant, &wake_lock);
+    gate_wake.held = wake_lock == 1;
+    if (!turn) {
       note_refusal(*l->state, 0);  // not its turn: no take-over to count down to
       return false;
+    }
+    // A release granted the lease to this wait's place in its own commit and
+    // the read saw it (a wake-up that does not carry the grant: MariaDB's
+    // wake-up lock, a pooler's polling, a timer's attempt): held as written.
+    if (gate_grant.fence > 0 && place && take_up_grant(c, l, w, *place, gate_grant, false)) {
+      if (wake_lock && *wake_lock != 1) {
+        // The wake-up lock was busy for an instant (a listener passing it
+        // on): wait that long for it, as a take does (lease_take), so the
+        // waiters behind block on it (without it they poll: slower, never
+        // unsafe).
+        try {
+          run(conn, Sql::lease_wakeup_wait, {lease_wakeup_channel(l->name), 0.02});
+        } catch (const Error& e) {
+          log(LogLevel::kDebug, std::string("taking the wake-up lock failed: ") + e.what());
+        }
+      }
+      gate_wake.held = false;
+      return true;
     }
     if (lease_left <= 0) {
       // The gate's read saw the lease released (or run out on the database
@@ -122,6 +160,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     note_refusal(*l->state, r.holder_remaining_ms);
     return false;
   }
+  gate_wake.held = false;  // (the take kept it: lease_take takes it once per session)
   took(l, c.slot(), owner, r.fence, r.expire_at_ms, start);
   if (named) {
     std::lock_guard<std::mutex> lk(wait_mu_);
@@ -142,7 +181,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
 // half a ttl left (a wait that long, a late wake-up): false, and the
 // attempt confirms it by a take.
 bool ClientCore::take_up_grant(Borrowed& c, const std::shared_ptr<ClientLease>& l, ClientWait* w,
-                               const ClientLease& place, const FairGrant& grant) {
+                               const ClientLease& place, const FairGrant& grant, bool named) {
   const auto& o = l->options;
   if (grant.ttl_ms != o.ttl.count()) return false;
   std::string owner;
@@ -157,7 +196,7 @@ bool ClientCore::take_up_grant(Borrowed& c, const std::shared_ptr<ClientLease>& 
   took(l, c.slot(), owner, grant.fence, grant.expire_at, since);
   {
     std::lock_guard<std::mutex> lk(wait_mu_);
-    ++named_handoffs_;
+    if (named) ++named_handoffs_;
     ++granted_handoffs_;
   }
   keep_place_for_release(*c, *l, w);

@@ -317,9 +317,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // (`holder_remaining` set; a lapsed place was replaced at the tail). `w`
   // null: a try without a place, which may go only when nobody waits.
   // `lease_left_ms` (may be null): how long the lease of the name is still
-  // held, as the same read saw it.
+  // held, as the same read saw it. `grant` (may be null): a lease a release
+  // granted to the wait's place, as the same read saw it (fence 0: none);
+  // `wake_lock`: whether that read also took the wake-up lock for it (MariaDB).
   bool fair_turn_on(Connection& conn, const ClientLease& lease, ClientWait* w, std::chrono::milliseconds budget,
-                    std::chrono::milliseconds* holder_remaining, std::int64_t* lease_left_ms);
+                    std::chrono::milliseconds* holder_remaining, std::int64_t* lease_left_ms,
+                    FairGrant* grant = nullptr, std::optional<std::int64_t>* wake_lock = nullptr);
   // A fair semaphore's waiter acquired: it leaves its place (on `conn`).
   void fair_acquired(Connection& conn, ClientWait* w) noexcept;
   // ---- coalescing (coalesce.cpp; LockClientOptions::batch_max) --------------
@@ -360,9 +363,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void async_release_end(const ClientLease& lease) noexcept;
   void wait_async_releases(const ClientLease& lease) noexcept;
   // A fair lease a release granted to the wait's place (attempt.cpp): held
-  // as the release wrote it, or false (the attempt then takes it).
+  // as the release wrote it, or false (the attempt then takes it). `named`:
+  // the wake-up carried the grant (else the attempt's queue read saw it).
   bool take_up_grant(Borrowed& conn, const std::shared_ptr<ClientLease>& lease, ClientWait* w, const ClientLease& place,
-                     const FairGrant& grant);
+                     const FairGrant& grant, bool named);
   // A try-acquire taken by a batch: the lease's state set as attempt_on
   // does (`sent`: when the statement that took it was sent).
   void took(const std::shared_ptr<ClientLease>& lease, int slot, const std::string& owner, std::int64_t fence,

@@ -92,7 +92,8 @@ void ClientCore::leave_place(const std::shared_ptr<ClientLease>& p, Connection* 
 }
 
 bool ClientCore::fair_turn_on(Connection& conn, const ClientLease& l, ClientWait* w, milliseconds budget,
-                              milliseconds* holder_remaining, std::int64_t* lease_left_ms) {
+                              milliseconds* holder_remaining, std::int64_t* lease_left_ms, FairGrant* grant,
+                              std::optional<std::int64_t>* wake_lock) {
   // Only the lowest live ticket may take it. A waiter whose place lapsed (it
   // was gone longer than place_ttl) queues again at the tail; a try without
   // a place (try_acquire) goes only when nobody waits.
@@ -113,6 +114,7 @@ bool ClientCore::fair_turn_on(Connection& conn, const ClientLease& l, ClientWait
                                          return fair_turn(conn, l.name, ticket, place_owner, l.options.take_over,
                                                           l.options.place_ttl);
                                        });
+  if (wake_lock) *wake_lock = turn.wake_lock;
   // A fair lease of a name a semaphore or read-write lease reserved: refused.
   if (lease_left_ms && turn.reserved) refuse_if_reserved(conn, l.name, kReservedExpireAt, LockKind::kFairLease);
   if (place && !turn.place_live) {
@@ -144,6 +146,7 @@ bool ClientCore::fair_turn_on(Connection& conn, const ClientLease& l, ClientWait
     return false;
   }
   if (lease_left_ms) *lease_left_ms = turn.holder_left_ms;
+  if (grant && turn.granted) *grant = FairGrant{turn.fence, turn.expire_at, turn.ttl_ms};
   return true;
 }
 

@@ -543,7 +543,7 @@ std::int64_t fair_enqueue(Connection& conn, const std::string& name, const std::
 
 FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner,
                    TakeOver rule, milliseconds place_watch) {
-  auto r = run(conn, Sql::fair_gate, {name, ticket, owner, kPlacesWatched});
+  auto r = run(conn, Sql::fair_gate, {name, ticket, owner, kPlacesWatched, lease_wakeup_channel(name)});
   static constexpr auto kMine = column(Sql::fair_gate, "mine");
   static constexpr auto kAhead = column(Sql::fair_gate, "ahead");
   static constexpr auto kHolder = column(Sql::fair_gate, "holder_expire_at");
@@ -552,6 +552,10 @@ FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticke
   static constexpr auto kBeat = column(Sql::fair_gate, "beat");
   static constexpr auto kExpire = column(Sql::fair_gate, "expire_at");
   static constexpr auto kWatch = column(Sql::fair_gate, "watch_ms");
+  static constexpr auto kGranted = column(Sql::fair_gate, "granted");
+  static constexpr auto kFence = column(Sql::fair_gate, "holder_fence");
+  static constexpr auto kTtl = column(Sql::fair_gate, "holder_ttl_ms");
+  static constexpr auto kWakeLock = column(Sql::fair_gate, "wake_lock");
   const auto& row = r.rows.at(0);
   const std::int64_t now = cell(row, kNow).as_int();
   const Value& holder = cell(row, kHolder);
@@ -575,12 +579,30 @@ FairTurn fair_turn(Connection& conn, const std::string& name, std::int64_t ticke
   // (No place ahead: judge() forgets the waiter's watch of them.)
   const Judged j = judge_shared(conn, name, places_key(conn, name, ticket), places, rule);
   ahead -= take_over_rows(conn, Sql::fair_take_place, name, j.ripe);
-  return FairTurn{cell(row, kMine).as_int() > 0, std::max<std::int64_t>(ahead, 0), left, reserved};
+  FairTurn turn;
+  turn.place_live = cell(row, kMine).as_int() > 0;
+  turn.ahead = std::max<std::int64_t>(ahead, 0);
+  turn.holder_left_ms = left;
+  turn.reserved = reserved;
+  if (!owner.empty() && !cell(row, kGranted).is_null() && cell(row, kGranted).as_int() == 1) {
+    turn.granted = true;
+    turn.fence = cell(row, kFence).as_int();
+    turn.expire_at = holder.as_int();
+    turn.ttl_ms = cell(row, kTtl).as_int();
+  }
+  if (const Value& wl = cell(row, kWakeLock); !wl.is_null()) turn.wake_lock = wl.as_int();
+  return turn;
 }
 
 void fair_leave(Connection& conn, const std::string& name, std::int64_t ticket, const std::string& owner, bool wake) {
   const bool by_ticket = wake && conn.dialect().plans().wait->wakes_fair_by_ticket();
   run(conn, by_ticket ? Sql::fair_leave_wake : Sql::fair_leave, {name, ticket, owner});
+  // A lease a release granted to the place and its waiter did not take up:
+  // released after the place is gone, where fair_leave cannot do it in its
+  // own statement (MariaDB). Its own commit: the place's delete waited for a
+  // release that had locked it, whose grant this then finds.
+  if (catalog(conn).has(Sql::fair_ungrant))
+    retry_contention(conn, [&] { return run(conn, Sql::fair_ungrant, {name, owner}).affected; });
 }
 
 std::int64_t purge_idle_heads(Connection& conn, milliseconds grace, int batch_size, int max_batches,

@@ -113,6 +113,14 @@ struct FairTurn {
   // The name's lease row is a semaphore's or read-write lease's reservation
   // (kReservedExpireAt): a fair lease of it is refused (refuse_if_reserved).
   bool reserved = false;
+  // A release granted the lease to the caller's place (owner = its token,
+  // handed = 1): the fence, expiry and ttl it wrote (lease_release_fair).
+  bool granted = false;
+  std::int64_t fence = 0, expire_at = 0, ttl_ms = 0;
+  // Where waiters block on the holder's wake-up lock (MariaDB): whether the
+  // read took it for the grant (1), found it busy for an instant (0); unset
+  // where there is none or nothing was granted.
+  std::optional<std::int64_t> wake_lock;
 };
 // A plain read: whether it is the caller's turn. ticket = INT64_MAX asks
 // whether anyone waits (try_acquire of a fair lease). A place ahead counts

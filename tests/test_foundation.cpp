@@ -155,6 +155,36 @@ TEST_CASE("every isolation level can be opened", "[foundation]") {
   }
 }
 
+TEST_CASE("on MariaDB a read-committed transaction sends no SET TRANSACTION while the session is at sqlguard's level, "
+          "and sets its own level again once a statement changed the session's",
+          "[foundation]") {
+  if (!ctx().is(sqlguard::DialectKind::kMysql)) {
+    SUCCEED("PostgreSQL names the level in its BEGIN; SQLite has one level");
+    return;
+  }
+  auto c = ctx().connect();
+  // SET statements this session sent (the server's own count).
+  auto sets = [&] {
+    return std::stoll(c->execute("SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
+                                 "WHERE VARIABLE_NAME = 'COM_SET_OPTION'").rows.at(0)[0].as_string());
+  };
+  auto read_committed_tx = [&] {
+    Transaction tx(*c, Isolation::kReadCommitted);
+    c->execute("SELECT 1");
+    tx.commit();
+  };
+  auto before = sets();
+  read_committed_tx();
+  CHECK(sets() - before == 0);  // START TRANSACTION alone: the session is at READ COMMITTED
+  // A statement through the connection changes the session's level: the
+  // next read-committed transaction names its level again (control: the
+  // count above can move).
+  c->execute("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE");
+  before = sets();
+  read_committed_tx();
+  CHECK(sets() - before == 1);
+}
+
 TEST_CASE("the database clock is UTC milliseconds and advances inside one long transaction", "[foundation][clock]") {
   auto c = ctx().connect();
   auto client_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

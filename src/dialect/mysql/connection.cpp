@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -96,6 +97,7 @@ class MysqlConnection final : public Connection {
 
   Result do_execute(std::string_view sql, const Params& params, bool cache) override {
     if (!in_tx_ && broken_) reconnect();
+    if (session_read_committed_ && mentions_isolation(sql)) session_read_committed_ = false;
     const bool autocommit = !in_tx_;
     if (autocommit) require_live_session(sql);
     refuse_oversize(sql, params);
@@ -148,6 +150,7 @@ class MysqlConnection final : public Connection {
 
   void execute_script(std::string_view script) override {
     if (!in_tx_ && broken_) reconnect();
+    if (session_read_committed_ && mentions_isolation(script)) session_read_committed_ = false;
     // Our migration files separate statements with ';' at end of line.
     std::string s(script);
     std::size_t start = 0;
@@ -174,7 +177,13 @@ class MysqlConnection final : public Connection {
     if (broken_) reconnect();
     switch (iso) {
       case Isolation::kDefault: break;
-      case Isolation::kReadCommitted: run_plain(sql_text(Sql::tx_isolation_read_committed)); break;
+      case Isolation::kReadCommitted:
+        // The session's own level is READ COMMITTED (session_isolation, at
+        // connect) unless a statement sent through this connection may have
+        // changed it: then START TRANSACTION alone is that level, and the
+        // transaction costs one round trip less.
+        if (!session_read_committed_) run_plain(sql_text(Sql::tx_isolation_read_committed));
+        break;
       case Isolation::kRepeatableRead: run_plain(sql_text(Sql::tx_isolation_repeatable_read)); break;
       case Isolation::kSerializable: run_plain(sql_text(Sql::tx_isolation_serializable)); break;
     }
@@ -305,6 +314,7 @@ class MysqlConnection final : public Connection {
       run_plain(sql_text(Sql::session_time_zone));
       run_plain(sql_text(Sql::session_sql_mode));
       run_plain(sql_text(Sql::session_isolation));
+      session_read_committed_ = true;
       {
         std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_server_version)));
         static constexpr auto kVersion = detail::column(Sql::session_server_version, "version");
@@ -546,6 +556,18 @@ class MysqlConnection final : public Connection {
   detail::StatementCache<std::unique_ptr<sql::PreparedStatement>> cache_;
   bool in_tx_ = false;
   bool broken_ = true;
+  // The session's isolation level is READ COMMITTED as session_isolation set
+  // it at connect: no statement sent since mentioned an isolation level (SET
+  // SESSION TRANSACTION ISOLATION LEVEL ..., tx_isolation). do_begin then
+  // sends no SET TRANSACTION for kReadCommitted.
+  bool session_read_committed_ = false;
+  static bool mentions_isolation(std::string_view sql) {
+    static constexpr std::string_view kWord = "isolation";
+    auto it = std::search(sql.begin(), sql.end(), kWord.begin(), kWord.end(), [](char a, char b) {
+      return std::tolower(static_cast<unsigned char>(a)) == b;
+    });
+    return it != sql.end();
+  }
   bool galera_ = false;  // a Galera node: kGaleraDialect's plans
   int sock_fd_ = -1;     // this session's socket (find_socket()), or -1
   std::int64_t max_packet_ = 0;  // the server's max_allowed_packet (0 = unknown)

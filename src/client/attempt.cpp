@@ -6,6 +6,7 @@
 #include "client/client.h"
 #include "core/catalog.h"
 #include "core/reconnect.h"
+#include "plans/acquire_common.h"
 #include "plans/plans.h"
 #include "plans/waiter.h"
 #include "sqlguard/validate.h"
@@ -84,17 +85,9 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     // the read saw it (a wake-up that does not carry the grant: MariaDB's
     // wake-up lock, a pooler's polling, a timer's attempt): held as written.
     if (gate_grant.fence > 0 && place && take_up_grant(c, l, w, *place, gate_grant, false)) {
-      if (wake_lock && *wake_lock != 1) {
-        // The wake-up lock was busy for an instant (a listener passing it
-        // on): wait that long for it, as a take does (lease_take), so the
-        // waiters behind block on it (without it they poll: slower, never
-        // unsafe).
-        try {
-          run(conn, Sql::lease_wakeup_wait, {lease_wakeup_channel(l->name), 0.02});
-        } catch (const Error& e) {
-          log(LogLevel::kDebug, std::string("taking the wake-up lock failed: ") + e.what());
-        }
-      }
+      // The wake-up lock was busy for an instant (a listener passing it on):
+      // wait that long for it, as a take does (lease_take).
+      if (wake_lock && *wake_lock != 1) await_wakeup_lock(conn, lease_wakeup_channel(l->name));
       gate_wake.held = false;
       return true;
     }

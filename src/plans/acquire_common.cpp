@@ -26,4 +26,12 @@ std::optional<AcquireResult> precheck(Connection& conn, const LeaseRequest& req,
   return busy_until(conn, req, seen.version.expire_at, seen.db_now);
 }
 
+void await_wakeup_lock(Connection& conn, const std::string& channel) noexcept {
+  try {
+    run(conn, Sql::lease_wakeup_wait, {channel, 0.02});
+  } catch (const std::exception& e) {
+    log(LogLevel::kDebug, std::string("taking the wake-up lock failed: ") + e.what());
+  }
+}
+
 }  // namespace sqlguard::detail

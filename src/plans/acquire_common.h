@@ -75,4 +75,11 @@ AcquireResult read_back(Connection& conn, const LeaseRequest& req);
 // name.
 std::optional<AcquireResult> precheck(Connection& conn, const LeaseRequest& req, bool& missing);
 
+// A new holder whose statement found the lease's wake-up lock busy (MariaDB:
+// the previous holder has not freed it yet, or a listener is passing it on)
+// waits a round trip or two for it (lease_wakeup_wait), so later waiters
+// block on it; without it they poll with backoff (slower, never unsafe). A
+// failure is logged, never thrown.
+void await_wakeup_lock(Connection& conn, const std::string& channel) noexcept;
+
 }  // namespace sqlguard::detail

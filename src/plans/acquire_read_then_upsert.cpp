@@ -36,16 +36,9 @@ class ReadThenUpsertReturning final : public AcquirePlan {
     }
     // The wake-up lock was busy: the previous holder has not freed it yet, or
     // a woken waiter is finding out that it lost. Both let go within a round
-    // trip or two; wait that long for it so later waiters block on it
-    // (without it they poll with backoff: slower, never unsafe).
+    // trip or two.
     const Value& wake = cell(row, kWakeLock);
-    if (wake.is_null() || wake.as_int() != 1) {
-      try {
-        run(conn, Sql::lease_wakeup_wait, {channel, 0.02});
-      } catch (const Error& e) {
-        log(LogLevel::kDebug, std::string("taking the wake-up lock failed: ") + e.what());
-      }
-    }
+    if (wake.is_null() || wake.as_int() != 1) await_wakeup_lock(conn, channel);
     return acquired_row<Sql::lease_take>(req.owner, row);
   }
 };

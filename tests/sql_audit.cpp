@@ -44,7 +44,8 @@ std::regex pattern_of(const std::string& dialect, const std::string& text) {
     if (e.fragment && e.available && !e.text.empty() && e.text.find('{') == std::string::npos)
       fragments += "|" + literal_regex(e.text);
   const std::string tokens =
-      "\"[^\"]*\"(?:\\.\"[^\"]*\")?|`[^`]*`(?:\\.`[^`]*`)?|\\?|[,=<>+\\-\\s]|AND|FOR|UPDATE|SHARE|NOWAIT|SKIP|LOCKED|LOCK|IN|MODE" +
+      "\"[^\"]*\"(?:\\.\"[^\"]*\")?|`[^`]*`(?:\\.`[^`]*`)?|\\?|[,=<>+\\-\\s]|AND|FOR|UPDATE|SHARE|NOWAIT|SKIP|LOCKED|LOCK|IN|MODE|"
+      "CASE|WHEN|THEN|ELSE|END" +
       fragments;
   std::string re = "^";
   for (std::size_t i = 0; i < text.size(); ++i) {

@@ -18,7 +18,8 @@
 // GuardedUpdate: the same without a status column, e.g. inventory decrement
 //   UPDATE stock SET qty = qty - ? WHERE id = ? AND qty >= ?
 // (kApplied / kRejected / kNotFound). It never oversells: the check and the
-// write are one statement, atomic on every dialect.
+// write are one statement, atomic on every dialect. apply_all() does the
+// same for several keys at once, all or none (an order's cart).
 //
 // Audit (optional): one row per APPLIED transition, written in the same
 // transaction as the UPDATE, into sqlguard_transition_audit (created by
@@ -86,6 +87,29 @@ struct GuardedResult {
   explicit operator bool() const noexcept { return status == GuardedStatus::kApplied; }
 };
 
+// One key of GuardedUpdate::apply_all(): the key and its values, as apply()
+// takes them (one per assignment, then one per guard).
+struct GuardedItem {
+  Value key{};
+  Params values{};
+};
+
+// A key that kept apply_all() from writing: its index in the call's items,
+// and why (kRejected: its row's guards did not hold; kNotFound: no row).
+struct GuardedFailure {
+  std::size_t index = 0;
+  GuardedStatus status = GuardedStatus::kRejected;
+};
+
+struct GuardedBatchResult {
+  // kApplied: every key was written. Otherwise NOTHING was written; status is
+  // the first failure's and `failures` lists every key that failed, in item
+  // order.
+  GuardedStatus status = GuardedStatus::kRejected;
+  std::vector<GuardedFailure> failures{};
+  explicit operator bool() const noexcept { return status == GuardedStatus::kApplied; }
+};
+
 class GuardedUpdate {
  public:
   GuardedUpdate(Connection& conn, GuardedUpdateSpec spec);
@@ -93,7 +117,35 @@ class GuardedUpdate {
   // Throws Error(kInvalidArgument) on a count mismatch.
   GuardedResult apply(const Value& key, const Params& values);
 
+  // Several keys, ALL OR NONE — a cart of SKUs, each with its own quantity:
+  //   auto r = stock.apply_all({{sku1, {2, 2}}, {sku2, {1, 1}}});
+  //   if (!r) for (auto& f : r.failures) ... items[f.index] was f.status
+  // Every key's guards are checked on its row LOCKED, and the rows are
+  // written only when every key's held; otherwise nothing is written and
+  // the result names each key that failed. The rows are locked in key order
+  // (the database's), whatever order the items come in, so two apply_all()
+  // calls on overlapping keys never deadlock: one waits for the other.
+  // PostgreSQL: one statement (guarded_apply_many). MariaDB and SQLite: a
+  // locking read, then the write when every guard held, in one transaction
+  // (the caller's when one is open, else its own; on SQLite every sqlguard
+  // transaction holds the write lock from its BEGIN). A table declared
+  // versioned has the version of every written row moved (version_cas.h).
+  // In the caller's transaction the rows stay locked until it ends; rows the
+  // caller locked before, in another order, can still deadlock with it.
+  // Error(kInvalidArgument), before any SQL: no items, more than
+  // max_keys_per_call(), a value count that is not apply()'s, a NULL key, or
+  // a key given twice.
+  GuardedBatchResult apply_all(const std::vector<GuardedItem>& items);
+  // How many keys one apply_all() call may carry with this spec (at most
+  // 1000; fewer where the statement's bound values would pass 32,000).
+  std::size_t max_keys_per_call() const noexcept;
+
  private:
+  // apply_all()'s rendered guards (`guards`) or assignments for n keys.
+  std::vector<std::string> many_sql(std::size_t n, bool guards) const;
+  // The one version rule: an assignment that adds to the version column
+  // must add a whole number >= 1 (Error kInvalidArgument naming `who`).
+  void check_own_bump(const Params& values, std::string_view who) const;
   // The one version rule (version_cas.h), looked up at every write until the
   // table is found declared; then the versioned UPDATE is rendered once.
   void prepare_versioned(const std::string& version_column);
@@ -103,7 +155,9 @@ class GuardedUpdate {
   std::vector<std::string> update_names_;  // names of the UPDATE's values, for errors
   std::string table_name_, table_, key_;   // as given; quoted
   std::vector<Assignment> assignments_;
+  std::vector<Guard> guards_;
   std::vector<std::string> assign_sql_, guard_sql_;  // rendered fragments
+  std::size_t nguards_ = 0;
   std::optional<std::string> version_column_;        // declared version column, once seen
   std::string versioned_sql_;                        // rendered once it is
   std::ptrdiff_t own_bump_ = -1;  // the assignment that adds to the version column, if any

@@ -261,3 +261,67 @@ UPDATE {table} SET {owner} = NULL, {until} = NULL, {version} = {version} + 1{set
 
 -- fragment: assign_set_tail
 , {col} = ?;
+
+-- ---- issue 41: a guarded update of many keys, all or none ---------------------------------
+
+-- name: guarded_apply_many
+-- not needed: one statement cannot lock the rows, count their guards and then write all or none here; GuardedUpdate::apply_all() runs guarded_lock_many, then guarded_update_many, in one transaction
+
+-- name: guarded_apply_many_versioned
+-- not needed: as guarded_apply_many
+
+-- name: guarded_lock_many
+-- GuardedUpdate::apply_all(), first of two statements in one transaction: the keys' rows, locked
+-- IN KEY ORDER (every such call locks in one order, so two never deadlock), each with its item
+-- index and whether its guards hold on the row as locked. Nothing is written unless every key's did.
+-- returns: :many item, ok
+-- params: item pairs..., guard pairs..., keys...
+SELECT CASE {key} {items* } ELSE -1 END AS item,
+       CASE WHEN TRUE {guards* } THEN 1 ELSE 0 END AS ok
+FROM {table} WHERE {key} IN ({keys*, }) ORDER BY {key} FOR UPDATE;
+
+-- name: guarded_update_many
+-- The write after guarded_lock_many found every key's guards held (the rows are still locked).
+-- returns: :execrows
+-- params: assignment pairs..., keys...
+UPDATE {table} SET {assignments*, } WHERE {key} IN ({keys*, });
+
+-- name: guarded_update_many_versioned
+-- guarded_update_many on a table declared versioned: the version of every written row moves.
+-- returns: :execrows
+-- params: assignment pairs..., keys...
+UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} IN ({keys*, });
+
+-- fragment: many_when
+-- One key's value in a CASE {key} of GuardedUpdate::apply_all(): WHEN key THEN value.
+WHEN ? THEN ?;
+
+-- fragment: many_set
+-- One assignment, each key's own value. (ELSE is never taken: only the listed keys' rows are
+-- written. It gives the CASE the column's type where parameters have none, PostgreSQL.)
+{col} = CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_add
+{col} = {col} + CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_subtract
+{col} = {col} - CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_eq
+-- One guard, each key's own value (ELSE as in many_set).
+AND {col} = CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_ne
+AND {col} <> CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_lt
+AND {col} < CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_le
+AND {col} <= CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_gt
+AND {col} > CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_ge
+AND {col} >= CASE {key} {whens* } ELSE {col} END;

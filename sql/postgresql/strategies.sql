@@ -254,3 +254,81 @@ UPDATE {table} SET {owner} = NULL, {until} = NULL, {version} = {version} + 1{set
 
 -- fragment: assign_set_tail
 , {col} = ?;
+
+-- ---- issue 41: a guarded update of many keys, all or none ---------------------------------
+
+-- name: guarded_apply_many
+-- GuardedUpdate::apply_all() in one statement. req reads the keys' rows locked, IN KEY ORDER (the
+-- row locks are taken above the sort, so every such call locks in one order and two never
+-- deadlock), and evaluates each key's guards on the row as locked (a row changed meanwhile is
+-- read again at its newest version). upd writes only when every key's guards held: its WHERE
+-- starts with a one-time count of them, so it writes all keys or none. Each row says which item
+-- it is, whether its guards held and whether the statement wrote.
+-- returns: :many item, ok, applied
+-- params: item pairs..., guard pairs..., keys..., assignment pairs..., key count, keys...
+WITH req AS MATERIALIZED (
+  SELECT CASE {key} {items* } ELSE -1 END AS item,
+         CASE WHEN TRUE {guards* } THEN 1 ELSE 0 END AS ok
+  FROM {table} WHERE {key} IN ({keys*, }) ORDER BY {key} FOR UPDATE
+), upd AS (
+  UPDATE {table} SET {assignments*, } WHERE (SELECT count(*) FROM req WHERE req.ok = 1) = ? AND {key} IN ({keys*, })
+  RETURNING 1
+)
+SELECT item, ok, (SELECT count(*) FROM upd) AS applied FROM req;
+
+-- name: guarded_apply_many_versioned
+-- guarded_apply_many on a table declared versioned: the version of every written row moves.
+-- returns: :many item, ok, applied
+-- params: item pairs..., guard pairs..., keys..., assignment pairs..., key count, keys...
+WITH req AS MATERIALIZED (
+  SELECT CASE {key} {items* } ELSE -1 END AS item,
+         CASE WHEN TRUE {guards* } THEN 1 ELSE 0 END AS ok
+  FROM {table} WHERE {key} IN ({keys*, }) ORDER BY {key} FOR UPDATE
+), upd AS (
+  UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE (SELECT count(*) FROM req WHERE req.ok = 1) = ? AND {key} IN ({keys*, })
+  RETURNING 1
+)
+SELECT item, ok, (SELECT count(*) FROM upd) AS applied FROM req;
+
+-- name: guarded_lock_many
+-- not needed: guarded_apply_many reads, locks and writes in one statement
+
+-- name: guarded_update_many
+-- not needed: guarded_apply_many reads, locks and writes in one statement
+
+-- name: guarded_update_many_versioned
+-- not needed: guarded_apply_many_versioned reads, locks and writes in one statement
+
+-- fragment: many_when
+-- One key's value in a CASE {key} of GuardedUpdate::apply_all(): WHEN key THEN value.
+WHEN ? THEN ?;
+
+-- fragment: many_set
+-- One assignment, each key's own value. (ELSE is never taken: only the listed keys' rows are
+-- written. It gives the CASE the column's type where parameters have none, PostgreSQL.)
+{col} = CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_add
+{col} = {col} + CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_subtract
+{col} = {col} - CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_eq
+-- One guard, each key's own value (ELSE as in many_set).
+AND {col} = CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_ne
+AND {col} <> CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_lt
+AND {col} < CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_le
+AND {col} <= CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_gt
+AND {col} > CASE {key} {whens* } ELSE {col} END;
+
+-- fragment: many_guard_ge
+AND {col} >= CASE {key} {whens* } ELSE {col} END;

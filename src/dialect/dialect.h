@@ -66,6 +66,10 @@ class Dialect {
   // writers on user tables can warn about one that compares keys loosely.
   // Default: true. SQLite: false (its catalog does not report COLLATE).
   virtual bool reports_key_collation() const { return true; }
+  // Whether GuardedUpdate::apply_all() is one statement (guarded_apply_many:
+  // lock, check and write all or none), or guarded_lock_many then
+  // guarded_update_many in one transaction. Default: false (two statements).
+  virtual bool guards_many_keys_in_one_statement() const noexcept { return false; }
 
   // Lock wait bound of a row-lock scope. A session-scoped setting (MySQL
   // innodb_lock_wait_timeout, SQLite busy timeout) is set BEFORE begin() and

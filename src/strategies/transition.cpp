@@ -115,6 +115,7 @@ GuardedUpdate::GuardedUpdate(Connection& conn, GuardedUpdateSpec spec) : conn_(c
   key_ = d.quote(spec.key_column);
   detail::warn_loose_key_collation(conn, spec.table, spec.key_column, "GuardedUpdate");
   assignments_ = spec.assignments;
+  guards_ = spec.guards;
   const auto& cat = detail::catalog(conn);
   assign_sql_ = assignments_sql(conn, spec.assignments, "GuardedUpdateSpec::assignments");
   guard_sql_ = guards_sql(conn, spec.guards, "GuardedUpdateSpec::guards");
@@ -124,6 +125,7 @@ GuardedUpdate::GuardedUpdate(Connection& conn, GuardedUpdateSpec spec) : conn_(c
   exists_sql_ = cat.render(Sql::row_exists, {{"table", table_}, {"key", key_}});
   nvalues_ = spec.assignments.size() + spec.guards.size();
   nassign_ = spec.assignments.size();
+  nguards_ = spec.guards.size();
   for (const auto& a : spec.assignments) update_names_.push_back("GuardedUpdate::apply() value for '" + a.column + "'");
   update_names_.push_back("GuardedUpdate::apply() key");
   for (const auto& g : spec.guards) update_names_.push_back("GuardedUpdate::apply() guard value for '" + g.column + "'");
@@ -163,16 +165,7 @@ GuardedResult GuardedUpdate::apply(const Value& key, const Params& values) {
   // declaration made after construction counts.
   const auto& vc = detail::version_column(conn_, table_name_, version_column_);
   if (vc && versioned_sql_.empty()) prepare_versioned(*vc);
-  if (vc && own_bump_ >= 0) {
-    // A hand-made bump counts only if it moves the version forward: adding
-    // 0 (or less) would let a stale compare_and_set() overwrite this write.
-    const Value& add = values[static_cast<std::size_t>(own_bump_)];
-    if (!add.is_int() || add.as_int() < 1)
-      invalid("GuardedUpdate::apply(): the value added to '" + assignments_[static_cast<std::size_t>(own_bump_)].column +
-              "', the declared version column of '" + table_name_ + "', must be a whole number >= 1 (got " +
-              (add.is_int() ? std::to_string(add.as_int()) : add.is_null() ? std::string("NULL") : std::string("a non-integer")) +
-              "): a write that does not move the version is not seen by compare_and_set()");
-  }
+  if (vc) check_own_bump(values, "GuardedUpdate::apply()");
   const bool versioned = vc && own_bump_ < 0;
   Params p(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(nassign_));
   p.push_back(key);
@@ -186,6 +179,190 @@ GuardedResult GuardedUpdate::apply(const Value& key, const Params& values) {
   if (detail::run_rendered(conn_, Sql::row_exists, exists_sql_, {key}).rows.empty()) return {GuardedStatus::kNotFound};
   detail::metric::guarded_rejected().inc();
   return {GuardedStatus::kRejected};
+}
+
+void GuardedUpdate::check_own_bump(const Params& values, std::string_view who) const {
+  if (own_bump_ < 0) return;
+  // A hand-made bump counts only if it moves the version forward: adding
+  // 0 (or less) would let a stale compare_and_set() overwrite this write.
+  const Value& add = values[static_cast<std::size_t>(own_bump_)];
+  if (!add.is_int() || add.as_int() < 1)
+    invalid(std::string(who) + ": the value added to '" + assignments_[static_cast<std::size_t>(own_bump_)].column +
+            "', the declared version column of '" + table_name_ + "', must be a whole number >= 1 (got " +
+            (add.is_int() ? std::to_string(add.as_int()) : add.is_null() ? std::string("NULL") : std::string("a non-integer")) +
+            "): a write that does not move the version is not seen by compare_and_set()");
+}
+
+namespace {
+// Bound values of one apply_all() statement stay under this (SQLite allows
+// 32,766 per statement; PostgreSQL and MariaDB 65,535).
+constexpr std::size_t kMaxManyParams = 32000;
+constexpr std::size_t kMaxManyKeys = 1000;
+// update_names_' prefix (apply()'s), replaced in apply_all()'s names.
+constexpr std::string_view kApplyPrefix = "GuardedUpdate::apply() ";
+
+Sql many_fragment(AssignOp op) {
+  switch (op) {
+    case AssignOp::kSet: return Sql::many_set;
+    case AssignOp::kAdd: return Sql::many_add;
+    case AssignOp::kSubtract: return Sql::many_subtract;
+  }
+  invalid("unknown AssignOp");
+}
+
+Sql many_fragment(Compare op) {
+  switch (op) {
+    case Compare::kEq: return Sql::many_guard_eq;
+    case Compare::kNe: return Sql::many_guard_ne;
+    case Compare::kLt: return Sql::many_guard_lt;
+    case Compare::kLe: return Sql::many_guard_le;
+    case Compare::kGt: return Sql::many_guard_gt;
+    case Compare::kGe: return Sql::many_guard_ge;
+  }
+  invalid("unknown Compare operator");
+}
+}  // namespace
+
+std::size_t GuardedUpdate::max_keys_per_call() const noexcept {
+  // Per key: its item pair, a pair per guard and per assignment, and its
+  // place in both IN lists (PostgreSQL's one statement; the other dialects'
+  // two send no more between them).
+  const std::size_t per_key = 2 + 2 * nguards_ + 2 * nassign_ + 2;
+  return std::min(kMaxManyKeys, (kMaxManyParams - 1) / per_key);
+}
+
+std::vector<std::string> GuardedUpdate::many_sql(std::size_t n, bool guards) const {
+  const auto& cat = detail::catalog(conn_);
+  const std::vector<std::string> whens(n, cat.render(Sql::many_when, {}));
+  std::vector<std::string> out;
+  auto one = [&](Sql fragment, const std::string& column) {
+    out.push_back(cat.render(fragment, {{"col", conn_.dialect().quote(column)}, {"key", key_}, {"whens", whens}}));
+  };
+  if (guards) {
+    for (const auto& g : guards_) one(many_fragment(g.op), g.column);
+    return out;
+  }
+  for (const auto& a : assignments_) one(many_fragment(a.op), a.column);
+  return out;
+}
+
+GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& items) {
+  static constexpr std::string_view kWho = "GuardedUpdate::apply_all()";
+  const std::size_t n = items.size();
+  if (n == 0) invalid(std::string(kWho) + ": no items");
+  if (n > max_keys_per_call())
+    invalid(std::string(kWho) + ": " + std::to_string(n) + " items; at most " + std::to_string(max_keys_per_call()) +
+            " per call with this spec (split the keys, in one transaction of yours if they must go together)");
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& it = items[i];
+    if (it.values.size() != nvalues_)
+      invalid(std::string(kWho) + ": items[" + std::to_string(i) + "] has " + std::to_string(it.values.size()) +
+              " values; expected " + std::to_string(nvalues_) + " (assignments, then guards)");
+    if (it.key.is_null()) invalid(std::string(kWho) + ": items[" + std::to_string(i) + "] has a NULL key");
+    for (std::size_t j = 0; j < i; ++j)
+      if (items[j].key == it.key)
+        invalid(std::string(kWho) + ": items[" + std::to_string(i) + "] repeats the key of items[" +
+                std::to_string(j) + "] (give each key once, with its whole change)");
+  }
+  const auto& vc = detail::version_column(conn_, table_name_, version_column_);
+  if (vc && versioned_sql_.empty()) prepare_versioned(*vc);
+  if (vc)
+    for (const auto& it : items) check_own_bump(it.values, kWho);
+  const bool versioned = vc && own_bump_ < 0;
+  const auto& cat = detail::catalog(conn_);
+  // Values in the statements' order: (key, index) per key; (key, value) per
+  // key for each guard; the keys (the lock); then the key count; (key,
+  // value) per key for each assignment; the keys (the write).
+  std::vector<std::string> names, write_names;
+  Params lock, write;
+  auto key_name = [&](std::size_t i) { return std::string(kWho) + " items[" + std::to_string(i) + "] key"; };
+  for (std::size_t i = 0; i < n; ++i) {
+    lock.push_back(items[i].key);
+    lock.emplace_back(static_cast<std::int64_t>(i));
+    names.push_back(key_name(i));
+    names.push_back("item index");
+  }
+  auto pairs = [&](std::size_t v, Params& p, std::vector<std::string>& nm) {
+    // update_names_ is apply()'s: values (assignments), key, guard values.
+    const std::string& what = update_names_[v < nassign_ ? v : v + 1];
+    for (std::size_t i = 0; i < n; ++i) {
+      p.push_back(items[i].key);
+      p.push_back(items[i].values[v]);
+      nm.push_back(key_name(i));
+      nm.push_back(std::string(kWho) + " items[" + std::to_string(i) + "] " + what.substr(kApplyPrefix.size()));
+    }
+  };
+  for (std::size_t v = nassign_; v < nvalues_; ++v) pairs(v, lock, names);
+  for (std::size_t v = 0; v < nassign_; ++v) pairs(v, write, write_names);
+  Params keys;
+  std::vector<std::string> key_names;
+  for (std::size_t i = 0; i < n; ++i) {
+    keys.push_back(items[i].key);
+    key_names.push_back(key_name(i));
+  }
+  lock.insert(lock.end(), keys.begin(), keys.end());
+  names.insert(names.end(), key_names.begin(), key_names.end());
+  const detail::Slots common{{"table", table_},
+                             {"key", key_},
+                             {"items", std::vector<std::string>(n, cat.render(Sql::many_when, {}))},
+                             {"guards", many_sql(n, true)},
+                             {"keys", std::vector<std::string>(n, cat.render(Sql::param, {}))},
+                             {"assignments", many_sql(n, false)},
+                             {"version", versioned ? conn_.dialect().quote(*version_column_) : std::string()}};
+  // Each key's answer: found (a row), its guards held.
+  std::vector<char> found(n, 0), held(n, 0);
+  auto read_rows = [&](const Result& r) {
+    for (const auto& row : r.rows) {
+      const std::int64_t i = row[0].as_int();
+      if (i < 0 || static_cast<std::size_t>(i) >= n) continue;  // (a key matched loosely by its collation)
+      found[static_cast<std::size_t>(i)] = 1;
+      held[static_cast<std::size_t>(i)] = row[1].as_int() == 1;
+    }
+  };
+  auto outcome = [&]() {
+    GuardedBatchResult out;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!found[i] || !held[i]) out.failures.push_back({i, found[i] ? GuardedStatus::kRejected : GuardedStatus::kNotFound});
+    out.status = out.failures.empty() ? GuardedStatus::kApplied : out.failures.front().status;
+    return out;
+  };
+  if (conn_.dialect().guards_many_keys_in_one_statement()) {
+    Params p = std::move(lock);
+    p.insert(p.end(), write.begin(), write.end());
+    names.insert(names.end(), write_names.begin(), write_names.end());
+    p.emplace_back(static_cast<std::int64_t>(n));
+    names.push_back(std::string(kWho) + " key count");
+    p.insert(p.end(), keys.begin(), keys.end());
+    names.insert(names.end(), key_names.begin(), key_names.end());
+    const Sql id = versioned ? Sql::guarded_apply_many_versioned : Sql::guarded_apply_many;
+    const Result r = detail::run_rendered(conn_, id, cat.render(id, common), p, &names);
+    read_rows(r);
+    const bool wrote = !r.rows.empty() && r.rows[0][2].as_int() > 0;
+    auto out = outcome();
+    if (wrote != out.failures.empty())
+      throw Error(ErrorCode::kInternal, std::string(kWho) + ": the statement " + (wrote ? "wrote" : "did not write") +
+                                            " although " + std::to_string(out.failures.size()) + " key(s) failed");
+    (wrote ? detail::metric::guarded_applied() : detail::metric::guarded_rejected()).inc();
+    return out;
+  }
+  MaybeTransaction tx(conn_);
+  read_rows(detail::run_rendered(conn_, Sql::guarded_lock_many, cat.render(Sql::guarded_lock_many, common), lock, &names));
+  auto out = outcome();
+  if (!out.failures.empty()) {
+    tx.rollback();
+    detail::metric::guarded_rejected().inc();
+    return out;
+  }
+  write.insert(write.end(), keys.begin(), keys.end());
+  write_names.insert(write_names.end(), key_names.begin(), key_names.end());
+  const Sql update = versioned ? Sql::guarded_update_many_versioned : Sql::guarded_update_many;
+  const auto wrote = detail::run_rendered(conn_, update, cat.render(update, common), write, &write_names).affected;
+  if (wrote != static_cast<std::int64_t>(n))
+    throw Error(ErrorCode::kInternal, std::string(kWho) + ": " + std::to_string(wrote) + " rows written of " +
+                                          std::to_string(n) + " locked (the transaction rolls back)");
+  tx.commit();
+  detail::metric::guarded_applied().inc();
+  return out;
 }
 
 // ---- StateMachine -----------------------------------------------------------

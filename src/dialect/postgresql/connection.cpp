@@ -77,6 +77,8 @@ class PgDialect final : public Dialect {
     if (!pooler_) detail::run(c, detail::Sql::session_statement_timeout, {std::to_string(bound.count())});
   }
   bool release_skips_commit_flush() const noexcept override { return true; }
+  // A data-modifying WITH: guarded_apply_many (sql/postgresql/strategies.sql).
+  bool guards_many_keys_in_one_statement() const noexcept override { return true; }
   // Quoted identifiers are case-sensitive, and sqlguard quotes every one.
   bool same_identifier(std::string_view a, std::string_view b) const override { return a == b; }
   // SET cannot take parameters; set_config(..., true) is SET LOCAL with a

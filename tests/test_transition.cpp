@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <future>
 #include <thread>
 #include <algorithm>
 
@@ -513,4 +514,65 @@ TEST_CASE("carts of the same SKUs in opposite orders never deadlock and never ov
   auto naive = run_carts(t2, 2, 3, 4, 20, true);
   INFO("per-row: applied " << naive.applied << ", deadlocks " << naive.deadlocks << ", other errors " << naive.other_errors);
   CHECK(naive.deadlocks > 0);
+}
+
+TEST_CASE("apply_all retries a deadlock with another writer outside a transaction, and throws it inside the caller's",
+          "[transition][cart][contention]") {
+  if (ctx().is(DialectKind::kSqlite)) {
+    SUCCEED("SQLite: one writer at a time, no row locks to deadlock on");
+    return;
+  }
+  auto c = ctx().connect();
+  auto other = ctx().connect();
+  auto t = make_skus(*c, {5, 5});
+  GuardedUpdate stock(*c, cart_spec(t));
+  // Another writer holds row 2 and then asks for row 1, while apply_all() holds row 1 and waits
+  // for row 2: a deadlock, whose victim is apply_all() (PostgreSQL: the first waiter, whose
+  // deadlock_timeout runs out first; MariaDB: the lighter transaction, a lock and no change).
+  struct Outcome {
+    std::optional<GuardedBatchResult> result;
+    std::string error;
+    bool other_aborted = false;
+  };
+  auto crossed = [&](bool in_transaction, const RetryPolicy& policy) {
+    Outcome o;
+    Transaction tx(*other);
+    tx.execute("UPDATE " + t + " SET qty = qty - 1 WHERE id = 2");
+    auto f = std::async(std::launch::async, [&] {
+      std::optional<Transaction> mine;
+      if (in_transaction) mine.emplace(*c);
+      auto r = stock.apply_all({take(1, 1), take(2, 1)}, policy);
+      if (mine) mine->commit();
+      return r;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    try {
+      tx.execute("UPDATE " + t + " SET qty = qty - 1 WHERE id = 1");
+      tx.commit();
+    } catch (const Error&) {
+      o.other_aborted = true;
+    }
+    try {
+      o.result = f.get();
+    } catch (const Error& e) {
+      o.error = e.what();
+    }
+    return o;
+  };
+  auto o = crossed(false, RetryPolicy{});
+  INFO("other writer aborted: " << o.other_aborted << "; error: " << o.error);
+  REQUIRE_FALSE(o.other_aborted);  // apply_all() was the victim
+  REQUIRE(o.result);
+  CHECK(o.result->status == GuardedStatus::kApplied);
+  CHECK(o.result->stats.attempts >= 2);
+  CHECK(o.result->stats.conflicts >= 1);
+  CHECK(quantities(t) == "3,3");  // the other writer's unit of each, then the cart's
+  // Control: with one attempt the deadlock reaches the caller; in the caller's transaction too.
+  o = crossed(false, RetryPolicy{.max_attempts = 1});
+  CHECK_FALSE(o.result);
+  CHECK_THAT(o.error, Contains("eadlock"));
+  o = crossed(true, RetryPolicy{});
+  CHECK_FALSE(o.result);
+  CHECK_THAT(o.error, Contains("eadlock"));
+  CHECK(quantities(t) == "1,1");  // the other writer's units only
 }

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "sqlguard/connection.h"
+#include "sqlguard/retry.h"
 
 namespace sqlguard {
 
@@ -107,6 +108,7 @@ struct GuardedBatchResult {
   // order.
   GuardedStatus status = GuardedStatus::kRejected;
   std::vector<GuardedFailure> failures{};
+  RetryStats stats{};  // attempts (apply_all's own transaction only; see below)
   explicit operator bool() const noexcept { return status == GuardedStatus::kApplied; }
 };
 
@@ -132,10 +134,16 @@ class GuardedUpdate {
   // versioned has the version of every written row moved (version_cas.h).
   // In the caller's transaction the rows stay locked until it ends; rows the
   // caller locked before, in another order, can still deadlock with it.
+  // Retries: outside a caller's transaction, an attempt that ends in a
+  // deadlock or serialization failure with ANOTHER writer (one that locks
+  // the same rows in another order; on Galera a write certified first on
+  // another node) or SQLite busy wrote nothing and is run again under
+  // `policy` (retry.h); when attempts run out, that error is thrown. In the
+  // caller's transaction it is thrown at once (their transaction is lost).
   // Error(kInvalidArgument), before any SQL: no items, more than
   // max_keys_per_call(), a value count that is not apply()'s, a NULL key, or
   // a key given twice.
-  GuardedBatchResult apply_all(const std::vector<GuardedItem>& items);
+  GuardedBatchResult apply_all(const std::vector<GuardedItem>& items, const RetryPolicy& policy = {});
   // How many keys one apply_all() call may carry with this spec (at most
   // 1000; fewer where the statement's bound values would pass 32,000).
   std::size_t max_keys_per_call() const noexcept;

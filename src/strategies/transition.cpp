@@ -6,6 +6,7 @@
 #include "core/catalog.h"
 #include "dialect/dialect.h"
 #include "sqlguard/validate.h"
+#include "sqlguard/retry.h"
 #include "sqlguard/version_cas.h"
 #include "strategies/version_rule.h"
 
@@ -246,7 +247,8 @@ std::vector<std::string> GuardedUpdate::many_sql(std::size_t n, bool guards) con
   return out;
 }
 
-GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& items) {
+GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& items, const RetryPolicy& policy) {
+  policy.validate();
   static constexpr std::string_view kWho = "GuardedUpdate::apply_all()";
   const std::size_t n = items.size();
   if (n == 0) invalid(std::string(kWho) + ": no items");
@@ -326,43 +328,71 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
     out.status = out.failures.empty() ? GuardedStatus::kApplied : out.failures.front().status;
     return out;
   };
-  if (conn_.dialect().guards_many_keys_in_one_statement()) {
-    Params p = std::move(lock);
-    p.insert(p.end(), write.begin(), write.end());
-    names.insert(names.end(), write_names.begin(), write_names.end());
-    p.emplace_back(static_cast<std::int64_t>(n));
-    names.push_back(std::string(kWho) + " key count");
-    p.insert(p.end(), keys.begin(), keys.end());
-    names.insert(names.end(), key_names.begin(), key_names.end());
-    const Sql id = versioned ? Sql::guarded_apply_many_versioned : Sql::guarded_apply_many;
-    const Result r = detail::run_rendered(conn_, id, cat.render(id, common), p, &names);
-    read_rows(r);
-    const bool wrote = !r.rows.empty() && r.rows[0][2].as_int() > 0;
+  auto attempt = [&]() -> GuardedBatchResult {
+    std::fill(found.begin(), found.end(), 0);
+    std::fill(held.begin(), held.end(), 0);
+    if (conn_.dialect().guards_many_keys_in_one_statement()) {
+      Params p = lock;
+      std::vector<std::string> nm = names;
+      p.insert(p.end(), write.begin(), write.end());
+      nm.insert(nm.end(), write_names.begin(), write_names.end());
+      p.emplace_back(static_cast<std::int64_t>(n));
+      nm.push_back(std::string(kWho) + " key count");
+      p.insert(p.end(), keys.begin(), keys.end());
+      nm.insert(nm.end(), key_names.begin(), key_names.end());
+      const Sql id = versioned ? Sql::guarded_apply_many_versioned : Sql::guarded_apply_many;
+      const Result r = detail::run_rendered(conn_, id, cat.render(id, common), p, &nm);
+      read_rows(r);
+      const bool wrote = !r.rows.empty() && r.rows[0][2].as_int() > 0;
+      auto out = outcome();
+      if (wrote != out.failures.empty())
+        throw Error(ErrorCode::kInternal, std::string(kWho) + ": the statement " + (wrote ? "wrote" : "did not write") +
+                                              " although " + std::to_string(out.failures.size()) + " key(s) failed");
+      (wrote ? detail::metric::guarded_applied() : detail::metric::guarded_rejected()).inc();
+      return out;
+    }
+    MaybeTransaction tx(conn_);
+    read_rows(detail::run_rendered(conn_, Sql::guarded_lock_many, cat.render(Sql::guarded_lock_many, common), lock, &names));
     auto out = outcome();
-    if (wrote != out.failures.empty())
-      throw Error(ErrorCode::kInternal, std::string(kWho) + ": the statement " + (wrote ? "wrote" : "did not write") +
-                                            " although " + std::to_string(out.failures.size()) + " key(s) failed");
-    (wrote ? detail::metric::guarded_applied() : detail::metric::guarded_rejected()).inc();
+    if (!out.failures.empty()) {
+      tx.rollback();
+      detail::metric::guarded_rejected().inc();
+      return out;
+    }
+    Params w = write;
+    std::vector<std::string> w_names = write_names;
+    w.insert(w.end(), keys.begin(), keys.end());
+    w_names.insert(w_names.end(), key_names.begin(), key_names.end());
+    const Sql update = versioned ? Sql::guarded_update_many_versioned : Sql::guarded_update_many;
+    const auto wrote = detail::run_rendered(conn_, update, cat.render(update, common), w, &w_names).affected;
+    if (wrote != static_cast<std::int64_t>(n))
+      throw Error(ErrorCode::kInternal, std::string(kWho) + ": " + std::to_string(wrote) + " rows written of " +
+                                            std::to_string(n) + " locked (the transaction rolls back)");
+    tx.commit();
+    detail::metric::guarded_applied().inc();
     return out;
+  };
+  // Two apply_all() calls never deadlock with each other; another writer
+  // that locks the same rows in another order (or a Galera node's write,
+  // refused at certification) can. Outside a caller's transaction nothing
+  // was committed then, so the attempt runs again (`policy`); inside one the
+  // caller's transaction is lost and the error is theirs.
+  const bool own = !conn_.in_transaction();
+  RetryStats stats;
+  for (int n_try = 1;; ++n_try) {
+    stats.attempts = n_try;
+    try {
+      auto out = attempt();
+      out.stats = stats;
+      return out;
+    } catch (const Error& e) {
+      if (!own || !detail::note_failure(policy, e, stats) || n_try >= policy.max_attempts) throw;
+      if (e.code() == ErrorCode::kConnectionLost) conn_.reconnect();
+    }
+    const auto d = detail::backoff_delay(policy, n_try);
+    stats.backoff += d;
+    detail::sleep_for(d);
   }
-  MaybeTransaction tx(conn_);
-  read_rows(detail::run_rendered(conn_, Sql::guarded_lock_many, cat.render(Sql::guarded_lock_many, common), lock, &names));
-  auto out = outcome();
-  if (!out.failures.empty()) {
-    tx.rollback();
-    detail::metric::guarded_rejected().inc();
-    return out;
-  }
-  write.insert(write.end(), keys.begin(), keys.end());
-  write_names.insert(write_names.end(), key_names.begin(), key_names.end());
-  const Sql update = versioned ? Sql::guarded_update_many_versioned : Sql::guarded_update_many;
-  const auto wrote = detail::run_rendered(conn_, update, cat.render(update, common), write, &write_names).affected;
-  if (wrote != static_cast<std::int64_t>(n))
-    throw Error(ErrorCode::kInternal, std::string(kWho) + ": " + std::to_string(wrote) + " rows written of " +
-                                          std::to_string(n) + " locked (the transaction rolls back)");
-  tx.commit();
-  detail::metric::guarded_applied().inc();
-  return out;
 }
 
 // ---- StateMachine -----------------------------------------------------------

@@ -16,7 +16,7 @@ Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
 `<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff, barging,
 comparators, scale, round-trips, held-leases, held-leases-summary (README.md), waiters,
-fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate, takeover, coalesced. Each
+fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate, takeover, coalesced, cart. Each
 table ends with the run it comes from
 (date, machine, matrix); durability is stated in the rows. No number in those
 regions is typed by hand, so none can contradict the data.
@@ -165,6 +165,9 @@ class Run:
         # Coalesced calls (issue 40 item 5, tools/bench_coalesced.sh): lease-coalesced
         # beside per-call lease-distinct and Redis, a run of its own in coalesced/.
         self.coalesced, self.coalesced_settings = side_run(d, "coalesced")
+        # Carts (issue 41 item 1, tools/bench_cart.sh): cart-decrement beside
+        # cart-per-row, a run of its own in cart/.
+        self.cart, self.cart_settings = side_run(d, "cart")
 
     def rows(self, name):
         return self.files.get(name, [])
@@ -802,6 +805,38 @@ def table_coalesced(run):
     return "\n".join(out)
 
 
+def table_cart(run):
+    """cart-decrement (GuardedUpdate::apply_all) beside cart-per-row (apply() per SKU in a transaction), one run."""
+    if not run.cart:
+        return "_No cart run in docs/bench/cart/ (tools/bench_cart.sh --publish)._"
+    out = ["| dialect | clients | `apply_all()`: orders/s | p50 / p99 ms | errors | `apply()` per SKU in a transaction: "
+           "orders/s | p50 / p99 ms | errors (deadlocks) | ÷ | statements per order | units taken / unaccounted | "
+           "rows below 0 |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    durability = {}
+    for d, title in DIALECTS:
+        rows = [r for r in run.cart.get(d, []) if matrix(r)]
+        for c in sorted({r["clients"] for r in rows}):
+            a = cell(rows, d, "cart-decrement", c)
+            b = cell(rows, d, "cart-per-row", c)
+            if a is None or b is None:
+                raise DataError("docs/bench/cart/{}.json lacks cart-decrement or cart-per-row at {} clients".format(d, c))
+            durability[title] = a.get("durability")
+            ratio = a["ops_per_s"] / b["ops_per_s"] if b.get("ops_per_s") else None
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} + {} / {} | {} / {} |".format(
+                title, c, n0(a.get("ops_per_s")), slash(n2(a.get("p50_ms")), n2(a.get("p99_ms"))), n0(a.get("errors")),
+                n0(b.get("ops_per_s")), slash(n2(b.get("p50_ms")), n2(b.get("p99_ms"))), n0(b.get("errors")),
+                n2(ratio), a.get("statements_per_op"), b.get("statements_per_op"),
+                n0(a.get("units_taken")), n0(a.get("units_unaccounted")), n0(b.get("units_taken")),
+                n0(b.get("units_unaccounted")), n0(a.get("oversold_rows")), n0(b.get("oversold_rows"))))
+    s = run.cart_settings
+    out += [""] + ["<sub>{}: {}</sub><br>".format(k, v) for k, v in durability.items() if v]
+    out += ["<sub>Run {} · {} · {} · {} · durable servers · data: docs/bench/cart/</sub>".format(
+        s.get("date", "of unknown date"), s.get("host", "unknown host"), s.get("cpu", "unknown cpu"),
+        s.get("matrix", "unknown matrix"))]
+    return "\n".join(out)
+
+
 def table_cpu_load(run):
     """waiters and handoff quiet (<dialect>.json) beside the same cells under --cpu-load (<dialect>-cpu-load.json)."""
     pairs = []
@@ -845,7 +880,8 @@ def tables(d):
             "semaphore-hot": table_semaphore_hot(run), "rw-mixed": table_rw_mixed(run),
             "churn-soak": table_churn_soak(run), "renewer-overload": table_renewer_overload(run),
             "cpu-load": table_cpu_load(run), "commit-rate": table_commit_rate(run),
-            "takeover": table_takeover(run), "barging": table_barging(run), "coalesced": table_coalesced(run)}
+            "takeover": table_takeover(run), "barging": table_barging(run), "coalesced": table_coalesced(run),
+            "cart": table_cart(run)}
 
 
 REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)

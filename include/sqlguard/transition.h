@@ -166,6 +166,10 @@ class GuardedUpdate {
   std::vector<Guard> guards_;
   std::vector<std::string> assign_sql_, guard_sql_;  // rendered fragments
   std::size_t nguards_ = 0;
+  // apply_all()'s rendered statements by (key count, versioned): the first
+  // statement (PostgreSQL's one, or the locking read) and the write.
+  static constexpr std::size_t kManyCached = 8;
+  std::map<std::pair<std::size_t, bool>, std::pair<std::string, std::string>> many_cache_;
   std::optional<std::string> version_column_;        // declared version column, once seen
   std::string versioned_sql_;                        // rendered once it is
   std::ptrdiff_t own_bump_ = -1;  // the assignment that adds to the version column, if any

@@ -304,13 +304,30 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
   }
   lock.insert(lock.end(), keys.begin(), keys.end());
   names.insert(names.end(), key_names.begin(), key_names.end());
-  const detail::Slots common{{"table", table_},
-                             {"key", key_},
-                             {"items", std::vector<std::string>(n, cat.render(Sql::many_when, {}))},
-                             {"guards", many_sql(n, true)},
-                             {"keys", std::vector<std::string>(n, cat.render(Sql::param, {}))},
-                             {"assignments", many_sql(n, false)},
-                             {"version", versioned ? conn_.dialect().quote(*version_column_) : std::string()}};
+  // The statements for n keys, rendered once per key count (a few sizes of
+  // cart recur; kept for the last kManyCached counts).
+  const Sql apply_id = versioned ? Sql::guarded_apply_many_versioned : Sql::guarded_apply_many;
+  const Sql update_id = versioned ? Sql::guarded_update_many_versioned : Sql::guarded_update_many;
+  const bool one = conn_.dialect().guards_many_keys_in_one_statement();
+  const std::pair<std::size_t, bool> cache_key{n, versioned};
+  auto cached = many_cache_.find(cache_key);
+  if (cached == many_cache_.end()) {
+    const detail::Slots common{{"table", table_},
+                               {"key", key_},
+                               {"items", std::vector<std::string>(n, cat.render(Sql::many_when, {}))},
+                               {"guards", many_sql(n, true)},
+                               {"keys", std::vector<std::string>(n, cat.render(Sql::param, {}))},
+                               {"assignments", many_sql(n, false)},
+                               {"version", versioned ? conn_.dialect().quote(*version_column_) : std::string()}};
+    if (many_cache_.size() >= kManyCached) many_cache_.clear();
+    cached = many_cache_
+                 .emplace(cache_key, one ? std::make_pair(cat.render(apply_id, common), std::string())
+                                         : std::make_pair(cat.render(Sql::guarded_lock_many, common),
+                                                          cat.render(update_id, common)))
+                 .first;
+  }
+  const std::string& first_sql = cached->second.first;
+  const std::string& update_sql = cached->second.second;
   // Each key's answer: found (a row), its guards held.
   std::vector<char> found(n, 0), held(n, 0);
   auto read_rows = [&](const Result& r) {
@@ -331,7 +348,7 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
   auto attempt = [&]() -> GuardedBatchResult {
     std::fill(found.begin(), found.end(), 0);
     std::fill(held.begin(), held.end(), 0);
-    if (conn_.dialect().guards_many_keys_in_one_statement()) {
+    if (one) {
       Params p = lock;
       std::vector<std::string> nm = names;
       p.insert(p.end(), write.begin(), write.end());
@@ -340,8 +357,7 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
       nm.push_back(std::string(kWho) + " key count");
       p.insert(p.end(), keys.begin(), keys.end());
       nm.insert(nm.end(), key_names.begin(), key_names.end());
-      const Sql id = versioned ? Sql::guarded_apply_many_versioned : Sql::guarded_apply_many;
-      const Result r = detail::run_rendered(conn_, id, cat.render(id, common), p, &nm);
+      const Result r = detail::run_rendered(conn_, apply_id, first_sql, p, &nm);
       read_rows(r);
       const bool wrote = !r.rows.empty() && r.rows[0][2].as_int() > 0;
       auto out = outcome();
@@ -352,7 +368,7 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
       return out;
     }
     MaybeTransaction tx(conn_);
-    read_rows(detail::run_rendered(conn_, Sql::guarded_lock_many, cat.render(Sql::guarded_lock_many, common), lock, &names));
+    read_rows(detail::run_rendered(conn_, Sql::guarded_lock_many, first_sql, lock, &names));
     auto out = outcome();
     if (!out.failures.empty()) {
       tx.rollback();
@@ -363,8 +379,7 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
     std::vector<std::string> w_names = write_names;
     w.insert(w.end(), keys.begin(), keys.end());
     w_names.insert(w_names.end(), key_names.begin(), key_names.end());
-    const Sql update = versioned ? Sql::guarded_update_many_versioned : Sql::guarded_update_many;
-    const auto wrote = detail::run_rendered(conn_, update, cat.render(update, common), w, &w_names).affected;
+    const auto wrote = detail::run_rendered(conn_, update_id, update_sql, w, &w_names).affected;
     if (wrote != static_cast<std::int64_t>(n))
       throw Error(ErrorCode::kInternal, std::string(kWho) + ": " + std::to_string(wrote) + " rows written of " +
                                             std::to_string(n) + " locked (the transaction rolls back)");

@@ -5,6 +5,7 @@
 // public API.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -32,7 +33,18 @@ inline constexpr std::int64_t kBigQty = 1000000000000LL;  // stock that never ru
 inline constexpr const char* kAllOps[] = {"lease-distinct",    "lease-hot",     "handoff",    "guarded-decrement",
                                           "rowlock-decrement", "cas-decrement", "idem-first", "idem-replay",
                                           "inbox",             "held-leases",   "waiters",    "fair-lease",
-                                          "semaphore-hot",     "rw-mixed",      "takeover",   "lease-coalesced"};
+                                          "semaphore-hot",     "rw-mixed",      "takeover",   "lease-coalesced",
+                                          "cart-decrement",    "cart-per-row"};
+// The cart ops (issue 41): orders of kCartSkus distinct SKUs (1..3 units
+// each) from a catalogue of kCartCatalogue rows, as one
+// GuardedUpdate::apply_all() (cart-decrement) or as one apply() per SKU in
+// the cart's order inside a transaction (cart-per-row, what users write
+// without it). No raw path: both are the public API.
+inline constexpr int kCartSkus = 5, kCartCatalogue = 20;
+bool cart_op(const std::string& op);
+// Units the cart ops' orders took, counted by the clients of this process
+// (threads mode), checked against what the catalogue's rows lost.
+std::atomic<std::int64_t>& cart_units_sold();
 // The take-over rule of the lease handles in lease-hot and handoff (--take-over).
 TakeOver& bench_take_over();
 // --barging-limit: the lease handles' LeaseOptions::barging_limit in

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -156,6 +157,11 @@ MakeContender raw_contender(OpenFn open, ReleaseCommit commit) {
 
 // ---- sqlguard paths ------------------------------------------------------------
 
+std::atomic<std::int64_t>& cart_units_sold() {
+  static std::atomic<std::int64_t> units{0};
+  return units;
+}
+
 OpFn sg_op(const Cell& cell, int client, const OpenFn& open) {
   const std::string& op = cell.op;
   if (op == "lease-hot") return contended_cycle(sg_contender(open, cell.release_commit)(cell.prefix + ":hot", client));
@@ -176,6 +182,47 @@ OpFn sg_op(const Cell& cell, int client, const OpenFn& open) {
     auto gu = std::make_shared<GuardedUpdate>(
         *conn, GuardedUpdateSpec{kStock, "id", {{"qty", AssignOp::kSubtract}}, {{"qty", Compare::kGe}}});
     return [conn, gu, key] { return gu->apply(key, {1, 1}).status == GuardedStatus::kApplied; };
+  }
+  if (cart_op(op)) {
+    // Client `client`'s carts: kCartSkus distinct SKUs of the catalogue
+    // (rows key_base .. key_base + kCartCatalogue - 1), 1..3 units each, in
+    // a random order; the same sequence on every dialect and path.
+    auto gu = std::make_shared<GuardedUpdate>(
+        *conn, GuardedUpdateSpec{kStock, "id", {{"qty", AssignOp::kSubtract}}, {{"qty", Compare::kGe}}});
+    auto rng = std::make_shared<std::minstd_rand>(static_cast<std::uint32_t>(client * 7919 + 17));
+    const std::int64_t base = cell.key_base;
+    auto next_cart = [rng, base] {
+      std::vector<std::int64_t> skus(kCartCatalogue);
+      for (int i = 0; i < kCartCatalogue; ++i) skus[static_cast<std::size_t>(i)] = base + i;
+      std::shuffle(skus.begin(), skus.end(), *rng);
+      std::vector<GuardedItem> cart;
+      for (int i = 0; i < kCartSkus; ++i) {
+        const std::int64_t n = 1 + static_cast<std::int64_t>((*rng)() % 3);
+        cart.push_back({skus[static_cast<std::size_t>(i)], {n, n}});
+      }
+      return cart;
+    };
+    auto units = [](const std::vector<GuardedItem>& cart) {
+      std::int64_t u = 0;
+      for (const auto& it : cart) u += it.values[0].as_int();
+      return u;
+    };
+    if (op == "cart-decrement")
+      return [conn, gu, next_cart, units] {
+        const auto cart = next_cart();
+        if (!gu->apply_all(cart)) return false;
+        cart_units_sold() += units(cart);
+        return true;
+      };
+    return [conn, gu, next_cart, units] {
+      const auto cart = next_cart();
+      Transaction tx(*conn);
+      for (const auto& it : cart)
+        if (!gu->apply(it.key, it.values)) return false;  // rolled back by tx
+      tx.commit();
+      cart_units_sold() += units(cart);
+      return true;
+    };
   }
   if (op == "rowlock-decrement") {
     RowLockSpec spec;

@@ -194,6 +194,7 @@ void hold_for(milliseconds hold, Clock::time_point from) {
 }
 
 bool contended(const std::string& op) { return op == "lease-hot" || op == "handoff"; }
+bool cart_op(const std::string& op) { return op == "cart-decrement" || op == "cart-per-row"; }
 TakeOver& bench_take_over() {
   static TakeOver rule = TakeOver::kWatched;
   return rule;

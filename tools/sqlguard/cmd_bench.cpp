@@ -106,6 +106,25 @@ struct Timing {
   milliseconds warmup, duration, hold;
 };
 
+// The cart ops' accounting: units the catalogue lost against units the
+// clients' applied orders took (threads mode only: forked clients count in
+// their own memory), and rows below 0. Both must be 0.
+void add_cart_fields(json& j, Connection& admin, std::int64_t base, bool processes) {
+  const Result r = admin.execute(std::string("SELECT qty FROM ") + kStock + " WHERE id >= ? AND id < ?",
+                                 {base, base + kCartCatalogue});
+  std::int64_t lost = 0, below = 0;
+  for (const auto& row : r.rows) {
+    lost += kBigQty - row[0].as_int();
+    below += row[0].as_int() < 0;
+  }
+  j["cart_skus"] = kCartSkus;
+  j["cart_catalogue"] = kCartCatalogue;
+  j["units_taken"] = lost;
+  j["oversold_rows"] = below;
+  j["units_unaccounted"] = processes ? json(nullptr) : json(lost - cart_units_sold().load());
+  j["durability"] = commit_durability(admin).summary;
+}
+
 bool lease_op(const std::string& op) { return op == "lease-distinct" || op == "lease-hot" || op == "handoff"; }
 
 // Prints one cell (a JSON line, or a row of the text table after `label`),
@@ -505,7 +524,7 @@ void run_bench(const Opts& o) {
   // Each op once, recorded: --emit-sql prints it, every cell reports its
   // statements_per_op (round trips, BEGIN/COMMIT included).
   std::map<std::string, Recorded> recorded;
-  fill_stock(*admin, 0, 1);
+  fill_stock(*admin, 0, kCartCatalogue);  // (row 0: the single-row ops'; the cart ops' catalogue)
   std::vector<std::string> matrix_ops;  // the ops measured per client count
   for (const auto& op : ops) {
     if (client_op(op)) continue;
@@ -585,15 +604,17 @@ void run_bench(const Opts& o) {
         j.update(sync_cell(op, SyncBench{single_db(), connect_options(), cell.prefix, n, o.permits, warmup, duration,
                                          hold}));
       } else {
-        fill_stock(*admin, cell.key_base, n);
+        fill_stock(*admin, cell.key_base, cart_op(op) ? kCartCatalogue : n);
         fill_stock(*admin, cell.key_base + 10000, n);
         Stats raw_st;
-        bool have_raw = !o.no_raw;
+        bool have_raw = !o.no_raw && !cart_op(op);  // (the cart ops' comparison is each other)
         // raw first, then sqlguard: both see the same warm server
         if (have_raw)
           raw_st = run_clients(n, o.processes, [&](int i) { return raw_op(cell, i, open); }, warmup, duration);
+        cart_units_sold() = 0;
         Stats st = run_clients(n, o.processes, [&](int i) { return sg_op(cell, i, open); }, warmup, duration);
         add_cell_fields(j, op, st, have_raw ? &raw_st : nullptr);
+        if (cart_op(op)) add_cart_fields(j, *admin, cell.key_base, o.processes);
       }
       j["statements_per_op"] = recorded[op].round_trips;
       if (recorded[op].round_trips_exclusive >= 0) j["statements_per_exclusive_op"] = recorded[op].round_trips_exclusive;
@@ -637,7 +658,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--ops", o->ops,
                   "Comma-separated: lease-distinct, lease-hot, handoff, guarded-decrement, rowlock-decrement, "
                   "cas-decrement, idem-first, idem-replay, inbox, held-leases, waiters, fair-lease, semaphore-hot, "
-                  "rw-mixed, takeover, lease-coalesced, or all; and churn-soak (never part of all)")
+                  "rw-mixed, takeover, lease-coalesced, cart-decrement, cart-per-row, or all; and churn-soak (never part of "
+                  "all)")
       ->capture_default_str();
   cmd->add_option("--clients", o->clients, "Comma-separated client counts (one connection each)")->capture_default_str();
   cmd->add_option("--duration", o->duration,

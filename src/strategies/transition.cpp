@@ -222,6 +222,92 @@ Sql many_fragment(Compare op) {
   }
   invalid("unknown Compare operator");
 }
+
+// apply_all() and fire_all(): the items' checks, refused before any SQL.
+template <class Item>
+void check_many(const std::string& who, const std::vector<Item>& items, std::size_t nvalues, std::size_t max_keys,
+                const char* values_are) {
+  const std::size_t n = items.size();
+  if (n == 0) invalid(who + ": no items");
+  if (n > max_keys)
+    invalid(who + ": " + std::to_string(n) + " items; at most " + std::to_string(max_keys) +
+            " per call with this spec (split the keys, in one transaction of yours if they must go together)");
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& it = items[i];
+    if (it.values.size() != nvalues)
+      invalid(who + ": items[" + std::to_string(i) + "] has " + std::to_string(it.values.size()) + " values; expected " +
+              std::to_string(nvalues) + " (" + values_are + ")");
+    if (it.key.is_null()) invalid(who + ": items[" + std::to_string(i) + "] has a NULL key");
+    for (std::size_t j = 0; j < i; ++j)
+      if (items[j].key == it.key)
+        invalid(who + ": items[" + std::to_string(i) + "] repeats the key of items[" + std::to_string(j) +
+                "] (give each key once, with its whole change)");
+  }
+}
+
+// Bound values of a many-key statement, each with its name for the text
+// rule's errors.
+struct ManyParams {
+  Params values;
+  std::vector<std::string> names;
+  void add(Value v, std::string name) {
+    values.push_back(std::move(v));
+    names.push_back(std::move(name));
+  }
+  void append(const ManyParams& o) {
+    values.insert(values.end(), o.values.begin(), o.values.end());
+    names.insert(names.end(), o.names.begin(), o.names.end());
+  }
+};
+
+std::string item_name(const std::string& who, std::size_t i, std::string_view what) {
+  return who + " items[" + std::to_string(i) + "] " + std::string(what);
+}
+// (key, index) per key: which item a row is (CASE key WHEN ? THEN ?).
+template <class Item>
+void add_item_pairs(ManyParams& p, const std::string& who, const std::vector<Item>& items) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    p.add(items[i].key, item_name(who, i, "key"));
+    p.add(static_cast<std::int64_t>(i), "item index");
+  }
+}
+// (key, value v) per key, `what` naming value v.
+template <class Item>
+void add_value_pairs(ManyParams& p, const std::string& who, const std::vector<Item>& items, std::size_t v,
+                     std::string_view what) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    p.add(items[i].key, item_name(who, i, "key"));
+    p.add(items[i].values[v], item_name(who, i, what));
+  }
+}
+template <class Item>
+void add_keys(ManyParams& p, const std::string& who, const std::vector<Item>& items) {
+  for (std::size_t i = 0; i < items.size(); ++i) p.add(items[i].key, item_name(who, i, "key"));
+}
+
+// Runs one all-or-none attempt; outside the caller's transaction a deadlock
+// or serialization failure with another writer (or SQLite busy) wrote
+// nothing and the attempt runs again under `policy`; inside it the error is
+// the caller's. The result's `stats` says how many attempts ran.
+template <class R, class F>
+R run_retried(Connection& conn, const RetryPolicy& policy, F&& attempt) {
+  const bool own = !conn.in_transaction();
+  RetryStats stats;
+  for (int n_try = 1;; ++n_try) {
+    stats.attempts = n_try;
+    try {
+      R out = attempt();
+      out.stats = stats;
+      return out;
+    } catch (const Error& e) {
+      if (!own || !detail::note_failure(policy, e, stats) || n_try >= policy.max_attempts) throw;
+      if (e.code() == ErrorCode::kConnectionLost) conn.reconnect();
+    }
+    const auto d = detail::backoff_delay(policy, n_try);
+    stats.backoff += d;
+    detail::sleep_for(d);
+  }
+}
 }  // namespace
 
 std::size_t GuardedUpdate::max_keys_per_call() const noexcept {
@@ -249,68 +335,32 @@ std::vector<std::string> GuardedUpdate::many_sql(std::size_t n, bool guards) con
 
 GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& items, const RetryPolicy& policy) {
   policy.validate();
-  static constexpr std::string_view kWho = "GuardedUpdate::apply_all()";
+  const std::string who = "GuardedUpdate::apply_all()";
+  check_many(who, items, nvalues_, max_keys_per_call(), "assignments, then guards");
   const std::size_t n = items.size();
-  if (n == 0) invalid(std::string(kWho) + ": no items");
-  if (n > max_keys_per_call())
-    invalid(std::string(kWho) + ": " + std::to_string(n) + " items; at most " + std::to_string(max_keys_per_call()) +
-            " per call with this spec (split the keys, in one transaction of yours if they must go together)");
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& it = items[i];
-    if (it.values.size() != nvalues_)
-      invalid(std::string(kWho) + ": items[" + std::to_string(i) + "] has " + std::to_string(it.values.size()) +
-              " values; expected " + std::to_string(nvalues_) + " (assignments, then guards)");
-    if (it.key.is_null()) invalid(std::string(kWho) + ": items[" + std::to_string(i) + "] has a NULL key");
-    for (std::size_t j = 0; j < i; ++j)
-      if (items[j].key == it.key)
-        invalid(std::string(kWho) + ": items[" + std::to_string(i) + "] repeats the key of items[" +
-                std::to_string(j) + "] (give each key once, with its whole change)");
-  }
   const auto& vc = detail::version_column(conn_, table_name_, version_column_);
   if (vc && versioned_sql_.empty()) prepare_versioned(*vc);
   if (vc)
-    for (const auto& it : items) check_own_bump(it.values, kWho);
+    for (const auto& it : items) check_own_bump(it.values, who);
   const bool versioned = vc && own_bump_ < 0;
-  const auto& cat = detail::catalog(conn_);
-  // Values in the statements' order: (key, index) per key; (key, value) per
-  // key for each guard; the keys (the lock); then the key count; (key,
-  // value) per key for each assignment; the keys (the write).
-  std::vector<std::string> names, write_names;
-  Params lock, write;
-  auto key_name = [&](std::size_t i) { return std::string(kWho) + " items[" + std::to_string(i) + "] key"; };
-  for (std::size_t i = 0; i < n; ++i) {
-    lock.push_back(items[i].key);
-    lock.emplace_back(static_cast<std::int64_t>(i));
-    names.push_back(key_name(i));
-    names.push_back("item index");
-  }
-  auto pairs = [&](std::size_t v, Params& p, std::vector<std::string>& nm) {
-    // update_names_ is apply()'s: values (assignments), key, guard values.
-    const std::string& what = update_names_[v < nassign_ ? v : v + 1];
-    for (std::size_t i = 0; i < n; ++i) {
-      p.push_back(items[i].key);
-      p.push_back(items[i].values[v]);
-      nm.push_back(key_name(i));
-      nm.push_back(std::string(kWho) + " items[" + std::to_string(i) + "] " + what.substr(kApplyPrefix.size()));
-    }
-  };
-  for (std::size_t v = nassign_; v < nvalues_; ++v) pairs(v, lock, names);
-  for (std::size_t v = 0; v < nassign_; ++v) pairs(v, write, write_names);
-  Params keys;
-  std::vector<std::string> key_names;
-  for (std::size_t i = 0; i < n; ++i) {
-    keys.push_back(items[i].key);
-    key_names.push_back(key_name(i));
-  }
-  lock.insert(lock.end(), keys.begin(), keys.end());
-  names.insert(names.end(), key_names.begin(), key_names.end());
+  // Values in the statements' order. The lock: (key, index) per key, (key,
+  // value) per key for each guard, the keys. The write: (key, value) per
+  // key for each assignment, [PostgreSQL: the key count], the keys.
+  // (update_names_ is apply()'s: values (assignments), key, guard values.)
+  auto what = [&](std::size_t v) { return update_names_[v < nassign_ ? v : v + 1].substr(kApplyPrefix.size()); };
+  ManyParams lock, assign, keys;
+  add_item_pairs(lock, who, items);
+  for (std::size_t v = nassign_; v < nvalues_; ++v) add_value_pairs(lock, who, items, v, what(v));
+  add_keys(keys, who, items);
+  lock.append(keys);
+  for (std::size_t v = 0; v < nassign_; ++v) add_value_pairs(assign, who, items, v, what(v));
   // The statements for n keys, rendered once per key count (a few sizes of
   // cart recur; kept for the last kManyCached counts).
+  const auto& cat = detail::catalog(conn_);
   const Sql apply_id = versioned ? Sql::guarded_apply_many_versioned : Sql::guarded_apply_many;
   const Sql update_id = versioned ? Sql::guarded_update_many_versioned : Sql::guarded_update_many;
   const bool one = conn_.dialect().guards_many_keys_in_one_statement();
-  const std::pair<std::size_t, bool> cache_key{n, versioned};
-  auto cached = many_cache_.find(cache_key);
+  auto cached = many_cache_.find({n, versioned});
   if (cached == many_cache_.end()) {
     const detail::Slots common{{"table", table_},
                                {"key", key_},
@@ -321,93 +371,66 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
                                {"version", versioned ? conn_.dialect().quote(*version_column_) : std::string()}};
     if (many_cache_.size() >= kManyCached) many_cache_.clear();
     cached = many_cache_
-                 .emplace(cache_key, one ? std::make_pair(cat.render(apply_id, common), std::string())
-                                         : std::make_pair(cat.render(Sql::guarded_lock_many, common),
-                                                          cat.render(update_id, common)))
+                 .emplace(std::make_pair(n, versioned),
+                          one ? std::make_pair(cat.render(apply_id, common), std::string())
+                              : std::make_pair(cat.render(Sql::guarded_lock_many, common), cat.render(update_id, common)))
                  .first;
   }
   const std::string& first_sql = cached->second.first;
   const std::string& update_sql = cached->second.second;
-  // Each key's answer: found (a row), its guards held.
-  std::vector<char> found(n, 0), held(n, 0);
-  auto read_rows = [&](const Result& r) {
-    for (const auto& row : r.rows) {
-      const std::int64_t i = row[0].as_int();
-      if (i < 0 || static_cast<std::size_t>(i) >= n) continue;  // (a key matched loosely by its collation)
-      found[static_cast<std::size_t>(i)] = 1;
-      held[static_cast<std::size_t>(i)] = row[1].as_int() == 1;
-    }
-  };
-  auto outcome = [&]() {
-    GuardedBatchResult out;
-    for (std::size_t i = 0; i < n; ++i)
-      if (!found[i] || !held[i]) out.failures.push_back({i, found[i] ? GuardedStatus::kRejected : GuardedStatus::kNotFound});
-    out.status = out.failures.empty() ? GuardedStatus::kApplied : out.failures.front().status;
-    return out;
-  };
   auto attempt = [&]() -> GuardedBatchResult {
-    std::fill(found.begin(), found.end(), 0);
-    std::fill(held.begin(), held.end(), 0);
+    // Each key's answer: found (a row), its guards held.
+    std::vector<char> found(n, 0), held(n, 0);
+    auto read_rows = [&](const Result& r) {
+      for (const auto& row : r.rows) {
+        const std::int64_t i = row[0].as_int();
+        if (i < 0 || static_cast<std::size_t>(i) >= n) continue;  // (a key matched loosely by its collation)
+        found[static_cast<std::size_t>(i)] = 1;
+        held[static_cast<std::size_t>(i)] = row[1].as_int() == 1;
+      }
+    };
+    auto outcome = [&]() {
+      GuardedBatchResult out;
+      for (std::size_t i = 0; i < n; ++i)
+        if (!found[i] || !held[i])
+          out.failures.push_back({i, found[i] ? GuardedStatus::kRejected : GuardedStatus::kNotFound});
+      out.status = out.failures.empty() ? GuardedStatus::kApplied : out.failures.front().status;
+      return out;
+    };
     if (one) {
-      Params p = lock;
-      std::vector<std::string> nm = names;
-      p.insert(p.end(), write.begin(), write.end());
-      nm.insert(nm.end(), write_names.begin(), write_names.end());
-      p.emplace_back(static_cast<std::int64_t>(n));
-      nm.push_back(std::string(kWho) + " key count");
-      p.insert(p.end(), keys.begin(), keys.end());
-      nm.insert(nm.end(), key_names.begin(), key_names.end());
-      const Result r = detail::run_rendered(conn_, apply_id, first_sql, p, &nm);
+      ManyParams p = lock;
+      p.append(assign);
+      p.add(static_cast<std::int64_t>(n), who + " key count");
+      p.append(keys);
+      const Result r = detail::run_rendered(conn_, apply_id, first_sql, p.values, &p.names);
       read_rows(r);
       const bool wrote = !r.rows.empty() && r.rows[0][2].as_int() > 0;
       auto out = outcome();
       if (wrote != out.failures.empty())
-        throw Error(ErrorCode::kInternal, std::string(kWho) + ": the statement " + (wrote ? "wrote" : "did not write") +
+        throw Error(ErrorCode::kInternal, who + ": the statement " + (wrote ? "wrote" : "did not write") +
                                               " although " + std::to_string(out.failures.size()) + " key(s) failed");
       (wrote ? detail::metric::guarded_applied() : detail::metric::guarded_rejected()).inc();
       return out;
     }
     MaybeTransaction tx(conn_);
-    read_rows(detail::run_rendered(conn_, Sql::guarded_lock_many, first_sql, lock, &names));
+    read_rows(detail::run_rendered(conn_, Sql::guarded_lock_many, first_sql, lock.values, &lock.names));
     auto out = outcome();
     if (!out.failures.empty()) {
       tx.rollback();
       detail::metric::guarded_rejected().inc();
       return out;
     }
-    Params w = write;
-    std::vector<std::string> w_names = write_names;
-    w.insert(w.end(), keys.begin(), keys.end());
-    w_names.insert(w_names.end(), key_names.begin(), key_names.end());
-    const auto wrote = detail::run_rendered(conn_, update_id, update_sql, w, &w_names).affected;
+    ManyParams w = assign;
+    w.append(keys);
+    const auto wrote = detail::run_rendered(conn_, update_id, update_sql, w.values, &w.names).affected;
     if (wrote != static_cast<std::int64_t>(n))
-      throw Error(ErrorCode::kInternal, std::string(kWho) + ": " + std::to_string(wrote) + " rows written of " +
-                                            std::to_string(n) + " locked (the transaction rolls back)");
+      throw Error(ErrorCode::kInternal, who + ": " + std::to_string(wrote) + " rows written of " + std::to_string(n) +
+                                            " locked (the transaction rolls back)");
     tx.commit();
     detail::metric::guarded_applied().inc();
     return out;
   };
-  // Two apply_all() calls never deadlock with each other; another writer
-  // that locks the same rows in another order (or a Galera node's write,
-  // refused at certification) can. Outside a caller's transaction nothing
-  // was committed then, so the attempt runs again (`policy`); inside one the
-  // caller's transaction is lost and the error is theirs.
-  const bool own = !conn_.in_transaction();
-  RetryStats stats;
-  for (int n_try = 1;; ++n_try) {
-    stats.attempts = n_try;
-    try {
-      auto out = attempt();
-      out.stats = stats;
-      return out;
-    } catch (const Error& e) {
-      if (!own || !detail::note_failure(policy, e, stats) || n_try >= policy.max_attempts) throw;
-      if (e.code() == ErrorCode::kConnectionLost) conn_.reconnect();
-    }
-    const auto d = detail::backoff_delay(policy, n_try);
-    stats.backoff += d;
-    detail::sleep_for(d);
-  }
+  return run_retried<GuardedBatchResult>(conn_, policy, attempt);
 }
 
 // ---- StateMachine -----------------------------------------------------------

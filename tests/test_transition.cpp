@@ -1,6 +1,7 @@
 // State-machine transitions, audit rows and guarded updates (inventory).
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -575,4 +576,121 @@ TEST_CASE("apply_all retries a deadlock with another writer outside a transactio
   CHECK_FALSE(o.result);
   CHECK_THAT(o.error, Contains("eadlock"));
   CHECK(quantities(t) == "1,1");  // the other writer's units only
+}
+
+// ---- StateMachine::fire_all(): several rows move together or none does (issue 41) ------------
+
+TEST_CASE("fire_all moves every row or none, names each row that failed, and audits each move", "[transition][cart]") {
+  auto c = ctx().connect();
+  auto t = make_orders(*c, 4);  // 1..4 pending, amount 50
+  StateMachine sm(*c, order_spec(t, true));
+  const std::string machine = t;
+  REQUIRE(sm.fire(4, "pay", {.values = {100}}));
+  const auto audits = audit_count(machine);
+
+  // Row 4 is paid already, row 2's guard (amount <= 49) fails, row 99 does not exist: nothing moves.
+  auto r = sm.fire_all({{1, {100}}, {2, {49}}, {4, {100}}, {99, {100}}}, "pay", "ops");
+  CHECK(r.status == TransitionStatus::kRejected);
+  CHECK(r.event == "pay");
+  CHECK(r.to == "paid");
+  REQUIRE(r.failures.size() == 3);
+  CHECK((r.failures[0].index == 1 && r.failures[0].status == TransitionStatus::kRejected && r.failures[0].guard_failed &&
+         r.failures[0].current_state == std::optional<std::string>("pending")));
+  CHECK((r.failures[1].index == 2 && r.failures[1].status == TransitionStatus::kAlreadyInTarget &&
+         r.failures[1].current_state == std::optional<std::string>("paid")));
+  CHECK((r.failures[2].index == 3 && r.failures[2].status == TransitionStatus::kNotFound && !r.failures[2].current_state));
+  for (int k = 1; k <= 3; ++k) CHECK(sm.state_of(k) == std::optional<std::string>("pending"));
+  CHECK(audit_count(machine) == audits);
+
+  // Every row may move: all three do, each audited with the state it left.
+  r = sm.fire_all({{3, {100}}, {1, {50}}, {2, {100}}}, "pay", "ops");
+  CHECK(r.status == TransitionStatus::kApplied);
+  CHECK(r.failures.empty());
+  for (int k = 1; k <= 4; ++k) CHECK(sm.state_of(k) == std::optional<std::string>("paid"));
+  CHECK(audit_count(machine) == audits + 3);
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_transition_audit WHERE machine = ? AND event = 'pay' AND "
+                          "from_state = 'pending' AND to_state = 'paid' AND actor = 'ops'",
+                          {machine}) == 3);
+  // A multi-from event: each row's own from-state is audited.
+  REQUIRE(sm.fire(1, "ship"));
+  r = sm.fire_all({{1, {}}, {2, {}}}, "cancel");
+  CHECK(r.status == TransitionStatus::kRejected);  // 1 is shipped: nothing cancelled
+  CHECK(sm.state_of(2) == std::optional<std::string>("paid"));
+  CHECK(sm.fire_all({{2, {}}, {3, {}}}, "cancel"));
+  CHECK(sm.state_of(3) == std::optional<std::string>("cancelled"));
+
+  // Negative control: the same batch as single fire() calls moves the rows before the one that fails.
+  auto t2 = make_orders(*c, 2);
+  StateMachine one(*c, order_spec(t2));
+  CHECK(one.fire(1, "pay", {.values = {100}}));
+  CHECK_FALSE(one.fire(2, "pay", {.values = {49}}));
+  CHECK(one.state_of(1) == std::optional<std::string>("paid"));
+}
+
+TEST_CASE("fire_all refuses an undeclared event and bad items before any SQL", "[transition][cart]") {
+  auto c = ctx().connect();
+  auto t = make_orders(*c, 2);
+  StateMachine sm(*c, order_spec(t));
+  CHECK_THROWS_AS(sm.fire_all({{1, {100}}}, "refund"), Error);
+  try {
+    sm.fire_all({{1, {100}}}, "refund");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kInvalidTransition);
+  }
+  CHECK_THROWS_WITH(sm.fire_all({}, "pay"), Contains("no items"));
+  CHECK_THROWS_WITH(sm.fire_all({{1, {100}}, {1, {100}}}, "pay"), Contains("items[1] repeats the key of items[0]"));
+  CHECK_THROWS_WITH(sm.fire_all({{1, {}}}, "pay"), Contains("items[0] has 0 values; expected 1"));
+  CHECK_THROWS_WITH(sm.fire_all({{Value(), {1}}}, "pay"), Contains("NULL key"));
+  CHECK_THROWS_WITH(sm.fire_all({{1, {100}}}, "pay", std::string(300, 'a')), Contains("actor"));
+  CHECK(sm.max_keys_per_call("pay") == 1000);
+  CHECK(sm.state_of(1) == std::optional<std::string>("pending"));
+}
+
+TEST_CASE("fire_all calls on the same rows in opposite orders never deadlock; the first moves them all",
+          "[transition][cart][contention]") {
+  auto c = ctx().connect();
+  auto t = make_orders(*c, 8);
+  std::atomic<int> applied{0}, in_target{0}, errors{0};
+  std::string first_error;
+  std::mutex mu;
+  std::vector<std::thread> ts;
+  for (int w = 0; w < 4; ++w)
+    ts.emplace_back([&, w] {
+      auto mine = ctx().connect();
+      StateMachine sm(*mine, order_spec(t));
+      std::vector<FireItem> items;
+      for (int k = 1; k <= 8; ++k) items.push_back({k, {}});
+      if (w % 2) std::reverse(items.begin(), items.end());
+      try {
+        auto r = sm.fire_all(items, "cancel");
+        if (r) ++applied;
+        else if (r.status == TransitionStatus::kAlreadyInTarget && r.failures.size() == 8) ++in_target;
+      } catch (const Error& e) {
+        ++errors;
+        std::lock_guard<std::mutex> lk(mu);
+        first_error = e.what();
+      }
+    });
+  for (auto& th : ts) th.join();
+  INFO(first_error);
+  CHECK(errors == 0);
+  CHECK(applied == 1);
+  CHECK(in_target == 3);
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM " + t + " WHERE status = 'cancelled'") == 8);
+}
+
+TEST_CASE("fire_all on a table declared versioned moves each row's version once", "[transition][cart]") {
+  auto c = ctx().connect();
+  std::string t = ctx().unique("tr_vorders");
+  c->execute_script("CREATE TABLE " + t +
+                    " (id INTEGER NOT NULL PRIMARY KEY, status VARCHAR(16) NOT NULL, amount INTEGER NOT NULL, "
+                    "version INTEGER NOT NULL)");
+  for (int i = 1; i <= 3; ++i) c->execute("INSERT INTO " + t + " (id, status, amount, version) VALUES (?, 'pending', 50, 0)", {i});
+  StateMachine sm(*c, order_spec(t));
+  declare_versioned_table(*c, t, "version");  // after construction: the write looks it up
+  CHECK(sm.fire_all({{2, {60}}, {1, {60}}}, "pay"));
+  CHECK(sgtest::query_int("SELECT SUM(version) FROM " + t) == 2);
+  CHECK(sgtest::query_int("SELECT version FROM " + t + " WHERE id = 3") == 0);
+  CHECK_FALSE(sm.fire_all({{3, {60}}, {1, {60}}}, "pay"));  // 1 is paid: nothing moves, no version either
+  CHECK(sgtest::query_int("SELECT SUM(version) FROM " + t) == 2);
 }

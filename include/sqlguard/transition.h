@@ -19,7 +19,8 @@
 //   UPDATE stock SET qty = qty - ? WHERE id = ? AND qty >= ?
 // (kApplied / kRejected / kNotFound). It never oversells: the check and the
 // write are one statement, atomic on every dialect. apply_all() does the
-// same for several keys at once, all or none (an order's cart).
+// same for several keys at once, all or none (an order's cart), and
+// StateMachine::fire_all() moves several rows together or none.
 //
 // Audit (optional): one row per APPLIED transition, written in the same
 // transaction as the UPDATE, into sqlguard_transition_audit (created by
@@ -227,6 +228,35 @@ struct FireOptions {
   std::string actor{};
 };
 
+// One key of StateMachine::fire_all(): the key and the event's values for it
+// (as FireOptions::values: one per assignment, then one per guard).
+struct FireItem {
+  Value key{};
+  Params values{};
+};
+
+// A key that kept fire_all() from moving any: its index in the call's items
+// and why: kNotFound (no row), kAlreadyInTarget (current_state is the
+// target), kRejected (current_state is not a from-state of the event, or it
+// is and a guard did not hold: guard_failed).
+struct TransitionFailure {
+  std::size_t index = 0;
+  TransitionStatus status = TransitionStatus::kRejected;
+  std::optional<std::string> current_state{};
+  bool guard_failed = false;
+};
+
+struct TransitionBatchResult {
+  // kApplied: every key moved. Otherwise NOTHING moved; status is the first
+  // failure's and `failures` lists every key that failed, in item order.
+  TransitionStatus status = TransitionStatus::kRejected;
+  std::string event{};
+  std::string to{};
+  std::vector<TransitionFailure> failures{};
+  RetryStats stats{};  // attempts (fire_all's own transaction only)
+  explicit operator bool() const noexcept { return status == TransitionStatus::kApplied; }
+};
+
 class StateMachine {
  public:
   // Validates everything: identifiers, states declared and unique, events
@@ -243,6 +273,24 @@ class StateMachine {
   // are not eligible. Error(kInvalidTransition) if nothing declared leads to
   // `to_state` (before any SQL), kInvalidArgument if it is not a state.
   TransitionResult transition_to(const Value& key, std::string_view to_state, const std::string& actor = {});
+
+  // Fires `event` on several rows, ALL OR NONE (an order's line items
+  // reserved together): every row must be in one of the event's from-states
+  // with every guard holding, checked on the row LOCKED; then all move to
+  // the target (with the event's assignments, each key's own values), else
+  // none does and the result names each key that failed. Rows are locked in
+  // key order whatever the items' order, so two fire_all() calls never
+  // deadlock; statements, transactions and retries as
+  // GuardedUpdate::apply_all(). An audited machine writes one audit row per
+  // key, with the exact state it left, in the same transaction.
+  // Error(kInvalidTransition) for an undeclared event and
+  // Error(kInvalidArgument) for bad items (as apply_all()) or `actor`,
+  // before any SQL.
+  TransitionBatchResult fire_all(const std::vector<FireItem>& items, std::string_view event,
+                                 const std::string& actor = {}, const RetryPolicy& policy = {});
+  // How many keys one fire_all() of `event` may carry (at most 1000; fewer
+  // where the statement's bound values would pass 32,000).
+  std::size_t max_keys_per_call(std::string_view event) const;
 
   // Pure lookups, no SQL.
   bool can_fire(std::string_view from_state, std::string_view event) const;
@@ -261,6 +309,7 @@ class StateMachine {
   };
   // `update_sql`: the plain UPDATE; `versioned_sql`: where its versioned
   // twin will be (filled by prepare_versioned()).
+  const Compiled& declared_event(std::string_view event) const;  // else Error(kInvalidTransition)
   TransitionResult run(const Value& key, const std::vector<const Compiled*>& candidates,
                        const std::string& update_sql, const std::string& versioned_sql,
                        const std::vector<std::string>& from, const std::string& to, const FireOptions& options);

@@ -299,6 +299,40 @@ SELECT item, ok, (SELECT count(*) FROM upd) AS applied FROM req;
 -- name: guarded_update_many_versioned
 -- not needed: guarded_apply_many_versioned reads, locks and writes in one statement
 
+
+-- name: sm_apply_many
+-- StateMachine::fire_all() in one statement, as guarded_apply_many: the keys' rows locked in key
+-- order, each answering its item, its state and whether the event may fire on it (a from-state and
+-- every guard); upd moves them all only when every key's answer was yes.
+-- returns: :many item, status, ok, applied
+-- params: item pairs..., from states..., guard pairs..., keys..., assignment values..., key count, keys...
+WITH req AS MATERIALIZED (
+  SELECT CASE {key} {items* } ELSE -1 END AS item, {status} AS status,
+         CASE WHEN {status} IN ({from*, }) {guards* } THEN 1 ELSE 0 END AS ok
+  FROM {table} WHERE {key} IN ({keys*, }) ORDER BY {key} FOR UPDATE
+), upd AS (
+  UPDATE {table} SET {assignments*, } WHERE (SELECT count(*) FROM req WHERE req.ok = 1) = ? AND {key} IN ({keys*, })
+  RETURNING 1
+)
+SELECT item, status, ok, (SELECT count(*) FROM upd) AS applied FROM req;
+
+-- name: sm_apply_many_versioned
+-- sm_apply_many on a table declared versioned: the version of every written row moves.
+-- returns: :many item, status, ok, applied
+-- params: item pairs..., from states..., guard pairs..., keys..., assignment values..., key count, keys...
+WITH req AS MATERIALIZED (
+  SELECT CASE {key} {items* } ELSE -1 END AS item, {status} AS status,
+         CASE WHEN {status} IN ({from*, }) {guards* } THEN 1 ELSE 0 END AS ok
+  FROM {table} WHERE {key} IN ({keys*, }) ORDER BY {key} FOR UPDATE
+), upd AS (
+  UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE (SELECT count(*) FROM req WHERE req.ok = 1) = ? AND {key} IN ({keys*, })
+  RETURNING 1
+)
+SELECT item, status, ok, (SELECT count(*) FROM upd) AS applied FROM req;
+
+-- name: sm_lock_many
+-- not needed: sm_apply_many reads, locks and writes in one statement
+
 -- fragment: many_when
 -- One key's value in a CASE {key} of GuardedUpdate::apply_all(): WHEN key THEN value.
 WHEN ? THEN ?;

@@ -280,8 +280,24 @@ UPDATE {table} SET {assignments*, } WHERE {key} IN ({keys*, });
 -- name: guarded_update_many_versioned
 -- guarded_update_many on a table declared versioned: the version of every written row moves.
 -- returns: :execrows
--- params: assignment pairs..., keys...
+-- params: assignment values..., keys...
 UPDATE {table} SET {assignments*, }, {version} = {version} + 1 WHERE {key} IN ({keys*, });
+
+
+-- name: sm_apply_many
+-- not needed: as guarded_apply_many (fire_all() runs sm_lock_many, then guarded_update_many)
+
+-- name: sm_apply_many_versioned
+-- not needed: as guarded_apply_many
+
+-- name: sm_lock_many
+-- StateMachine::fire_all(), first of two statements in one transaction, as guarded_lock_many: the
+-- keys' rows read under the write lock, each with its item, its state and whether the event may fire on it.
+-- returns: :many item, status, ok
+-- params: item pairs..., from states..., guard pairs..., keys...
+SELECT CASE {key} {items* } ELSE -1 END AS item, {status} AS status,
+       CASE WHEN {status} IN ({from*, }) {guards* } THEN 1 ELSE 0 END AS ok
+FROM {table} WHERE {key} IN ({keys*, }) ORDER BY {key};
 
 -- fragment: many_when
 -- One key's value in a CASE {key} of GuardedUpdate::apply_all(): WHEN key THEN value.

@@ -86,8 +86,9 @@ std::vector<std::string> guards_sql(const Connection& c, const std::vector<Guard
 // when the update applied).
 class MaybeTransaction {
  public:
-  explicit MaybeTransaction(Connection& c) {
-    if (!c.in_transaction()) own_.emplace(c);
+  // `needed` false: no transaction of its own (one statement commits itself).
+  explicit MaybeTransaction(Connection& c, bool needed = true) {
+    if (needed && !c.in_transaction()) own_.emplace(c);
   }
   void commit() {
     if (own_) own_->commit();
@@ -562,17 +563,18 @@ std::optional<std::string> StateMachine::state_of(const Value& key) {
   return detail::cell(r.rows[0], kStatus).as_string();
 }
 
-TransitionResult StateMachine::fire(const Value& key, std::string_view event, const FireOptions& options) {
+const StateMachine::Compiled& StateMachine::declared_event(std::string_view event) const {
   // Refused before any SQL: the event must be declared.
-  const Compiled* c = nullptr;
   for (const auto& e : events_)
-    if (e.def.event == event) c = &e;
-  if (!c) {
-    std::string names;
-    for (const auto& e : events_) names += (names.empty() ? "" : ", ") + e.def.event;
-    throw Error(ErrorCode::kInvalidTransition, "event '" + std::string(event) + "' is not declared for state machine '" +
-                                                   table_name_ + "' (declared: " + names + ")");
-  }
+    if (e.def.event == event) return e;
+  std::string names;
+  for (const auto& e : events_) names += (names.empty() ? "" : ", ") + e.def.event;
+  throw Error(ErrorCode::kInvalidTransition, "event '" + std::string(event) + "' is not declared for state machine '" +
+                                                 table_name_ + "' (declared: " + names + ")");
+}
+
+TransitionResult StateMachine::fire(const Value& key, std::string_view event, const FireOptions& options) {
+  const Compiled* c = &declared_event(event);
   if (options.values.size() != c->nvalues)
     invalid("fire('" + c->def.event + "'): " + std::to_string(options.values.size()) + " values; the event needs " +
             std::to_string(c->nvalues) + " (assignments, then guards)");
@@ -593,6 +595,133 @@ TransitionResult StateMachine::transition_to(const Value& key, std::string_view 
   FireOptions o;
   o.actor = actor;
   return run(key, candidates, it->second, to_state_versioned_sql_[to], to_from_.at(to), to, o);
+}
+
+std::size_t StateMachine::max_keys_per_call(std::string_view event) const {
+  const Compiled& c = declared_event(event);
+  // Per key: its item pair, a pair per guard and per assignment, its place
+  // in both IN lists; per call: the from-states, the target, the count.
+  const std::size_t per_key = 2 + 2 * c.def.guards.size() + 2 * c.def.assignments.size() + 2;
+  return std::min(kMaxManyKeys, (kMaxManyParams - 2 - c.def.from.size()) / per_key);
+}
+
+TransitionBatchResult StateMachine::fire_all(const std::vector<FireItem>& items, std::string_view event,
+                                             const std::string& actor, const RetryPolicy& policy) {
+  policy.validate();
+  const Compiled& c = declared_event(event);
+  const std::string who = "StateMachine::fire_all('" + c.def.event + "')";
+  check_many(who, items, c.nvalues, max_keys_per_call(event), "the event's assignments, then its guards");
+  if (!actor.empty()) validate_name(actor, "fire_all() actor", 255);
+  const std::size_t n = items.size(), nassign = c.def.assignments.size();
+  const auto& cat = detail::catalog(conn_);
+  const Dialect& d = conn_.dialect();
+  // The names of FireOptions-style values, without fire()'s prefix.
+  auto what = [&](std::size_t v) {
+    const std::string& name = c.value_names[v];
+    return name.substr(name.find(' ') + 1);
+  };
+  // Values in the statements' order. The lock: (key, index) per key, the
+  // from-states, (key, value) per key for each guard, the keys. The write:
+  // the target state, (key, value) per key for each assignment, [PostgreSQL:
+  // the key count], the keys.
+  ManyParams lock, assign, keys;
+  add_item_pairs(lock, who, items);
+  for (const auto& f : c.def.from) lock.add(f, "from state");
+  for (std::size_t v = nassign; v < c.nvalues; ++v) add_value_pairs(lock, who, items, v, what(v));
+  add_keys(keys, who, items);
+  lock.append(keys);
+  assign.add(c.def.to, "target state");
+  for (std::size_t v = 0; v < nassign; ++v) add_value_pairs(assign, who, items, v, what(v));
+  auto render = [&](bool versioned, Sql id) {
+    const std::vector<std::string> whens(n, cat.render(Sql::many_when, {}));
+    std::vector<std::string> guards, sets{cat.render(Sql::assign_set, {{"col", status_}})};
+    for (const auto& g : c.def.guards)
+      guards.push_back(cat.render(many_fragment(g.op), {{"col", d.quote(g.column)}, {"key", key_}, {"whens", whens}}));
+    for (const auto& a : c.def.assignments)
+      sets.push_back(cat.render(many_fragment(a.op), {{"col", d.quote(a.column)}, {"key", key_}, {"whens", whens}}));
+    return cat.render(id, {{"table", table_},
+                           {"key", key_},
+                           {"status", status_},
+                           {"items", whens},
+                           {"from", std::vector<std::string>(c.def.from.size(), cat.render(Sql::param, {}))},
+                           {"guards", guards},
+                           {"keys", std::vector<std::string>(n, cat.render(Sql::param, {}))},
+                           {"assignments", sets},
+                           {"version", versioned ? version_ : std::string()}});
+  };
+  auto attempt = [&]() -> TransitionBatchResult {
+    TransitionBatchResult out;
+    out.event = c.def.event;
+    out.to = c.def.to;
+    MaybeTransaction tx(conn_, audit_ || !d.guards_many_keys_in_one_statement());
+    // The one version rule, looked up in the write's transaction.
+    if (const auto& vc = detail::version_column(conn_, table_name_, version_column_)) {
+      if (!versioned_) prepare_versioned(*vc);
+      if (!c.version_error.empty()) invalid(c.version_error);
+    }
+    std::vector<std::optional<std::string>> state(n);
+    std::vector<char> ok(n, 0);
+    auto read_rows = [&](const Result& r) {
+      for (const auto& row : r.rows) {
+        const std::int64_t i = row[0].as_int();
+        if (i < 0 || static_cast<std::size_t>(i) >= n) continue;  // (a key matched loosely by its collation)
+        state[static_cast<std::size_t>(i)] = row[1].as_string();
+        ok[static_cast<std::size_t>(i)] = row[2].as_int() == 1;
+      }
+    };
+    bool wrote = false;
+    if (d.guards_many_keys_in_one_statement()) {
+      const Sql id = versioned_ ? Sql::sm_apply_many_versioned : Sql::sm_apply_many;
+      ManyParams p = lock;
+      p.append(assign);
+      p.add(static_cast<std::int64_t>(n), who + " key count");
+      p.append(keys);
+      const Result r = detail::run_rendered(conn_, id, render(versioned_, id), p.values, &p.names);
+      read_rows(r);
+      wrote = !r.rows.empty() && r.rows[0][3].as_int() > 0;
+    } else {
+      read_rows(detail::run_rendered(conn_, Sql::sm_lock_many, render(false, Sql::sm_lock_many), lock.values, &lock.names));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (ok[i]) continue;
+      TransitionFailure f{i, TransitionStatus::kNotFound, state[i], false};
+      if (state[i]) {
+        const bool from = std::find(c.def.from.begin(), c.def.from.end(), *state[i]) != c.def.from.end();
+        f.status = !from && *state[i] == c.def.to ? TransitionStatus::kAlreadyInTarget : TransitionStatus::kRejected;
+        f.guard_failed = from;
+      }
+      out.failures.push_back(std::move(f));
+    }
+    if (!out.failures.empty()) {
+      if (wrote)
+        throw Error(ErrorCode::kInternal, who + ": the statement wrote although " +
+                                              std::to_string(out.failures.size()) + " key(s) failed");
+      tx.rollback();
+      out.status = out.failures.front().status;
+      return out;
+    }
+    if (!d.guards_many_keys_in_one_statement()) {
+      const Sql id = versioned_ ? Sql::guarded_update_many_versioned : Sql::guarded_update_many;
+      ManyParams w = assign;
+      w.append(keys);
+      const auto n_wrote = detail::run_rendered(conn_, id, render(versioned_, id), w.values, &w.names).affected;
+      if (n_wrote != static_cast<std::int64_t>(n))
+        throw Error(ErrorCode::kInternal, who + ": " + std::to_string(n_wrote) + " rows written of " +
+                                              std::to_string(n) + " locked (the transaction rolls back)");
+    } else if (!wrote) {
+      throw Error(ErrorCode::kInternal, who + ": every key could move but the statement wrote nothing");
+    }
+    if (audit_)
+      for (std::size_t i = 0; i < n; ++i)
+        detail::run_rendered(conn_, Sql::sm_audit_insert, audit_sql_,
+                             {machine_, items[i].key.as_string(), c.def.event, *state[i], c.def.to,
+                              actor.empty() ? Value() : Value(actor)});
+    tx.commit();
+    out.status = TransitionStatus::kApplied;
+    detail::metric::transition_applied().inc(n);
+    return out;
+  };
+  return run_retried<TransitionBatchResult>(conn_, policy, attempt);
 }
 
 TransitionResult StateMachine::run(const Value& key, const std::vector<const Compiled*>& candidates,

@@ -655,7 +655,7 @@ std::string galera_stock(const std::string& uri, std::int64_t qty) {
 }  // namespace
 
 TEST_CASE("carts on all three Galera nodes: every unit accounted, none oversold, no deadlock reaches the caller",
-          "[.][galera][cart]") {
+          "[.][galera][galera-cart]") {
   // GuardedUpdate::apply_all() on three nodes at once: a cart certified first on another node
   // aborts this one's commit (a deadlock error, 1213); it wrote nothing, and apply_all() runs it
   // again (its own transaction, RetryPolicy).

@@ -299,6 +299,34 @@ def main():
         except bench_tables.DataError as e:
             check("sqlite-cpu-load" in str(e) and "r0" in str(e), "the error names the file and run: " + str(e))
 
+    # The cart table (issue 41): a run of its own in cart/, both ops per client count, the ratio
+    # and the accounting from the cells; a missing side or a cell of another run is an error.
+    with tempfile.TemporaryDirectory() as d:
+        write_run(d, {})
+        check("No cart run" in render(d, "cart"), "a run without cart/ says so")
+        cd = os.path.join(d, "cart")
+        os.makedirs(cd)
+        acct = dict(units_taken=1000, units_unaccounted=0, oversold_rows=0, durability=PG, errors=0)
+        write_run(cd, {"postgresql": [cell("postgresql", "cart-decrement", 16, 2000.0, **acct),
+                                      cell("postgresql", "cart-per-row", 16, 500.0, **dict(acct, errors=7))]})
+        cart = render(d, "cart")
+        check("| PostgreSQL | 16 | 2,000 | 1.00 / 2.00 | 0 | 500 | 1.00 / 2.00 | 7 | 4.00 | 2 / 2 |" in cart,
+              "the cart row with its ratio and errors:\n" + cart)
+        check("<sub>PostgreSQL: " + PG + "</sub>" in cart and "data: docs/bench/cart/" in cart,
+              "the cart table states durability and its data:\n" + cart)
+        write_run(cd, {"postgresql": [cell("postgresql", "cart-decrement", 16, 2000.0, **acct)]})
+        try:
+            bench_tables.tables(d)
+            check(False, "a cart cell without its per-row side was rendered")
+        except bench_tables.DataError as e:
+            check("cart-per-row" in str(e), "the error names the missing op: " + str(e))
+        write_run(cd, {"postgresql": [cell("postgresql", "cart-decrement", 16, 2000.0, run="r0", **acct)]})
+        try:
+            bench_tables.tables(d)
+            check(False, "a cart cell of another run was rendered")
+        except bench_tables.DataError as e:
+            check("r0" in str(e), "the error names the run: " + str(e))
+
     # An unknown region is an error, not left alone.
     try:
         bench_tables.render("<!-- bench-table: nope -->\n<!-- /bench-table -->\n", {"run": ""})

@@ -410,7 +410,8 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
       if (wrote != out.failures.empty())
         throw Error(ErrorCode::kInternal, who + ": the statement " + (wrote ? "wrote" : "did not write") +
                                               " although " + std::to_string(out.failures.size()) + " key(s) failed");
-      (wrote ? detail::metric::guarded_applied() : detail::metric::guarded_rejected()).inc();
+      if (wrote) detail::metric::guarded_applied().inc(n);  // rows written; a refusal counts once
+      else detail::metric::guarded_rejected().inc();
       return out;
     }
     MaybeTransaction tx(conn_);
@@ -428,7 +429,7 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
       throw Error(ErrorCode::kInternal, who + ": " + std::to_string(wrote) + " rows written of " + std::to_string(n) +
                                             " locked (the transaction rolls back)");
     tx.commit();
-    detail::metric::guarded_applied().inc();
+    detail::metric::guarded_applied().inc(n);
     return out;
   };
   return run_retried<GuardedBatchResult>(conn_, policy, attempt);
@@ -698,6 +699,11 @@ TransitionBatchResult StateMachine::fire_all(const std::vector<FireItem>& items,
                                               std::to_string(out.failures.size()) + " key(s) failed");
       tx.rollback();
       out.status = out.failures.front().status;
+      const auto& f = out.failures.front();
+      detail::metric::transition_rejected(f.status == TransitionStatus::kNotFound          ? "not_found"
+                                          : f.status == TransitionStatus::kAlreadyInTarget ? "already_in_target"
+                                          : f.guard_failed                                 ? "guard_failed"
+                                                                                           : "illegal_move");
       return out;
     }
     if (!d.guards_many_keys_in_one_statement()) {

@@ -290,6 +290,25 @@ void add_keys(ManyParams& p, const std::string& who, const std::vector<Item>& it
 // or serialization failure with another writer (or SQLite busy) wrote
 // nothing and the attempt runs again under `policy`; inside it the error is
 // the caller's. The result's `stats` says how many attempts ran.
+// What a many-key statement answered per item (its rows: item, [state,]
+// ok, ...): found (a row), its state, whether it may be written. A row
+// whose item is -1 (a key matched loosely by its collation) counts for none.
+struct ManyAnswer {
+  std::vector<char> found, ok;
+  std::vector<std::optional<std::string>> state;
+  ManyAnswer(const Result& r, std::size_t n, std::size_t ok_col, std::optional<std::size_t> state_col)
+      : found(n, 0), ok(n, 0), state(n) {
+    for (const auto& row : r.rows) {
+      const std::int64_t i = row[0].as_int();
+      if (i < 0 || static_cast<std::size_t>(i) >= n) continue;
+      const auto k = static_cast<std::size_t>(i);
+      found[k] = 1;
+      ok[k] = row[ok_col].as_int() == 1;
+      if (state_col) state[k] = row[*state_col].as_string();
+    }
+  }
+};
+
 template <class R, class F>
 R run_retried(Connection& conn, const RetryPolicy& policy, F&& attempt) {
   const bool own = !conn.in_transaction();
@@ -380,21 +399,13 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
   const std::string& first_sql = cached->second.first;
   const std::string& update_sql = cached->second.second;
   auto attempt = [&]() -> GuardedBatchResult {
-    // Each key's answer: found (a row), its guards held.
-    std::vector<char> found(n, 0), held(n, 0);
-    auto read_rows = [&](const Result& r) {
-      for (const auto& row : r.rows) {
-        const std::int64_t i = row[0].as_int();
-        if (i < 0 || static_cast<std::size_t>(i) >= n) continue;  // (a key matched loosely by its collation)
-        found[static_cast<std::size_t>(i)] = 1;
-        held[static_cast<std::size_t>(i)] = row[1].as_int() == 1;
-      }
-    };
-    auto outcome = [&]() {
+    // Each key's answer (item, ok): found, its guards held.
+    auto outcome = [&](const Result& r) {
+      const ManyAnswer a(r, n, 1, std::nullopt);
       GuardedBatchResult out;
       for (std::size_t i = 0; i < n; ++i)
-        if (!found[i] || !held[i])
-          out.failures.push_back({i, found[i] ? GuardedStatus::kRejected : GuardedStatus::kNotFound});
+        if (!a.found[i] || !a.ok[i])
+          out.failures.push_back({i, a.found[i] ? GuardedStatus::kRejected : GuardedStatus::kNotFound});
       out.status = out.failures.empty() ? GuardedStatus::kApplied : out.failures.front().status;
       return out;
     };
@@ -404,9 +415,8 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
       p.add(static_cast<std::int64_t>(n), who + " key count");
       p.append(keys);
       const Result r = detail::run_rendered(conn_, apply_id, first_sql, p.values, &p.names);
-      read_rows(r);
       const bool wrote = !r.rows.empty() && r.rows[0][2].as_int() > 0;
-      auto out = outcome();
+      auto out = outcome(r);
       if (wrote != out.failures.empty())
         throw Error(ErrorCode::kInternal, who + ": the statement " + (wrote ? "wrote" : "did not write") +
                                               " although " + std::to_string(out.failures.size()) + " key(s) failed");
@@ -415,8 +425,7 @@ GuardedBatchResult GuardedUpdate::apply_all(const std::vector<GuardedItem>& item
       return out;
     }
     MaybeTransaction tx(conn_);
-    read_rows(detail::run_rendered(conn_, Sql::guarded_lock_many, first_sql, lock.values, &lock.names));
-    auto out = outcome();
+    auto out = outcome(detail::run_rendered(conn_, Sql::guarded_lock_many, first_sql, lock.values, &lock.names));
     if (!out.failures.empty()) {
       tx.rollback();
       detail::metric::guarded_rejected().inc();
@@ -660,16 +669,8 @@ TransitionBatchResult StateMachine::fire_all(const std::vector<FireItem>& items,
       if (!versioned_) prepare_versioned(*vc);
       if (!c.version_error.empty()) invalid(c.version_error);
     }
-    std::vector<std::optional<std::string>> state(n);
-    std::vector<char> ok(n, 0);
-    auto read_rows = [&](const Result& r) {
-      for (const auto& row : r.rows) {
-        const std::int64_t i = row[0].as_int();
-        if (i < 0 || static_cast<std::size_t>(i) >= n) continue;  // (a key matched loosely by its collation)
-        state[static_cast<std::size_t>(i)] = row[1].as_string();
-        ok[static_cast<std::size_t>(i)] = row[2].as_int() == 1;
-      }
-    };
+    // Each key's answer (item, status, ok): its state, whether the event may fire on it.
+    std::optional<ManyAnswer> answer;
     bool wrote = false;
     if (d.guards_many_keys_in_one_statement()) {
       const Sql id = versioned_ ? Sql::sm_apply_many_versioned : Sql::sm_apply_many;
@@ -678,11 +679,15 @@ TransitionBatchResult StateMachine::fire_all(const std::vector<FireItem>& items,
       p.add(static_cast<std::int64_t>(n), who + " key count");
       p.append(keys);
       const Result r = detail::run_rendered(conn_, id, render(versioned_, id), p.values, &p.names);
-      read_rows(r);
+      answer.emplace(r, n, 2, 1);
       wrote = !r.rows.empty() && r.rows[0][3].as_int() > 0;
     } else {
-      read_rows(detail::run_rendered(conn_, Sql::sm_lock_many, render(false, Sql::sm_lock_many), lock.values, &lock.names));
+      answer.emplace(detail::run_rendered(conn_, Sql::sm_lock_many, render(false, Sql::sm_lock_many), lock.values,
+                                          &lock.names),
+                     n, 2, 1);
     }
+    const auto& state = answer->state;
+    const auto& ok = answer->ok;
     for (std::size_t i = 0; i < n; ++i) {
       if (ok[i]) continue;
       TransitionFailure f{i, TransitionStatus::kNotFound, state[i], false};

@@ -33,6 +33,7 @@ struct CleanupOptions {
   bool locks = true;        // sqlguard_lock, its sightings, the semaphore / read-write holdings, fair queue places and idle heads
   bool idempotency = true;  // sqlguard_idempotency (retention expired)
   bool inbox = true;        // sqlguard_inbox (retention expired)
+  bool history = true;      // sqlguard_history (past its scope's retention, history.h)
 };
 
 struct CleanupReport {
@@ -49,6 +50,7 @@ struct CleanupReport {
   std::int64_t lease_watches_deleted = 0;
   std::int64_t idempotency_deleted = 0;
   std::int64_t inbox_deleted = 0;
+  std::int64_t history_deleted = 0;  // grant history rows past their scope's retention
   int batches = 0;
 };
 

@@ -40,6 +40,9 @@ CleanupReport cleanup(Connection& conn, const CleanupOptions& o) {
   if (o.idempotency)
     r.idempotency_deleted = purge_expired_idempotency_keys(conn, o.batch_size, max_batches, &r.batches);
   if (o.inbox) r.inbox_deleted = purge_expired_inbox_messages(conn, o.batch_size, max_batches, &r.batches);
+  if (o.history)
+    r.history_deleted = detail::purge_in_batches(conn, "cleanup()", detail::Sql::history_purge, {},
+                                                 {o.batch_size, o.max_batches, o.pause}, &r.batches);
   return r;
 }
 

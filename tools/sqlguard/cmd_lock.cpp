@@ -406,7 +406,7 @@ void add_cleanup(CLI::App& app) {
     int batch = 1000;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("cleanup", "Delete released lock rows, holdings and queue places, stale sightings, idle heads, and expired idempotency and inbox rows in bounded batches (an unreleased lock row, holding or place is never deleted by a clock)");
+  auto* cmd = app.add_subcommand("cleanup", "Delete released lock rows, holdings and queue places, stale sightings, idle heads, expired idempotency and inbox rows and grant history past its retention in bounded batches (an unreleased lock row, holding or place is never deleted by a clock)");
   cmd->add_option("--every", o->every, "Run as a daemon every D until SIGTERM/SIGINT");
   cmd->add_option("--grace", o->grace, "Delete lock rows, holdings and places released for longer than this")->capture_default_str();
   cmd->add_option("--batch", o->batch, "Rows per DELETE (1..100000)")->capture_default_str()->check(whole_number(1, 100000));
@@ -428,12 +428,13 @@ void add_cleanup(CLI::App& app) {
         print_json({{"locks_deleted", r.locks_deleted}, {"holdings_deleted", r.holdings_deleted},
                     {"queue_places_deleted", r.queue_places_deleted}, {"sync_heads_deleted", r.sync_heads_deleted},
                     {"lease_watches_deleted", r.lease_watches_deleted}, {"idempotency_deleted", r.idempotency_deleted},
-                    {"inbox_deleted", r.inbox_deleted}, {"batches", r.batches}});
+                    {"inbox_deleted", r.inbox_deleted}, {"history_deleted", r.history_deleted},
+                    {"batches", r.batches}});
       else
         std::cout << "cleanup: deleted " << r.locks_deleted << " lock, " << r.holdings_deleted << " holding, "
                   << r.queue_places_deleted << " queue place, " << r.sync_heads_deleted << " idle head, " << r.lease_watches_deleted << " sighting, "
                   << r.idempotency_deleted << " idempotency, "
-                  << r.inbox_deleted << " inbox rows in " << r.batches << " batch(es)" << std::endl;
+                  << r.inbox_deleted << " inbox, " << r.history_deleted << " history rows in " << r.batches << " batch(es)" << std::endl;
       auto until = steady_clock::now() + every;
       while (every.count() > 0 && !g_signal && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(20));
     } while (every.count() > 0 && !g_signal);

@@ -20,7 +20,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;       // an error; one line on stderr
 inline constexpr int kExitUsage = 2;       // bad command line or bad value (BadValue, CLI11 parse errors)
 inline constexpr int kExitNotHeld = 3;     // renew/release: the caller does not hold the lock
-inline constexpr int kExitInvariant = 4;   // demo/chaos: an invariant was violated
+inline constexpr int kExitInvariant = 4;   // demo/chaos/verify: an invariant was violated
 inline constexpr int kExitLeaseLost = 5;   // run/elect: the lease (leadership) was lost while CMD ran
 inline constexpr int kExitTempFail = 75;   // EX_TEMPFAIL: lock not acquired (not elected) within --wait
 
@@ -131,6 +131,8 @@ void add_lock(CLI::App& app);
 void add_run(CLI::App& app);
 void add_elect(CLI::App& app);
 void add_cleanup(CLI::App& app);
+void add_history(CLI::App& app);
+void add_verify(CLI::App& app);
 void add_versioned(CLI::App& app);
 void add_chaos(CLI::App& app);  // also registers the hidden chaos-worker
 void add_demo(CLI::App& app);

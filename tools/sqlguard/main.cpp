@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   add_run(app);
   add_elect(app);
   add_cleanup(app);
+  add_history(app);
+  add_verify(app);
   add_versioned(app);
   add_chaos(app);
   add_demo(app);

@@ -1,0 +1,187 @@
+-- sql/postgresql/history.sql — PostgreSQL 15. The grant history (include/sqlguard/history.h,
+-- docs/history.md; tables: migrations/postgresql/0015_grant_history.sql).
+-- Recording is done by row triggers on sqlguard_lock (leases, default and fair) and
+-- sqlguard_sync_holder (semaphore permits, shared and exclusive holdings), installed by
+-- enable_history() and dropped with the last scope, so a database without a scope pays
+-- nothing. A trigger runs in the lock statement's own transaction: the event commits or rolls
+-- back with it. Each trigger's WHEN lets only the writes that change who holds (a grant, a
+-- hand-over, a release, a take-over, a delete of an unreleased row) and a renewal that came
+-- after its own expiry through: a renewal on time costs no function call.
+-- Events of a lease row (an UPDATE):
+--   fence changed, held:  grant (over a released row) | handover (a release that granted the
+--                         next waiter: handed = 1) | confirm (a handed row taken with the
+--                         waiter's own token) | takeover (an unreleased holding replaced)
+--   same fence, beat 0:   release;  same fence, renewed after expire_at: renew_gap
+-- Reservation rows of semaphores and read-write leases (owner '') are never recorded.
+
+-- name: history_lock_function
+-- returns: :exec
+-- params: 
+CREATE OR REPLACE FUNCTION sqlguard_history_lock() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+  now_ms BIGINT := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+  keep BIGINT;
+  ev TEXT;
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    SELECT MAX(s.retain_ms) INTO keep FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix;
+    IF keep IS NULL THEN RETURN NULL; END IF;
+    INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+    VALUES (OLD.name, now_ms, 'delete', 'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
+            CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
+    RETURN NULL;
+  END IF;
+  SELECT MAX(s.retain_ms) INTO keep FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix;
+  IF keep IS NULL THEN RETURN NULL; END IF;
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+    VALUES (NEW.name, now_ms, 'grant', 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, now_ms + keep);
+    RETURN NULL;
+  END IF;
+  ev := CASE WHEN NEW.fence <> OLD.fence THEN
+               CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover'
+                    WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END
+             WHEN NEW.beat = 0 THEN 'release' ELSE 'renew_gap' END;
+  INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+  VALUES (NEW.name, now_ms, ev, 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
+          CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
+  RETURN NULL;
+END
+$fn$
+
+-- name: history_holder_function
+-- A holding's kind and a semaphore's permits come from its head (sqlguard_sync), which the
+-- acquire that inserts the holding has just written in the same transaction.
+-- returns: :exec
+-- params: 
+CREATE OR REPLACE FUNCTION sqlguard_history_holder() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+  now_ms BIGINT := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+  keep BIGINT;
+  k TEXT;
+  cap BIGINT;
+  h sqlguard_sync_holder%ROWTYPE;
+BEGIN
+  IF TG_OP = 'DELETE' THEN h := OLD; ELSE h := NEW; END IF;
+  SELECT MAX(s.retain_ms) INTO keep FROM sqlguard_history_scope s WHERE substr(h.name, 1, length(s.prefix)) = s.prefix;
+  IF keep IS NULL THEN RETURN NULL; END IF;
+  SELECT s.kind, CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END INTO k, cap FROM sqlguard_sync s WHERE s.name = h.name;
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+    VALUES (h.name, now_ms, 'grant', COALESCE(k, ''), h.mode, h.slot, h.owner, h.fence, h.permits, COALESCE(cap, 0), h.expire_at, '', 0, 0, 0, now_ms + keep);
+  ELSE
+    INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+    VALUES (h.name, now_ms, CASE WHEN TG_OP = 'DELETE' THEN 'takeover' WHEN h.beat = 0 THEN 'release' ELSE 'renew_gap' END,
+            COALESCE(k, ''), h.mode, h.slot, h.owner, h.fence, h.permits, COALESCE(cap, 0), h.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
+            CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
+  END IF;
+  RETURN NULL;
+END
+$fn$
+
+-- name: history_lock_insert_trigger
+-- returns: :exec
+-- params: 
+CREATE OR REPLACE TRIGGER sqlguard_history_lock_ins AFTER INSERT ON sqlguard_lock FOR EACH ROW
+WHEN (NEW.owner <> '' AND NEW.beat <> 0) EXECUTE FUNCTION sqlguard_history_lock()
+
+-- name: history_lock_update_trigger
+-- returns: :exec
+-- params: 
+CREATE OR REPLACE TRIGGER sqlguard_history_lock_upd AFTER UPDATE ON sqlguard_lock FOR EACH ROW
+WHEN (NEW.owner <> '' AND ((NEW.fence <> OLD.fence AND NEW.beat <> 0) OR (NEW.fence = OLD.fence AND NEW.beat = 0 AND OLD.beat <> 0)
+      OR (NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at)))
+EXECUTE FUNCTION sqlguard_history_lock()
+
+-- name: history_lock_delete_trigger
+-- returns: :exec
+-- params: 
+CREATE OR REPLACE TRIGGER sqlguard_history_lock_del AFTER DELETE ON sqlguard_lock FOR EACH ROW
+WHEN (OLD.owner <> '' AND OLD.beat <> 0) EXECUTE FUNCTION sqlguard_history_lock()
+
+-- name: history_holder_insert_trigger
+-- returns: :exec
+-- params: 
+CREATE OR REPLACE TRIGGER sqlguard_history_holder_ins AFTER INSERT ON sqlguard_sync_holder FOR EACH ROW
+EXECUTE FUNCTION sqlguard_history_holder()
+
+-- name: history_holder_update_trigger
+-- returns: :exec
+-- params: 
+CREATE OR REPLACE TRIGGER sqlguard_history_holder_upd AFTER UPDATE ON sqlguard_sync_holder FOR EACH ROW
+WHEN ((NEW.beat = 0 AND OLD.beat <> 0) OR (NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at))
+EXECUTE FUNCTION sqlguard_history_holder()
+
+-- name: history_holder_delete_trigger
+-- An unreleased holding deleted: a take-over (sync_take_slot) or an operator's delete.
+-- returns: :exec
+-- params: 
+CREATE OR REPLACE TRIGGER sqlguard_history_holder_del AFTER DELETE ON sqlguard_sync_holder FOR EACH ROW
+WHEN (OLD.beat <> 0) EXECUTE FUNCTION sqlguard_history_holder()
+
+-- name: history_drop_lock_function
+-- Drops the three sqlguard_lock triggers with it.
+-- returns: :exec
+-- params: 
+DROP FUNCTION IF EXISTS sqlguard_history_lock() CASCADE
+
+-- name: history_drop_holder_function
+-- returns: :exec
+-- params: 
+DROP FUNCTION IF EXISTS sqlguard_history_holder() CASCADE
+
+-- name: history_drop_lock_insert_trigger
+-- not needed: history_drop_lock_function drops it (CASCADE)
+
+-- name: history_drop_lock_update_trigger
+-- not needed: history_drop_lock_function drops it (CASCADE)
+
+-- name: history_drop_lock_delete_trigger
+-- not needed: history_drop_lock_function drops it (CASCADE)
+
+-- name: history_drop_holder_insert_trigger
+-- not needed: history_drop_holder_function drops it (CASCADE)
+
+-- name: history_drop_holder_update_trigger
+-- not needed: history_drop_holder_function drops it (CASCADE)
+
+-- name: history_drop_holder_delete_trigger
+-- not needed: history_drop_holder_function drops it (CASCADE)
+
+-- name: history_scope_set
+-- A new scope, or a new retention for one (its since_ms stays).
+-- returns: :execrows
+-- params: prefix, retain_ms
+INSERT INTO sqlguard_history_scope (prefix, retain_ms, since_ms) VALUES (?, ?, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)
+ON CONFLICT (prefix) DO UPDATE SET retain_ms = EXCLUDED.retain_ms
+
+-- name: history_scope_drop
+-- returns: :execrows
+-- params: prefix
+DELETE FROM sqlguard_history_scope WHERE prefix = ?
+
+-- name: history_scopes
+-- returns: :many prefix, retain_ms, since_ms
+-- params: 
+SELECT prefix, retain_ms, since_ms FROM sqlguard_history_scope ORDER BY prefix
+
+-- name: history_read
+-- One page of the record, in id order (a name's events in the order of its writes), of the
+-- names starting with a prefix ('' = all), from an id on and no older than since_ms.
+-- returns: :many id, name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms
+-- params: prefix, prefix, after_id, since_ms, limit
+SELECT id, name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms
+FROM sqlguard_history WHERE substr(name, 1, length(CAST(? AS VARCHAR))) = ? AND id > ? AND at_ms >= ? ORDER BY id LIMIT ?
+
+-- name: history_read_name
+-- One name's page (index sqlguard_history_name).
+-- returns: :many id, name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms
+-- params: name, after_id, since_ms, limit
+SELECT id, name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms
+FROM sqlguard_history WHERE name = ? AND id > ? AND at_ms >= ? ORDER BY id LIMIT ?
+
+-- name: history_purge
+-- cleanup(): one bounded batch of rows past their scope's retention (keep_until).
+-- returns: :execrows
+-- params: batch
+DELETE FROM sqlguard_history WHERE id IN (SELECT id FROM sqlguard_history WHERE keep_until < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT LIMIT ?)

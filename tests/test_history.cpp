@@ -1,0 +1,348 @@
+// The grant history (include/sqlguard/history.h, issue 41 item 3): what the
+// triggers record for every lock kind on every dialect, `verify` over real
+// traffic, and forged records it must catch (the negative controls).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "sqlguard/cleanup.h"
+#include "sqlguard/history.h"
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_client.h"
+#include "sqlguard/read_write_lease.h"
+#include "sqlguard/semaphore.h"
+#include "test_context.h"
+#include "test_helpers.h"
+
+using namespace sqlguard;
+using namespace std::chrono_literals;
+using sgtest::code_of;
+using sgtest::ctx;
+using std::chrono::milliseconds;
+
+namespace {
+// Records the names under a fresh prefix for one test; stops on the way out.
+struct Recorded {
+  std::unique_ptr<Connection> conn = ctx().connect();
+  std::string prefix;
+  explicit Recorded(std::string_view base) : prefix(ctx().unique(base) + ":") { enable_history(*conn, prefix, 1h); }
+  ~Recorded() {
+    try {
+      disable_history(*conn, prefix);
+    } catch (...) {
+    }
+  }
+  std::vector<HistoryEvent> of(const std::string& name) {
+    HistoryQuery q;
+    q.name = name;
+    return read_history(*conn, q);
+  }
+  VerifyReport verify() {
+    VerifyOptions o;
+    o.prefix = prefix;
+    return verify_history(*conn, o);
+  }
+};
+
+std::vector<std::string> events(const std::vector<HistoryEvent>& h) {
+  std::vector<std::string> out;
+  for (const auto& e : h) out.push_back(e.event);
+  return out;
+}
+
+LeaseOptions opts(milliseconds ttl = 5s) {
+  LeaseOptions o;
+  o.ttl = ttl;
+  o.backoff_initial = 2ms;
+  o.backoff_max = 20ms;
+  return o;
+}
+
+// A forged row: what a broken lock would have written.
+void forge(Connection& c, const HistoryEvent& e) {
+  c.execute(
+      "INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, "
+      "prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      {e.name, e.at_ms, e.event, e.kind, e.mode, e.slot, e.owner, e.fence, e.permits, e.capacity, e.until_ms,
+       e.prev_owner, e.prev_fence, e.prev_until_ms, e.prev_ttl_ms, e.at_ms + 3600000});
+}
+
+bool triggers_installed(Connection& c) {
+  const char* sql = ctx().is_sqlite() ? "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'sqlguard_history%'"
+                    : ctx().is(DialectKind::kPostgresql)
+                        ? "SELECT COUNT(*) FROM pg_trigger WHERE tgname LIKE 'sqlguard_history%'"
+                        : "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND "
+                          "TRIGGER_NAME LIKE 'sqlguard_history%'";
+  return c.execute(sql).rows.at(0)[0].as_int() == 6;
+}
+}  // namespace
+
+TEST_CASE("the grant history records a lease's grant, release, take-over and late renewal, in scope only",
+          "[history]") {
+  Recorded rec("hist");
+  auto c1 = ctx().connect(), c2 = ctx().connect();
+  const std::string name = rec.prefix + "job", outside = ctx().unique("hist_out");
+  {
+    LeaseLock a(*c1, name, opts()), o(*c1, outside, opts());
+    REQUIRE(a.try_acquire());
+    REQUIRE(o.try_acquire());
+    const auto fence = a.fence();
+    REQUIRE(a.release());
+    REQUIRE(o.release());
+    auto h = rec.of(name);
+    REQUIRE(events(h) == std::vector<std::string>{"grant", "release"});
+    CHECK(h[0].owner == a.owner());
+    CHECK(h[0].fence == fence);
+    CHECK(h[0].kind == "lease");
+    CHECK(h[0].until_ms > h[0].at_ms);
+    CHECK(h[1].id > h[0].id);
+    CHECK(rec.of(outside).empty());  // not under the prefix
+  }
+  // A renewal after its own expiry (nobody took it over): renew_gap.
+  LeaseOptions short_ttl = opts(150ms);
+  short_ttl.safety_margin = 10ms;
+  LeaseLock b(*c1, name, short_ttl);
+  REQUIRE(b.try_acquire());
+  std::this_thread::sleep_for(300ms);
+  REQUIRE(b.renew());
+  // A take-over of the unreleased lease under the database-clock rule once it
+  // has run out: the event names the holding it ended and its expiry.
+  std::this_thread::sleep_for(300ms);
+  LeaseOptions taker_opts = opts();
+  taker_opts.take_over = TakeOver::kDatabaseClock;
+  LeaseLock c(*c2, name, taker_opts);
+  REQUIRE(c.try_acquire());
+  auto h = rec.of(name);
+  REQUIRE(events(h) == std::vector<std::string>{"grant", "release", "grant", "renew_gap", "takeover"});
+  CHECK(h[4].owner == c.owner());
+  CHECK(h[4].prev_owner == h[2].owner);
+  CHECK(h[4].prev_fence == h[2].fence);
+  CHECK(h[4].prev_until_ms == h[3].until_ms);  // the late renewal's expiry
+  CHECK(h[4].prev_ttl_ms == 150);
+  CHECK(h[4].at_ms >= h[4].prev_until_ms);
+  auto r = rec.verify();
+  CHECK(r.ok());
+  CHECK(r.events == 5);
+  CHECK(r.grants == 3);
+  CHECK(r.takeovers == 1);
+  CHECK(r.renewal_gaps == 1);
+  CHECK(r.unmatched == 0);
+  CHECK(c.release());
+
+  // The negative control: a take-over forged 2 s before the holder's expiry.
+  HistoryEvent f = h[4];
+  f.event = "takeover";
+  f.at_ms = rec.conn->db_now_ms();
+  f.owner = "forged";
+  f.fence = c.fence() + 1000;
+  f.prev_owner = c.owner();
+  f.prev_fence = c.fence();
+  f.prev_until_ms = f.at_ms + 2000;
+  f.prev_ttl_ms = 5000;
+  forge(*rec.conn, f);
+  r = rec.verify();
+  REQUIRE(r.violations.size() == 1);
+  CHECK(r.violations[0].rule == "overlap");
+  CHECK(r.violations[0].name == name);
+  CHECK_THAT(r.violations[0].detail, Catch::Contains("early") && Catch::Contains("forged"));
+}
+
+TEST_CASE("verify finds forged overlaps of every kind: permits, a writer beside a reader, two kinds, a fence gone back",
+          "[history]") {
+  Recorded rec("histf");
+  auto client = LockClient::create(ctx().uri);
+  const std::string sem = rec.prefix + "sem", rw = rec.prefix + "rw", lease = rec.prefix + "lease";
+  Semaphore s1(client, sem, 2, opts()), s2(client, sem, 2, opts());
+  REQUIRE(s1.try_acquire());
+  REQUIRE(s2.try_acquire());
+  ReadWriteLease r1(client, rw, opts());
+  REQUIRE(r1.try_acquire(LeaseMode::kShared));
+  auto c = ctx().connect();
+  LeaseLock l(*c, lease, opts());
+  REQUIRE(l.try_acquire());
+  auto clean = rec.verify();
+  REQUIRE(clean.ok());  // the real record holds
+  CHECK(clean.grants == 4);
+  auto sh = rec.of(sem);
+  REQUIRE(events(sh) == std::vector<std::string>{"grant", "grant"});
+  CHECK(sh[1].kind == "semaphore");
+  CHECK(sh[1].capacity == 2);
+  CHECK(sh[1].mode == "P");
+  CHECK(rec.of(rw).at(0).kind == "rw");
+  CHECK(rec.of(rw).at(0).mode == "S");
+
+  const auto now = rec.conn->db_now_ms();
+  HistoryEvent third = sh[1];  // a third permit of two
+  third.at_ms = now;
+  third.slot = 999;
+  third.fence += 100;
+  third.owner = "forged-permit";
+  forge(*rec.conn, third);
+  HistoryEvent writer = rec.of(rw).at(0);  // a writer beside the reader
+  writer.at_ms = now;
+  writer.slot = 999;
+  writer.mode = "X";
+  writer.fence += 100;
+  writer.owner = "forged-writer";
+  forge(*rec.conn, writer);
+  HistoryEvent kind = rec.of(lease).at(0);  // a semaphore grant on a held lease's name
+  kind.at_ms = now;
+  kind.kind = "semaphore";
+  kind.mode = "P";
+  kind.slot = 1;
+  kind.capacity = 5;
+  kind.owner = "forged-kind";
+  forge(*rec.conn, kind);
+  auto r = rec.verify();
+  REQUIRE(r.violations.size() == 3);
+  CHECK(r.violations[0].rule == "permits");
+  CHECK(r.violations[0].name == sem);
+  CHECK(r.violations[1].rule == "overlap");
+  CHECK(r.violations[1].name == rw);
+  CHECK(r.violations[2].rule == "two_kinds");
+  CHECK(r.violations[2].name == lease);
+  REQUIRE(r.violations[2].other);
+  CHECK(r.violations[2].other->owner == l.owner());
+  CHECK(l.release());
+  // A lease granted a fence below one already granted.
+  HistoryEvent back = rec.of(lease).at(0);
+  back.at_ms = rec.conn->db_now_ms();
+  back.fence -= 1;
+  back.owner = "forged-fence";
+  forge(*rec.conn, back);
+  VerifyOptions vo;
+  vo.prefix = lease;
+  auto rf = verify_history(*rec.conn, vo);
+  bool fence_order = false;
+  for (const auto& v : rf.violations) fence_order |= v.rule == "fence_order";
+  CHECK(fence_order);
+  CHECK(s1.release());
+  CHECK(s2.release());
+  CHECK(r1.release());
+}
+
+TEST_CASE("concurrent holders of leases, permits and read-write holdings: one grant and one release recorded per holding, verify holds",
+          "[history]") {
+  Recorded rec("histc");
+  auto client = LockClient::create(ctx().uri);
+  const std::string sem = rec.prefix + "s", rw = rec.prefix + "rw";
+  std::atomic<int> grants{0}, stop{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      LeaseOptions o = opts(3s);
+      o.fair = t >= 2;  // a default lease for threads 0 and 1, a fair one for 2 and 3
+      LeaseLock l(client, rec.prefix + (o.fair ? "fair" : "default"), o);
+      Semaphore s(client, sem, 2, opts(3s));
+      ReadWriteLease r(client, rw, opts(3s));
+      const LeaseMode mode = t == 0 ? LeaseMode::kExclusive : LeaseMode::kShared;
+      while (!stop) {
+        if (l.acquire(2s)) {
+          ++grants;
+          l.release();
+        }
+        if (s.acquire(2s)) {
+          ++grants;
+          s.release();
+        }
+        if (r.acquire(mode, 2s)) {
+          ++grants;
+          r.release();
+        }
+      }
+    });
+  std::this_thread::sleep_for(1500ms);
+  stop = 1;
+  for (auto& t : ts) t.join();
+  auto r = rec.verify();
+  INFO("grants " << grants << ", recorded grants " << r.grants << ", releases " << r.releases);
+  CHECK(r.ok());
+  CHECK(grants > 12);
+  // Every grant recorded once; a hand-over counts as the releasing holder's
+  // release and the next holder's grant, its confirmation as neither.
+  CHECK(r.grants == grants);
+  CHECK(r.releases == grants);
+  CHECK(r.takeovers == 0);
+  CHECK(r.unmatched == 0);
+}
+
+TEST_CASE("a bounded-barging hand-over and its confirmation are recorded, and verify reads them as one holder each",
+          "[history][barging]") {
+  Recorded rec("histb");
+  auto c1 = ctx().connect(), c2 = ctx().connect(), probe = ctx().connect();
+  const std::string name = rec.prefix + "bb";
+  LeaseOptions h = opts(), w = opts();
+  w.barging_limit = 0ms;
+  LeaseLock holder(*c1, name, h), waiter(*c2, name, w);
+  REQUIRE(holder.try_acquire());
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(5s); });
+  REQUIRE(sgtest::eventually([&] {
+    return !probe->execute("SELECT next_owner FROM sqlguard_lock WHERE name = ?", {name}).rows.at(0)[0].as_string().empty();
+  }, 5s));
+  REQUIRE(holder.release());
+  REQUIRE(got.get());
+  auto ev = events(rec.of(name));
+  REQUIRE(ev == std::vector<std::string>{"grant", "handover", "confirm"});
+  auto r = rec.verify();
+  CHECK(r.ok());
+  CHECK(r.takeovers == 0);
+  CHECK(r.unmatched == 0);
+  CHECK(waiter.release());
+}
+
+TEST_CASE("history scopes: the triggers exist while a scope does, cleanup keeps rows for their retention", "[history]") {
+  auto c = ctx().connect();
+  const std::string prefix = ctx().unique("hists") + ":";
+  enable_history(*c, prefix, 1min);
+  CHECK(triggers_installed(*c));
+  bool listed = false;
+  for (const auto& s : history_scopes(*c))
+    if (s.prefix == prefix) listed = s.retention == 1min && s.since_ms > 0;
+  CHECK(listed);
+  LeaseLock l(*c, prefix + "x", opts());
+  REQUIRE(l.try_acquire());
+  REQUIRE(l.release());
+  HistoryQuery q;
+  q.prefix = prefix;
+  REQUIRE(read_history(*c, q).size() == 2);
+  // Retention: rows past keep_until go at the next cleanup, the others stay.
+  c->execute("UPDATE sqlguard_history SET keep_until = 1 WHERE name = ? AND event = 'grant'", {prefix + "x"});
+  CleanupOptions co;
+  co.locks = co.idempotency = co.inbox = false;
+  CHECK(cleanup(*c, co).history_deleted >= 1);
+  auto left = read_history(*c, q);
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].event == "release");
+  CHECK(disable_history(*c, prefix));
+  CHECK_FALSE(disable_history(*c, prefix));  // already gone
+  // Nothing is recorded once the scope is gone.
+  REQUIRE(l.try_acquire());
+  REQUIRE(l.release());
+  CHECK(read_history(*c, q).size() == 1);
+  // With no scope left at all the triggers are gone (other tests' scopes may
+  // still be there: then they stay, as they must).
+  if (history_scopes(*c).empty()) CHECK_FALSE(triggers_installed(*c));
+}
+
+TEST_CASE("history calls refuse bad input before any statement", "[history][bad-input]") {
+  auto c = ctx().connect();
+  CHECK(code_of([&] { enable_history(*c, "p", 0ms); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { enable_history(*c, std::string("a\0b", 3)); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { enable_history(*c, std::string(256, 'a')); }) == ErrorCode::kInvalidArgument);
+  HistoryQuery q;
+  q.limit = 0;
+  CHECK(code_of([&] { read_history(*c, q); }) == ErrorCode::kInvalidArgument);
+  q.limit = 10;
+  q.name = "a";
+  q.prefix = "b";
+  CHECK(code_of([&] { read_history(*c, q); }) == ErrorCode::kInvalidArgument);
+  VerifyOptions vo;
+  vo.max_violations = 0;
+  CHECK(code_of([&] { verify_history(*c, vo); }) == ErrorCode::kInvalidArgument);
+  c->begin();
+  CHECK(code_of([&] { enable_history(*c, "p"); }) == ErrorCode::kInvalidArgument);
+  c->rollback();
+}

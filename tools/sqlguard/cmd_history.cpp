@@ -1,0 +1,146 @@
+// sqlguard history NAME | --enable/--disable/--scopes, sqlguard verify
+// (include/sqlguard/history.h, docs/history.md).
+#include <iostream>
+
+#include "common.h"
+#include "sqlguard/history.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard::cli {
+namespace {
+using std::chrono::milliseconds;
+
+nlohmann::json to_json(const HistoryEvent& e) {
+  nlohmann::json j = {{"id", e.id},           {"name", e.name},       {"at", iso8601(e.at_ms)},   {"at_ms", e.at_ms},
+                      {"event", e.event},     {"kind", e.kind},       {"mode", e.mode},           {"slot", e.slot},
+                      {"owner", e.owner},     {"fence", e.fence},     {"permits", e.permits},     {"capacity", e.capacity},
+                      {"until", iso8601(e.until_ms)}, {"until_ms", e.until_ms}};
+  if (!e.prev_owner.empty() || e.prev_fence != 0) {
+    j["prev_owner"] = e.prev_owner;
+    j["prev_fence"] = e.prev_fence;
+    j["prev_until_ms"] = e.prev_until_ms;
+    j["prev_ttl_ms"] = e.prev_ttl_ms;
+  }
+  return j;
+}
+
+std::string line_of(const HistoryEvent& e) {
+  std::string s = iso8601(e.at_ms) + "  " + e.event;
+  s.resize(std::max<std::size_t>(s.size(), 36), ' ');
+  s += e.kind + (e.kind == "lease" ? "" : " " + e.mode + " slot " + std::to_string(e.slot)) + "  fence " +
+       std::to_string(e.fence) + "  owner " + printable(e.owner, 64) + "  until " + iso8601(e.until_ms);
+  if (e.event == "handover" || e.event == "confirm" || e.event == "takeover")
+    s += "  (from fence " + std::to_string(e.prev_fence) + ", owner " + printable(e.prev_owner, 64) + ", its lease to " +
+         iso8601(e.prev_until_ms) + ")";
+  return s;
+}
+
+// --since D: that long before the database's now.
+std::int64_t since_ms(Connection& conn, const std::string& since) {
+  if (since.empty()) return 0;
+  const auto d = duration_flag("--since", since, {milliseconds(1), std::chrono::hours(24 * 3650)});
+  return std::max<std::int64_t>(0, conn.db_now_ms() - d.count());
+}
+}  // namespace
+
+void add_history(CLI::App& app) {
+  struct Opts {
+    std::string name, enable, disable, retain = "7d", since;
+    bool enable_all = false, scopes = false;
+    int limit = 1000;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "history", "Show a lock name's grant history, or choose which names are recorded (--enable PREFIX, --disable PREFIX, --scopes)");
+  cmd->add_option("NAME", o->name, "The lock name whose record to show");
+  cmd->add_option("--enable", o->enable, "Start recording the names that start with PREFIX");
+  cmd->add_flag("--enable-all", o->enable_all, "Start recording every name");
+  cmd->add_option("--disable", o->disable, "Stop recording PREFIX ('' for the scope --enable-all made)");
+  cmd->add_option("--retain", o->retain, "With --enable / --enable-all: keep the scope's rows this long")->capture_default_str();
+  cmd->add_flag("--scopes", o->scopes, "List the recorded prefixes");
+  cmd->add_option("--since", o->since, "Only events newer than D ago (database clock)");
+  cmd->add_option("--limit", o->limit, "At most N events (1..100000)")->capture_default_str()->check(whole_number(1, 100000));
+  cmd->callback([o, cmd] {
+    const bool disabling = cmd->count("--disable") > 0;
+    const int modes = !o->name.empty() + (!o->enable.empty() || o->enable_all) + disabling + o->scopes;
+    if (modes != 1) throw BadValue("history", "give exactly one of NAME, --enable PREFIX, --enable-all, --disable PREFIX, --scopes");
+    if (!o->name.empty()) check_name_arg("NAME", o->name);
+    if (!o->enable.empty()) check_name_arg("--enable", o->enable);
+    if (disabling && !o->disable.empty()) check_name_arg("--disable", o->disable);
+    const auto retain = duration_flag("--retain", o->retain, {std::chrono::minutes(1), std::chrono::hours(24 * 3650)});
+    auto conn = open_db(existing_only());
+    if (!o->enable.empty() || o->enable_all) {
+      enable_history(*conn, o->enable, retain);
+      if (global().json) print_json({{"enabled", o->enable}, {"retain_ms", retain.count()}});
+      else std::cout << "history: recording " << (o->enable_all ? std::string("every name") : "names starting with '" + printable(o->enable) + "'")
+                     << ", kept " << format_duration(retain) << "\n";
+      return;
+    }
+    if (disabling) {
+      const bool had = disable_history(*conn, o->disable);
+      if (global().json) print_json({{"disabled", o->disable}, {"was_enabled", had}});
+      else std::cout << "history: " << (had ? "stopped recording '" : "no scope '") << printable(o->disable) << "'\n";
+      if (!had) exit_code() = kExitError;
+      return;
+    }
+    if (o->scopes) {
+      for (const auto& s : history_scopes(*conn)) {
+        if (global().json)
+          print_json({{"prefix", s.prefix}, {"retain_ms", s.retention.count()}, {"since", iso8601(s.since_ms)}});
+        else
+          std::cout << (s.prefix.empty() ? std::string("(every name)") : "'" + printable(s.prefix) + "'") << "  kept "
+                    << format_duration(s.retention) << "  since " << iso8601(s.since_ms) << "\n";
+      }
+      return;
+    }
+    HistoryQuery q;
+    q.name = o->name;
+    q.since_ms = since_ms(*conn, o->since);
+    q.limit = o->limit;
+    for (const auto& e : read_history(*conn, q)) {
+      if (global().json) print_json(to_json(e));
+      else std::cout << line_of(e) << "\n";
+    }
+  });
+}
+
+void add_verify(CLI::App& app) {
+  struct Opts {
+    std::string since, name;
+    int max = 10;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "verify", "Prove from the grant history that no two holdings of a name overlapped beyond what its kind allows; exit 4 naming the first violation");
+  cmd->add_option("--since", o->since, "Only events newer than D ago (database clock)");
+  cmd->add_option("--name", o->name, "Only names starting with P");
+  cmd->add_option("--max", o->max, "Report at most N violations (1..10000)")->capture_default_str()->check(whole_number(1, 10000));
+  cmd->callback([o] {
+    if (!o->name.empty()) check_name_arg("--name", o->name);
+    auto conn = open_db(existing_only());
+    VerifyOptions vo;
+    vo.prefix = o->name;
+    vo.since_ms = since_ms(*conn, o->since);
+    vo.max_violations = o->max;
+    const auto r = verify_history(*conn, vo);
+    if (global().json) {
+      nlohmann::json v = nlohmann::json::array();
+      for (const auto& x : r.violations) {
+        nlohmann::json j = {{"name", x.name}, {"rule", x.rule}, {"detail", x.detail}, {"event", to_json(x.event)}};
+        if (x.other) j["other"] = to_json(*x.other);
+        v.push_back(j);
+      }
+      print_json({{"ok", r.ok()}, {"events", r.events}, {"names", r.names}, {"grants", r.grants}, {"takeovers", r.takeovers},
+                  {"releases", r.releases}, {"renewal_gaps", r.renewal_gaps}, {"unmatched", r.unmatched}, {"violations", v}});
+    } else {
+      for (const auto& x : r.violations) std::cout << "VIOLATION " << x.rule << ": " << x.detail << "\n";
+      std::cout << "verify: " << r.events << " event(s) of " << r.names << " name(s): " << r.grants << " grant(s), "
+                << r.takeovers << " take-over(s), " << r.releases << " release(s), " << r.renewal_gaps
+                << " late renewal(s), " << r.unmatched << " about holdings granted before the record; "
+                << (r.ok() ? "no overlap" : std::to_string(r.violations.size()) + " violation(s) shown") << "\n";
+    }
+    if (!r.ok()) exit_code() = kExitInvariant;
+  });
+}
+
+}  // namespace sqlguard::cli

@@ -453,6 +453,9 @@ TEST_CASE("only migrate creates a database: every other command fails on a missi
                                                                {"lock", "release", "x", "--owner", "o"},
                                                                {"lock", "resize", "x", "--permits", "2"},
                                                                {"cleanup"},
+                                                               {"history", "x"},
+                                                               {"history", "--enable", "x"},
+                                                               {"verify"},
                                                                {"run", "--lock", "x", "--wait", "1s", "--", "/bin/true"},
                                                                {"run", "--lock", "x", "--permits", "2", "--wait", "1s", "--", "/bin/true"},
                                                                {"run", "--lock", "x", "--shared", "--wait", "1s", "--", "/bin/true"},
@@ -783,4 +786,55 @@ TEST_CASE("under --json an error or a refusal is one JSON object on stdout and n
   CHECK(text.rc == 1);
   CHECK_THAT(text.err, Catch::Matchers::Contains("sqlguard: error:"));
   CHECK(cli({"--db", db, "lock", "release", name, "--force"}).rc == 0);
+}
+
+TEST_CASE("history and verify: a name's record, a clean verify (exit 0), a forged overlap (exit 4), bad usage (exit 2)",
+          "[cli][history]") {
+  const std::string prefix = ctx().unique("clihist") + ":", name = prefix + "job";
+  const std::string db = ctx().uri;
+  REQUIRE(cli({"--db", db, "history", "--enable", prefix, "--retain", "1h"}).rc == 0);
+  REQUIRE(cli({"--db", db, "lock", "acquire", name, "--owner", "a", "--ttl", "5s"}).rc == 0);
+  REQUIRE(cli({"--db", db, "lock", "release", name, "--owner", "a"}).rc == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(cli({"--db", db, "cleanup", "--grace", "0ms"}).rc == 0);  // the release goes in with its row's purge
+  auto h = cli({"--json", "--db", db, "history", name});
+  REQUIRE(h.rc == 0);
+  auto lines = json_lines(h.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["event"] == "grant");
+  CHECK(lines[0]["owner"] == "a");
+  CHECK(lines[1]["event"] == "release");
+  CHECK(lines[0]["fence"] == lines[1]["fence"]);
+  auto scopes = cli({"--json", "--db", db, "history", "--scopes"});
+  CHECK(scopes.out.find("\"prefix\":\"" + prefix + "\"") != std::string::npos);
+  auto v = cli({"--json", "--db", db, "verify", "--name", prefix});
+  CHECK(v.rc == 0);
+  auto vj = json_lines(v.out);
+  REQUIRE(vj.size() == 1);
+  CHECK(vj[0]["ok"] == true);
+  CHECK(vj[0]["grants"] == 1);
+  // A take-over forged a second into the holder's lease: verify names it and exits 4.
+  auto c = ctx().connect();
+  const auto now = c->db_now_ms();
+  c->execute("INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, "
+             "prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until) VALUES (?, ?, 'grant', 'lease', 'X', 0, 'b', ?, "
+             "1, 1, ?, '', 0, 0, 0, ?), (?, ?, 'takeover', 'lease', 'X', 0, 'forged', ?, 1, 1, ?, 'b', ?, ?, 5000, ?)",
+             {name, now, lines[0]["fence"].get<std::int64_t>() + 1, now + 5000, now + 3600000, name, now + 1000,
+              lines[0]["fence"].get<std::int64_t>() + 2, now + 6000, lines[0]["fence"].get<std::int64_t>() + 1, now + 5000,
+              now + 3600000});
+  auto bad = cli({"--db", db, "verify", "--name", prefix});
+  CHECK(bad.rc == 4);
+  CHECK_THAT(bad.out, Catch::Matchers::Contains("VIOLATION overlap") && Catch::Matchers::Contains("forged"));
+  // Usage: exactly one of NAME and the scope flags.
+  check_usage_error(cli({"--json", "--db", db, "history"}));
+  check_usage_error(cli({"--json", "--db", db, "history", name, "--enable", prefix}));
+  check_usage_error(cli({"--json", "--db", db, "history", "--enable", prefix, "--retain", "5s"}), "--retain");
+  check_usage_error(cli({"--json", "--db", db, "verify", "--max", "0"}));
+  check_usage_error(cli({"--json", "--db", db, "verify", "--since", "2026-13-01T00:00:00Z"}), "--since");
+  // --since a time after every event: nothing to check, the forged overlap included.
+  auto later = cli({"--json", "--db", db, "verify", "--name", prefix, "--since", "2999-01-01T00:00:00Z"});
+  CHECK(later.rc == 0);
+  CHECK(json_lines(later.out).at(0)["events"] == 0);
+  CHECK(cli({"--db", db, "history", "--disable", prefix}).rc == 0);
+  CHECK(cli({"--db", db, "history", "--disable", prefix}).rc == 1);  // no such scope any more
 }

@@ -85,23 +85,27 @@ TEST_CASE("the grant history records a lease's grant, release, take-over and lat
   Recorded rec("hist");
   auto c1 = ctx().connect(), c2 = ctx().connect();
   const std::string name = rec.prefix + "job", outside = ctx().unique("hist_out");
+  std::string first_owner;
+  std::int64_t first_fence = 0;
   {
     LeaseLock a(*c1, name, opts()), o(*c1, outside, opts());
     REQUIRE(a.try_acquire());
     REQUIRE(o.try_acquire());
-    const auto fence = a.fence();
+    first_fence = a.fence();
+    first_owner = a.owner();
     REQUIRE(a.release());
     REQUIRE(o.release());
     auto h = rec.of(name);
-    REQUIRE(events(h) == std::vector<std::string>{"grant", "release"});
+    // The release goes in with the write that ends its released row (below).
+    REQUIRE(events(h) == std::vector<std::string>{"grant"});
     CHECK(h[0].owner == a.owner());
-    CHECK(h[0].fence == fence);
+    CHECK(h[0].fence == first_fence);
     CHECK(h[0].kind == "lease");
     CHECK(h[0].until_ms > h[0].at_ms);
-    CHECK(h[1].id > h[0].id);
     CHECK(rec.of(outside).empty());  // not under the prefix
   }
-  // A renewal after its own expiry (nobody took it over): renew_gap.
+  // The next grant carries the released holding and its release time; a
+  // renewal after its own expiry (nobody took it over) is a renew_gap.
   LeaseOptions short_ttl = opts(150ms);
   short_ttl.safety_margin = 10ms;
   LeaseLock b(*c1, name, short_ttl);
@@ -116,21 +120,42 @@ TEST_CASE("the grant history records a lease's grant, release, take-over and lat
   LeaseLock c(*c2, name, taker_opts);
   REQUIRE(c.try_acquire());
   auto h = rec.of(name);
-  REQUIRE(events(h) == std::vector<std::string>{"grant", "release", "grant", "renew_gap", "takeover"});
-  CHECK(h[4].owner == c.owner());
-  CHECK(h[4].prev_owner == h[2].owner);
-  CHECK(h[4].prev_fence == h[2].fence);
-  CHECK(h[4].prev_until_ms == h[3].until_ms);  // the late renewal's expiry
-  CHECK(h[4].prev_ttl_ms == 150);
-  CHECK(h[4].at_ms >= h[4].prev_until_ms);
+  REQUIRE(events(h) == std::vector<std::string>{"grant", "grant", "renew_gap", "takeover"});
+  CHECK(h[1].id > h[0].id);
+  CHECK(h[1].prev_owner == first_owner);  // the released holding
+  CHECK(h[1].prev_fence == first_fence);
+  CHECK(h[1].prev_until_ms >= h[0].at_ms);  // its release time
+  CHECK(h[1].prev_until_ms <= h[1].at_ms);
+  CHECK(h[3].owner == c.owner());
+  CHECK(h[3].prev_owner == h[1].owner);
+  CHECK(h[3].prev_fence == h[1].fence);
+  CHECK(h[3].prev_until_ms == h[2].until_ms);  // the late renewal's expiry
+  CHECK(h[3].prev_ttl_ms == 150);
+  CHECK(h[3].at_ms >= h[3].prev_until_ms);
   auto r = rec.verify();
   CHECK(r.ok());
-  CHECK(r.events == 5);
+  CHECK(r.events == 4);
   CHECK(r.grants == 3);
+  CHECK(r.releases == 1);
   CHECK(r.takeovers == 1);
   CHECK(r.renewal_gaps == 1);
   CHECK(r.unmatched == 0);
+  // The last release: recorded when cleanup purges the released row, timed at the release.
   CHECK(c.release());
+  CHECK(events(rec.of(name)).size() == 4);
+  const auto released_at = rec.conn->db_now_ms();
+  std::this_thread::sleep_for(20ms);
+  CleanupOptions co;
+  co.lock_grace = 0ms;
+  cleanup(*rec.conn, co);
+  h = rec.of(name);
+  REQUIRE(events(h) == std::vector<std::string>{"grant", "grant", "renew_gap", "takeover", "release"});
+  CHECK(h[4].fence == c.fence());
+  CHECK(h[4].at_ms <= released_at);
+  r = rec.verify();
+  CHECK(r.ok());
+  CHECK(r.releases == 2);
+  CHECK(r.unmatched == 0);
 
   // The negative control: a take-over forged 2 s before the holder's expiry.
   HistoryEvent f = h[4];
@@ -257,12 +282,18 @@ TEST_CASE("concurrent holders of leases, permits and read-write holdings: one gr
   std::this_thread::sleep_for(1500ms);
   stop = 1;
   for (auto& t : ts) t.join();
+  // The last releases go in when their released rows are purged.
+  std::this_thread::sleep_for(20ms);
+  CleanupOptions co;
+  co.lock_grace = 0ms;
+  cleanup(*rec.conn, co);
   auto r = rec.verify();
   INFO("grants " << grants << ", recorded grants " << r.grants << ", releases " << r.releases);
   CHECK(r.ok());
   CHECK(grants > 12);
-  // Every grant recorded once; a hand-over counts as the releasing holder's
-  // release and the next holder's grant, its confirmation as neither.
+  // Every grant and every release recorded once (a release with the next
+  // grant or the purge of its row); a hand-over counts as the releasing
+  // holder's release and the next holder's grant, its confirmation as neither.
   CHECK(r.grants == grants);
   CHECK(r.releases == grants);
   CHECK(r.takeovers == 0);
@@ -305,6 +336,11 @@ TEST_CASE("history scopes: the triggers exist while a scope does, cleanup keeps 
   LeaseLock l(*c, prefix + "x", opts());
   REQUIRE(l.try_acquire());
   REQUIRE(l.release());
+  std::this_thread::sleep_for(20ms);
+  CleanupOptions purge;
+  purge.lock_grace = 0ms;
+  purge.history = false;
+  cleanup(*c, purge);  // the released row purged: its release recorded
   HistoryQuery q;
   q.prefix = prefix;
   REQUIRE(read_history(*c, q).size() == 2);
@@ -321,6 +357,8 @@ TEST_CASE("history scopes: the triggers exist while a scope does, cleanup keeps 
   // Nothing is recorded once the scope is gone.
   REQUIRE(l.try_acquire());
   REQUIRE(l.release());
+  std::this_thread::sleep_for(20ms);
+  cleanup(*c, purge);
   CHECK(read_history(*c, q).size() == 1);
   // With no scope left at all the triggers are gone (other tests' scopes may
   // still be there: then they stay, as they must).
@@ -345,4 +383,30 @@ TEST_CASE("history calls refuse bad input before any statement", "[history][bad-
   c->begin();
   CHECK(code_of([&] { enable_history(*c, "p"); }) == ErrorCode::kInvalidArgument);
   c->rollback();
+}
+
+TEST_CASE("enabling the history while a transaction holds a written lock row fails within seconds, disturbing nothing",
+          "[history]") {
+  if (ctx().is_sqlite()) return;  // SQLite: one writer; DDL waits for the write lock like any write
+  auto holder = ctx().connect(), c = ctx().connect();
+  const std::string prefix = ctx().unique("histl") + ":";
+  LeaseLock l(*holder, prefix + "held", opts());
+  REQUIRE(l.try_acquire());
+  // A transaction that has written the lock row and not committed yet (a
+  // release inside the caller's transaction, ReleaseCommit's flushed path).
+  holder->begin();
+  holder->execute("UPDATE sqlguard_lock SET renewed_at = renewed_at WHERE name = ?", {prefix + "held"});
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string what;
+  CHECK(code_of([&] { enable_history(*c, prefix); }, &what) == ErrorCode::kLockBusy);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  CHECK_THAT(what, Catch::Contains("could not be changed within 2 s"));
+  bool listed = false;
+  for (const auto& s : history_scopes(*c)) listed |= s.prefix == prefix;
+  CHECK_FALSE(listed);  // nothing half done: no scope without its triggers
+  holder->commit();
+  CHECK(l.owns());
+  enable_history(*c, prefix);  // with the transaction gone it goes through
+  CHECK(disable_history(*c, prefix));
+  CHECK(l.release());
 }

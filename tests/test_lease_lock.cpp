@@ -231,7 +231,7 @@ TEST_CASE("the fence strictly increases across release, expiry, take-over, clean
     std::this_thread::sleep_for(20ms);
     CleanupOptions co;
     co.lock_grace = 0ms;
-    co.idempotency = co.inbox = false;
+    co.idempotency = co.inbox = co.history = false;
     auto rep = cleanup(*c, co);
     CHECK(rep.locks_deleted >= 1);
     CHECK_FALSE(lease_info(*c, name));  // the row is gone
@@ -741,7 +741,7 @@ TEST_CASE("cleanup removes only released lock rows expired for longer than the g
   CleanupOptions o;
   o.batch_size = 10;
   o.lock_grace = 1h;  // the just-expired row stays
-  o.idempotency = o.inbox = false;
+  o.idempotency = o.inbox = o.history = false;
   auto r = cleanup(*c, o);
   CHECK(r.locks_deleted >= 25);
   CHECK(r.batches >= 3);

@@ -136,6 +136,8 @@ int most_at_once(const std::string& name, std::int64_t permits, int threads, int
         }
       } catch (const std::exception& e) {
         ++failures;
+        static std::mutex report;  // Catch2's message stack is not thread-safe
+        std::lock_guard<std::mutex> lk(report);
         UNSCOPED_INFO("worker " << t << ": " << e.what());
       }
     });
@@ -1305,6 +1307,7 @@ CleanupOptions locks_only(std::chrono::milliseconds grace = 0ms) {
   o.lock_grace = grace;
   o.idempotency = false;
   o.inbox = false;
+  o.history = false;
   return o;
 }
 }  // namespace

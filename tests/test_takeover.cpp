@@ -252,7 +252,7 @@ TEST_CASE("cleanup never deletes an unreleased lease row by the database clock, 
   REQUIRE(sightings() == 1);
   CleanupOptions o;
   o.lock_grace = 0ms;
-  o.idempotency = o.inbox = false;
+  o.idempotency = o.inbox = o.history = false;
   cleanup(*c, o);
   auto info = lease_info(*c, name);
   REQUIRE(info);  // the unreleased row stays
@@ -486,7 +486,7 @@ TEST_CASE("cleanup never deletes an unreleased holding or a waiting place by the
   stage_place(*admin, fair_name, 400ms);
   CleanupOptions o;
   o.lock_grace = 0ms;
-  o.idempotency = o.inbox = false;
+  o.idempotency = o.inbox = o.history = false;
   cleanup(*admin, o);
   CHECK(holder_rows(sem_name, "gone") == 1);
   CHECK(sgtest::query_int("SELECT COUNT(*) FROM sqlguard_lock_queue WHERE name = ?", {fair_name}) == 1);

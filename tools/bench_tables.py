@@ -16,7 +16,7 @@ Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
 `<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff, barging,
 comparators, scale, round-trips, held-leases, held-leases-summary (README.md), waiters,
-fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate, takeover, coalesced, cart. Each
+fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate, takeover, coalesced, cart, history. Each
 table ends with the run it comes from
 (date, machine, matrix); durability is stated in the rows. No number in those
 regions is typed by hand, so none can contradict the data.
@@ -168,6 +168,9 @@ class Run:
         # Carts (issue 41 item 1, tools/bench_cart.sh): cart-decrement beside
         # cart-per-row, a run of its own in cart/.
         self.cart, self.cart_settings = side_run(d, "cart")
+        # The grant history's cost (issue 41 item 3, tools/bench_history.sh):
+        # lease-hot and lease-distinct with --history and without, in rounds.
+        self.history, self.history_settings = side_run(d, "history")
 
     def rows(self, name):
         return self.files.get(name, [])
@@ -837,6 +840,41 @@ def table_cart(run):
     return "\n".join(out)
 
 
+def table_history(run):
+    """lease-hot and lease-distinct with the grant history recording (--history) against without, same run."""
+    if not run.history:
+        return "_No history run in docs/bench/history/ (tools/bench_history.sh --publish)._"
+    out = ["| dialect | op | clients | without history: cycles/s (each round) | with history: cycles/s (each round) "
+           "| with ÷ without (median of rounds) | p99 ms without / with (round 1) |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    durability = {}
+    for d, title in DIALECTS:
+        rows = [r for r in run.history.get(d, []) if matrix(r)]
+        for op in ("lease-hot", "lease-distinct"):
+            for c in sorted({r["clients"] for r in rows if r.get("op") == op}):
+                def cells(on):
+                    return sorted([r for r in rows if r.get("op") == op and r.get("clients") == c
+                                   and bool(r.get("history")) == on], key=lambda r: r.get("round", 0))
+                off, on = cells(False), cells(True)
+                if not off or not on or len(off) != len(on):
+                    raise DataError("docs/bench/history/{}.json: {} at {} clients lacks a round with or without "
+                                    "history".format(d, op, c))
+                durability[title] = off[0].get("durability")
+                ratios = sorted(b["ops_per_s"] / a["ops_per_s"] for a, b in zip(off, on) if a.get("ops_per_s"))
+                med = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] +
+                                                                        ratios[len(ratios) // 2]) / 2
+                out.append("| {} | {} | {} | {} | {} | {} | {} |".format(
+                    title, op, c, " · ".join(n0(r.get("ops_per_s")) for r in off),
+                    " · ".join(n0(r.get("ops_per_s")) for r in on), n2(med),
+                    slash(n1(off[0].get("p99_ms")), n1(on[0].get("p99_ms")))))
+    s = run.history_settings
+    out += [""] + ["<sub>{}: {}</sub><br>".format(k, v) for k, v in durability.items() if v]
+    out += ["<sub>Run {} · {} · {} · {} · durable servers · data: docs/bench/history/</sub>".format(
+        s.get("date", "of unknown date"), s.get("host", "unknown host"), s.get("cpu", "unknown cpu"),
+        s.get("matrix", "unknown matrix"))]
+    return "\n".join(out)
+
+
 def table_cpu_load(run):
     """waiters and handoff quiet (<dialect>.json) beside the same cells under --cpu-load (<dialect>-cpu-load.json)."""
     pairs = []
@@ -881,7 +919,7 @@ def tables(d):
             "churn-soak": table_churn_soak(run), "renewer-overload": table_renewer_overload(run),
             "cpu-load": table_cpu_load(run), "commit-rate": table_commit_rate(run),
             "takeover": table_takeover(run), "barging": table_barging(run), "coalesced": table_coalesced(run),
-            "cart": table_cart(run)}
+            "cart": table_cart(run), "history": table_history(run)}
 
 
 REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)

@@ -31,7 +31,8 @@ std::int64_t delete_inbox_consumer(Connection& conn, const std::string& consumer
 
 // Test / benchmark clean-up: deletes every lock row, semaphore / read-write
 // lease / fair queue row (and their holdings and places), idempotency key
-// and inbox message whose name / key / message id starts with `prefix` (1..255
+// and inbox message whose name / key / message id starts with `prefix`, and
+// the grant history of those names (history.h) (1..255
 // bytes of ASCII). Returns the rows deleted.
 std::int64_t delete_by_prefix(Connection& conn, const std::string& prefix);
 

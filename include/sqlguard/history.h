@@ -51,12 +51,17 @@ struct HistoryEvent {
   std::int64_t id = 0;  // a name's events in the order of its writes
   std::string name;
   std::int64_t at_ms = 0;  // database clock
-  // grant (a free or released name taken), handover (a release that granted
-  // the lease to the next waiter), confirm (a handed lease taken with the
-  // waiter's own token), takeover (an unreleased holding replaced or, for a
-  // semaphore or read-write holding, deleted to be replaced), release, delete
-  // (an unreleased lease row deleted by an operator), renew_gap (a renewal
-  // that came after its expiry: nobody had taken it over).
+  // grant (a free or released name taken; over a released lease row, prev_*
+  // is the released holding and prev_until_ms its release time), handover (a
+  // release that granted the lease to the next waiter), confirm (a handed
+  // lease taken with the waiter's own token), takeover (an unreleased holding
+  // replaced or, for a semaphore or read-write holding, deleted to be
+  // replaced), release (a released row purged -- by cleanup(), or a
+  // semaphore's / read-write lease's next acquire -- timed at its release),
+  // delete (an unreleased lease row deleted by an operator), renew_gap (a
+  // renewal that came after its expiry: nobody had taken it over).
+  // A release is recorded with the write that ends its released row (one
+  // event per lock cycle, not two); until then the row itself shows it.
   std::string event;
   std::string kind;  // lease, semaphore, rw
   std::string mode;  // X (a lease), P (semaphore permits), S or X (read-write)

@@ -5,75 +5,86 @@
 -- enable_history() and dropped with the last scope, so a database without a scope pays
 -- nothing. A trigger runs in the lock statement's own transaction: the event commits or rolls
 -- back with it. Each trigger's WHEN lets only the writes that change who holds (a grant, a
--- hand-over, a release, a take-over, a delete of an unreleased row) and a renewal that came
--- after its own expiry through: a renewal on time costs no function call.
--- Events of a lease row (an UPDATE):
---   fence changed, held:  grant (over a released row) | handover (a release that granted the
---                         next waiter: handed = 1) | confirm (a handed row taken with the
---                         waiter's own token) | takeover (an unreleased holding replaced)
---   same fence, beat 0:   release;  same fence, renewed after expire_at: renew_gap
+-- hand-over, a take-over, a delete) and a renewal that came after its own expiry through: a
+-- renewal on time costs no function call.
+-- A release is recorded with the write that ends its released row, not by a row of its own
+-- (one event per lock cycle, not two): the next grant of the name (its prev_* fields are the
+-- released holding, prev_until_ms its release time: a release sets expire_at to it), or the
+-- purge that deletes the released row (cleanup(); a semaphore's or read-write lease's next
+-- acquire), as a `release` event timed at the release. A released row is never written again
+-- before one of those, so no release goes unrecorded.
+-- Events of a lease row:
+--   UPDATE, fence changed, held:  grant (over a released row: its release) | handover (a release
+--                                 that granted the next waiter: handed = 1) | confirm (a handed row
+--                                 taken with the waiter's own token) | takeover (an unreleased
+--                                 holding replaced)
+--   UPDATE, same fence, renewed after expire_at: renew_gap
+--   DELETE: release (a released row purged) | delete (an unreleased row deleted by an operator)
 -- Reservation rows of semaphores and read-write leases (owner '') are never recorded.
 
 -- name: history_lock_function
+-- One statement per call (each statement of a plpgsql function is a round through SPI, the
+-- bulk of a trigger's cost): the event, the time and the scope's retention are worked out in
+-- the INSERT itself, which writes nothing for a name outside every scope.
 -- returns: :exec
 -- params: 
 CREATE OR REPLACE FUNCTION sqlguard_history_lock() RETURNS trigger LANGUAGE plpgsql AS $fn$
-DECLARE
-  now_ms BIGINT := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
-  keep BIGINT;
-  ev TEXT;
 BEGIN
-  IF TG_OP = 'DELETE' THEN
-    SELECT MAX(s.retain_ms) INTO keep FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix;
-    IF keep IS NULL THEN RETURN NULL; END IF;
+  IF TG_OP = 'UPDATE' THEN
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    VALUES (OLD.name, now_ms, 'delete', 'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
-            CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
-    RETURN NULL;
-  END IF;
-  SELECT MAX(s.retain_ms) INTO keep FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix;
-  IF keep IS NULL THEN RETURN NULL; END IF;
-  IF TG_OP = 'INSERT' THEN
+    SELECT NEW.name, t.now_ms, CASE WHEN NEW.fence <> OLD.fence THEN
+                   CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover'
+                        WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END
+                 ELSE 'renew_gap' END,
+           'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
+           CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, t.now_ms + k.retain
+    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t, (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) k WHERE k.retain IS NOT NULL;
+  ELSIF TG_OP = 'INSERT' THEN
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    VALUES (NEW.name, now_ms, 'grant', 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, now_ms + keep);
-    RETURN NULL;
+    SELECT NEW.name, t.now_ms, 'grant', 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, t.now_ms + k.retain
+    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t, (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) k WHERE k.retain IS NOT NULL;
+  ELSE
+    INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+    SELECT OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE t.now_ms END, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END,
+           'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
+           CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, t.now_ms + k.retain
+    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t, (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix) k WHERE k.retain IS NOT NULL;
   END IF;
-  ev := CASE WHEN NEW.fence <> OLD.fence THEN
-               CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover'
-                    WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END
-             WHEN NEW.beat = 0 THEN 'release' ELSE 'renew_gap' END;
-  INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-  VALUES (NEW.name, now_ms, ev, 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
-          CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
   RETURN NULL;
 END
 $fn$
 
 -- name: history_holder_function
--- A holding's kind and a semaphore's permits come from its head (sqlguard_sync), which the
--- acquire that inserts the holding has just written in the same transaction.
+-- One statement per call, as history_lock_function. A holding's kind and a semaphore's permits
+-- come from its head (sqlguard_sync), which the acquire that inserts the holding has just
+-- written in the same transaction.
 -- returns: :exec
 -- params: 
 CREATE OR REPLACE FUNCTION sqlguard_history_holder() RETURNS trigger LANGUAGE plpgsql AS $fn$
-DECLARE
-  now_ms BIGINT := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
-  keep BIGINT;
-  k TEXT;
-  cap BIGINT;
-  h sqlguard_sync_holder%ROWTYPE;
 BEGIN
-  IF TG_OP = 'DELETE' THEN h := OLD; ELSE h := NEW; END IF;
-  SELECT MAX(s.retain_ms) INTO keep FROM sqlguard_history_scope s WHERE substr(h.name, 1, length(s.prefix)) = s.prefix;
-  IF keep IS NULL THEN RETURN NULL; END IF;
-  SELECT s.kind, CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END INTO k, cap FROM sqlguard_sync s WHERE s.name = h.name;
   IF TG_OP = 'INSERT' THEN
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    VALUES (h.name, now_ms, 'grant', COALESCE(k, ''), h.mode, h.slot, h.owner, h.fence, h.permits, COALESCE(cap, 0), h.expire_at, '', 0, 0, 0, now_ms + keep);
+    SELECT NEW.name, t.now_ms, 'grant', COALESCE(h.kind, ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits,
+           COALESCE(h.cap, 0), NEW.expire_at, '', 0, 0, 0, t.now_ms + k.retain
+    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t CROSS JOIN (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) k
+         LEFT JOIN (SELECT s.kind, CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END AS cap FROM sqlguard_sync s WHERE s.name = NEW.name) h ON true
+    WHERE k.retain IS NOT NULL;
+  ELSIF TG_OP = 'UPDATE' THEN
+    INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+    SELECT NEW.name, t.now_ms, 'renew_gap', COALESCE(h.kind, ''), NEW.mode,
+           NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE(h.cap, 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
+           CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, t.now_ms + k.retain
+    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t CROSS JOIN (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) k
+         LEFT JOIN (SELECT s.kind, CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END AS cap FROM sqlguard_sync s WHERE s.name = NEW.name) h ON true
+    WHERE k.retain IS NOT NULL;
   ELSE
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    VALUES (h.name, now_ms, CASE WHEN TG_OP = 'DELETE' THEN 'takeover' WHEN h.beat = 0 THEN 'release' ELSE 'renew_gap' END,
-            COALESCE(k, ''), h.mode, h.slot, h.owner, h.fence, h.permits, COALESCE(cap, 0), h.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
-            CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
+    SELECT OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE t.now_ms END, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END,
+           COALESCE(h.kind, ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits,
+           COALESCE(h.cap, 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, t.now_ms + k.retain
+    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t CROSS JOIN (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix) k
+         LEFT JOIN (SELECT s.kind, CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END AS cap FROM sqlguard_sync s WHERE s.name = OLD.name) h ON true
+    WHERE k.retain IS NOT NULL;
   END IF;
   RETURN NULL;
 END
@@ -89,7 +100,7 @@ WHEN (NEW.owner <> '' AND NEW.beat <> 0) EXECUTE FUNCTION sqlguard_history_lock(
 -- returns: :exec
 -- params: 
 CREATE OR REPLACE TRIGGER sqlguard_history_lock_upd AFTER UPDATE ON sqlguard_lock FOR EACH ROW
-WHEN (NEW.owner <> '' AND ((NEW.fence <> OLD.fence AND NEW.beat <> 0) OR (NEW.fence = OLD.fence AND NEW.beat = 0 AND OLD.beat <> 0)
+WHEN (NEW.owner <> '' AND ((NEW.fence <> OLD.fence AND NEW.beat <> 0)
       OR (NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at)))
 EXECUTE FUNCTION sqlguard_history_lock()
 
@@ -97,7 +108,7 @@ EXECUTE FUNCTION sqlguard_history_lock()
 -- returns: :exec
 -- params: 
 CREATE OR REPLACE TRIGGER sqlguard_history_lock_del AFTER DELETE ON sqlguard_lock FOR EACH ROW
-WHEN (OLD.owner <> '' AND OLD.beat <> 0) EXECUTE FUNCTION sqlguard_history_lock()
+WHEN (OLD.owner <> '') EXECUTE FUNCTION sqlguard_history_lock()
 
 -- name: history_holder_insert_trigger
 -- returns: :exec
@@ -109,15 +120,16 @@ EXECUTE FUNCTION sqlguard_history_holder()
 -- returns: :exec
 -- params: 
 CREATE OR REPLACE TRIGGER sqlguard_history_holder_upd AFTER UPDATE ON sqlguard_sync_holder FOR EACH ROW
-WHEN ((NEW.beat = 0 AND OLD.beat <> 0) OR (NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at))
+WHEN (NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at)
 EXECUTE FUNCTION sqlguard_history_holder()
 
 -- name: history_holder_delete_trigger
--- An unreleased holding deleted: a take-over (sync_take_slot) or an operator's delete.
+-- A released holding purged (its release, timed at it) or an unreleased one deleted: a
+-- take-over (sync_take_slot) or an operator's delete.
 -- returns: :exec
 -- params: 
 CREATE OR REPLACE TRIGGER sqlguard_history_holder_del AFTER DELETE ON sqlguard_sync_holder FOR EACH ROW
-WHEN (OLD.beat <> 0) EXECUTE FUNCTION sqlguard_history_holder()
+EXECUTE FUNCTION sqlguard_history_holder()
 
 -- name: history_drop_lock_function
 -- Drops the three sqlguard_lock triggers with it.
@@ -181,7 +193,18 @@ SELECT id, name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity
 FROM sqlguard_history WHERE name = ? AND id > ? AND at_ms >= ? ORDER BY id LIMIT ?
 
 -- name: history_purge
--- cleanup(): one bounded batch of rows past their scope's retention (keep_until).
+-- cleanup(): one bounded batch of rows past their scope's retention (keep_until), oldest first
+-- (by the key: no index on keep_until, the oldest rows expire first).
 -- returns: :execrows
 -- params: batch
-DELETE FROM sqlguard_history WHERE id IN (SELECT id FROM sqlguard_history WHERE keep_until < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT LIMIT ?)
+DELETE FROM sqlguard_history WHERE id IN (SELECT id FROM sqlguard_history WHERE keep_until < (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT ORDER BY id LIMIT ?)
+
+-- name: history_ddl_lock_timeout
+-- The trigger DDL runs in one transaction (all installed or none, with its scope row) that
+-- waits at most 2 s for the tables' locks: CREATE TRIGGER takes SHARE ROW EXCLUSIVE on the
+-- table, DROP FUNCTION ... CASCADE ACCESS EXCLUSIVE, and a transaction holding their rows (a
+-- guarded transaction) would otherwise hold it up, and every lock statement queued behind it,
+-- for as long as it runs. It fails instead (55P03: LockBusy).
+-- returns: :exec
+-- params: 
+SET LOCAL lock_timeout = '2s'

@@ -179,6 +179,12 @@ DELETE FROM sqlguard_idempotency WHERE substr(idem_key, 1, ?) = ?;
 -- params: prefix_len, prefix
 DELETE FROM sqlguard_inbox WHERE substr(message_id, 1, ?) = ?;
 
+-- name: admin_delete_prefix_history
+-- The grant history's rows of the names starting with a prefix (history.h).
+-- returns: :execrows
+-- params: prefix_len, prefix
+DELETE FROM sqlguard_history WHERE substr(name, 1, ?) = ?;
+
 -- name: migrate_lock_table
 -- not needed: migrations hold a transaction-scoped advisory lock (migrate_lock_xact)
 

@@ -5,13 +5,20 @@
 -- enable_history() and dropped with the last scope, so a database without a scope pays
 -- nothing. A trigger runs in the lock statement's own transaction: the event commits or rolls
 -- back with it. Each trigger's WHEN lets only the writes that change who holds (a grant, a
--- hand-over, a release, a take-over, a delete of an unreleased row) and a renewal that came
--- after its own expiry through. julianday('now') is the triggering statement's time.
--- Events of a lease row (an UPDATE):
---   fence changed, held:  grant (over a released row) | handover (a release that granted the
---                         next waiter: handed = 1) | confirm (a handed row taken with the
---                         waiter's own token) | takeover (an unreleased holding replaced)
---   same fence, beat 0:   release;  same fence, renewed after expire_at: renew_gap
+-- hand-over, a take-over, a delete) and a renewal that came after its own expiry through. julianday('now') is the triggering statement's time.
+-- A release is recorded with the write that ends its released row, not by a row of its own
+-- (one event per lock cycle, not two): the next grant of the name (its prev_* fields are the
+-- released holding, prev_until_ms its release time: a release sets expire_at to it), or the
+-- purge that deletes the released row (cleanup(); a semaphore's or read-write lease's next
+-- acquire), as a `release` event timed at the release. A released row is never written again
+-- before one of those, so no release goes unrecorded.
+-- Events of a lease row:
+--   UPDATE, fence changed, held:  grant (over a released row: its release) | handover (a release
+--                                 that granted the next waiter: handed = 1) | confirm (a handed row
+--                                 taken with the waiter's own token) | takeover (an unreleased
+--                                 holding replaced)
+--   UPDATE, same fence, renewed after expire_at: renew_gap
+--   DELETE: release (a released row purged) | delete (an unreleased row deleted by an operator)
 -- Reservation rows of semaphores and read-write leases (owner '') are never recorded.
 
 -- name: history_lock_insert_trigger
@@ -31,7 +38,7 @@ END
 -- returns: :exec
 -- params: 
 CREATE TRIGGER IF NOT EXISTS sqlguard_history_lock_upd AFTER UPDATE ON sqlguard_lock FOR EACH ROW
-WHEN NEW.owner <> '' AND ((NEW.fence <> OLD.fence AND NEW.beat <> 0) OR (NEW.fence = OLD.fence AND NEW.beat = 0 AND OLD.beat <> 0)
+WHEN NEW.owner <> '' AND ((NEW.fence <> OLD.fence AND NEW.beat <> 0)
       OR (NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at))
 BEGIN
   INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
@@ -40,7 +47,6 @@ BEGIN
                   WHEN NEW.fence <> OLD.fence AND NEW.beat <> 0 THEN
                     CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover'
                          WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END
-                  WHEN NEW.fence = OLD.fence AND NEW.beat = 0 AND OLD.beat <> 0 THEN 'release'
                   WHEN NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap'
              END AS ev,
                (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) AS keep) e
@@ -48,15 +54,16 @@ BEGIN
 END
 
 -- name: history_lock_delete_trigger
--- An unreleased lease row deleted (an operator's delete_lease or delete_by_prefix).
+-- A released lease row purged (its release, timed at it: cleanup()) or an unreleased one deleted
+-- (an operator's delete_lease or delete_by_prefix).
 -- returns: :exec
 -- params: 
 CREATE TRIGGER IF NOT EXISTS sqlguard_history_lock_del AFTER DELETE ON sqlguard_lock FOR EACH ROW
-WHEN OLD.owner <> '' AND OLD.beat <> 0
+WHEN OLD.owner <> ''
 BEGIN
   INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-  SELECT OLD.name, e.now_ms, e.ev, 'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN OLD.owner <> '' AND OLD.beat <> 0 THEN 'delete' END AS ev,
+  SELECT OLD.name, CASE WHEN e.ev = 'release' THEN OLD.expire_at ELSE e.now_ms END, e.ev, 'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
+  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN OLD.owner = '' THEN NULL WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END AS ev,
                (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix) AS keep) e
   WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL;
 END
@@ -79,27 +86,26 @@ END
 -- returns: :exec
 -- params: 
 CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_upd AFTER UPDATE ON sqlguard_sync_holder FOR EACH ROW
-WHEN (NEW.beat = 0 AND OLD.beat <> 0) OR (NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at)
+WHEN (NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at)
 BEGIN
   INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
   SELECT NEW.name, e.now_ms, e.ev, COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN NEW.beat = 0 AND OLD.beat <> 0 THEN 'release'
-                  WHEN NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap'
+  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap'
              END AS ev,
                (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) AS keep) e
   WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL;
 END
 
 -- name: history_holder_delete_trigger
--- An unreleased holding deleted: a take-over (sync_take_slot) or an operator's delete.
+-- A released holding purged (its release, timed at it) or an unreleased one deleted: a
+-- take-over (sync_take_slot) or an operator's delete.
 -- returns: :exec
 -- params: 
 CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_del AFTER DELETE ON sqlguard_sync_holder FOR EACH ROW
-WHEN OLD.beat <> 0
 BEGIN
   INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-  SELECT OLD.name, e.now_ms, e.ev, COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = OLD.name), ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = OLD.name), 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN OLD.beat <> 0 THEN 'takeover' END AS ev,
+  SELECT OLD.name, CASE WHEN e.ev = 'release' THEN OLD.expire_at ELSE e.now_ms END, e.ev, COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = OLD.name), ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = OLD.name), 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
+  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END AS ev,
                (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix) AS keep) e
   WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL;
 END
@@ -179,7 +185,11 @@ SELECT id, name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity
 FROM sqlguard_history WHERE name = ? AND id > ? AND at_ms >= ? ORDER BY id LIMIT ?
 
 -- name: history_purge
--- cleanup(): one bounded batch of rows past their scope's retention (keep_until).
+-- cleanup(): one bounded batch of rows past their scope's retention (keep_until), oldest first
+-- (by the key: no index on keep_until, the oldest rows expire first).
 -- returns: :execrows
 -- params: batch
-DELETE FROM sqlguard_history WHERE id IN (SELECT id FROM sqlguard_history WHERE keep_until < CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) LIMIT ?)
+DELETE FROM sqlguard_history WHERE id IN (SELECT id FROM sqlguard_history WHERE keep_until < CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) ORDER BY id LIMIT ?)
+
+-- name: history_ddl_lock_timeout
+-- not needed: DDL waits for the write lock like any write (the connection's busy timeout), then SQLITE_BUSY

@@ -56,7 +56,7 @@ std::int64_t delete_by_prefix(Connection& conn, const std::string& prefix) {
   return run(conn, Sql::admin_delete_prefix_leases, p).affected + run(conn, Sql::admin_delete_prefix_holdings, p).affected +
          run(conn, Sql::admin_delete_prefix_places, p).affected + run(conn, Sql::admin_delete_prefix_sync, p).affected +
          run(conn, Sql::admin_delete_prefix_idempotency, p).affected +
-         run(conn, Sql::admin_delete_prefix_inbox, p).affected;
+         run(conn, Sql::admin_delete_prefix_inbox, p).affected + run(conn, Sql::admin_delete_prefix_history, p).affected;
 }
 
 }  // namespace sqlguard::admin

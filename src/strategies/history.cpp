@@ -189,9 +189,18 @@ class Checker {
   void lease_event(NameState& s, const HistoryEvent& e) {
     const HistoryEvent* prev = s.lease ? &s.lease->grant : nullptr;
     if (e.event == "grant") {
-      if (s.lease)
+      // Over a released row (or a new one): the holding it ends was released
+      // by its holder (prev_*: that holding, prev_until_ms its release time).
+      if (s.lease && s.lease->grant.fence == e.prev_fence) {
+        ++r_.releases;
+        s.lease.reset();
+      } else if (s.lease) {
         violation(e, "overlap", holding(e) + " began at " + utc(e.at_ms) + " but the record shows no end of " +
                                     holding(s.lease->grant), prev);
+      } else if (e.prev_fence != 0) {
+        ++r_.releases;  // released before the record began
+        ++r_.unmatched;
+      }
       check_against(s, e, true);
       new_lease(s, e);
     } else if (e.event == "handover") {
@@ -229,9 +238,10 @@ class Checker {
       check_against(s, e, true);
       new_lease(s, e);
     } else if (e.event == "release") {
+      // A released row purged: its release, timed at it.
       ++r_.releases;
       if (!s.lease || s.lease->grant.fence != e.fence) ++r_.unmatched;
-      s.lease.reset();
+      else s.lease.reset();
     } else if (e.event == "delete") {
       if (!s.lease || s.lease->grant.fence != e.fence) ++r_.unmatched;
       Holding h{s.lease ? s.lease->grant : e};
@@ -295,12 +305,47 @@ void check_max(int max_violations) {
 
 }  // namespace
 
+// Runs `ddl` (trigger DDL and the scope row that goes with it) bounded by the
+// tables' lock wait: on PostgreSQL in one transaction (all or nothing, 2 s
+// lock_timeout), on MariaDB statement by statement (each with a 2 s
+// lock_wait_timeout), on SQLite as any write. A lock not had in time is
+// reported for what it is: nothing held is disturbed, the caller tries again.
+template <typename F>
+void bounded_ddl(Connection& conn, const char* who, F&& ddl) {
+  const bool one_transaction = detail::catalog(conn).has(Sql::history_ddl_lock_timeout);
+  try {
+    if (one_transaction) {
+      conn.begin();
+      run(conn, Sql::history_ddl_lock_timeout);
+    }
+    ddl();
+    if (one_transaction) conn.commit();
+  } catch (const Error& e) {
+    if (one_transaction && conn.in_transaction()) {
+      try {
+        conn.rollback();
+      } catch (const Error&) {
+      }
+    }
+    if (e.code() == ErrorCode::kLockBusy || e.code() == ErrorCode::kTimeout)
+      throw Error(ErrorCode::kLockBusy,
+                  std::string(who) + ": the grant history's triggers could not be changed within 2 s: a transaction "
+                                     "holds rows of sqlguard_lock or sqlguard_sync_holder (a guarded transaction, a "
+                                     "row-lock scope); nothing was changed, try again (" + e.message() + ")",
+                  e.dialect(), e.native_code());
+    throw;
+  }
+}
+
 void enable_history(Connection& conn, const std::string& prefix, std::chrono::milliseconds retention) {
   check_prefix(prefix, "history prefix");
   check_duration(retention, "history retention", std::chrono::minutes(1), std::chrono::hours(24 * 3650));
   no_transaction(conn, "enable_history()");
-  run(conn, Sql::history_scope_set, {prefix, static_cast<std::int64_t>(retention.count())});
-  install_triggers(conn);
+  // The triggers first: a scope is never listed while nothing records it.
+  bounded_ddl(conn, "enable_history()", [&] {
+    install_triggers(conn);
+    run(conn, Sql::history_scope_set, {prefix, static_cast<std::int64_t>(retention.count())});
+  });
 }
 
 bool disable_history(Connection& conn, const std::string& prefix) {
@@ -308,10 +353,10 @@ bool disable_history(Connection& conn, const std::string& prefix) {
   no_transaction(conn, "disable_history()");
   const bool had = run(conn, Sql::history_scope_drop, {prefix}).affected > 0;
   if (!history_scopes(conn).empty()) return had;
-  drop_triggers(conn);
+  bounded_ddl(conn, "disable_history()", [&] { drop_triggers(conn); });
   // A scope enabled while the triggers were being dropped: its enable may have
   // installed them before this dropped them. Put them back.
-  if (!history_scopes(conn).empty()) install_triggers(conn);
+  if (!history_scopes(conn).empty()) bounded_ddl(conn, "disable_history()", [&] { install_triggers(conn); });
   return had;
 }
 

@@ -19,6 +19,7 @@
 #include "common.h"
 #include "process.h"
 #include "sqlguard/cleanup.h"
+#include "sqlguard/history.h"
 #include "sqlguard/migrate.h"
 #include "sqlguard/validate.h"
 
@@ -42,6 +43,7 @@ struct Opts {
   std::string clients = "1,4,16";
   std::string duration, warmup = "300ms", hold = "1ms";  // duration: empty = 2s (churn-soak: 60s)
   bool processes = false, no_raw = false, emit_sql = false, scale = false, keep = false, durable_release = false;
+  bool history = false;  // record the run's names in the grant history (issue 41 item 3's cost)
   std::string plot, redis, etcd, run_id;
   std::string take_over = "watched";
   std::string barging_limit;  // empty: LeaseOptions' default
@@ -421,6 +423,7 @@ void run_scale(const Opts& o, Connection& admin, const std::string& dialect, con
         auto c = open_db();
         CleanupOptions co;
         co.inbox = false;
+        co.history = false;
         rep = cleanup(*c, co);
       } catch (const std::exception& e) {
         cleanup_error = e.what();
@@ -521,6 +524,24 @@ void run_bench(const Opts& o) {
   migrate(*admin);
   create_stock(*admin);
   const std::string run_tag = "bench:" + random_hex(10);
+  // --history: every write of the run's names recorded (history.h), its
+  // triggers in every cell's statements; stopped again at the end.
+  struct HistoryScope {
+    Connection* conn = nullptr;
+    std::string prefix;
+    ~HistoryScope() {
+      if (!conn) return;
+      try {
+        disable_history(*conn, prefix);
+      } catch (const Error&) {
+      }
+    }
+  } history_scope;
+  if (o.history) {
+    enable_history(*admin, run_tag, std::chrono::hours(1));
+    history_scope.conn = admin.get();
+    history_scope.prefix = run_tag;
+  }
   // Each op once, recorded: --emit-sql prints it, every cell reports its
   // statements_per_op (round trips, BEGIN/COMMIT included).
   std::map<std::string, Recorded> recorded;
@@ -623,6 +644,7 @@ void run_bench(const Opts& o) {
         j["release_commit"] = o.durable_release ? "durable" : "covered_by_next_acquire";
         j["take_over"] = to_string(bench_take_over());
         j["barging_limit_ms"] = bench_barging_limit().value_or(LeaseOptions{}.barging_limit).count();
+        j["history"] = o.history;
       }
       if (lease_op(op) && j["ops_per_s"].is_number()) {
         const double ops_s = j["ops_per_s"].get<double>();
@@ -702,6 +724,9 @@ void add_bench(CLI::App& app) {
                   "The lease handles' LeaseOptions::barging_limit in lease-hot, handoff and fair-lease's default row "
                   "(bounded barging: how long a waiter barges before it takes the lease's next turn), 0 .. 1h; "
                   "default: the library's (200ms)");
+  cmd->add_flag("--history", o->history,
+                "Record the run's lock names in the grant history (sqlguard history --enable) while it runs: "
+                "what recording costs (tools/bench_history.sh)");
   cmd->add_option("--run-id", o->run_id, "Copied into every cell's JSON (run_id): tools/bench.sh's run, so tables "
                                          "can check their cells come from one run");
   cmd->add_flag("--scale", o->scale, "Scale checks: latency with 1M rows in the lock / idempotency tables and during cleanup");

@@ -24,6 +24,7 @@
 
 #include "chaos_coordinator.h"
 #include "sqlguard/admin.h"
+#include "sqlguard/history.h"
 #include "common.h"
 #include "sqlguard/migrate.h"
 #include "sqlguard/validate.h"
@@ -147,6 +148,33 @@ void drop_tables(Run& run, Db& db) {
     });
   } catch (const Error& e) {
     run.notes.push_back(std::string("could not delete the run's lock/inbox rows: ") + e.message());
+  }
+}
+
+// The second checker: `verify` over the grant history the database recorded
+// for the run's names (every grant, hand-over, release and take-over, on the
+// database clock). Skipped when the run steps the database clock: the record
+// is ordered in that clock's time, which a step bends (the journal checker,
+// on the workers' monotonic clocks, still runs).
+void check_history(Run& run, Db& db, Faults& f, Verdict& v) {
+  if (f.clock_steps_enabled()) {
+    run.notes.push_back("history check skipped: this run steps the database clock, in whose time the record is kept");
+    return;
+  }
+  try {
+    VerifyOptions vo;
+    vo.prefix = run.names.prefix;
+    const VerifyReport r = db.with([&](Connection& c) { return verify_history(c, vo); });
+    v.invariants["history_overlaps"] = static_cast<std::int64_t>(r.violations.size());
+    v.violations += static_cast<int>(r.violations.size());
+    for (const auto& x : r.violations)
+      if (v.examples.size() < 10) v.examples.push_back("history " + x.rule + ": " + x.detail);
+    v.holds["history"] = {{"events", r.events}, {"grants", r.grants}, {"takeovers", r.takeovers},
+                          {"releases", r.releases}, {"renewal_gaps", r.renewal_gaps}, {"unmatched", r.unmatched}};
+  } catch (const Error& e) {
+    run.notes.push_back("history check failed to run: " + e.message());
+    v.invariants["history_overlaps"] = -1;
+    ++v.violations;
   }
 }
 
@@ -386,6 +414,8 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
   run.initial_qty = std::max<long long>(20, 3LL * o.workers * secs);  // sells out in most runs
   run.messages = static_cast<int>(std::min<long long>(20000, std::max<long long>(50, 8LL * o.workers * secs)));
   create_tables(run, db.conn());
+  // The grant history of the run's names: a second checker (below).
+  enable_history(db.conn(), run.names.prefix, std::chrono::hours(24));
   run.clock_offset_ms = db.conn().db_now_ms() - wall_ms();
 
   Workers w(run);  // from here on, its destructor removes the state file
@@ -435,7 +465,13 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
     for (const auto& e : probe.regression_examples)
       if (v.examples.size() < 10) v.examples.push_back(e);
   }
+  check_history(run, db, f, v);
   report(run, w, f, v, probe);
+  try {
+    db.with([&](Connection& c) { return disable_history(c, run.names.prefix); });
+  } catch (const Error& e) {
+    run.notes.push_back("could not stop recording the run's names: " + e.message());
+  }
   if (!o.keep) {
     drop_tables(run, db);
     try {

@@ -1,5 +1,7 @@
 // sqlguard history NAME | --enable/--disable/--scopes, sqlguard verify
 // (include/sqlguard/history.h, docs/history.md).
+#include <cstdio>
+#include <ctime>
 #include <iostream>
 
 #include "common.h"
@@ -35,11 +37,30 @@ std::string line_of(const HistoryEvent& e) {
   return s;
 }
 
-// --since D: that long before the database's now.
+// --since: a time (2026-12-06T12:00:00Z, UTC, optional .mmm) or a duration
+// before the database's now (30m, 1d).
 std::int64_t since_ms(Connection& conn, const std::string& since) {
   if (since.empty()) return 0;
-  const auto d = duration_flag("--since", since, {milliseconds(1), std::chrono::hours(24 * 3650)});
-  return std::max<std::int64_t>(0, conn.db_now_ms() - d.count());
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0, ms = 0, n = 0;
+  if (since.size() >= 20 && since[4] == '-' &&
+      (std::sscanf(since.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &y, &mo, &d, &h, &mi, &s, &ms, &n) == 7 ||
+       (ms = 0, std::sscanf(since.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &y, &mo, &d, &h, &mi, &s, &n) == 6)) &&
+      static_cast<std::size_t>(n) == since.size()) {
+    std::tm tm{};
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = s;
+    const std::time_t t = timegm(&tm);
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 || t < 0 || iso8601(t * 1000LL + ms) !=
+        (since.find('.') == std::string::npos ? since.substr(0, 19) + ".000Z" : since))
+      throw BadValue("--since", "'" + since + "' is not a UTC time like 2026-12-06T12:00:00Z");
+    return t * 1000LL + ms;
+  }
+  const auto dur = duration_flag("--since", since, {milliseconds(1), std::chrono::hours(24 * 3650)});
+  return std::max<std::int64_t>(0, conn.db_now_ms() - dur.count());
 }
 }  // namespace
 
@@ -58,7 +79,7 @@ void add_history(CLI::App& app) {
   cmd->add_option("--disable", o->disable, "Stop recording PREFIX ('' for the scope --enable-all made)");
   cmd->add_option("--retain", o->retain, "With --enable / --enable-all: keep the scope's rows this long")->capture_default_str();
   cmd->add_flag("--scopes", o->scopes, "List the recorded prefixes");
-  cmd->add_option("--since", o->since, "Only events newer than D ago (database clock)");
+  cmd->add_option("--since", o->since, "Only events from T (2026-12-06T12:00:00Z) or from D ago (30m; database clock)");
   cmd->add_option("--limit", o->limit, "At most N events (1..100000)")->capture_default_str()->check(whole_number(1, 100000));
   cmd->callback([o, cmd] {
     const bool disabling = cmd->count("--disable") > 0;
@@ -112,7 +133,7 @@ void add_verify(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
       "verify", "Prove from the grant history that no two holdings of a name overlapped beyond what its kind allows; exit 4 naming the first violation");
-  cmd->add_option("--since", o->since, "Only events newer than D ago (database clock)");
+  cmd->add_option("--since", o->since, "Only events from T (2026-12-06T12:00:00Z) or from D ago (30m; database clock)");
   cmd->add_option("--name", o->name, "Only names starting with P");
   cmd->add_option("--max", o->max, "Report at most N violations (1..10000)")->capture_default_str()->check(whole_number(1, 10000));
   cmd->callback([o] {

@@ -327,6 +327,30 @@ def main():
         except bench_tables.DataError as e:
             check("r0" in str(e), "the error names the run: " + str(e))
 
+    # The history table (issue 41 item 3): a run of its own in history/, each op and client count
+    # without and with --history in every round, the median ratio of the rounds; a round missing
+    # one side is an error.
+    with tempfile.TemporaryDirectory() as d:
+        write_run(d, {})
+        check("No history run" in render(d, "history"), "a run without history/ says so")
+        hd = os.path.join(d, "history")
+        os.makedirs(hd)
+        rounds = []
+        for r, (off, on) in enumerate([(1000.0, 800.0), (1000.0, 900.0), (1000.0, 500.0)], 1):
+            rounds += [cell("postgresql", "lease-hot", 16, off, history=False, round=r, durability=PG),
+                       cell("postgresql", "lease-hot", 16, on, history=True, round=r, durability=PG)]
+        write_run(hd, {"postgresql": rounds})
+        hist = render(d, "history")
+        check("| PostgreSQL | lease-hot | 16 | 1,000 · 1,000 · 1,000 | 800 · 900 · 500 | 0.80 | 2.0 / 2.0 |" in hist,
+              "the history row, each round and the median ratio:\n" + hist)
+        check("data: docs/bench/history/" in hist, "the history table names its data:\n" + hist)
+        write_run(hd, {"postgresql": rounds[:-1]})
+        try:
+            bench_tables.tables(d)
+            check(False, "a round without its --history side was rendered")
+        except bench_tables.DataError as e:
+            check("lease-hot" in str(e), "the error names the op: " + str(e))
+
     # An unknown region is an error, not left alone.
     try:
         bench_tables.render("<!-- bench-table: nope -->\n<!-- /bench-table -->\n", {"run": ""})

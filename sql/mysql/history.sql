@@ -5,7 +5,9 @@
 -- enable_history() and dropped with the last scope, so a database without a scope pays
 -- nothing. A trigger runs in the lock statement's own transaction: the event commits or rolls
 -- back with it (on Galera it is certified and replicated with it; appliers apply its rows and
--- fire no trigger). Each trigger body is one INSERT ... SELECT whose WHERE keeps only the writes
+-- fire no trigger). Each trigger body is one INSERT ... SELECT over the scopes that cover the
+-- name, aggregated into one row (the longest retention) or none (HAVING: no scope, or a write
+-- that is no event): no derived table to materialize per row. Its WHERE keeps only the writes
 -- that change who holds (a grant, a hand-over, a take-over, a delete) and a renewal that came
 -- after its own expiry. NOW(3) is the triggering
 -- statement's time, as in the lock statement's own expire_at.
@@ -32,25 +34,20 @@
 -- params: 
 SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_lock_ins AFTER INSERT ON sqlguard_lock FOR EACH ROW
 INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT NEW.name, e.now_ms, e.ev, 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, e.now_ms + e.keep
-FROM (SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms, CASE WHEN NEW.owner <> '' AND NEW.beat <> 0 THEN 'grant' END AS ev,
-             (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL
+SELECT NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), (CASE WHEN NEW.owner <> '' AND NEW.beat <> 0 THEN 'grant' END), 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
+ FROM sqlguard_history_scope s
+ WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN NEW.owner <> '' AND NEW.beat <> 0 THEN 'grant' END) IS NOT NULL
+ HAVING COUNT(*) > 0
 
 -- name: history_lock_update_trigger
 -- returns: :exec
 -- params: 
 SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_lock_upd AFTER UPDATE ON sqlguard_lock FOR EACH ROW
 INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT NEW.name, e.now_ms, e.ev, 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-FROM (SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms, CASE WHEN NEW.owner = '' THEN NULL
-                  WHEN NEW.fence <> OLD.fence AND NEW.beat <> 0 THEN
-                    CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover'
-                         WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END
-                  WHEN NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap'
-             END AS ev,
-             (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL
+SELECT NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), (CASE WHEN NEW.owner = '' THEN NULL WHEN NEW.fence <> OLD.fence AND NEW.beat <> 0 THEN CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover' WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END WHEN NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END), 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
+FROM sqlguard_history_scope s
+WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN NEW.owner = '' THEN NULL WHEN NEW.fence <> OLD.fence AND NEW.beat <> 0 THEN CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover' WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END WHEN NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END) IS NOT NULL
+HAVING COUNT(*) > 0
 
 -- name: history_lock_delete_trigger
 -- A released lease row purged (its release, timed at it: cleanup()) or an unreleased one deleted
@@ -59,10 +56,10 @@ WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL
 -- params: 
 SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_lock_del AFTER DELETE ON sqlguard_lock FOR EACH ROW
 INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT OLD.name, CASE WHEN e.ev = 'release' THEN OLD.expire_at ELSE e.now_ms END, e.ev, 'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-FROM (SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms, CASE WHEN OLD.owner = '' THEN NULL WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END AS ev,
-             (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL
+SELECT OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) END, (CASE WHEN OLD.owner = '' THEN NULL WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END), 'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
+FROM sqlguard_history_scope s
+WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN OLD.owner = '' THEN NULL WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END) IS NOT NULL
+HAVING COUNT(*) > 0
 
 -- name: history_holder_insert_trigger
 -- A holding's kind and a semaphore's permits come from its head (sqlguard_sync), which the
@@ -71,21 +68,20 @@ WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL
 -- params: 
 SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_ins AFTER INSERT ON sqlguard_sync_holder FOR EACH ROW
 INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT NEW.name, e.now_ms, e.ev, COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, '', 0, 0, 0, e.now_ms + e.keep
-FROM (SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms, 'grant' AS ev,
-             (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL
+SELECT NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), ('grant'), COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, '', 0, 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
+FROM sqlguard_history_scope s
+WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND ('grant') IS NOT NULL
+HAVING COUNT(*) > 0
 
 -- name: history_holder_update_trigger
 -- returns: :exec
 -- params: 
 SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_upd AFTER UPDATE ON sqlguard_sync_holder FOR EACH ROW
 INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT NEW.name, e.now_ms, e.ev, COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-FROM (SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms, CASE WHEN NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap'
-             END AS ev,
-             (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL
+SELECT NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), (CASE WHEN NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END), COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
+FROM sqlguard_history_scope s
+WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END) IS NOT NULL
+HAVING COUNT(*) > 0
 
 -- name: history_holder_delete_trigger
 -- A released holding purged (its release, timed at it) or an unreleased one deleted: a
@@ -94,10 +90,10 @@ WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL
 -- params: 
 SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_del AFTER DELETE ON sqlguard_sync_holder FOR EACH ROW
 INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT OLD.name, CASE WHEN e.ev = 'release' THEN OLD.expire_at ELSE e.now_ms END, e.ev, COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = OLD.name), ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = OLD.name), 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-FROM (SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END AS ev,
-             (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL
+SELECT OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) END, (CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END), COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = OLD.name), ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = OLD.name), 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
+FROM sqlguard_history_scope s
+WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END) IS NOT NULL
+HAVING COUNT(*) > 0
 
 -- name: history_lock_function
 -- not needed: the trigger bodies are statements of their own (PostgreSQL's need a function)

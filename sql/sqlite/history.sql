@@ -28,10 +28,10 @@ CREATE TRIGGER IF NOT EXISTS sqlguard_history_lock_ins AFTER INSERT ON sqlguard_
 WHEN NEW.owner <> '' AND NEW.beat <> 0
 BEGIN
   INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-  SELECT NEW.name, e.now_ms, e.ev, 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, e.now_ms + e.keep
-  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN NEW.owner <> '' AND NEW.beat <> 0 THEN 'grant' END AS ev,
-               (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-  WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL;
+  SELECT NEW.name, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), (CASE WHEN NEW.owner <> '' AND NEW.beat <> 0 THEN 'grant' END), 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + MAX(s.retain_ms)
+  FROM sqlguard_history_scope s
+  WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN NEW.owner <> '' AND NEW.beat <> 0 THEN 'grant' END) IS NOT NULL
+  HAVING COUNT(*) > 0;
 END
 
 -- name: history_lock_update_trigger
@@ -42,15 +42,10 @@ WHEN NEW.owner <> '' AND ((NEW.fence <> OLD.fence AND NEW.beat <> 0)
       OR (NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at))
 BEGIN
   INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-  SELECT NEW.name, e.now_ms, e.ev, 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN NEW.owner = '' THEN NULL
-                  WHEN NEW.fence <> OLD.fence AND NEW.beat <> 0 THEN
-                    CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover'
-                         WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END
-                  WHEN NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap'
-             END AS ev,
-               (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-  WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL;
+  SELECT NEW.name, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), (CASE WHEN NEW.owner = '' THEN NULL WHEN NEW.fence <> OLD.fence AND NEW.beat <> 0 THEN CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover' WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END WHEN NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END), 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + MAX(s.retain_ms)
+  FROM sqlguard_history_scope s
+  WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN NEW.owner = '' THEN NULL WHEN NEW.fence <> OLD.fence AND NEW.beat <> 0 THEN CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover' WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END WHEN NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END) IS NOT NULL
+  HAVING COUNT(*) > 0;
 END
 
 -- name: history_lock_delete_trigger
@@ -62,10 +57,10 @@ CREATE TRIGGER IF NOT EXISTS sqlguard_history_lock_del AFTER DELETE ON sqlguard_
 WHEN OLD.owner <> ''
 BEGIN
   INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-  SELECT OLD.name, CASE WHEN e.ev = 'release' THEN OLD.expire_at ELSE e.now_ms END, e.ev, 'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN OLD.owner = '' THEN NULL WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END AS ev,
-               (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-  WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL;
+  SELECT OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) END, (CASE WHEN OLD.owner = '' THEN NULL WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END), 'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + MAX(s.retain_ms)
+  FROM sqlguard_history_scope s
+  WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN OLD.owner = '' THEN NULL WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END) IS NOT NULL
+  HAVING COUNT(*) > 0;
 END
 
 -- name: history_holder_insert_trigger
@@ -76,10 +71,10 @@ END
 CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_ins AFTER INSERT ON sqlguard_sync_holder FOR EACH ROW
 BEGIN
   INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-  SELECT NEW.name, e.now_ms, e.ev, COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, '', 0, 0, 0, e.now_ms + e.keep
-  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, 'grant' AS ev,
-               (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-  WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL;
+  SELECT NEW.name, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), ('grant'), COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, '', 0, 0, 0, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + MAX(s.retain_ms)
+  FROM sqlguard_history_scope s
+  WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND ('grant') IS NOT NULL
+  HAVING COUNT(*) > 0;
 END
 
 -- name: history_holder_update_trigger
@@ -89,11 +84,10 @@ CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_upd AFTER UPDATE ON sqlguar
 WHEN (NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at)
 BEGIN
   INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-  SELECT NEW.name, e.now_ms, e.ev, COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap'
-             END AS ev,
-               (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-  WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL;
+  SELECT NEW.name, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), (CASE WHEN NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END), COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + MAX(s.retain_ms)
+  FROM sqlguard_history_scope s
+  WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END) IS NOT NULL
+  HAVING COUNT(*) > 0;
 END
 
 -- name: history_holder_delete_trigger
@@ -104,10 +98,10 @@ END
 CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_del AFTER DELETE ON sqlguard_sync_holder FOR EACH ROW
 BEGIN
   INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-  SELECT OLD.name, CASE WHEN e.ev = 'release' THEN OLD.expire_at ELSE e.now_ms END, e.ev, COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = OLD.name), ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = OLD.name), 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, e.now_ms + e.keep
-  FROM (SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now_ms, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END AS ev,
-               (SELECT MAX(s.retain_ms) FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix) AS keep) e
-  WHERE e.ev IS NOT NULL AND e.keep IS NOT NULL;
+  SELECT OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) END, (CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END), COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = OLD.name), ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = OLD.name), 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE MAX(OLD.expire_at - OLD.renewed_at, 0) END, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + MAX(s.retain_ms)
+  FROM sqlguard_history_scope s
+  WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END) IS NOT NULL
+  HAVING COUNT(*) > 0;
 END
 
 -- name: history_lock_function

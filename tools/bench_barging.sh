@@ -53,36 +53,21 @@ if [[ " $dialects " == *" postgresql "* || " $dialects " == *" mysql "* ]]; then
 fi
 
 sqlite_dir=$(mktemp -d)
-uri_of() {
-  case "$1" in
-    sqlite) echo "sqlite://$sqlite_dir/bench.db" ;;
-    postgresql) echo "$SQLGUARD_TEST_PG_URI" ;;
-    mysql) echo "$SQLGUARD_TEST_MYSQL_URI" ;;
-    *) die "unknown dialect $1" ;;
-  esac
-}
 
 {
-  echo "run_id: $run_id"
-  echo "date: $run_id"
-  echo "host: $(uname -sr) $(uname -m), $(nproc) cores, $(awk '/MemTotal/ {printf "%d MB", $2 / 1024}' /proc/meminfo)"
-  echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+  bench_settings_head "$run_id"
   echo "matrix: lease-hot, $clients clients, $duration per cell after 300ms warm-up, threads, no raw path; limits $limits; $rounds rounds"
 } >"$out/settings.txt"
 
 for d in $dialects; do
-  uri=$(uri_of "$d")
+  uri=$(bench_uri_of "$d" "$sqlite_dir")
   "$bin" --db "$uri" migrate >/dev/null
   for r in $(seq 1 "$rounds"); do
     for lim in $limits; do
       log "$d round $r: --barging-limit $lim"
       "$bin" --db "$uri" bench --ops lease-hot --clients "$clients" --duration "$duration" --no-raw --json \
         --barging-limit "$lim" --run-id "$run_id" 2>>"$out/$d.txt" |
-        python3 -c 'import json, sys
-r = int(sys.argv[1])
-for line in sys.stdin:
-    if line.strip():
-        c = json.loads(line); c["round"] = r; print(json.dumps(c, sort_keys=True))' "$r" >>"$out/$d.json"
+        bench_tag_round "$r" >>"$out/$d.json"
     done
   done
 done

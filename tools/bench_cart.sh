@@ -52,10 +52,7 @@ if [[ "$dialects" == *postgresql* || "$dialects" == *mysql* ]]; then
 fi
 
 {
-  echo "run_id: $run_id"
-  echo "date: $run_id"
-  echo "host: $(uname -sr) $(uname -m), $(nproc) cores, $(awk '/MemTotal/ {printf "%d MB", $2 / 1024}' /proc/meminfo)"
-  echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+  bench_settings_head "$run_id"
   echo "matrix: cart-decrement and cart-per-row at $clients clients (threads), $duration per cell after 300ms warm-up, no raw path"
   echo "sqlite: WAL, synchronous=NORMAL (sqlguard's default), file on $(df -P "$out" | awk 'NR==2 {print $1}')"
 } >"$out/settings.txt"

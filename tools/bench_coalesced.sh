@@ -56,10 +56,7 @@ started=1
 bench_start_redis "$redis_port"
 
 {
-  echo "run_id: $run_id"
-  echo "date: $run_id"
-  echo "host: $(uname -sr) $(uname -m), $(nproc) cores, $(awk '/MemTotal/ {printf "%d MB", $2 / 1024}' /proc/meminfo)"
-  echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+  bench_settings_head "$run_id"
   echo "matrix: lease-distinct at 16 clients and lease-coalesced at $requesters requesters (threads, then coroutines on 2 executor threads), $duration per cell after 300ms warm-up, no raw path"
   echo "redis: $(redis-server --version | cut -d' ' -f3), appendonly yes, appendfsync always"
 } >"$out/settings.txt"

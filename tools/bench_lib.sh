@@ -16,6 +16,34 @@ bench_bin_and_out() {
   out=$(cd "$out" && pwd)
 }
 
+# The machine lines every run's settings.txt starts with (the run id is its date).
+bench_settings_head() { # run_id
+  echo "run_id: $1"
+  echo "date: $1"
+  echo "host: $(uname -sr) $(uname -m), $(nproc) cores, $(awk '/MemTotal/ {printf "%d MB", $2 / 1024}' /proc/meminfo)"
+  echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+}
+
+# Copies `bench --json` cells from stdin to stdout, each with "round": ROUND added.
+bench_tag_round() { # round
+  python3 -c 'import json, sys
+r = int(sys.argv[1])
+for line in sys.stdin:
+    if line.strip():
+        c = json.loads(line); c["round"] = r; print(json.dumps(c, sort_keys=True))' "$1"
+}
+
+# A dialect's database: the bench servers' (after bench_start_servers), or an
+# SQLite file in DIR.
+bench_uri_of() { # dialect sqlite_dir
+  case "$1" in
+    sqlite) echo "sqlite://$2/bench.db" ;;
+    postgresql) echo "$SQLGUARD_TEST_PG_URI" ;;
+    mysql) echo "$SQLGUARD_TEST_MYSQL_URI" ;;
+    *) die "unknown dialect $1" ;;
+  esac
+}
+
 # The bench servers: their own ports and directory (never the test servers'), durable settings.
 bench_server_env() {
   export SQLGUARD_PG_PORT=${SQLGUARD_PG_PORT:-56432}

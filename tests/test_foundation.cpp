@@ -311,6 +311,10 @@ TEST_CASE("durations parse with units and bad ones are refused", "[foundation][v
   CHECK(parse_duration(format_duration(std::chrono::hours(24 * 365))) == std::chrono::hours(24 * 365));
   CHECK_THAT(message_of([] { check_duration(std::chrono::hours(24 * 8), "ttl", milliseconds(10), std::chrono::hours(24 * 7)); }),
              Contains("between 10ms and 7d"));
+  // Database times as the history, verify and the CLI write them (UTC, ms).
+  CHECK(format_db_time(0) == "1970-01-01T00:00:00.000Z");
+  CHECK(format_db_time(1796564491250) == "2026-12-06T13:41:31.250Z");
+  CHECK(format_db_time(-1) == "1969-12-31T23:59:59.999Z");
 }
 
 TEST_CASE("bad URIs get a clear error naming the problem, with the password masked", "[foundation][uri]") {

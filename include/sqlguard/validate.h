@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -67,6 +68,11 @@ std::chrono::milliseconds parse_duration(std::string_view text);
 
 // Formats milliseconds back into the shortest exact form ("1500ms", "30s").
 std::string format_duration(std::chrono::milliseconds d);
+
+// Formats a database time (ms since the Unix epoch, UTC) as ISO 8601 with
+// milliseconds: "2026-12-06T13:41:31.250Z". What every time sqlguard reports
+// (history, verify, the CLI's JSON) is written as.
+std::string format_db_time(std::int64_t epoch_ms);
 
 // Throws kInvalidArgument unless min <= d <= max (bounds inclusive).
 void check_duration(std::chrono::milliseconds d, std::string_view what,

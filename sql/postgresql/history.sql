@@ -192,6 +192,13 @@ FROM sqlguard_history WHERE substr(name, 1, length(CAST(? AS VARCHAR))) = ? AND 
 SELECT id, name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms
 FROM sqlguard_history WHERE name = ? AND id > ? AND at_ms >= ? ORDER BY id LIMIT ?
 
+-- name: history_any
+-- cleanup(): whether the history table has a row at all (none: no purge and no write; a
+-- database that never recorded pays one key read).
+-- returns: :one id
+-- params: 
+SELECT id FROM sqlguard_history LIMIT 1
+
 -- name: history_purge
 -- cleanup(): one bounded batch of rows past their scope's retention (keep_until), oldest first
 -- (by the key: no index on keep_until, the oldest rows expire first).

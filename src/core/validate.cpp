@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <ctime>
 #include <limits>
 
 #include "core/text.h"
@@ -258,6 +260,22 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
     t.remove_prefix(u);
   }
   return std::chrono::milliseconds(total);
+}
+
+std::string format_db_time(std::int64_t epoch_ms) {
+  // Floor division: a time before 1970 still prints its own millisecond.
+  std::int64_t secs = epoch_ms / 1000, milli = epoch_ms % 1000;
+  if (milli < 0) {
+    milli += 1000;
+    --secs;
+  }
+  const std::time_t t = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(milli));
+  return buf;
 }
 
 std::string format_duration(std::chrono::milliseconds d) {

@@ -40,7 +40,9 @@ CleanupReport cleanup(Connection& conn, const CleanupOptions& o) {
   if (o.idempotency)
     r.idempotency_deleted = purge_expired_idempotency_keys(conn, o.batch_size, max_batches, &r.batches);
   if (o.inbox) r.inbox_deleted = purge_expired_inbox_messages(conn, o.batch_size, max_batches, &r.batches);
-  if (o.history)
+  // (A database that never recorded has no row: no DELETE, which on SQLite
+  // would take the write lock on every call.)
+  if (o.history && !detail::run(conn, detail::Sql::history_any, {}).rows.empty())
     r.history_deleted = detail::purge_in_batches(conn, "cleanup()", detail::Sql::history_purge, {},
                                                  {o.batch_size, o.max_batches, o.pause}, &r.batches);
   return r;

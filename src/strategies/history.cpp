@@ -3,8 +3,6 @@
 #include "sqlguard/history.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <ctime>
 #include <limits>
 #include <map>
 #include <unordered_map>
@@ -87,20 +85,10 @@ HistoryEvent event_of(const Row& row) {
   return e;
 }
 
-std::string utc(std::int64_t ms) {
-  std::time_t s = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&s, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-  return buf;
-}
-
 std::string holding(const HistoryEvent& g) {
   return "fence " + std::to_string(g.fence) + " (owner " + printable(g.owner, 64) +
          (g.kind == "lease" ? "" : ", slot " + std::to_string(g.slot) + ", " + g.mode + " x" + std::to_string(g.permits)) +
-         ", granted " + utc(g.at_ms) + ")";
+         ", granted " + format_db_time(g.at_ms) + ")";
 }
 
 // The clock-rate allowance of a holding of this ttl: TakeOver::kWatched
@@ -155,10 +143,10 @@ class Checker {
       if (h.grant.kind != e.kind)
         return violation(e, "two_kinds", e.kind + " " + holding(e) + " began while " + h.grant.kind + " " +
                                              holding(h.grant) + " still trusted its holding (until " +
-                                             utc(h.trusted_until) + ")", &h.grant);
+                                             format_db_time(h.trusted_until) + ")", &h.grant);
       if (as_lease)
-        return violation(e, "overlap", holding(e) + " began at " + utc(e.at_ms) + " while " + holding(h.grant) +
-                                           ", ended by another, still trusted its lease until " + utc(h.trusted_until),
+        return violation(e, "overlap", holding(e) + " began at " + format_db_time(e.at_ms) + " while " + holding(h.grant) +
+                                           ", ended by another, still trusted its lease until " + format_db_time(h.trusted_until),
                          &h.grant);
     }
     if (!as_lease && s.lease)
@@ -173,7 +161,7 @@ class Checker {
   void new_lease(NameState& s, const HistoryEvent& e) {
     ++r_.grants;
     if (e.fence <= s.last_lease_fence)
-      violation(e, "fence_order", "fence " + std::to_string(e.fence) + " granted at " + utc(e.at_ms) +
+      violation(e, "fence_order", "fence " + std::to_string(e.fence) + " granted at " + format_db_time(e.at_ms) +
                                       " is not above the earlier fence " + std::to_string(s.last_lease_fence),
                 nullptr);
     s.last_lease_fence = std::max(s.last_lease_fence, e.fence);
@@ -195,7 +183,7 @@ class Checker {
         ++r_.releases;
         s.lease.reset();
       } else if (s.lease) {
-        violation(e, "overlap", holding(e) + " began at " + utc(e.at_ms) + " but the record shows no end of " +
+        violation(e, "overlap", holding(e) + " began at " + format_db_time(e.at_ms) + " but the record shows no end of " +
                                     holding(s.lease->grant), prev);
       } else if (e.prev_fence != 0) {
         ++r_.releases;  // released before the record began
@@ -216,7 +204,7 @@ class Checker {
         // A handed lease taken before its expiry: its grantee's own
         // confirmation (only the turn's owner may take it then), one holder.
         if (e.fence <= s.last_lease_fence)
-          violation(e, "fence_order", "fence " + std::to_string(e.fence) + " confirmed at " + utc(e.at_ms) +
+          violation(e, "fence_order", "fence " + std::to_string(e.fence) + " confirmed at " + format_db_time(e.at_ms) +
                                           " is not above the earlier fence " + std::to_string(s.last_lease_fence),
                     nullptr);
         s.last_lease_fence = std::max(s.last_lease_fence, e.fence);
@@ -230,8 +218,8 @@ class Checker {
           was.owner = e.prev_owner;
           was.fence = e.prev_fence;
         }
-        violation(e, "overlap", "took over " + holding(was) + " at " + utc(e.at_ms) + " while its holder's lease ran to " +
-                                    utc(e.prev_until_ms) + " (" + std::to_string(e.prev_until_ms - e.at_ms) +
+        violation(e, "overlap", "took over " + holding(was) + " at " + format_db_time(e.at_ms) + " while its holder's lease ran to " +
+                                    format_db_time(e.prev_until_ms) + " (" + std::to_string(e.prev_until_ms - e.at_ms) +
                                     " ms early): new " + holding(e), prev);
       }
       s.lease.reset();

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "chaos_coordinator.h"
 #include "sqlguard/admin.h"
@@ -414,8 +415,25 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
   run.initial_qty = std::max<long long>(20, 3LL * o.workers * secs);  // sells out in most runs
   run.messages = static_cast<int>(std::min<long long>(20000, std::max<long long>(50, 8LL * o.workers * secs)));
   create_tables(run, db.conn());
-  // The grant history of the run's names: a second checker (below).
+  // The grant history of the run's names: a second checker (below). Its
+  // recording stops however the run ends: a scope left behind would keep the
+  // triggers installed, and every lock write of the database paying for them.
   enable_history(db.conn(), run.names.prefix, std::chrono::hours(24));
+  struct RunHistory {
+    Db& db;
+    const std::string& prefix;
+    std::vector<std::string>& notes;
+    bool on = true;
+    void stop() noexcept {
+      if (!std::exchange(on, false)) return;
+      try {
+        db.with([&](Connection& c) { return disable_history(c, prefix); });
+      } catch (const std::exception& e) {
+        notes.push_back(std::string("could not stop recording the run's names: ") + e.what());
+      }
+    }
+    ~RunHistory() { stop(); }
+  } history{db, run.names.prefix, run.notes};
   run.clock_offset_ms = db.conn().db_now_ms() - wall_ms();
 
   Workers w(run);  // from here on, its destructor removes the state file
@@ -466,12 +484,8 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
       if (v.examples.size() < 10) v.examples.push_back(e);
   }
   check_history(run, db, f, v);
+  history.stop();  // before the report, which prints the notes
   report(run, w, f, v, probe);
-  try {
-    db.with([&](Connection& c) { return disable_history(c, run.names.prefix); });
-  } catch (const Error& e) {
-    run.notes.push_back("could not stop recording the run's names: " + e.message());
-  }
   if (!o.keep) {
     drop_tables(run, db);
     try {

@@ -13,10 +13,10 @@ namespace {
 using std::chrono::milliseconds;
 
 nlohmann::json to_json(const HistoryEvent& e) {
-  nlohmann::json j = {{"id", e.id},           {"name", e.name},       {"at", iso8601(e.at_ms)},   {"at_ms", e.at_ms},
+  nlohmann::json j = {{"id", e.id},           {"name", e.name},       {"at", format_db_time(e.at_ms)},   {"at_ms", e.at_ms},
                       {"event", e.event},     {"kind", e.kind},       {"mode", e.mode},           {"slot", e.slot},
                       {"owner", e.owner},     {"fence", e.fence},     {"permits", e.permits},     {"capacity", e.capacity},
-                      {"until", iso8601(e.until_ms)}, {"until_ms", e.until_ms}};
+                      {"until", format_db_time(e.until_ms)}, {"until_ms", e.until_ms}};
   if (!e.prev_owner.empty() || e.prev_fence != 0) {
     j["prev_owner"] = e.prev_owner;
     j["prev_fence"] = e.prev_fence;
@@ -27,13 +27,13 @@ nlohmann::json to_json(const HistoryEvent& e) {
 }
 
 std::string line_of(const HistoryEvent& e) {
-  std::string s = iso8601(e.at_ms) + "  " + e.event;
+  std::string s = format_db_time(e.at_ms) + "  " + e.event;
   s.resize(std::max<std::size_t>(s.size(), 36), ' ');
   s += e.kind + (e.kind == "lease" ? "" : " " + e.mode + " slot " + std::to_string(e.slot)) + "  fence " +
-       std::to_string(e.fence) + "  owner " + printable(e.owner, 64) + "  until " + iso8601(e.until_ms);
+       std::to_string(e.fence) + "  owner " + printable(e.owner, 64) + "  until " + format_db_time(e.until_ms);
   if (e.event == "handover" || e.event == "confirm" || e.event == "takeover")
     s += "  (from fence " + std::to_string(e.prev_fence) + ", owner " + printable(e.prev_owner, 64) + ", its lease to " +
-         iso8601(e.prev_until_ms) + ")";
+         format_db_time(e.prev_until_ms) + ")";
   return s;
 }
 
@@ -54,7 +54,7 @@ std::int64_t since_ms(Connection& conn, const std::string& since) {
     tm.tm_min = mi;
     tm.tm_sec = s;
     const std::time_t t = timegm(&tm);
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 || t < 0 || iso8601(t * 1000LL + ms) !=
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 || t < 0 || format_db_time(t * 1000LL + ms) !=
         (since.find('.') == std::string::npos ? since.substr(0, 19) + ".000Z" : since))
       throw BadValue("--since", "'" + since + "' is not a UTC time like 2026-12-06T12:00:00Z");
     return t * 1000LL + ms;
@@ -107,10 +107,10 @@ void add_history(CLI::App& app) {
     if (o->scopes) {
       for (const auto& s : history_scopes(*conn)) {
         if (global().json)
-          print_json({{"prefix", s.prefix}, {"retain_ms", s.retention.count()}, {"since", iso8601(s.since_ms)}});
+          print_json({{"prefix", s.prefix}, {"retain_ms", s.retention.count()}, {"since", format_db_time(s.since_ms)}});
         else
           std::cout << (s.prefix.empty() ? std::string("(every name)") : "'" + printable(s.prefix) + "'") << "  kept "
-                    << format_duration(s.retention) << "  since " << iso8601(s.since_ms) << "\n";
+                    << format_duration(s.retention) << "  since " << format_db_time(s.since_ms) << "\n";
       }
       return;
     }

@@ -41,11 +41,11 @@ nlohmann::json info_json(const LeaseInfo& i) {
           {"owner", i.owner},
           {"fence", i.fence},
           {"held", i.held()},
-          {"expires_at", iso8601(i.expire_at_ms)},
+          {"expires_at", format_db_time(i.expire_at_ms)},
           {"expire_at_ms", i.expire_at_ms},
           {"remaining_ms", i.remaining_ms()},
-          {"acquired_at", iso8601(i.acquired_at_ms)},
-          {"renewed_at", iso8601(i.renewed_at_ms)}};
+          {"acquired_at", format_db_time(i.acquired_at_ms)},
+          {"renewed_at", format_db_time(i.renewed_at_ms)}};
 }
 
 // Polls with exponential backoff and full jitter until acquired or `wait`
@@ -109,10 +109,10 @@ void add_lock_acquire(CLI::App* lock) {
     if (r.acquired) {
       if (global().json)
         print_json({{"acquired", true}, {"name", o->name}, {"owner", owner}, {"fence", r.fence},
-                    {"expires_at", iso8601(r.expire_at_ms)}, {"expire_at_ms", r.expire_at_ms}, {"ttl_ms", ttl.count()}});
+                    {"expires_at", format_db_time(r.expire_at_ms)}, {"expire_at_ms", r.expire_at_ms}, {"ttl_ms", ttl.count()}});
       else
         std::cout << "acquired '" << terminal_safe(o->name) << "' fence=" << r.fence
-                  << " owner=" << terminal_safe(owner) << " expires_at=" << iso8601(r.expire_at_ms) << "\n";
+                  << " owner=" << terminal_safe(owner) << " expires_at=" << format_db_time(r.expire_at_ms) << "\n";
       return;
     }
     auto info = lease_info(*conn, o->name);
@@ -121,7 +121,7 @@ void add_lock_acquire(CLI::App* lock) {
       if (info) {
         j["holder"] = info->owner;
         j["fence"] = info->fence;
-        j["expires_at"] = iso8601(info->expire_at_ms);
+        j["expires_at"] = format_db_time(info->expire_at_ms);
         j["remaining_ms"] = info->remaining_ms();
       }
       if (r.watch_ms > 0) {
@@ -175,12 +175,12 @@ void add_lock_renew(CLI::App* lock) {
       nlohmann::json j = {{"renewed", ok}, {"name", o->name}, {"owner", o->owner}};
       if (info && ok) {
         j["fence"] = info->fence;
-        j["expires_at"] = iso8601(info->expire_at_ms);
+        j["expires_at"] = format_db_time(info->expire_at_ms);
       }
       if (!ok) j.update(not_held_json(info, o->owner, o->fence));
       print_json(j);
     } else if (ok) {
-      std::cout << "renewed '" << terminal_safe(o->name) << "' until " << (info ? iso8601(info->expire_at_ms) : "?")
+      std::cout << "renewed '" << terminal_safe(o->name) << "' until " << (info ? format_db_time(info->expire_at_ms) : "?")
                 << "\n";
     } else {
       std::cerr << "not renewed: '" << terminal_safe(o->name) << "': " << not_held_reason(info, o->owner, o->fence)
@@ -259,7 +259,7 @@ void add_lock_list(CLI::App* lock) {
                     {"owner", h.owner},
                     {"fence", h.fence},
                     {"held", true},
-                    {"expires_at", iso8601(h.expire_at_ms)},
+                    {"expires_at", format_db_time(h.expire_at_ms)},
                     {"expire_at_ms", h.expire_at_ms},
                     {"remaining_ms", h.remaining_ms()}});
       return;

@@ -17,7 +17,7 @@ std::string label(const MigrationState& s) {
 nlohmann::json to_json(const MigrationState& s) {
   nlohmann::json j = {{"version", s.version}, {"name", s.name}, {"applied", s.applied},
                       {"checksum", s.checksum}, {"checksum_mismatch", s.checksum_mismatch}};
-  j["applied_at"] = s.applied_at_ms ? nlohmann::json(iso8601(*s.applied_at_ms)) : nlohmann::json(nullptr);
+  j["applied_at"] = s.applied_at_ms ? nlohmann::json(format_db_time(*s.applied_at_ms)) : nlohmann::json(nullptr);
   return j;
 }
 }  // namespace
@@ -47,7 +47,7 @@ void add_migrate(CLI::App& app) {
         line += state;
         if (s.applied_at_ms) {
           line.resize(width + 2 + 19, ' ');  // "CHECKSUM MISMATCH" + 2
-          line += iso8601(*s.applied_at_ms);
+          line += format_db_time(*s.applied_at_ms);
         }
         std::cout << line << "\n";
       }

@@ -24,7 +24,7 @@ void add_versioned(CLI::App& app) {
       for (const auto& t : tables)
         arr.push_back({{"table", t.table},
                        {"version_column", t.version_column},
-                       {"declared_at", iso8601(t.declared_at_ms)},
+                       {"declared_at", format_db_time(t.declared_at_ms)},
                        {"declared_at_ms", t.declared_at_ms}});
       print_json({{"versioned", arr}});
       return;
@@ -32,7 +32,7 @@ void add_versioned(CLI::App& app) {
     std::printf("%-48s %-32s %s\n", "TABLE", "VERSION COLUMN", "DECLARED AT");
     for (const auto& t : tables)
       std::printf("%-48s %-32s %s\n", terminal_safe(t.table).c_str(), terminal_safe(t.version_column).c_str(),
-                  iso8601(t.declared_at_ms).c_str());
+                  format_db_time(t.declared_at_ms).c_str());
   });
 
   auto table = std::make_shared<std::string>();

@@ -119,8 +119,6 @@ std::string random_hex(std::size_t digits);
 // the output is always valid JSON, never an exception.
 void print_json(const nlohmann::json& j);
 
-// Formats ms-since-epoch as ISO-8601 UTC with milliseconds.
-std::string iso8601(std::int64_t epoch_ms);
 
 // Each subcommand registers itself: add_X(app) returns nothing and sets a
 // callback that stores the exit code in exit_code().

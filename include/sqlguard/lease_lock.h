@@ -304,6 +304,7 @@ class LeaseLock final : public Lock {
   std::chrono::milliseconds lock_wait() const override { return options_.wait; }
 
  private:
+  friend class LockSet;  // takes its members together (lock_set.h)
   void init_client(bool renew);
   LossCause diagnose(Connection& conn, const std::string& owner, std::int64_t fence, std::string* detail);
   void stop_renewing();

@@ -17,6 +17,7 @@
 #include <future>
 #include <map>
 #include <set>
+#include <span>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -307,6 +308,22 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool cancel_acquire(const std::shared_ptr<ClientLease>& lease);
   // Lock::run_guarded for any handle's row (guarded.cpp).
   bool run_guarded(const std::shared_ptr<ClientLease>& lease, const std::function<void(Transaction&)>& work);
+  // ---- lock sets (set_attempt.cpp; include/sqlguard/lock_set.h) -------------
+  // What stood in the way of a set's attempt: the first busy name (empty: a
+  // conflict with another writer, e.g. a Galera certification failure) and
+  // what its holder has left before this process may take it over.
+  struct SetRefusal {
+    std::string name;
+    std::int64_t holder_remaining_ms = 0;
+  };
+  // One all-or-none attempt: every lease (distinct names, in the order given)
+  // taken in one transaction on one work connection, or none; on success each
+  // lease's state is set and its renewal registered as a single lease's.
+  bool try_acquire_set(std::span<const std::shared_ptr<ClientLease>> leases, SetRefusal* refused);
+  // Lock::run_guarded over several held leases: every row re-checked and
+  // locked in one transaction; false when any is no longer held (marked lost).
+  bool run_guarded_set(std::span<const std::shared_ptr<ClientLease>> leases,
+                       const std::function<void(Transaction&)>& work);
   // Whether the lease's handle has an asynchronous acquire pending.
   bool waiting(const ClientLease& lease) const;
   // Whether the caller runs on this client's waiter thread (a blocking

@@ -30,17 +30,14 @@ namespace metric = detail::metric;
 
 // ---- LeaseLock ---------------------------------------------------------------
 
-namespace {
-// A connection a LeaseLock opens itself: no call on it, reconnects
-// included, may block past a third of the ttl (at least 1 s; the caller's
-// timeouts, if smaller, win).
-ConnectOptions lease_connect_options(ConnectOptions o, milliseconds ttl) {
+ConnectOptions detail::lease_connect_options(ConnectOptions o, milliseconds ttl) {
   const milliseconds bound = std::max<milliseconds>(ttl / 3, milliseconds(1000));
   if (!o.io_timeout || *o.io_timeout > bound) o.io_timeout = bound;
   o.connect_timeout = std::min(o.connect_timeout, bound);
   return o;
 }
 
+namespace {
 void observe_wait(steady_clock::time_point t0, bool histogram) {
   const auto waited = steady_clock::now() - t0;
   metric::lock_wait_ms_total() += static_cast<std::uint64_t>(std::chrono::duration_cast<milliseconds>(waited).count());
@@ -90,12 +87,12 @@ LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions opti
   validate_name(name_, "lock name");
   validate(options_);
   if (!options_.watchdog_connection && !detail::private_to_connection(uri)) {
-    client_ = LockClient::shared(uri, lease_connect_options(connect, options_.ttl));
+    client_ = LockClient::shared(uri, detail::lease_connect_options(connect, options_.ttl));
     init_client(watchdog == Watchdog::kOn || static_cast<bool>(options_.on_lost));
     return;
   }
   if (options_.fair) refuse_fair_over_borrowed();
-  own_conn_ = make_connection(uri, lease_connect_options(connect, options_.ttl));
+  own_conn_ = make_connection(uri, detail::lease_connect_options(connect, options_.ttl));
   if ((watchdog == Watchdog::kOn || options_.on_lost) && !options_.watchdog_connection) {
     // The watchdog's statements must not outlive the trust window on a hung
     // server: bound them by the renew period (client-side always; on the
@@ -112,7 +109,7 @@ LeaseLock::LeaseLock(const std::string& uri, std::string name, LeaseOptions opti
   }
   // A waiter blocked in a wake-up statement keeps each wait well inside io_timeout.
   client_ = std::make_shared<LockClient>(detail::ClientCore::over(
-      *own_conn_, options_.watchdog_connection, *lease_connect_options(connect, options_.ttl).io_timeout / 2));
+      *own_conn_, options_.watchdog_connection, *detail::lease_connect_options(connect, options_.ttl).io_timeout / 2));
   init_client(static_cast<bool>(options_.watchdog_connection));
 }
 

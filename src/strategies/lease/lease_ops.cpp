@@ -245,6 +245,12 @@ AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, co
   check_duration(min_hold, "min_hold", milliseconds(0), ttl);
   require_no_transaction(conn, "acquiring a lease",
                          "the lock row would stay locked and invisible until it commits; use another connection");
+  return acquire_lease_here(conn, name, owner, ttl, min_hold, seat, seen_free, rule, turn_owner);
+}
+
+AcquireResult acquire_lease_here(Connection& conn, const std::string& name, const std::string& owner,
+                                 milliseconds ttl, milliseconds min_hold, QueueSeat* seat, bool seen_free,
+                                 TakeOver rule, const std::string& turn_owner) {
   const AcquirePlan& plan = *conn.dialect().plans().acquire;
   const std::string key = watch_key(conn, name);
   // MariaDB hot names: the take-over can still be picked as a deadlock victim

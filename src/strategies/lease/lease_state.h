@@ -105,9 +105,20 @@ struct QueueSeat;
 // and, under the watched rule, how long until it may take over (`r`).
 struct Sighting;
 void watched_busy(AcquireResult& r, const std::string& key, const Sighting& seen, TakeOver rule);
+// The connect options of a lease handle made from a URI (its shared client's
+// or its own connection): no call, reconnects included, may block past a
+// third of the ttl (at least 1 s; the caller's timeouts, if smaller, win).
+ConnectOptions lease_connect_options(ConnectOptions o, std::chrono::milliseconds ttl);
+
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
                                    std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
                                    bool seen_free = false, TakeOver rule = TakeOver::kWatched,
                                    const std::string& turn_owner = {});
+// acquire_lease_seated without its checks of the arguments and of the
+// connection: inside a transaction too (a lock set's attempt takes every
+// name in one, ClientCore::try_acquire_set; the caller validated them).
+AcquireResult acquire_lease_here(Connection& conn, const std::string& name, const std::string& owner,
+                                 std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
+                                 bool seen_free, TakeOver rule, const std::string& turn_owner);
 
 }  // namespace sqlguard::detail

@@ -1,0 +1,275 @@
+// A lock set (include/sqlguard/lock_set.h): one LeaseLock handle per name,
+// taken together by the lock client's all-or-none attempt
+// (ClientCore::try_acquire_set) and released, observed and lost together.
+#include "sqlguard/lock_set.h"
+
+#include <algorithm>
+
+#include "client/client.h"
+#include "core/reconnect.h"
+#include "strategies/lease/lease_state.h"
+#include "sqlguard/errors.h"
+#include "sqlguard/validate.h"
+
+namespace sqlguard {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+namespace {
+// The client's naps of waiting sets (ClientCore::sync_wait): a release of a
+// set wakes every set of the client that waits.
+const std::string kSetNaps = "lock-set";
+}  // namespace
+
+// What the members' on_lost callbacks share with the set: the first loss of
+// an acquisition is the set's, reported once.
+struct LockSet::Shared {
+  mutable std::mutex mu;
+  std::function<void(const LeaseLoss&)> on_lost;  // the set's (options.on_lost)
+  std::uint64_t acquisition = 0;  // counts the set's attempts
+  std::uint64_t lost_in = 0;      // the acquisition whose loss was reported (0: none)
+  std::optional<LeaseLoss> loss;
+  std::string blocked_by;
+
+  void member_lost(const std::string& name, const LeaseLoss& l) {
+    std::function<void(const LeaseLoss&)> cb;
+    LeaseLoss loss_of_set = l;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (lost_in == acquisition) return;  // said once
+      lost_in = acquisition;
+      loss_of_set.detail = "lock set: '" + name + "' lost: " + l.detail;
+      loss = loss_of_set;
+      cb = on_lost;
+    }
+    if (cb) cb(loss_of_set);
+  }
+};
+
+LockSet::LockSet(std::shared_ptr<LockClient> client, std::vector<std::string> names, LeaseOptions options,
+                 Watchdog watchdog)
+    : client_(std::move(client)), options_(std::move(options)) {
+  if (!client_) throw Error(ErrorCode::kInvalidArgument, "lock set: the lock client is null");
+  init(std::move(names), watchdog);
+}
+
+LockSet::LockSet(const std::string& uri, std::vector<std::string> names, LeaseOptions options, Watchdog watchdog,
+                 const ConnectOptions& connect)
+    : options_(std::move(options)) {
+  validate(options_);
+  // The client LeaseLock handles of the same URI and ttl share.
+  client_ = LockClient::shared(uri, detail::lease_connect_options(connect, options_.ttl));
+  init(std::move(names), watchdog);
+}
+
+void LockSet::init(std::vector<std::string> names, Watchdog watchdog) {
+  client_->core()->check_process();
+  if (names.empty()) throw Error(ErrorCode::kInvalidArgument, "lock set: no names (give 1 to 1000)");
+  if (names.size() > kMaxNames)
+    throw Error(ErrorCode::kInvalidArgument, "lock set: " + std::to_string(names.size()) + " names; at most " +
+                                                 std::to_string(kMaxNames) + " are allowed");
+  for (const auto& n : names) validate_name(n, "lock name");
+  validate(options_);
+  if (options_.fair)
+    throw Error(ErrorCode::kInvalidArgument,
+                "lock set: options.fair is not supported (a set's names are leases; fair leases have a queue per name)");
+  if (options_.watchdog_connection)
+    throw Error(ErrorCode::kInvalidArgument, "lock set: options.watchdog_connection is refused (the client renews)");
+  if (client_->core()->borrows())
+    throw Error(ErrorCode::kNotSupported,
+                "lock set: a lock client over a borrowed connection cannot hold a set (it needs the client's own "
+                "work connections: LockClient::create or LockClient::shared)");
+  // The canonical order: every attempt locks rows in it, so two attempts
+  // that overlap queue in one order and never in a cycle.
+  std::sort(names.begin(), names.end());
+  if (auto d = std::adjacent_find(names.begin(), names.end()); d != names.end())
+    throw Error(ErrorCode::kInvalidArgument, "lock set: '" + printable(*d, 200) + "' is listed twice");
+  names_ = std::move(names);
+  for (const auto& n : names_) label_ += (label_.empty() ? "" : ",") + n;
+  shared_ = std::make_shared<Shared>();
+  shared_->on_lost = options_.on_lost;
+  members_.reserve(names_.size());
+  for (const auto& n : names_) {
+    LeaseOptions o = options_;
+    o.on_lost = [s = std::weak_ptr<Shared>(shared_), n](const LeaseLoss& l) {
+      if (auto sp = s.lock()) sp->member_lost(n, l);
+    };
+    members_.push_back(std::make_unique<LeaseLock>(client_, n, std::move(o), watchdog));
+  }
+}
+
+LockSet::~LockSet() {
+  if (!client_->core()->same_process()) return;
+  // Each member releases what it holds in its own destructor; sets waiting
+  // in this client try again at once.
+  const bool held = hold_ > 0;
+  members_.clear();
+  if (held) client_->core()->sync_notify(kSetNaps);
+}
+
+bool LockSet::try_acquire() {
+  auto& core = *client_->core();
+  core.check_process();
+  if (hold_ > 0) {
+    if (!owns()) return false;  // lost: release() first
+    ++hold_;
+    return true;
+  }
+  std::vector<std::shared_ptr<detail::ClientLease>> leases;
+  leases.reserve(members_.size());
+  for (const auto& m : members_) leases.push_back(m->lease_);
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    ++shared_->acquisition;
+  }
+  detail::ClientCore::SetRefusal why;
+  const bool got = core.try_acquire_set(leases, &why);
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  if (got) {
+    hold_ = 1;
+    shared_->loss.reset();
+    shared_->blocked_by.clear();
+  } else {
+    shared_->blocked_by = why.name;
+  }
+  return got;
+}
+
+bool LockSet::acquire(milliseconds wait) {
+  auto& core = *client_->core();
+  core.check_process();
+  check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
+  if (core.on_waiter_thread())
+    throw Error(ErrorCode::kInvalidArgument,
+                "lock set '" + label_ + "': a blocking acquire() from a callback on the lock client's waiter thread "
+                "would wait for that thread itself");
+  if (hold_ > 0) return try_acquire();
+  const auto deadline = steady_clock::now() + wait;
+  milliseconds backoff = options_.backoff_initial;
+  std::uint64_t gen = core.sync_wait_begin(kSetNaps);
+  struct End {
+    detail::ClientCore& c;
+    const std::string& label;
+    ~End() { c.sync_wait_end(kSetNaps, label); }
+  } end{core, label_};
+  std::optional<Error> outage;
+  for (;;) {
+    try {
+      if (try_acquire()) return true;
+      outage.reset();
+    } catch (const Error& e) {
+      // Unreachable, or no connection free: keep trying while the wait lasts.
+      if (!detail::is_outage(e) && e.code() != ErrorCode::kResourceExhausted) throw;
+      outage = e;
+    }
+    const auto now = steady_clock::now();
+    if (now >= deadline) {
+      if (outage) throw *outage;
+      return false;
+    }
+    // Never past what the busy name's holder has left (it may be released
+    // or taken over then), never less than backoff_initial.
+    milliseconds cap = backoff;
+    if (auto t = takeover_in()) cap = std::min(cap, std::max(*t, options_.backoff_initial));
+    core.sync_wait(kSetNaps, gen, std::min(deadline, now + detail::jitter(cap)));
+    gen = core.sync_generation(kSetNaps);
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+}
+
+void LockSet::acquire_async(milliseconds, AcquireCallback) {
+  throw Error(ErrorCode::kNotSupported,
+              "lock set '" + label_ + "': acquire_async is not supported for a lock set; call acquire() on a thread "
+              "of yours");
+}
+
+bool LockSet::cancel_acquire() { return false; }  // (never pending)
+
+bool LockSet::release() {
+  auto& core = *client_->core();
+  core.check_process();
+  if (hold_ == 0) return false;
+  if (hold_ > 1) {
+    --hold_;
+    return owns();
+  }
+  // Every member still held is released, even when one throws: a release
+  // that throws keeps the set held (release() again releases the rest).
+  bool all = true;
+  std::exception_ptr first_error;
+  for (const auto& m : members_) {
+    if (m->hold_count() == 0) continue;
+    try {
+      if (!m->release()) all = false;
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+  }
+  if (first_error) std::rethrow_exception(first_error);
+  hold_ = 0;
+  core.sync_notify(kSetNaps);
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  return all && shared_->lost_in != shared_->acquisition;
+}
+
+bool LockSet::owns() const {
+  if (members_.empty()) return false;
+  return std::all_of(members_.begin(), members_.end(), [](const auto& m) { return m->owns(); });
+}
+
+std::int64_t LockSet::fence() const { return members_.front()->fence(); }
+
+std::int64_t LockSet::fence_of(const std::string& name) const {
+  const auto it = std::lower_bound(names_.begin(), names_.end(), name);
+  if (it == names_.end() || *it != name)
+    throw Error(ErrorCode::kInvalidArgument, "lock set: '" + printable(name, 200) + "' is not one of its names");
+  return members_[static_cast<std::size_t>(it - names_.begin())]->fence();
+}
+
+std::string LockSet::owner() const { return members_.front()->owner(); }
+
+int LockSet::hold_count() const {
+  client_->core()->check_process();
+  return hold_;
+}
+
+milliseconds LockSet::remaining() const {
+  milliseconds least = milliseconds::max();
+  for (const auto& m : members_) least = std::min(least, m->remaining());
+  return least == milliseconds::max() ? milliseconds(0) : least;
+}
+
+std::optional<LeaseLoss> LockSet::last_loss() const {
+  client_->core()->check_process();
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  return shared_->loss;
+}
+
+std::optional<milliseconds> LockSet::takeover_in() const {
+  std::string blocker;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    blocker = shared_->blocked_by;
+  }
+  if (blocker.empty()) return std::nullopt;
+  const auto it = std::lower_bound(names_.begin(), names_.end(), blocker);
+  return members_[static_cast<std::size_t>(it - names_.begin())]->takeover_in();
+}
+
+std::string LockSet::blocked_by() const {
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  return shared_->blocked_by;
+}
+
+bool LockSet::run_guarded(const std::function<void(Transaction&)>& work) {
+  auto& core = *client_->core();
+  core.check_process();
+  if (hold_ == 0) return false;
+  std::vector<std::shared_ptr<detail::ClientLease>> leases;
+  leases.reserve(members_.size());
+  for (const auto& m : members_) leases.push_back(m->lease_);
+  return core.run_guarded_set(leases, work);
+}
+
+}  // namespace sqlguard

@@ -552,6 +552,40 @@ TEST_CASE("run --json prints exactly one JSON object for every outcome, lock not
   CHECK(lines[0]["fence"].get<std::int64_t>() > 0);
 }
 
+TEST_CASE("run --lock a --lock b holds both leases all or none and gives CMD each fence", "[cli][lock-set]") {
+  const std::string& db = ctx().uri;
+  const auto a = ctx().unique("runset_a"), b = ctx().unique("runset_b");
+  // Given in any order: held in byte order, each name with its own fence.
+  auto ran = cli({"--json", "--db", db, "run", "--lock", b, "--lock", a, "--", "/bin/sh", "-c",
+                  "test \"$SQLGUARD_LOCK_COUNT\" = 2 && test \"$SQLGUARD_LOCK_1\" = \"" + a +
+                      "\" && test \"$SQLGUARD_LOCK_2\" = \"" + b +
+                      "\" && test \"$SQLGUARD_FENCE\" = \"$SQLGUARD_FENCE_1\" && test \"$SQLGUARD_FENCE_1\" != "
+                      "\"$SQLGUARD_FENCE_2\""});
+  CHECK(ran.rc == 0);
+  auto lines = json_lines(ran.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["acquired"] == true);
+  CHECK(lines[0]["lock"] == a + "," + b);
+  CHECK(lines[0]["fences"][a].get<std::int64_t>() > 0);
+  CHECK(lines[0]["fences"][b].get<std::int64_t>() > 0);
+  CHECK(lines[0]["fences"][a] != lines[0]["fences"][b]);
+  // One name busy: CMD does not run and neither name is taken.
+  REQUIRE(cli({"--db", db, "lock", "acquire", b, "--owner", "blocker", "--ttl", "30s"}).rc == 0);
+  auto busy = cli({"--json", "--db", db, "run", "--lock", a, "--lock", b, "--wait", "100ms", "--", "/bin/false"});
+  CHECK(busy.rc == 75);
+  lines = json_lines(busy.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["acquired"] == false);
+  CHECK(lines[0]["busy"] == b);
+  CHECK(lines[0]["holder"]["owner"] == "blocker");
+  CHECK(cli({"--db", db, "run", "--lock", a, "--", "/bin/true"}).rc == 0);  // a was left free
+  REQUIRE(cli({"--db", db, "lock", "release", b, "--force"}).rc == 0);
+  // Usage errors: a name twice, a set with another kind's flag.
+  check_usage_error(cli({"--json", "--db", db, "run", "--lock", a, "--lock", a, "--", "/bin/true"}), "--lock");
+  check_usage_error(cli({"--json", "--db", db, "run", "--lock", a, "--lock", b, "--permits", "2", "--", "/bin/true"}),
+                    "--lock");
+}
+
 TEST_CASE("an authentication error keeps the user name and masks only the password", "[cli][uri]") {
   if (ctx().name == "sqlite") return;  // no credentials
   const std::string& uri = ctx().uri;

@@ -12,8 +12,8 @@
 #include "run_supervisor.h"
 #include "text.h"
 #include "sqlguard/cleanup.h"
-#include "sqlguard/semaphore.h"
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_set.h"
 #include "sqlguard/semaphore.h"
 #include "sqlguard/validate.h"
 
@@ -343,7 +343,8 @@ void add_lock(CLI::App& app) {
 
 void add_run(CLI::App& app) {
   struct Opts {
-    std::string name, ttl = "30s", wait = "0s", grace = "10s", min_hold = "0s";
+    std::vector<std::string> names;
+    std::string ttl = "30s", wait = "0s", grace = "10s", min_hold = "0s";
     int conflict_exit = kExitTempFail;
     bool shared = false, exclusive = false, fair = false;
     std::int64_t permits = 0;
@@ -352,7 +353,12 @@ void add_run(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "Run CMD while holding a lease (flock(1) for a cluster)");
-  cmd->add_option("--lock", o->name, "Lock name")->required();
+  cmd->add_option("--lock", o->names,
+                  "Lock name; repeat it to hold several leases all or none (--lock a --lock b: taken in one "
+                  "transaction, none while any is busy)")
+      ->required()
+      ->take_all()
+      ->allow_extra_args(false);
   cmd->add_option("--ttl", o->ttl, "Lease duration; the watchdog renews every ttl/3")->capture_default_str();
   cmd->add_option("--wait", o->wait, "How long to wait for the lock; then exit 75")->capture_default_str();
   cmd->add_option("--kill-grace", o->grace, "Stopping CMD's tree: SIGKILL this long after SIGTERM")->capture_default_str();
@@ -383,11 +389,24 @@ void add_run(CLI::App& app) {
   kind->excludes(shared)->excludes(exclusive)->excludes(permits)->excludes(fair);
   cmd->add_option("CMD", o->cmd, "Command and arguments (after --)")->required();
   cmd->callback([o] {
-    check_name_arg("--lock", o->name);
+    for (const auto& n : o->names) check_name_arg("--lock", n);
     LeasedCommand c;
     c.words = {"run", "lock", "acquired", "fence", "lock", "acquired", "waiting for", "lease"};
-    c.name = o->name;
     c.spec = lock_spec_of(o->kind, o->shared, o->exclusive, o->permits, o->fair);
+    if (o->names.size() > LockSet::kMaxNames)
+      throw BadValue("--lock", "at most " + std::to_string(LockSet::kMaxNames) + " names");
+    if (o->names.size() > 1 && c.spec.kind != LockKind::kLease)
+      throw BadValue("--lock", "several --lock names are held as leases, all or none; --kind, "
+                                           "--permits, --fair, --shared and --exclusive take one name");
+    if (o->names.size() > 1) {
+      c.names = o->names;
+      std::sort(c.names.begin(), c.names.end());  // the set's order, as it takes them
+      if (auto d = std::adjacent_find(c.names.begin(), c.names.end()); d != c.names.end())
+        throw BadValue("--lock", "'" + terminal_safe(*d) + "' is given twice");
+      for (const auto& n : c.names) c.name += (c.name.empty() ? "" : ",") + n;
+    } else {
+      c.name = o->names.front();
+    }
     c.lease.fair = o->fair && o->permits > 0;  // a fair semaphore; a fair lease is its own kind
     c.lease.ttl = duration_flag("--ttl", o->ttl, kLeaseTtl);
     c.lease.min_hold = duration_flag("--min-hold", o->min_hold, {milliseconds(0), c.lease.ttl});

@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "common.h"
+#include "sqlguard/lock_set.h"
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/semaphore.h"
 #include "run_supervisor.h"
@@ -98,19 +99,29 @@ int take_signal() {
 // client of --db (make_lock), renewed by it.
 std::shared_ptr<Lock> make_held(const LeasedCommand& c, const LeaseOptions& lo) {
   return with_db_uri([&]() -> std::shared_ptr<Lock> {
+    if (c.names.size() > 1)
+      return std::make_shared<LockSet>(single_db(), c.names, lo, Watchdog::kOn, connect_options(existing_only()));
     return make_lock(single_db(), c.name, c.spec, lo, Watchdog::kOn, connect_options(existing_only()));
   });
+}
+
+// The one name a refusal is about: a set's first busy name (or, when the
+// attempt lost a race rather than meeting a holder, none).
+std::string refused_name(const LeasedCommand& c, const Lock& lock) {
+  if (c.names.size() <= 1) return c.name;
+  return static_cast<const LockSet&>(lock).blocked_by();
 }
 
 // Who holds `c.name` now, for a run that did not get it: every live holder
 // of the name as its kind (lock_holders). Read on a
 // connection of its own after the wait; an error reading it leaves it out
 // (the answer is "not acquired" either way).
-nlohmann::json holders_of(const LeasedCommand& c) {
+nlohmann::json holders_of(const LeasedCommand& c, const std::string& name) {
   nlohmann::json out = nlohmann::json::array();
+  if (name.empty()) return out;
   try {
     auto conn = open_db(existing_only());
-    for (const auto& h : lock_holders(*conn, c.name, c.spec.kind)) {
+    for (const auto& h : lock_holders(*conn, name, c.spec.kind)) {
       nlohmann::json j = {{"owner", h.owner}, {"fence", h.fence}, {"remaining_ms", h.remaining_ms}};
       if (!h.mode.empty()) j["mode"] = h.mode;
       out.push_back(std::move(j));
@@ -171,22 +182,30 @@ void run_leased(const LeasedCommand& c) {
   auto lock_ptr = make_held(c, lo);
   Lock& lock = *lock_ptr;
   if (!wait_for_lease(lock, c.wait)) {
-    const nlohmann::json holders = holders_of(c);
+    const std::string busy = refused_name(c, lock);
+    const nlohmann::json holders = holders_of(c, busy);
     // How long until this machine may take the holding over if its holder
     // (dead, frozen, cut off) renews it no more: the watch a --wait 0s try
     // started goes on in the database for the next run on this machine.
     const auto takeover = lock.takeover_in();
     if (!global().json)
       std::cerr << prefix << quoted << " not " << w.won << " within " << format_duration(*c.wait)
+                << (c.names.size() > 1 && !busy.empty() ? " ('" + terminal_safe(busy) + "' is busy; none taken)" : "")
                 << holders_text(holders) << takeover_text(takeover, lo) << "\n";
-    if (global().json)
-      print_json({{w.name_key, c.name},
-                  {w.acquired_key, false},
-                  {"waited_ms", c.wait->count()},
-                  {"holder", holders.empty() ? nlohmann::json(nullptr) : holders[0]},
-                  {"holders", holders},
-                  {"takeover_in_ms", takeover ? nlohmann::json(takeover->count()) : nlohmann::json(nullptr)},
-                  {"exit_code", c.conflict_exit}});
+    if (global().json) {
+      nlohmann::json j = {{w.name_key, c.name},
+                          {w.acquired_key, false},
+                          {"waited_ms", c.wait->count()},
+                          {"holder", holders.empty() ? nlohmann::json(nullptr) : holders[0]},
+                          {"holders", holders},
+                          {"takeover_in_ms", takeover ? nlohmann::json(takeover->count()) : nlohmann::json(nullptr)},
+                          {"exit_code", c.conflict_exit}};
+      if (c.names.size() > 1) {
+        j["locks"] = c.names;
+        j["busy"] = busy.empty() ? nlohmann::json(nullptr) : nlohmann::json(busy);
+      }
+      print_json(j);
+    }
     exit_code() = c.conflict_exit;
     return;
   }
@@ -216,6 +235,17 @@ void run_leased(const LeasedCommand& c) {
   for (const auto& var : c.fence_vars) env.emplace_back(var, std::to_string(held_fence));
   env.emplace_back("SQLGUARD_OWNER", held_owner);
   env.emplace_back(c.name_var, c.name);
+  nlohmann::json fences = nlohmann::json::object();  // a set's, name by name
+  if (c.names.size() > 1) {
+    const auto& set = static_cast<const LockSet&>(lock);
+    env.emplace_back("SQLGUARD_LOCK_COUNT", std::to_string(set.names().size()));
+    for (std::size_t i = 0; i < set.names().size(); ++i) {
+      const std::string& n = set.names()[i];
+      env.emplace_back("SQLGUARD_LOCK_" + std::to_string(i + 1), n);
+      env.emplace_back("SQLGUARD_FENCE_" + std::to_string(i + 1), std::to_string(set.fence_of(n)));
+      fences[n] = set.fence_of(n);
+    }
+  }
   SupervisedCommand child(c.cmd, env, c.kill_grace, orphan_grace, window_end);
   bool stopped_for_loss = false;
   while (!child.poll()) {
@@ -268,6 +298,7 @@ void run_leased(const LeasedCommand& c) {
   if (global().json) {
     nlohmann::json j = {{w.name_key, c.name}, {w.acquired_key, true}, {w.fence_key, held_fence}, {"owner", held_owner},
                         {"started", true}, {"lost", false}, {"exit_code", exit_code()}};
+    if (!fences.empty()) j["fences"] = fences;
     if (!child.problem().empty()) j["problem"] = child.problem();
     if (!released) j["warning"] = "the lease was not held at release";
     print_json(j);

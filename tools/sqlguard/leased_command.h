@@ -38,6 +38,10 @@ struct LeasedCommand {
   // a read-write lease, or any kind of lock_kinds.def (`run --kind`).
   LockSpec spec{};
   std::string name;  // the lease; checked by the command (check_name_arg)
+  // `run --lock a --lock b`: several lease names held all or none (a
+  // LockSet); `name` is then their label (joined by ','). Empty or one name:
+  // `name` alone.
+  std::vector<std::string> names;
   // ttl, min_hold, owner. on_lost is the helper's.
   LeaseOptions lease;
   // How long to wait for the lease; nullopt: until it is acquired.
@@ -47,7 +51,10 @@ struct LeasedCommand {
   std::vector<std::string> cmd;
   // CMD's environment: each of these names is set to the fence (run:
   // SQLGUARD_FENCE; elect adds SQLGUARD_TERM), `name_var` to the name;
-  // SQLGUARD_OWNER is always set to the owner token.
+  // SQLGUARD_OWNER is always set to the owner token. A set also gives
+  // SQLGUARD_LOCK_COUNT=N and, for i = 1..N in the set's (byte) order,
+  // SQLGUARD_LOCK_i (a name) and SQLGUARD_FENCE_i (its fence);
+  // SQLGUARD_FENCE is the first name's.
   std::vector<std::string> fence_vars{"SQLGUARD_FENCE"};
   std::string name_var = "SQLGUARD_LOCK";
 };

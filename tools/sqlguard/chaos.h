@@ -58,7 +58,10 @@ enum class LockKind { kLease, kFair, kSemaphore, kReadWrite };
 struct KindSpec {
   LockKind kind = LockKind::kLease;
   std::int64_t permits = 0;  // kSemaphore: N
-  // "lease", "fair", "semaphore:N", "rw"
+  // multi:K (kind kLease): each hold is a lock set (LockSet) of K distinct
+  // resources' leases, taken all or none; 0: one lease per hold.
+  int set_size = 0;
+  // "lease", "fair", "semaphore:N", "rw", "multi:K"
   std::string name() const;
   // Whether its holders are rows of sqlguard_lock (lease_info() sees them).
   bool lease_rows() const { return kind == LockKind::kLease || kind == LockKind::kFair; }

@@ -38,6 +38,7 @@
 #include "sqlguard/inbox.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
+#include "sqlguard/lock_set.h"
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/semaphore.h"
 #include "sqlguard/transition.h"
@@ -75,7 +76,7 @@ constexpr std::pair<Control, const char*> kControls[] = {
 
 std::string KindSpec::name() const {
   switch (kind) {
-    case LockKind::kLease: return "lease";
+    case LockKind::kLease: return set_size > 0 ? "multi:" + std::to_string(set_size) : "lease";
     case LockKind::kFair: return "fair";
     case LockKind::kSemaphore: return "semaphore:" + std::to_string(permits);
     case LockKind::kReadWrite: return "rw";
@@ -94,6 +95,16 @@ KindSpec parse_lock_kind(const std::string& text) {
     k.kind = LockKind::kReadWrite;
     return k;
   }
+  const std::string multi = "multi:";
+  if (text.rfind(multi, 0) == 0) {
+    const std::string n = text.substr(multi.size());
+    // 2..8: a set of one is a lease; the run makes K + 1 resources at least.
+    if (n.size() == 1 && n[0] >= '2' && n[0] <= '8') {
+      k.set_size = n[0] - '0';
+      return k;
+    }
+    throw BadValue("--lock-kind", "'" + text + "': K of multi:K must be a number from 2 to 8");
+  }
   const std::string sem = "semaphore:";
   if (text.rfind(sem, 0) == 0) {
     const std::string n = text.substr(sem.size());
@@ -106,7 +117,7 @@ KindSpec parse_lock_kind(const std::string& text) {
     }
     throw BadValue("--lock-kind", "'" + text + "': N of semaphore:N must be a number from 1 to 1000");
   }
-  throw BadValue("--lock-kind", "unknown lock kind '" + text + "'; known: lease, fair, semaphore:N, rw");
+  throw BadValue("--lock-kind", "unknown lock kind '" + text + "'; known: lease, fair, semaphore:N, rw, multi:K");
 }
 
 LockKind control_kind(Control c) {
@@ -354,8 +365,78 @@ class Worker {
   void lock_op() {
     if (a_.kind.kind == LockKind::kSemaphore || a_.kind.kind == LockKind::kReadWrite)
       sync_work();
+    else if (a_.kind.set_size > 0)
+      set_write();
     else
       lease_write();  // the lease, or the fair lease
+  }
+
+  // --lock-kind multi:K: K distinct resources, in a random choice per hold,
+  // taken as ONE lock set (all or none), "worked", then written in the set's
+  // guarded transaction, each resource with its own name's fence, and each
+  // journaled as a lease hold: the lease invariants (fence_order, overlap,
+  // stale_lock) must hold for every resource across sets that overlap
+  // each other in any order.
+  void set_write() {
+    std::vector<int> rs;
+    while (static_cast<int>(rs.size()) < a_.kind.set_size) {
+      const int r = pick(0, a_.resources - 1);
+      if (std::find(rs.begin(), rs.end(), r) == rs.end()) rs.push_back(r);
+    }
+    std::vector<std::string> names;
+    for (int r : rs) names.push_back(n_.lock(r));
+    s_.phase = kAcquiring;
+    auto left = std::chrono::duration_cast<milliseconds>(deadline_ - steady_clock::now());
+    if (left.count() <= 0) return;
+    LockSet set(client(), names, lease_options());
+    if (!set.acquire(std::min(ttl_, left))) return;
+    ++s_.acquisitions;
+    s_.fence = set.fence();
+    s_.resource = rs.front();
+    s_.phase = kHolding;
+    const auto held_at = steady_clock::now();
+    const std::int64_t start_ms = stamp_ms();
+    const bool paused = work(held_at);
+    const std::int64_t believed_end_ms = stamp_ms();  // as lease_write: the hold as the holder believed it
+    const bool believed = set.owns();
+    s_.phase = kWriting;
+    if (paused) ++s_.late_attempts;
+    bool accepted = false;
+    if (a_.control != Control::kNoFencing) {
+      bool stale_fence = false, ran = false;
+      try {
+        ran = set.run_guarded([&](Transaction& tx) {
+          for (int r : rs) {
+            const std::int64_t fence = set.fence_of(n_.lock(r));
+            if (!fenced_write(tx.connection(), n_.lock(r), fence)) throw StaleFence{};
+            write(tx, r, fence, start_ms, paused);
+          }
+        });
+      } catch (const StaleFence&) {
+        stale_fence = true;
+      }
+      if (stale_fence) ++s_.rejected_by_fence;
+      else if (!ran) ++s_.rejected_by_lease;
+      else accepted = true;
+    } else {
+      // Negative control: trusts the set it took earlier (no re-check, no fences).
+      Transaction tx(*conn_);
+      for (int r : rs) write(tx, r, set.fence_of(n_.lock(r)), start_ms, paused);
+      tx.commit();
+      accepted = true;
+    }
+    if (accepted) ++s_.writes_committed;
+    else if (paused) ++s_.late_rejected;
+    s_.phase = kIdle;
+    s_.resource = -1;
+    for (int r : rs) {
+      if (believed) journal_hold(r, "x", 1, set.fence_of(n_.lock(r)), start_ms, believed_end_ms, -1, paused);
+      else ++s_.holds_unconfirmed;
+    }
+    try {
+      set.release();
+    } catch (const Error&) {
+    }
   }
 
   // A fair wait, journaled for the FIFO check (chaos_check.cpp): the

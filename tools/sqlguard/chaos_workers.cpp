@@ -76,7 +76,7 @@ void Workers::spawn(int slot) {
     args.push_back("--control");
     args.push_back(control_name(run_.o.control));
   }
-  if (run_.o.kind.kind != LockKind::kLease) {
+  if (run_.o.kind.kind != LockKind::kLease || run_.o.kind.set_size > 0) {
     args.push_back("--lock-kind");
     args.push_back(run_.o.kind.name());
   }

@@ -410,6 +410,8 @@ int run_chaos(const Opts& o, milliseconds duration, milliseconds ttl) {
   // Scale: one protected resource per 4 workers (contention is the point),
   // stock and messages sized so that a run sells out and redelivers a lot.
   run.resources = std::max(1, o.workers / 4);
+  // multi:K: more resources than a set takes, so that sets overlap in part.
+  if (o.kind.set_size > 0) run.resources = std::max(run.resources, o.kind.set_size + 1);
   run.items = 2;
   auto secs = std::max<long long>(1, duration.count() / 1000);
   run.initial_qty = std::max<long long>(20, 3LL * o.workers * secs);  // sells out in most runs
@@ -534,7 +536,8 @@ void add_chaos(CLI::App& app) {
   cmd->add_option("--lock-kind", o->lock_kind,
                   "What the workers hold: lease (the mutex), fair (the fair lease: FIFO checked), semaphore:N (N "
                   "permits, 1..1000: never more than N holders checked) or rw (a read-write lease, 1 in 3 holds "
-                  "exclusive: never a writer with another holder checked)")
+                  "exclusive: never a writer with another holder checked) or multi:K (a lock set of K resources' leases, "
+                  "2..8, all or none: every lease invariant checked per resource across overlapping sets)")
       ->capture_default_str();
   auto* faults = cmd->add_option("--faults", o->faults,
                   "Comma-separated faults to inject: kill, pause, session-kill, restart, crash, partition, node-kill, "

@@ -64,6 +64,10 @@ bool ClientCore::try_acquire_set(std::span<const std::shared_ptr<ClientLease>> l
         break;
       }
       got.push_back(SetTook{owner, r.fence, r.expire_at_ms});
+      // (Still the set's transaction: a statement the server aborted it in
+      // throws, and nothing runs after it outside the transaction.)
+      if (!conn.in_transaction())
+        throw Error(ErrorCode::kConflict, "lock set: the transaction ended while '" + l->name + "' was taken");
     }
     if (all) tx.commit();
     else tx.rollback();

@@ -253,6 +253,11 @@ AcquireResult acquire_lease_here(Connection& conn, const std::string& name, cons
                                  TakeOver rule, const std::string& turn_owner) {
   const AcquirePlan& plan = *conn.dialect().plans().acquire;
   const std::string key = watch_key(conn, name);
+  // Inside a caller's transaction (a lock set's attempt) contention is never
+  // retried here: the server may have rolled the transaction back (a Galera
+  // brute-force abort, a deadlock victim), and a retry would then run in
+  // autocommit, taking the name outside the transaction.
+  const bool in_transaction = conn.in_transaction();
   // MariaDB hot names: the take-over can still be picked as a deadlock victim
   // against cleanup; that is contention, retried briefly and then reported as
   // "not acquired", never as an error.
@@ -288,7 +293,7 @@ AcquireResult acquire_lease_here(Connection& conn, const std::string& name, cons
       }
       return r;
     } catch (const Error& e) {
-      if (!is_contention(e) || conn.in_transaction()) throw;
+      if (!is_contention(e) || in_transaction) throw;
       ++metric::lock_contention_retries();
       if (i >= 3) {
         ++metric::lock_busy();

@@ -11,6 +11,7 @@
 #include "sqlguard/admin.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
+#include "sqlguard/lock_kinds.h"
 #include "sqlguard/lock_set.h"
 #include "sqlguard/semaphore.h"
 #include "test_context.h"
@@ -265,7 +266,7 @@ TEST_CASE("a lock set refuses bad input before anything is sent, and a name of a
   auto client = LockClient::create(ctx().uri);
   auto admin = ctx().connect();
   const std::string a = ctx().unique("setbad_a"), s = ctx().unique("setbad_s");
-  CHECK(code_of([&] { LockSet x(client, {}, opts()); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { LockSet x(client, std::vector<std::string>{}, opts()); }) == ErrorCode::kInvalidArgument);
   CHECK_THAT(message_of([&] { LockSet x(client, {a, "x", a}, opts()); }), Contains("listed twice"));
   CHECK(code_of([&] { LockSet x(client, {a, ""}, opts()); }) == ErrorCode::kInvalidArgument);
   CHECK(code_of([&] { LockSet x(client, {a, std::string(300, 'n')}, opts()); }) == ErrorCode::kInvalidArgument);
@@ -289,6 +290,52 @@ TEST_CASE("a lock set refuses bad input before anything is sent, and a name of a
   CHECK_FALSE(set.owns());
   CHECK_FALSE(held_in_database(*admin, a));
   CHECK(sem.release());
+}
+
+TEST_CASE("a lock set takes leases and semaphore permits together, all or none", "[lock-set][semaphore]") {
+  auto mine = LockClient::create(ctx().uri);
+  auto theirs = LockClient::create(ctx().uri);
+  auto admin = ctx().connect();
+  const std::string a = ctx().unique("setsem_a"), s = ctx().unique("setsem_s"), t = ctx().unique("setsem_t");
+  LockSet set(mine, {{s, parse_lock_spec("semaphore:2")}, {a, {}}, {t, parse_lock_spec("semaphore:1")}}, opts());
+  CHECK(set.names() == std::vector<std::string>{a, s, t});
+  CHECK(set.spec_of(s).permits == 2);
+  CHECK(set.spec_of(a).kind == LockKind::kLease);
+  // The semaphore full: the set is busy on it and takes nothing.
+  Semaphore one(theirs, s, 2, opts()), two(theirs, s, 2, opts());
+  REQUIRE(one.try_acquire());
+  REQUIRE(two.try_acquire());
+  CHECK_FALSE(set.try_acquire());
+  CHECK(set.blocked_by() == s);
+  CHECK_FALSE(held_in_database(*admin, a));
+  CHECK(synchronizer_info(*admin, t).in_use == 0);
+  // A permit free: the set holds the lease and a permit of each semaphore.
+  REQUIRE(two.release());
+  REQUIRE(set.try_acquire());
+  CHECK(set.owns());
+  CHECK(held_in_database(*admin, a));
+  CHECK(synchronizer_info(*admin, s).in_use == 2);
+  CHECK(synchronizer_info(*admin, t).in_use == 1);
+  CHECK(set.fence_of(s) > 0);
+  CHECK(set.fence_of(t) > 0);
+  CHECK_FALSE(two.try_acquire());  // the set's permit counts
+  CHECK(set.run_guarded([](Transaction&) {}));
+  CHECK(set.release());
+  CHECK(synchronizer_info(*admin, s).in_use == 1);
+  CHECK(synchronizer_info(*admin, t).in_use == 0);
+  CHECK_FALSE(held_in_database(*admin, a));
+  CHECK(one.release());
+  // Asked with another count than the stored one: refused naming both, nothing taken.
+  LockSet wrong(mine, {{a, {}}, {s, parse_lock_spec("semaphore:3")}}, opts());
+  std::string what;
+  CHECK(code_of([&] { wrong.try_acquire(); }, &what) == ErrorCode::kInvalidArgument);
+  CHECK_THAT(what, Contains("2") && Contains("3"));
+  CHECK_FALSE(held_in_database(*admin, a));
+  // Kinds a set does not hold are refused before anything is sent.
+  CHECK_THAT(message_of([&] { LockSet x(mine, {{a, parse_lock_spec("rw:shared")}}, opts()); }),
+             Contains("leases and semaphore permits"));
+  CHECK_THAT(message_of([&] { LockSet x(mine, {{a, parse_lock_spec("fair")}}, opts()); }),
+             Contains("leases and semaphore permits"));
 }
 
 TEST_CASE("a lock set of 1,000 names is taken and released whole", "[lock-set][scale]") {

@@ -1,5 +1,6 @@
-// sqlguard/lock_set.h — several lease names held all or none: an order of 5
-// SKUs takes the 5 leases, or none of them, in one database transaction.
+// sqlguard/lock_set.h — several names held all or none: an order of 5 SKUs
+// takes the 5 leases (or a permit of each SKU's semaphore), or none of them,
+// in one database transaction.
 //
 //   auto client = sqlguard::LockClient::shared("postgresql://...");
 //   sqlguard::LockSet cart(client, {"sku:17", "sku:4", "sku:99"}, {.ttl = std::chrono::seconds(10)});
@@ -30,22 +31,24 @@
 //    first name lost), last_loss() reports it, and the other names stay
 //    held until release() (which releases what is still held).
 //  * One name is one lock: each name is a lease, exactly as a LeaseLock of
-//    it (a set and LeaseLocks on the same names exclude each other). A name
-//    used as a semaphore, a read-write lease or a fair lease is refused
-//    (kInvalidArgument naming both kinds) and nothing is taken.
+//    it, or one permit of a semaphore, exactly as a Semaphore's (a set and
+//    single handles on the same names count against each other). A name
+//    stored as another kind (or a semaphore of another count) is refused
+//    (kInvalidArgument naming both) and nothing is taken.
 //
-// Cost: an attempt is BEGIN, one acquire statement per name (MariaDB: two
-// for a free name) and COMMIT on one connection; a release is one release
-// statement per name. Waiting: the set tries, then naps with full jitter
+// Cost: an attempt is BEGIN, one acquire statement per lease (MariaDB: two
+// for a free name), a semaphore's acquire statements per permit (a read,
+// then its head row, holdings and the holding written) and COMMIT, on one
+// connection; a release is one release statement per name. Waiting: the set tries, then naps with full jitter
 // from options.backoff_initial doubling up to options.backoff_max, never
 // past what the first busy name's holder has left; a release of another set
 // of the same client wakes it at once. A waiting set is not served in any
 // order (a name's own waiters do not queue behind it nor it behind them).
 //
-// Not (yet) offered by a set: fair leases and semaphore permits as members,
-// acquire_async/cancel_acquire (kNotSupported: acquire() on a thread of
-// yours), release_async (kNotSupported), a borrowed Connection (a set needs
-// a lock client's work connections).
+// Not (yet) offered by a set: fair leases, fair semaphores and read-write
+// leases as members (kInvalidArgument), acquire_async (kNotSupported:
+// acquire() on a thread of yours), release_async (kNotSupported), a
+// borrowed Connection (a set needs a lock client's work connections).
 //
 // Thread safety: as a LeaseLock (one thread at a time; owns(), fence(),
 // fence_of(), remaining() and last_loss() from any thread).
@@ -63,8 +66,18 @@
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock.h"
 #include "sqlguard/lock_client.h"
+#include "sqlguard/lock_kinds.h"
 
 namespace sqlguard {
+
+// One name of a lock set and what the set holds of it: a lease (the
+// default), or one permit of a semaphore (spec {LockKind::kSemaphore, N}: N
+// is its count, stored when the name is new, refused when it differs from
+// the stored one, as a Semaphore's).
+struct LockSetMember {
+  std::string name;
+  LockSpec spec{};
+};
 
 class LockSet final : public Lock {
  public:
@@ -78,6 +91,10 @@ class LockSet final : public Lock {
   // (kInvalidArgument), as are a duplicate or bad name. Nothing is sent.
   LockSet(std::shared_ptr<LockClient> client, std::vector<std::string> names, LeaseOptions options = {},
           Watchdog watchdog = Watchdog::kOn);
+  // Names of several kinds: leases and semaphore permits (another spec:
+  // kInvalidArgument naming it). The same rules and options.
+  LockSet(std::shared_ptr<LockClient> client, std::vector<LockSetMember> members, LeaseOptions options = {},
+          Watchdog watchdog = Watchdog::kOn);
   // A set of the process-wide lock client of `uri` (LockClient::shared).
   LockSet(const std::string& uri, std::vector<std::string> names, LeaseOptions options = {},
           Watchdog watchdog = Watchdog::kOn, const ConnectOptions& connect = {});
@@ -88,9 +105,12 @@ class LockSet final : public Lock {
 
   // The names, in the order they are taken (byte order).
   const std::vector<std::string>& names() const noexcept { return names_; }
+  // What the set holds of `name` (its LockSpec); kInvalidArgument when
+  // `name` is not in the set.
+  const LockSpec& spec_of(const std::string& name) const;
   // The names joined by ',' (for messages; not a lock name).
   const std::string& name() const noexcept override { return label_; }
-  // Every member is a lease.
+  // kLease: a set has no kind of its own (spec_of says each name's).
   LockKind kind() const noexcept override { return LockKind::kLease; }
 
   // One attempt (all or none); never waits. Re-entrant as LeaseLock's. False
@@ -136,13 +156,17 @@ class LockSet final : public Lock {
 
  private:
   struct Shared;  // what the members' on_lost callbacks share with the set
-  void init(std::vector<std::string> names, Watchdog watchdog);
+  struct Parts;   // the client's view of each name (detail::SetPart)
+  void init(std::vector<LockSetMember> members, Watchdog watchdog);
+  std::size_t index_of(const std::string& name) const;
 
   std::shared_ptr<LockClient> client_;
   LeaseOptions options_;
   std::vector<std::string> names_;
   std::string label_;
-  std::vector<std::unique_ptr<LeaseLock>> members_;  // in names_ order
+  std::vector<LockSpec> specs_;                 // in names_ order
+  std::vector<std::unique_ptr<Lock>> members_;  // in names_ order: a LeaseLock or a Semaphore each
+  std::unique_ptr<Parts> parts_;
   std::shared_ptr<Shared> shared_;
   int hold_ = 0;
 };

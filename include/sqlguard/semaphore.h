@@ -200,6 +200,7 @@ class Semaphore final : public Lock {
   std::chrono::milliseconds lock_wait() const override { return options_wait(); }
 
  private:
+  friend class LockSet;  // takes a permit of it with other names (lock_set.h)
   std::chrono::milliseconds options_wait() const;
   std::unique_ptr<detail::SyncHandle> h_;
   std::int64_t permits_;

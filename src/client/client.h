@@ -30,6 +30,7 @@
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
 #include "strategies/lease/lease_state.h"
+#include "strategies/sync/sync_ops.h"
 
 namespace sqlguard::detail {
 
@@ -140,6 +141,18 @@ inline std::pair<AcquireDone, std::future<bool>> completion_future() {
 bool private_to_connection(const std::string& uri);
 
 class ClientCore;
+
+// One name of a lock set (include/sqlguard/lock_set.h): its row as the
+// client sees it and, for a holding (a semaphore's permits), how the set's
+// transaction takes it and how its handle records the grant; a lease needs
+// neither (the lease's own acquire statements and ClientCore::took).
+struct SetPart {
+  std::shared_ptr<ClientLease> lease;
+  std::function<SyncGrant(Connection& conn, const std::string& owner)> take;
+  std::function<void(ClientCore& core, const SyncGrant& g, const std::string& owner,
+                     std::chrono::steady_clock::time_point sent)>
+      took;
+};
 
 // Bounded barging (LeaseOptions::barging_limit, fairness.cpp): what one
 // waiting acquire of a default lease keeps of the lease's next turn.
@@ -316,14 +329,15 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     std::string name;
     std::int64_t holder_remaining_ms = 0;
   };
-  // One all-or-none attempt: every lease (distinct names, in the order given)
-  // taken in one transaction on one work connection, or none; on success each
-  // lease's state is set and its renewal registered as a single lease's.
-  bool try_acquire_set(std::span<const std::shared_ptr<ClientLease>> leases, SetRefusal* refused);
-  // Lock::run_guarded over several held leases: every row re-checked and
-  // locked in one transaction; false when any is no longer held (marked lost).
-  bool run_guarded_set(std::span<const std::shared_ptr<ClientLease>> leases,
-                       const std::function<void(Transaction&)>& work);
+  // One all-or-none attempt: every part (distinct names, in the order given)
+  // taken in one READ COMMITTED transaction on one work connection, or none;
+  // on success each part's state is set and its renewal registered as a
+  // single handle's.
+  bool try_acquire_set(std::span<const SetPart> parts, SetRefusal* refused);
+  // Lock::run_guarded over several held rows (leases, holdings): every row
+  // re-checked and locked in one transaction; false when any is no longer
+  // held (marked lost).
+  bool run_guarded_set(std::span<const SetPart> parts, const std::function<void(Transaction&)>& work);
   // Whether the lease's handle has an asynchronous acquire pending.
   bool waiting(const ClientLease& lease) const;
   // Whether the caller runs on this client's waiter thread (a blocking

@@ -10,6 +10,7 @@
 #include "core/reconnect.h"
 #include "plans/plans.h"
 #include "sqlguard/validate.h"
+#include "strategies/sync/sync_ops.h"
 
 namespace sqlguard::detail {
 
@@ -21,60 +22,74 @@ namespace {
 // What one name of the set got inside the attempt's transaction.
 struct SetTook {
   std::string owner;
-  std::int64_t fence = 0;
-  std::int64_t expire_at = 0;
+  SyncGrant grant;  // (a lease's: its fence and expiry)
 };
 
 }  // namespace
 
-bool ClientCore::try_acquire_set(std::span<const std::shared_ptr<ClientLease>> leases, SetRefusal* refused) {
+bool ClientCore::try_acquire_set(std::span<const SetPart> parts, SetRefusal* refused) {
   check_process();
-  for (const auto& l : leases) admit(*l);
+  for (const auto& p : parts) admit(*p.lease);
   auto c = borrow();
   Connection& conn = *c;
   const auto start = steady_clock::now();
   std::vector<SetTook> got;
-  got.reserve(leases.size());
-  // MariaDB: each take holds its name's wake-up lock (a session lock, not
-  // undone by a rollback) until the lease's release; a set that rolls back
-  // gives back the ones it took, or their waiters would wait for nobody.
+  got.reserve(parts.size());
+  // MariaDB: each lease's take holds its name's wake-up lock (a session lock,
+  // not undone by a rollback) until the lease's release; a set that rolls
+  // back gives back the ones it took, or their waiters would wait for nobody.
   const bool wake_locks = wait_plan_->release_on_acquiring_session();
   const auto give_back_wake_locks = [&]() noexcept {
     if (!wake_locks) return;
     for (std::size_t i = 0; i < got.size(); ++i) {
+      if (parts[i].take) continue;  // a holding: no wake-up lock
       try {
-        run(conn, Sql::lease_wakeup_signal, {lease_wakeup_channel(leases[i]->name)});
+        run(conn, Sql::lease_wakeup_signal, {lease_wakeup_channel(parts[i].lease->name)});
       } catch (const std::exception& e) {
-        log(LogLevel::kDebug, "freeing the wake-up lock of '" + leases[i]->name + "' failed: " + e.what());
+        log(LogLevel::kDebug, "freeing the wake-up lock of '" + parts[i].lease->name + "' failed: " + e.what());
       }
     }
   };
   bool all = true;
   try {
-    Transaction tx(conn);
-    for (const auto& l : leases) {
-      const auto& o = l->options;
+    // READ COMMITTED: a holding's count reads what is committed when it is
+    // taken, not a snapshot from the set's first statement (MariaDB).
+    Transaction tx(conn, Isolation::kReadCommitted);
+    for (const auto& p : parts) {
+      const ClientLease& l = *p.lease;
+      const auto& o = l.options;
       const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
-      auto r = acquire_lease_here(conn, l->name, owner, o.ttl, o.min_hold, nullptr, false, o.take_over, {});
-      if (!r.acquired) {
-        refused->name = l->name;
-        refused->holder_remaining_ms = r.holder_remaining_ms;
-        note_refusal(*l->state, r.holder_remaining_ms);
+      SetTook t{owner};
+      std::int64_t busy_ms = -1;
+      if (p.take) {
+        const SyncGrant g = p.take(conn, owner);
+        if (g.acquired) t.grant = g;
+        else busy_ms = g.takeover_in_ms;
+      } else {
+        auto r = acquire_lease_here(conn, l.name, owner, o.ttl, o.min_hold, nullptr, false, o.take_over, {});
+        if (r.acquired) t.grant.fence = r.fence, t.grant.expire_at = r.expire_at_ms;
+        else busy_ms = r.holder_remaining_ms;
+      }
+      if (busy_ms >= 0) {
+        refused->name = l.name;
+        refused->holder_remaining_ms = busy_ms;
+        note_refusal(*l.state, busy_ms);
         all = false;
         break;
       }
-      got.push_back(SetTook{owner, r.fence, r.expire_at_ms});
+      got.push_back(std::move(t));
       // (Still the set's transaction: a statement the server aborted it in
       // throws, and nothing runs after it outside the transaction.)
       if (!conn.in_transaction())
-        throw Error(ErrorCode::kConflict, "lock set: the transaction ended while '" + l->name + "' was taken");
+        throw Error(ErrorCode::kConflict, "lock set: the transaction ended while '" + l.name + "' was taken");
     }
     if (all) tx.commit();
     else tx.rollback();
   } catch (const Error& e) {
     // A deadlock victim, a lock wait timeout, a Galera certification
-    // failure: another writer of one of the names won; nothing was taken.
-    if (!is_contention(e)) {
+    // failure, a holding slot another node inserted first: another writer of
+    // one of the names won; nothing was taken.
+    if (!is_insert_race(e)) {
       give_back_wake_locks();
       throw;
     }
@@ -86,60 +101,65 @@ bool ClientCore::try_acquire_set(std::span<const std::shared_ptr<ClientLease>> l
     give_back_wake_locks();
     return false;
   }
-  for (std::size_t i = 0; i < leases.size(); ++i)
-    took(leases[i], c.slot(), got[i].owner, got[i].fence, got[i].expire_at, start);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].took) parts[i].took(*this, got[i].grant, got[i].owner, start);
+    else took(parts[i].lease, c.slot(), got[i].owner, got[i].grant.fence, got[i].grant.expire_at, start);
+  }
   return true;
 }
 
-bool ClientCore::run_guarded_set(std::span<const std::shared_ptr<ClientLease>> leases,
-                                 const std::function<void(Transaction&)>& work) {
+bool ClientCore::run_guarded_set(std::span<const SetPart> parts, const std::function<void(Transaction&)>& work) {
   check_process();
   milliseconds left = milliseconds::max();
-  for (const auto& l : leases) {
-    std::lock_guard<std::mutex> lk(l->state->mu);
-    if (!l->state->valid_locked()) return false;
-    left = std::min(left, std::chrono::duration_cast<milliseconds>(l->state->valid_until - steady_clock::now()));
+  for (const auto& p : parts) {
+    std::lock_guard<std::mutex> lk(p.lease->state->mu);
+    if (!p.lease->state->valid_locked()) return false;
+    left = std::min(left, std::chrono::duration_cast<milliseconds>(p.lease->state->valid_until - steady_clock::now()));
   }
   auto c = borrow();
   Connection& conn = *c;
   // The renewer leaves the rows out while the transaction holds them.
   struct Guarded {
     ClientCore& core;
-    std::span<const std::shared_ptr<ClientLease>> leases;
-    explicit Guarded(ClientCore& c, std::span<const std::shared_ptr<ClientLease>> ls) : core(c), leases(ls) {
-      for (const auto& l : leases) ++l->guarded;
+    std::span<const SetPart> parts;
+    explicit Guarded(ClientCore& c, std::span<const SetPart> ps) : core(c), parts(ps) {
+      for (const auto& p : parts) ++p.lease->guarded;
     }
     ~Guarded() {
-      for (const auto& l : leases) {
-        --l->guarded;
-        core.renew_soon(l.get());
+      for (const auto& p : parts) {
+        --p.lease->guarded;
+        core.renew_soon(p.lease.get());
       }
     }
-  } guarded(*this, leases);
+  } guarded(*this, parts);
+  struct Held {
+    std::string owner;
+    std::int64_t fence, key, expire_at;
+  };
   return with_reconnect(
       conn, std::max(left, milliseconds(1)), "guarded transaction on a lock set",
       [&](int) {
-        std::vector<std::pair<std::string, std::int64_t>> held;  // owner, fence of each name
-        held.reserve(leases.size());
-        for (const auto& l : leases) {
-          std::lock_guard<std::mutex> lk(l->state->mu);
-          if (!l->state->valid_locked()) return false;
-          held.emplace_back(l->state->owner, l->state->fence);
+        std::vector<Held> held;
+        held.reserve(parts.size());
+        for (const auto& p : parts) {
+          const auto& st = *p.lease->state;
+          std::lock_guard<std::mutex> lk(st.mu);
+          if (!st.valid_locked()) return false;
+          held.push_back(Held{st.owner, st.fence, p.lease->key, st.expire_at});
         }
         Transaction tx(conn);
-        for (std::size_t i = 0; i < leases.size(); ++i) {
-          const ClientLease& l = *leases[i];
-          const auto& [owner, fence] = held[i];
-          if (run(conn, Sql::lease_guard_check, {l.name, owner, fence}).affected == 1) continue;
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+          ClientLease& l = *parts[i].lease;
+          const Held& h = held[i];
+          const bool lease = l.kind == RowKind::kLease;
+          const bool ok = lease ? run(conn, Sql::lease_guard_check, {l.name, h.owner, h.fence}).affected == 1
+                                : run(conn, Sql::sync_guard_check, {l.name, h.key, h.owner, h.fence}).affected == 1;
+          if (ok) continue;
           tx.rollback();
-          std::int64_t known_expire_at = 0;
-          {
-            std::lock_guard<std::mutex> lk(l.state->mu);
-            if (l.state->fence == fence) known_expire_at = l.state->expire_at;
-          }
           std::string detail;
-          const LossCause cause = diagnose_lease(conn, l.name, owner, fence, known_expire_at, &detail);
-          l.state->mark_lost(cause, std::move(detail), &owner, fence);
+          const LossCause cause = lease ? diagnose_lease(conn, l.name, h.owner, h.fence, h.expire_at, &detail)
+                                        : diagnose_holding(conn, l.name, h.key, h.owner, h.fence, true, &detail);
+          l.state->mark_lost(cause, std::move(detail), &h.owner, h.fence);
           return false;
         }
         work(tx);

@@ -8,6 +8,8 @@
 #include "client/client.h"
 #include "core/reconnect.h"
 #include "strategies/lease/lease_state.h"
+#include "strategies/sync/sync_handle.h"
+#include "sqlguard/semaphore.h"
 #include "sqlguard/errors.h"
 #include "sqlguard/validate.h"
 
@@ -47,11 +49,29 @@ struct LockSet::Shared {
   }
 };
 
+// The client's view of each name, in names_ order.
+struct LockSet::Parts {
+  std::vector<detail::SetPart> parts;
+};
+
+namespace {
+std::vector<LockSetMember> as_leases(std::vector<std::string> names) {
+  std::vector<LockSetMember> m;
+  m.reserve(names.size());
+  for (auto& n : names) m.push_back(LockSetMember{std::move(n), LockSpec{}});
+  return m;
+}
+}  // namespace
+
 LockSet::LockSet(std::shared_ptr<LockClient> client, std::vector<std::string> names, LeaseOptions options,
+                 Watchdog watchdog)
+    : LockSet(std::move(client), as_leases(std::move(names)), std::move(options), watchdog) {}
+
+LockSet::LockSet(std::shared_ptr<LockClient> client, std::vector<LockSetMember> members, LeaseOptions options,
                  Watchdog watchdog)
     : client_(std::move(client)), options_(std::move(options)) {
   if (!client_) throw Error(ErrorCode::kInvalidArgument, "lock set: the lock client is null");
-  init(std::move(names), watchdog);
+  init(std::move(members), watchdog);
 }
 
 LockSet::LockSet(const std::string& uri, std::vector<std::string> names, LeaseOptions options, Watchdog watchdog,
@@ -60,20 +80,32 @@ LockSet::LockSet(const std::string& uri, std::vector<std::string> names, LeaseOp
   validate(options_);
   // The client LeaseLock handles of the same URI and ttl share.
   client_ = LockClient::shared(uri, detail::lease_connect_options(connect, options_.ttl));
-  init(std::move(names), watchdog);
+  init(as_leases(std::move(names)), watchdog);
 }
 
-void LockSet::init(std::vector<std::string> names, Watchdog watchdog) {
+void LockSet::init(std::vector<LockSetMember> members, Watchdog watchdog) {
   client_->core()->check_process();
-  if (names.empty()) throw Error(ErrorCode::kInvalidArgument, "lock set: no names (give 1 to 1000)");
-  if (names.size() > kMaxNames)
-    throw Error(ErrorCode::kInvalidArgument, "lock set: " + std::to_string(names.size()) + " names; at most " +
+  if (members.empty()) throw Error(ErrorCode::kInvalidArgument, "lock set: no names (give 1 to 1000)");
+  if (members.size() > kMaxNames)
+    throw Error(ErrorCode::kInvalidArgument, "lock set: " + std::to_string(members.size()) + " names; at most " +
                                                  std::to_string(kMaxNames) + " are allowed");
-  for (const auto& n : names) validate_name(n, "lock name");
+  for (const auto& m : members) {
+    validate_name(m.name, "lock name");
+    const bool lease = m.spec.kind == LockKind::kLease && m.spec.permits == 0 && m.spec.mode == LeaseMode::kExclusive;
+    const bool permit = m.spec.kind == LockKind::kSemaphore;
+    if (!lease && !permit)
+      throw Error(ErrorCode::kInvalidArgument, "lock set: '" + printable(m.name, 200) + "' is asked as " +
+                                                   to_string(m.spec) +
+                                                   "; a set holds leases and semaphore permits (lease, semaphore:N)");
+    if (permit && (m.spec.permits < 1 || m.spec.permits > 1'000'000))
+      throw Error(ErrorCode::kInvalidArgument, "lock set: semaphore '" + printable(m.name, 200) + "' of " +
+                                                   std::to_string(m.spec.permits) +
+                                                   " permits; a count is 1 to 1000000");
+  }
   validate(options_);
   if (options_.fair)
     throw Error(ErrorCode::kInvalidArgument,
-                "lock set: options.fair is not supported (a set's names are leases; fair leases have a queue per name)");
+                "lock set: options.fair is not supported (fair leases and fair semaphores have a queue per name)");
   if (options_.watchdog_connection)
     throw Error(ErrorCode::kInvalidArgument, "lock set: options.watchdog_connection is refused (the client renews)");
   if (client_->core()->borrows())
@@ -82,20 +114,32 @@ void LockSet::init(std::vector<std::string> names, Watchdog watchdog) {
                 "work connections: LockClient::create or LockClient::shared)");
   // The canonical order: every attempt locks rows in it, so two attempts
   // that overlap queue in one order and never in a cycle.
-  std::sort(names.begin(), names.end());
-  if (auto d = std::adjacent_find(names.begin(), names.end()); d != names.end())
-    throw Error(ErrorCode::kInvalidArgument, "lock set: '" + printable(*d, 200) + "' is listed twice");
-  names_ = std::move(names);
-  for (const auto& n : names_) label_ += (label_.empty() ? "" : ",") + n;
+  std::sort(members.begin(), members.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
+  if (auto d = std::adjacent_find(members.begin(), members.end(),
+                                  [](const auto& x, const auto& y) { return x.name == y.name; });
+      d != members.end())
+    throw Error(ErrorCode::kInvalidArgument, "lock set: '" + printable(d->name, 200) + "' is listed twice");
   shared_ = std::make_shared<Shared>();
   shared_->on_lost = options_.on_lost;
-  members_.reserve(names_.size());
-  for (const auto& n : names_) {
+  parts_ = std::make_unique<Parts>();
+  members_.reserve(members.size());
+  for (auto& m : members) {
     LeaseOptions o = options_;
-    o.on_lost = [s = std::weak_ptr<Shared>(shared_), n](const LeaseLoss& l) {
+    o.on_lost = [s = std::weak_ptr<Shared>(shared_), n = m.name](const LeaseLoss& l) {
       if (auto sp = s.lock()) sp->member_lost(n, l);
     };
-    members_.push_back(std::make_unique<LeaseLock>(client_, n, std::move(o), watchdog));
+    label_ += (label_.empty() ? "" : ",") + m.name;
+    if (m.spec.kind == LockKind::kSemaphore) {
+      auto sem = std::make_unique<Semaphore>(client_, m.name, m.spec.permits, std::move(o), watchdog);
+      parts_->parts.push_back(sem->h_->set_part(detail::SyncMode::kPermits, 1, m.spec.permits));
+      members_.push_back(std::move(sem));
+    } else {
+      auto lease = std::make_unique<LeaseLock>(client_, m.name, std::move(o), watchdog);
+      parts_->parts.push_back(detail::SetPart{lease->lease_, {}, {}});
+      members_.push_back(std::move(lease));
+    }
+    names_.push_back(std::move(m.name));
+    specs_.push_back(m.spec);
   }
 }
 
@@ -116,15 +160,12 @@ bool LockSet::try_acquire() {
     ++hold_;
     return true;
   }
-  std::vector<std::shared_ptr<detail::ClientLease>> leases;
-  leases.reserve(members_.size());
-  for (const auto& m : members_) leases.push_back(m->lease_);
   {
     std::lock_guard<std::mutex> lk(shared_->mu);
     ++shared_->acquisition;
   }
   detail::ClientCore::SetRefusal why;
-  const bool got = core.try_acquire_set(leases, &why);
+  const bool got = core.try_acquire_set(parts_->parts, &why);
   std::lock_guard<std::mutex> lk(shared_->mu);
   if (got) {
     hold_ = 1;
@@ -220,12 +261,16 @@ bool LockSet::owns() const {
 
 std::int64_t LockSet::fence() const { return members_.front()->fence(); }
 
-std::int64_t LockSet::fence_of(const std::string& name) const {
+std::size_t LockSet::index_of(const std::string& name) const {
   const auto it = std::lower_bound(names_.begin(), names_.end(), name);
   if (it == names_.end() || *it != name)
     throw Error(ErrorCode::kInvalidArgument, "lock set: '" + printable(name, 200) + "' is not one of its names");
-  return members_[static_cast<std::size_t>(it - names_.begin())]->fence();
+  return static_cast<std::size_t>(it - names_.begin());
 }
+
+std::int64_t LockSet::fence_of(const std::string& name) const { return members_[index_of(name)]->fence(); }
+
+const LockSpec& LockSet::spec_of(const std::string& name) const { return specs_[index_of(name)]; }
 
 std::string LockSet::owner() const { return members_.front()->owner(); }
 
@@ -253,8 +298,7 @@ std::optional<milliseconds> LockSet::takeover_in() const {
     blocker = shared_->blocked_by;
   }
   if (blocker.empty()) return std::nullopt;
-  const auto it = std::lower_bound(names_.begin(), names_.end(), blocker);
-  return members_[static_cast<std::size_t>(it - names_.begin())]->takeover_in();
+  return members_[index_of(blocker)]->takeover_in();
 }
 
 std::string LockSet::blocked_by() const {
@@ -266,10 +310,7 @@ bool LockSet::run_guarded(const std::function<void(Transaction&)>& work) {
   auto& core = *client_->core();
   core.check_process();
   if (hold_ == 0) return false;
-  std::vector<std::shared_ptr<detail::ClientLease>> leases;
-  leases.reserve(members_.size());
-  for (const auto& m : members_) leases.push_back(m->lease_);
-  return core.run_guarded_set(leases, work);
+  return core.run_guarded_set(parts_->parts, work);
 }
 
 }  // namespace sqlguard

@@ -37,6 +37,29 @@ std::shared_ptr<LockClient> shared_client_for(const std::string& uri, const Leas
   return LockClient::shared(uri, o);
 }
 
+// A holding acquired (`owner`, the grant's fence and slot): the handle's
+// state set, its renewal registered.
+void took_grant(ClientCore& core, SyncShared& s, const SyncGrant& g, const std::string& owner, SyncMode mode,
+                std::int64_t n, steady_clock::time_point sent) {
+  {
+    auto& st = *s.lease->state;
+    std::lock_guard<std::mutex> lk(st.mu);
+    st.hold = 1;
+    st.owner = owner;
+    st.fence = g.fence;
+    ++st.acquisition;
+    st.expire_at = g.expire_at;
+    st.valid_until = sent + s.options.ttl - s.lease->margin;
+    st.lost = false;
+    st.loss.reset();
+    st.takeover_in.reset();
+    s.lease->key = g.slot;
+    s.mode = mode;
+    s.n = n;
+  }
+  if (s.lease->renew) core.renew_register(s.lease);
+}
+
 namespace {
 
 // One attempt on `conn` (no re-entrancy check): true when acquired; the
@@ -64,23 +87,7 @@ bool attempt_on(ClientCore& core, SyncShared& s, Connection& conn, SyncMode mode
     note_refusal(*s.lease->state, g.takeover_in_ms);
     return false;
   }
-  {
-    auto& st = *s.lease->state;
-    std::lock_guard<std::mutex> lk(st.mu);
-    st.hold = 1;
-    st.owner = owner;
-    st.fence = g.fence;
-    ++st.acquisition;
-    st.expire_at = g.expire_at;
-    st.valid_until = start + s.options.ttl - s.lease->margin;
-    st.lost = false;
-    st.loss.reset();
-    st.takeover_in.reset();
-    s.lease->key = g.slot;
-    s.mode = mode;
-    s.n = n;
-  }
-  if (s.lease->renew) core.renew_register(s.lease);
+  took_grant(core, s, g, owner, mode, n, start);
   if (s.lease->options.fair) core.fair_acquired(conn, w);
   return true;
 }
@@ -225,6 +232,19 @@ void SyncHandle::acquire_async(SyncMode mode, std::int64_t n, std::int64_t capac
     }
   };
   client_->core()->acquire_async(std::move(w), wait, std::move(done));
+}
+
+SetPart SyncHandle::set_part(SyncMode mode, std::int64_t n, std::int64_t capacity) {
+  SetPart p;
+  p.lease = s_->lease;
+  p.take = [s = s_, mode, n, capacity](Connection& conn, const std::string& owner) {
+    const SyncRequest req{s->lease->name, s->kind,          mode, n, capacity, owner, s->options.ttl,
+                          s->options.min_hold, milliseconds(0), s->options.take_over};
+    return sync_attempt_here(conn, req);
+  };
+  p.took = [s = s_, mode, n](ClientCore& core, const SyncGrant& g, const std::string& owner,
+                             steady_clock::time_point sent) { took_grant(core, *s, g, owner, mode, n, sent); };
+  return p;
 }
 
 bool SyncHandle::cancel_acquire() {

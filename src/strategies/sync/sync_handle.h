@@ -31,6 +31,11 @@ struct SyncShared {
   std::int64_t n = 0;                  // guarded by lease->state->mu
 };
 
+// A holding acquired: the handle's state set and its renewal registered
+// (`sent`: when the statement that took it was sent).
+void took_grant(ClientCore& core, SyncShared& s, const SyncGrant& g, const std::string& owner, SyncMode mode,
+                std::int64_t n, std::chrono::steady_clock::time_point sent);
+
 class SyncHandle {
  public:
   // `kind`: kSemaphore or kReadWrite; `type`: the class name, for errors.
@@ -52,6 +57,9 @@ class SyncHandle {
   void acquire_async(SyncMode mode, std::int64_t n, std::int64_t capacity, std::chrono::milliseconds wait,
                      AcquireCallback done);
   bool cancel_acquire();
+  // This handle as a member of a lock set (ClientCore::try_acquire_set): a
+  // holding of `n` in `mode` taken inside the set's transaction.
+  SetPart set_part(SyncMode mode, std::int64_t n, std::int64_t capacity);
   // Lock::run_guarded for this handle's holding (ClientCore::run_guarded).
   bool run_guarded(const std::function<void(Transaction&)>& work) { return client_->core()->run_guarded(s_->lease, work); }
 

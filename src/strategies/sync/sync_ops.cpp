@@ -310,6 +310,65 @@ bool busy_by_peek(Connection& conn, const SyncRequest& req, SyncGrant& g) {
 
 }  // namespace
 
+namespace {
+
+// The attempt's work inside an open transaction (READ COMMITTED: every
+// statement reads what is committed now): busy, or the holding written
+// (acquired; the caller commits). `tx`: the attempt's own transaction, which
+// a waiting writer's published intent commits; null inside a caller's.
+SyncGrant attempt_in_transaction(Connection& conn, const SyncRequest& req, Transaction* tx) {
+  SyncGrant g;
+  run(conn, Sql::sync_open, {req.name, std::string(kind_name(req.kind)), req.capacity});
+  const Head h = read_head(conn, req.name);
+  check_name(req.name, h.stored(), req.kind, req.capacity);
+  check_asked_permits(req, h.permits);
+  reserve_name(conn, h.stored(), req.name, req.kind);
+  const Judged live = judge(holdings_key(conn, req.name), read_holdings(conn, req.name), req.rule);
+  g.capacity = h.permits;
+  bool ok = false;
+  switch (req.mode) {
+    case SyncMode::kPermits: ok = live.permits + req.permits <= h.permits; break;
+    case SyncMode::kShared: ok = !live.exclusive && h.writer_until <= h.now; break;
+    case SyncMode::kExclusive: ok = live.count == 0; break;
+  }
+  if (!ok) {
+    if (req.mode == SyncMode::kExclusive && req.intent.count() > 0 && tx) {
+      run(conn, Sql::sync_set, {h.fence, static_cast<std::int64_t>(req.intent.count()), req.name});
+      tx->commit();
+    }
+    g.holder_remaining_ms = g.takeover_in_ms =
+        live.count > 0 ? live.next_ms : std::max<std::int64_t>(h.writer_until - h.now, 0);
+    ++metric::lock_busy();
+    return g;
+  }
+  // Released rows go at once; a take-over only as it was watched: a
+  // renewal since (the holder lives) keeps its row, and this attempt is
+  // busy (rolled back: nothing it took is lost).
+  purge_released(conn, req.name, live.released);
+  if (take_over_rows(conn, Sql::sync_take_slot, req.name, live.ripe) < static_cast<std::int64_t>(live.ripe.size())) {
+    g.holder_remaining_ms = 1;
+    ++metric::lock_busy();
+    return g;
+  }
+  if (req.mode == SyncMode::kShared) {
+    g.fence = h.fence;  // the last exclusive hold's: shared holders see it
+  } else {
+    g.fence = draw_fence(conn, h);
+    // An exclusive hold withdraws the writers' intent (a writer still
+    // waiting publishes it again at its next attempt).
+    run(conn, Sql::sync_set, {g.fence, std::int64_t{req.mode == SyncMode::kExclusive ? 0 : -1}, req.name});
+  }
+  g.slot = h.version;
+  run(conn, Sql::sync_hold,
+      {req.name, g.slot, std::string(1, static_cast<char>(req.mode)), req.permits, req.owner, g.fence,
+       static_cast<std::int64_t>(req.ttl.count()), static_cast<std::int64_t>(req.min_hold.count())});
+  g.acquired = true;
+  g.expire_at = h.now + req.ttl.count();
+  return g;
+}
+
+}  // namespace
+
 SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
   require_no_transaction(conn, "acquiring a synchronizer",
                          "its rows would stay locked and invisible until it commits; use another connection");
@@ -318,53 +377,9 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
   if (busy_by_peek(conn, req, g)) return g;
   try {
     Transaction tx(conn, Isolation::kReadCommitted);
-    run(conn, Sql::sync_open, {req.name, std::string(kind_name(req.kind)), req.capacity});
-    const Head h = read_head(conn, req.name);
-    check_name(req.name, h.stored(), req.kind, req.capacity);
-    check_asked_permits(req, h.permits);
-    reserve_name(conn, h.stored(), req.name, req.kind);
-    const Judged live = judge(holdings_key(conn, req.name), read_holdings(conn, req.name), req.rule);
-    g.capacity = h.permits;
-    bool ok = false;
-    switch (req.mode) {
-      case SyncMode::kPermits: ok = live.permits + req.permits <= h.permits; break;
-      case SyncMode::kShared: ok = !live.exclusive && h.writer_until <= h.now; break;
-      case SyncMode::kExclusive: ok = live.count == 0; break;
-    }
-    if (!ok) {
-      if (req.mode == SyncMode::kExclusive && req.intent.count() > 0) {
-        run(conn, Sql::sync_set, {h.fence, static_cast<std::int64_t>(req.intent.count()), req.name});
-        tx.commit();
-      }
-      g.holder_remaining_ms = g.takeover_in_ms =
-          live.count > 0 ? live.next_ms : std::max<std::int64_t>(h.writer_until - h.now, 0);
-      ++metric::lock_busy();
-      return g;
-    }
-    // Released rows go at once; a take-over only as it was watched: a
-    // renewal since (the holder lives) keeps its row, and this attempt is
-    // busy (rolled back: nothing it took is lost).
-    purge_released(conn, req.name, live.released);
-    if (take_over_rows(conn, Sql::sync_take_slot, req.name, live.ripe) < static_cast<std::int64_t>(live.ripe.size())) {
-      g.holder_remaining_ms = 1;
-      ++metric::lock_busy();
-      return g;
-    }
-    if (req.mode == SyncMode::kShared) {
-      g.fence = h.fence;  // the last exclusive hold's: shared holders see it
-    } else {
-      g.fence = draw_fence(conn, h);
-      // An exclusive hold withdraws the writers' intent (a writer still
-      // waiting publishes it again at its next attempt).
-      run(conn, Sql::sync_set, {g.fence, std::int64_t{req.mode == SyncMode::kExclusive ? 0 : -1}, req.name});
-    }
-    g.slot = h.version;
-    run(conn, Sql::sync_hold,
-        {req.name, g.slot, std::string(1, static_cast<char>(req.mode)), req.permits, req.owner, g.fence,
-         static_cast<std::int64_t>(req.ttl.count()), static_cast<std::int64_t>(req.min_hold.count())});
+    g = attempt_in_transaction(conn, req, &tx);
+    if (!g.acquired) return g;  // (rolled back, or its intent committed)
     tx.commit();
-    g.acquired = true;
-    g.expire_at = h.now + req.ttl.count();
     ++metric::lock_acquired();
     return g;
   } catch (const Error& e) {
@@ -376,6 +391,15 @@ SyncGrant sync_attempt(Connection& conn, const SyncRequest& req) {
     ++metric::lock_busy();
     return SyncGrant{};
   }
+}
+
+SyncGrant sync_attempt_here(Connection& conn, const SyncRequest& req) {
+  ++metric::lock_attempts();
+  SyncGrant g;
+  if (busy_by_peek(conn, req, g)) return g;
+  g = attempt_in_transaction(conn, req, nullptr);
+  if (g.acquired) ++metric::lock_acquired();
+  return g;
 }
 
 bool sync_release(Connection& conn, const std::string& name, std::int64_t slot, const std::string& owner,

@@ -11,6 +11,8 @@
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock.h"
 #include "sqlguard/lock_client.h"
+#include "sqlguard/lock_kinds.h"
+#include "sqlguard/lock_set.h"
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/semaphore.h"
 #include "test_context.h"
@@ -61,7 +63,7 @@ void exercise(Lock& lock, const std::string& table, int id) {
 }  // namespace
 
 TEST_CASE("every kind is a Lock: one function guards, writes and releases a lease, a fair lease, a semaphore "
-          "permit and both sides of a read-write lease",
+          "permit, both sides of a read-write lease and a lock set",
           "[lock-family][guarded]") {
   auto client = LockClient::create(ctx().uri);
   auto c = ctx().connect();
@@ -73,10 +75,13 @@ TEST_CASE("every kind is a Lock: one function guards, writes and releases a leas
   LeaseLock fair_lease(client, ctx().unique("fam_fair"), fair);
   Semaphore sem(client, ctx().unique("fam_sem"), 2, opts());
   ReadWriteLease rw(client, ctx().unique("fam_rw"), opts());
+  LockSet set(client, {{ctx().unique("fam_set_a"), {}}, {ctx().unique("fam_set_s"), parse_lock_spec("semaphore:2")}},
+              opts());
   struct Case {
     Lock* lock;
     LockKind kind;
-  } cases[] = {{&lease, LockKind::kLease},
+  } cases[] = {{&set, LockKind::kLease},
+               {&lease, LockKind::kLease},
                {&fair_lease, LockKind::kFairLease},
                {&sem, LockKind::kSemaphore},
                {&rw.shared(), LockKind::kReadWrite},
@@ -88,7 +93,7 @@ TEST_CASE("every kind is a Lock: one function guards, writes and releases a leas
     exercise(*k.lock, t, ++id);
   }
   // Each guarded write committed, with its holder's fence.
-  CHECK(sgtest::query_int("SELECT COUNT(*) FROM " + t + " WHERE fence > 0") == 5);
+  CHECK(sgtest::query_int("SELECT COUNT(*) FROM " + t + " WHERE fence > 0") == 6);
   CHECK(sem.held_permits() == 0);
   CHECK_FALSE(rw.mode());
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -197,6 +198,49 @@ TEST_CASE("a lock set waits holding nothing and takes every name once the last b
   CHECK(other_b.release());
 }
 
+TEST_CASE("a lock set waits asynchronously on the client's waiter thread, holding nothing; a cancelled wait takes "
+          "nothing",
+          "[lock-set][async]") {
+  auto mine = LockClient::create(ctx().uri);
+  auto theirs = LockClient::create(ctx().uri);
+  auto admin = ctx().connect();
+  const std::string a = ctx().unique("seta_a"), b = ctx().unique("seta_b");
+  LeaseLock other_b(theirs, b, opts());
+  REQUIRE(other_b.try_acquire());
+  LockSet set(mine, {a, b}, opts());
+  auto got = set.acquire_async(10s);
+  std::this_thread::sleep_for(300ms);
+  CHECK(got.wait_for(0s) == std::future_status::timeout);
+  CHECK_FALSE(held_in_database(*admin, a));  // it holds nothing while it waits
+  CHECK(code_of([&] { set.try_acquire(); }) == ErrorCode::kInvalidArgument);  // one pending acquire at a time
+  REQUIRE(other_b.release());
+  CHECK(got.get());
+  CHECK(set.owns());
+  CHECK(held_in_database(*admin, a));
+  CHECK(set.acquire_async(1s).get());  // re-entrant: at once
+  CHECK(set.hold_count() == 2);
+  CHECK(set.release());
+  CHECK(set.release());
+  CHECK_FALSE(held_in_database(*admin, a));
+  // Cancelled: the callback gets false and nothing is held.
+  REQUIRE(other_b.try_acquire());
+  std::promise<bool> cancelled;
+  set.acquire_async(10s, [&](bool ok, std::exception_ptr) { cancelled.set_value(ok); });
+  std::this_thread::sleep_for(100ms);
+  CHECK(set.cancel_acquire());
+  CHECK_FALSE(cancelled.get_future().get());
+  CHECK_FALSE(set.cancel_acquire());  // none pending
+  REQUIRE(other_b.release());
+  std::this_thread::sleep_for(200ms);
+  CHECK_FALSE(held_in_database(*admin, a));
+  CHECK_FALSE(held_in_database(*admin, b));
+  CHECK(set.hold_count() == 0);
+  // A wait that ends without the set: false.
+  REQUIRE(other_b.try_acquire());
+  CHECK_FALSE(set.acquire_async(300ms).get());
+  CHECK(other_b.release());
+}
+
 TEST_CASE("a loss of one name is the set's loss, said once; the other names stay held until release()",
           "[lock-set][loss]") {
   auto client = LockClient::create(ctx().uri);
@@ -280,7 +324,6 @@ TEST_CASE("a lock set refuses bad input before anything is sent, and a name of a
   bad_ttl.ttl = 0ms;
   CHECK(code_of([&] { LockSet x(client, {a}, bad_ttl); }) == ErrorCode::kInvalidArgument);
   LockSet set(client, {a, s}, opts());
-  CHECK(code_of([&] { set.acquire_async(1s, [](bool, std::exception_ptr) {}); }) == ErrorCode::kNotSupported);
   // A name in use as a semaphore: refused, naming both kinds; a is not taken.
   Semaphore sem(client, s, 2, opts());
   REQUIRE(sem.try_acquire());

@@ -42,13 +42,14 @@
 // connection; a release is one release statement per name. Waiting: the set tries, then naps with full jitter
 // from options.backoff_initial doubling up to options.backoff_max, never
 // past what the first busy name's holder has left; a release of another set
-// of the same client wakes it at once. A waiting set is not served in any
-// order (a name's own waiters do not queue behind it nor it behind them).
+// of the same client wakes a blocking acquire() at once. acquire_async waits
+// on the client's waiter thread, paced the same way. A waiting set is not
+// served in any order (a name's own waiters do not queue behind it nor it
+// behind them).
 //
-// Not (yet) offered by a set: fair leases, fair semaphores and read-write
-// leases as members (kInvalidArgument), acquire_async (kNotSupported:
-// acquire() on a thread of yours), release_async (kNotSupported), a
-// borrowed Connection (a set needs a lock client's work connections).
+// Not offered by a set: fair leases, fair semaphores and read-write leases
+// as members (kInvalidArgument), release_async (kNotSupported), a borrowed
+// Connection (a set needs a lock client's work connections).
 //
 // Thread safety: as a LeaseLock (one thread at a time; owns(), fence(),
 // fence_of(), remaining() and last_loss() from any thread).
@@ -120,9 +121,16 @@ class LockSet final : public Lock {
   // Tries until acquired or `wait` passes (see the file comment).
   bool acquire(std::chrono::milliseconds wait) override;
   bool acquire() { return acquire(options_.wait); }
-  // kNotSupported: a set waits on the caller's thread only.
+  // Waits without a thread of the caller's (Lock::acquire_async): the lock
+  // client's waiter thread makes the set's attempts, paced as acquire()'s
+  // naps are (no wake-up: a set has no channel of its own), and `done` runs
+  // once there (it must not block) — or at once on the caller's thread when
+  // the set already holds (re-entrant) or holds a lost one. One pending
+  // acquire per set; destroying the set cancels it.
   void acquire_async(std::chrono::milliseconds wait, AcquireCallback done) override;
   using Lock::acquire_async;
+  // Cancels the pending asynchronous acquire (its callback gets false; what
+  // an attempt already running takes is released). False when none was.
   bool cancel_acquire() override;
   // Drops one hold; the last one releases every name still held. False when
   // any name was no longer held (the set's loss is in last_loss()).
@@ -154,9 +162,13 @@ class LockSet final : public Lock {
  protected:
   std::chrono::milliseconds lock_wait() const override { return options_.wait; }
 
+ public:
+  // (Internal: what the members' on_lost callbacks and the client's waiter
+  // thread share with the set; the client's view of each name.)
+  struct Shared;
+  struct Parts;
+
  private:
-  struct Shared;  // what the members' on_lost callbacks share with the set
-  struct Parts;   // the client's view of each name (detail::SetPart)
   void init(std::vector<LockSetMember> members, Watchdog watchdog);
   std::size_t index_of(const std::string& name) const;
 
@@ -166,9 +178,8 @@ class LockSet final : public Lock {
   std::string label_;
   std::vector<LockSpec> specs_;                 // in names_ order
   std::vector<std::unique_ptr<Lock>> members_;  // in names_ order: a LeaseLock or a Semaphore each
-  std::unique_ptr<Parts> parts_;
+  std::shared_ptr<Parts> parts_;
   std::shared_ptr<Shared> shared_;
-  int hold_ = 0;
 };
 
 }  // namespace sqlguard

@@ -152,6 +152,9 @@ struct SetPart {
   std::function<void(ClientCore& core, const SyncGrant& g, const std::string& owner,
                      std::chrono::steady_clock::time_point sent)>
       took;
+  // A holding's release when the set's wait was cancelled after its attempt
+  // took it (a lease's: ClientCore's own quiet release).
+  std::function<void(ClientCore& core)> release;
 };
 
 // Bounded barging (LeaseOptions::barging_limit, fairness.cpp): what one
@@ -334,6 +337,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // on success each part's state is set and its renewal registered as a
   // single handle's.
   bool try_acquire_set(std::span<const SetPart> parts, SetRefusal* refused);
+  // The same attempt on `conn`, the work connection of `slot` (borrowed by
+  // the caller: the waiter thread's attempt of an asynchronous acquire).
+  bool try_acquire_set_on(Connection& conn, int slot, std::span<const SetPart> parts, SetRefusal* refused);
+  // What an attempt took for a wait that was cancelled meanwhile, released
+  // (errors go to the log hook; a name not released runs out by itself).
+  void release_set_quietly(std::span<const SetPart> parts) noexcept;
+  // The work slot whose connection `conn` is (-1: none of this client's).
+  int slot_of(const Connection& conn) const;
   // Lock::run_guarded over several held rows (leases, holdings): every row
   // re-checked and locked in one transaction; false when any is no longer
   // held (marked lost).

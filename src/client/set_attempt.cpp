@@ -29,9 +29,27 @@ struct SetTook {
 
 bool ClientCore::try_acquire_set(std::span<const SetPart> parts, SetRefusal* refused) {
   check_process();
-  for (const auto& p : parts) admit(*p.lease);
   auto c = borrow();
-  Connection& conn = *c;
+  return try_acquire_set_on(*c, c.slot(), parts, refused);
+}
+
+int ClientCore::slot_of(const Connection& conn) const {
+  std::lock_guard<std::mutex> lk(slot_mu_);
+  for (std::size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].conn.get() == &conn) return static_cast<int>(i);
+  return -1;
+}
+
+void ClientCore::release_set_quietly(std::span<const SetPart> parts) noexcept {
+  for (const auto& p : parts) {
+    if (p.release) p.release(*this);
+    else release_quietly(p.lease);
+  }
+}
+
+bool ClientCore::try_acquire_set_on(Connection& conn, int slot, std::span<const SetPart> parts,
+                                    SetRefusal* refused) {
+  for (const auto& p : parts) admit(*p.lease);
   const auto start = steady_clock::now();
   std::vector<SetTook> got;
   got.reserve(parts.size());
@@ -59,7 +77,7 @@ bool ClientCore::try_acquire_set(std::span<const SetPart> parts, SetRefusal* ref
       const ClientLease& l = *p.lease;
       const auto& o = l.options;
       const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
-      SetTook t{owner};
+      SetTook t{owner, SyncGrant{}};
       std::int64_t busy_ms = -1;
       if (p.take) {
         const SyncGrant g = p.take(conn, owner);
@@ -103,7 +121,7 @@ bool ClientCore::try_acquire_set(std::span<const SetPart> parts, SetRefusal* ref
   }
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].took) parts[i].took(*this, got[i].grant, got[i].owner, start);
-    else took(parts[i].lease, c.slot(), got[i].owner, got[i].grant.fence, got[i].grant.expire_at, start);
+    else took(parts[i].lease, slot, got[i].owner, got[i].grant.fence, got[i].grant.expire_at, start);
   }
   return true;
 }

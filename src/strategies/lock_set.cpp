@@ -29,6 +29,7 @@ const std::string kSetNaps = "lock-set";
 struct LockSet::Shared {
   mutable std::mutex mu;
   std::function<void(const LeaseLoss&)> on_lost;  // the set's (options.on_lost)
+  int hold = 0;                   // the set's hold count (0: not held)
   std::uint64_t acquisition = 0;  // counts the set's attempts
   std::uint64_t lost_in = 0;      // the acquisition whose loss was reported (0: none)
   std::optional<LeaseLoss> loss;
@@ -49,9 +50,11 @@ struct LockSet::Shared {
   }
 };
 
-// The client's view of each name, in names_ order.
+// The client's view of each name, in names_ order, and the set's queue in
+// the client's waiter thread (acquire_async: a row of its own it has not).
 struct LockSet::Parts {
   std::vector<detail::SetPart> parts;
+  std::shared_ptr<detail::ClientLease> wait_lease;
 };
 
 namespace {
@@ -121,7 +124,7 @@ void LockSet::init(std::vector<LockSetMember> members, Watchdog watchdog) {
     throw Error(ErrorCode::kInvalidArgument, "lock set: '" + printable(d->name, 200) + "' is listed twice");
   shared_ = std::make_shared<Shared>();
   shared_->on_lost = options_.on_lost;
-  parts_ = std::make_unique<Parts>();
+  parts_ = std::make_shared<Parts>();
   members_.reserve(members.size());
   for (auto& m : members) {
     LeaseOptions o = options_;
@@ -135,46 +138,69 @@ void LockSet::init(std::vector<LockSetMember> members, Watchdog watchdog) {
       members_.push_back(std::move(sem));
     } else {
       auto lease = std::make_unique<LeaseLock>(client_, m.name, std::move(o), watchdog);
-      parts_->parts.push_back(detail::SetPart{lease->lease_, {}, {}});
+      parts_->parts.push_back(detail::SetPart{lease->lease_, {}, {}, {}});
       members_.push_back(std::move(lease));
     }
     names_.push_back(std::move(m.name));
     specs_.push_back(m.spec);
   }
+  // Its asynchronous waits queue in the client under the set's label; they
+  // are paced by timers and by the busy holder's expiry (no wake-up channel).
+  parts_->wait_lease = detail::make_client_lease(detail::RowKind::kLease, label_, options_, false);
+  parts_->wait_lease->queue_key = "lock-set:" + label_;
 }
 
 LockSet::~LockSet() {
   if (!client_->core()->same_process()) return;
-  // Each member releases what it holds in its own destructor; sets waiting
-  // in this client try again at once.
-  const bool held = hold_ > 0;
+  // A pending asynchronous acquire is cancelled (what an attempt still
+  // running takes is released by the waiter thread); each member releases
+  // what it holds in its own destructor; sets waiting in this client try
+  // again at once.
+  client_->core()->cancel_acquire(parts_->wait_lease);
+  const bool held = hold_count() > 0;
   members_.clear();
   if (held) client_->core()->sync_notify(kSetNaps);
 }
 
+namespace {
+// One all-or-none attempt on `conn` (a work connection of `core`), recorded
+// in the set's shared state: held, or what stood in the way.
+bool attempt_set(detail::ClientCore& core, Connection& conn, int slot, const std::vector<detail::SetPart>& parts,
+                 LockSet::Shared& s, milliseconds* holder_remaining) {
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    ++s.acquisition;
+  }
+  detail::ClientCore::SetRefusal why;
+  const bool got = core.try_acquire_set_on(conn, slot, parts, &why);
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (got) {
+    s.hold = 1;
+    s.loss.reset();
+    s.blocked_by.clear();
+  } else {
+    s.blocked_by = why.name;
+    if (holder_remaining) *holder_remaining = milliseconds(std::max<std::int64_t>(why.holder_remaining_ms, 0));
+  }
+  return got;
+}
+}  // namespace
+
 bool LockSet::try_acquire() {
   auto& core = *client_->core();
   core.check_process();
-  if (hold_ > 0) {
-    if (!owns()) return false;  // lost: release() first
-    ++hold_;
+  if (core.waiting(*parts_->wait_lease))
+    throw Error(ErrorCode::kInvalidArgument, "lock set '" + printable(label_, 200) +
+                                                 "': an asynchronous acquire of this set is still pending "
+                                                 "(cancel_acquire() it first)");
+  if (hold_count() > 0) {
+    if (!owns()) return false;  // lost (or its trust window ended): release() first
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    ++shared_->hold;
     return true;
   }
-  {
-    std::lock_guard<std::mutex> lk(shared_->mu);
-    ++shared_->acquisition;
-  }
-  detail::ClientCore::SetRefusal why;
-  const bool got = core.try_acquire_set(parts_->parts, &why);
-  std::lock_guard<std::mutex> lk(shared_->mu);
-  if (got) {
-    hold_ = 1;
-    shared_->loss.reset();
-    shared_->blocked_by.clear();
-  } else {
-    shared_->blocked_by = why.name;
-  }
-  return got;
+  auto c = core.borrow();
+  return attempt_set(core, *c, c.slot(), parts_->parts, *shared_, nullptr);
 }
 
 bool LockSet::acquire(milliseconds wait) {
@@ -185,7 +211,7 @@ bool LockSet::acquire(milliseconds wait) {
     throw Error(ErrorCode::kInvalidArgument,
                 "lock set '" + label_ + "': a blocking acquire() from a callback on the lock client's waiter thread "
                 "would wait for that thread itself");
-  if (hold_ > 0) return try_acquire();
+  if (hold_count() > 0) return try_acquire();
   const auto deadline = steady_clock::now() + wait;
   milliseconds backoff = options_.backoff_initial;
   std::uint64_t gen = core.sync_wait_begin(kSetNaps);
@@ -219,21 +245,46 @@ bool LockSet::acquire(milliseconds wait) {
   }
 }
 
-void LockSet::acquire_async(milliseconds, AcquireCallback) {
-  throw Error(ErrorCode::kNotSupported,
-              "lock set '" + label_ + "': acquire_async is not supported for a lock set; call acquire() on a thread "
-              "of yours");
+void LockSet::acquire_async(milliseconds wait, AcquireCallback done) {
+  auto& core = *client_->core();
+  core.check_process();
+  if (!done) throw Error(ErrorCode::kInvalidArgument, "acquire_async: the completion callback is empty");
+  if (hold_count() > 0) {  // re-entrant, or holding a lost set: at once, here
+    done(try_acquire(), nullptr);
+    return;
+  }
+  auto w = std::make_shared<detail::ClientWait>();
+  w->lease = parts_->wait_lease;
+  // On the client's waiter thread; they keep the parts and the shared state
+  // (never the set) alive.
+  w->attempt = [p = parts_, s = shared_](detail::ClientCore& c, Connection& conn, milliseconds* holder,
+                                         detail::ClientWait*) {
+    return attempt_set(c, conn, c.slot_of(conn), p->parts, *s, holder);
+  };
+  // Taken by an attempt whose wait was cancelled meanwhile: given back.
+  w->release = [p = parts_, s = shared_](detail::ClientCore& c) {
+    c.release_set_quietly(p->parts);
+    std::lock_guard<std::mutex> lk(s->mu);
+    s->hold = 0;
+  };
+  core.acquire_async(std::move(w), wait, std::move(done));
 }
 
-bool LockSet::cancel_acquire() { return false; }  // (never pending)
+bool LockSet::cancel_acquire() {
+  client_->core()->check_process();
+  return client_->core()->cancel_acquire(parts_->wait_lease);
+}
 
 bool LockSet::release() {
   auto& core = *client_->core();
   core.check_process();
-  if (hold_ == 0) return false;
-  if (hold_ > 1) {
-    --hold_;
-    return owns();
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (shared_->hold == 0) return false;
+    if (shared_->hold > 1) {
+      --shared_->hold;
+      return shared_->lost_in != shared_->acquisition;
+    }
   }
   // Every member still held is released, even when one throws: a release
   // that throws keeps the set held (release() again releases the rest).
@@ -248,10 +299,14 @@ bool LockSet::release() {
     }
   }
   if (first_error) std::rethrow_exception(first_error);
-  hold_ = 0;
+  bool lost;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    shared_->hold = 0;
+    lost = shared_->lost_in == shared_->acquisition;
+  }
   core.sync_notify(kSetNaps);
-  std::lock_guard<std::mutex> lk(shared_->mu);
-  return all && shared_->lost_in != shared_->acquisition;
+  return all && !lost;
 }
 
 bool LockSet::owns() const {
@@ -276,7 +331,8 @@ std::string LockSet::owner() const { return members_.front()->owner(); }
 
 int LockSet::hold_count() const {
   client_->core()->check_process();
-  return hold_;
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  return shared_->hold;
 }
 
 milliseconds LockSet::remaining() const {
@@ -309,7 +365,7 @@ std::string LockSet::blocked_by() const {
 bool LockSet::run_guarded(const std::function<void(Transaction&)>& work) {
   auto& core = *client_->core();
   core.check_process();
-  if (hold_ == 0) return false;
+  if (hold_count() == 0) return false;
   return core.run_guarded_set(parts_->parts, work);
 }
 

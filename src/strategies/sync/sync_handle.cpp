@@ -244,6 +244,14 @@ SetPart SyncHandle::set_part(SyncMode mode, std::int64_t n, std::int64_t capacit
   };
   p.took = [s = s_, mode, n](ClientCore& core, const SyncGrant& g, const std::string& owner,
                              steady_clock::time_point sent) { took_grant(core, *s, g, owner, mode, n, sent); };
+  p.release = [s = s_](ClientCore& core) {
+    try {
+      release_on(core, *s);
+    } catch (const std::exception& e) {
+      log(LogLevel::kWarning, s->type + " '" + s->lease->name + "': releasing what a cancelled lock set's acquire "
+                              "took failed (it expires by itself): " + e.what());
+    }
+  };
   return p;
 }
 

@@ -30,6 +30,7 @@
 #include "sqlguard/idempotency.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
+#include "sqlguard/lock_kinds.h"
 #include "sqlguard/lock_set.h"
 #include "sqlguard/migrate.h"
 #include "sqlguard/read_write_lease.h"
@@ -680,8 +681,8 @@ TEST_CASE("carts on all three Galera nodes: every unit accounted, none oversold,
   CHECK(count_on(uris[2], "SELECT 600000 - SUM(qty) FROM " + t2) == once.units);
 }
 
-TEST_CASE("lock sets on all three Galera nodes: overlapping sets and single leases never overlap, a set certified "
-          "second holds nothing, no error reaches the caller",
+TEST_CASE("lock sets on all three Galera nodes: overlapping sets (leases and a semaphore permit), a single lease and a "
+          "semaphore holder never overlap, a set certified second holds nothing, no error reaches the caller",
           "[.][galera][galera-lock-set]") {
   // A set attempt certified after another node's take of one of its names
   // fails at COMMIT (1213): it wrote nothing, and the set answers busy.
@@ -692,8 +693,8 @@ TEST_CASE("lock sets on all three Galera nodes: overlapping sets and single leas
   o.ttl = 3s;
   o.backoff_max = 20ms;
   const std::string p = ctx().unique("gset");
-  const std::string a = p + "_a", b = p + "_b", c = p + "_c";
-  const std::vector<std::vector<std::string>> sets{{a, b}, {c, b}, {a, c}, {b, c, a}, {b}, {a, b, c}};
+  const std::string a = p + "_a", b = p + "_b", c = p + "_c", d = p + "_d";  // d: a semaphore of 1 permit
+  const std::vector<std::vector<std::string>> sets{{a, b}, {c, b, d}, {a, c}, {b, c, a}, {b}, {a, d}, {d}};
   std::mutex mu;
   std::map<std::string, int> inside;
   std::atomic<int> overlaps{0}, wins{0}, errors{0};
@@ -703,8 +704,11 @@ TEST_CASE("lock sets on all three Galera nodes: overlapping sets and single leas
     ts.emplace_back([&, i] {
       try {
         std::unique_ptr<Lock> lock;
-        if (sets[i].size() == 1) lock = std::make_unique<LeaseLock>(clients[i % 3], sets[i][0], o);
-        else lock = std::make_unique<LockSet>(clients[i % 3], sets[i], o);
+        std::vector<LockSetMember> members;
+        for (const auto& n : sets[i]) members.push_back({n, n == d ? parse_lock_spec("semaphore:1") : LockSpec{}});
+        if (sets[i] == std::vector<std::string>{b}) lock = std::make_unique<LeaseLock>(clients[i % 3], b, o);
+        else if (sets[i] == std::vector<std::string>{d}) lock = std::make_unique<Semaphore>(clients[i % 3], d, 1, o);
+        else lock = std::make_unique<LockSet>(clients[i % 3], members, o);
         for (int r = 0; r < 15; ++r) {
           if (!lock->acquire(20s)) continue;
           {
@@ -730,10 +734,11 @@ TEST_CASE("lock sets on all three Galera nodes: overlapping sets and single leas
   INFO("wins " << wins << ", errors " << errors << " " << first_error);
   CHECK(errors == 0);
   CHECK(overlaps == 0);
-  CHECK(wins == 90);  // every set got its turns within the wait
+  CHECK(wins == 105);  // every set, lease and semaphore holder got its turns within the wait
   // Nothing left held on any node.
   for (const auto& n : {a, b, c})
     CHECK(count_on(nodes[2], "SELECT COUNT(*) FROM sqlguard_lock WHERE name = ? AND beat <> 0", {n}) == 0);
+  CHECK(count_on(nodes[1], "SELECT COUNT(*) FROM sqlguard_sync_holder WHERE name = ? AND beat <> 0", {d}) == 0);
 }
 
 TEST_CASE("the grant history on three Galera nodes: leases and permits taken on every node, each holding's grant and "

@@ -146,8 +146,11 @@ void LockSet::init(std::vector<LockSetMember> members, Watchdog watchdog) {
   }
   // Its asynchronous waits queue in the client under the set's label; they
   // are paced by timers and by the busy holder's expiry (no wake-up channel).
-  parts_->wait_lease = detail::make_client_lease(detail::RowKind::kLease, label_, options_, false);
-  parts_->wait_lease->queue_key = "lock-set:" + label_;
+  // (Named short: a set of 1,000 names should not carry its label thrice.)
+  const std::string shown = "lock set of '" + names_.front() + "'" +
+                            (names_.size() > 1 ? " and " + std::to_string(names_.size() - 1) + " more" : "");
+  parts_->wait_lease = detail::make_client_lease(detail::RowKind::kLease, shown, options_, false);
+  parts_->wait_lease->queue_key = "lock-set:" + lease_wakeup_channel(label_);
 }
 
 LockSet::~LockSet() {
@@ -209,8 +212,9 @@ bool LockSet::acquire(milliseconds wait) {
   check_duration(wait, "wait", milliseconds(0), std::chrono::hours(24 * 365));
   if (core.on_waiter_thread())
     throw Error(ErrorCode::kInvalidArgument,
-                "lock set '" + label_ + "': a blocking acquire() from a callback on the lock client's waiter thread "
-                "would wait for that thread itself");
+                "lock set '" + printable(label_, 200) +
+                    "': a blocking acquire() from a callback on the lock client's waiter thread would wait for that "
+                    "thread itself");
   if (hold_count() > 0) return try_acquire();
   const auto deadline = steady_clock::now() + wait;
   milliseconds backoff = options_.backoff_initial;

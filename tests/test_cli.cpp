@@ -828,7 +828,22 @@ TEST_CASE("history and verify: a name's record, a clean verify (exit 0), a forge
   const std::string db = ctx().uri;
   REQUIRE(cli({"--db", db, "history", "--enable", prefix, "--retain", "1h"}).rc == 0);
   REQUIRE(cli({"--db", db, "lock", "acquire", name, "--owner", "a", "--ttl", "5s"}).rc == 0);
+  {
+    // Held: the record has its grant, and the name's row says it is held now.
+    auto held = cli({"--json", "--db", db, "history", name});
+    auto hl = json_lines(held.out);
+    REQUIRE(hl.size() == 2);
+    CHECK(hl[0]["event"] == "grant");
+    CHECK(hl[1]["now"]["held"] == true);
+    CHECK(hl[1]["now"]["owner"] == "a");
+  }
   REQUIRE(cli({"--db", db, "lock", "release", name, "--owner", "a"}).rc == 0);
+  {
+    // Released, not yet recorded (its row is not written again yet): the now line says so.
+    auto released = cli({"--db", db, "history", name});
+    CHECK_THAT(released.out, Catch::Matchers::Contains("now: released (fence") &&
+                                 Catch::Matchers::Contains("recorded with the next grant or cleanup's purge"));
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   REQUIRE(cli({"--db", db, "cleanup", "--grace", "0ms"}).rc == 0);  // the release goes in with its row's purge
   auto h = cli({"--json", "--db", db, "history", name});

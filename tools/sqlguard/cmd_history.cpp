@@ -1,11 +1,14 @@
 // sqlguard history NAME | --enable/--disable/--scopes, sqlguard verify
 // (include/sqlguard/history.h, docs/history.md).
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
 
 #include "common.h"
 #include "sqlguard/history.h"
+#include "sqlguard/lease_lock.h"
+#include "sqlguard/lock_kinds.h"
 #include "sqlguard/validate.h"
 
 namespace sqlguard::cli {
@@ -35,6 +38,42 @@ std::string line_of(const HistoryEvent& e) {
     s += "  (from fence " + std::to_string(e.prev_fence) + ", owner " + printable(e.prev_owner, 64) + ", its lease to " +
          format_db_time(e.prev_until_ms) + ")";
   return s;
+}
+
+// Where the name stands now, after its record: a release is recorded with
+// the write that ends its row (the next grant, or cleanup's purge), so the
+// last event may be a grant whose holding has ended since. Nothing when the
+// name has no row (never held, or purged: the record is complete).
+void print_now(Connection& conn, const std::string& name, const std::vector<HistoryEvent>& events) {
+  const std::string kind = events.empty() ? std::string("lease") : events.back().kind;
+  nlohmann::json now = {{"name", name}, {"kind", kind}};
+  std::string text;
+  if (kind == "lease" || kind == "fair") {
+    const auto info = lease_info(conn, name);
+    if (!info || info->owner.empty()) return;  // (a synchronizer's reservation row)
+    now["held"] = info->held();
+    now["owner"] = info->owner;
+    now["fence"] = info->fence;
+    now["until"] = format_db_time(info->expire_at_ms);
+    text = info->held() ? "held by " + printable(info->owner, 64) + ", fence " + std::to_string(info->fence) +
+                              ", until " + format_db_time(info->expire_at_ms)
+                        : "released (fence " + std::to_string(info->fence) + ", owner " + printable(info->owner, 64) +
+                              ", at " + format_db_time(info->expire_at_ms) +
+                              "): recorded with the next grant or cleanup's purge";
+  } else {
+    const auto kinds = lock_kinds();
+    const auto k = std::find_if(kinds.begin(), kinds.end(), [&](LockKind x) { return to_string(x) == kind; });
+    if (k == kinds.end()) return;
+    nlohmann::json holders = nlohmann::json::array();
+    for (const auto& h : lock_holders(conn, name, *k)) {
+      holders.push_back({{"owner", h.owner}, {"fence", h.fence}, {"mode", h.mode}, {"remaining_ms", h.remaining_ms}});
+      text += (text.empty() ? "" : ", ") + printable(h.owner, 64) + " (fence " + std::to_string(h.fence) + ")";
+    }
+    now["holders"] = holders;
+    text = holders.empty() ? "no live holder" : std::to_string(holders.size()) + " live: " + text;
+  }
+  if (global().json) print_json({{"now", now}});
+  else std::cout << "now: " << text << "\n";
 }
 
 // --since: a time (2026-12-06T12:00:00Z, UTC, optional .mmm) or a duration
@@ -118,10 +157,12 @@ void add_history(CLI::App& app) {
     q.name = o->name;
     q.since_ms = since_ms(*conn, o->since);
     q.limit = o->limit;
-    for (const auto& e : read_history(*conn, q)) {
+    const auto events = read_history(*conn, q);
+    for (const auto& e : events) {
       if (global().json) print_json(to_json(e));
       else std::cout << line_of(e) << "\n";
     }
+    print_now(*conn, o->name, events);
   });
 }
 

@@ -46,6 +46,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sqlguard/connection.h"
@@ -333,6 +334,10 @@ class StateMachine {
   std::string version_;                        // ... quoted
   bool versioned_ = false;                     // prepare_versioned() ran
   std::map<std::string, std::string> to_state_versioned_sql_;
+  // fire_all()'s rendered statements by (event, key count, versioned,
+  // statement): rendered once per shape of cart (kept for the last few).
+  static constexpr std::size_t kFireCached = 16;
+  std::map<std::tuple<std::string, std::size_t, bool, int>, std::string> fire_cache_;
 };
 
 }  // namespace sqlguard

@@ -659,6 +659,17 @@ TransitionBatchResult StateMachine::fire_all(const std::vector<FireItem>& items,
                            {"assignments", sets},
                            {"version", versioned ? version_ : std::string()}});
   };
+  // Rendered once per (event, key count, versioned, statement): a shop's
+  // carts come in a few sizes. Used at once (a later call may clear it).
+  auto rendered = [&](bool versioned, Sql id) -> const std::string& {
+    const auto k = std::make_tuple(c.def.event, n, versioned, static_cast<int>(id));
+    auto it = fire_cache_.find(k);
+    if (it == fire_cache_.end()) {
+      if (fire_cache_.size() >= kFireCached) fire_cache_.clear();
+      it = fire_cache_.emplace(k, render(versioned, id)).first;
+    }
+    return it->second;
+  };
   auto attempt = [&]() -> TransitionBatchResult {
     TransitionBatchResult out;
     out.event = c.def.event;
@@ -678,11 +689,11 @@ TransitionBatchResult StateMachine::fire_all(const std::vector<FireItem>& items,
       p.append(assign);
       p.add(static_cast<std::int64_t>(n), who + " key count");
       p.append(keys);
-      const Result r = detail::run_rendered(conn_, id, render(versioned_, id), p.values, &p.names);
+      const Result r = detail::run_rendered(conn_, id, rendered(versioned_, id), p.values, &p.names);
       answer.emplace(r, n, 2, 1);
       wrote = !r.rows.empty() && r.rows[0][3].as_int() > 0;
     } else {
-      answer.emplace(detail::run_rendered(conn_, Sql::sm_lock_many, render(false, Sql::sm_lock_many), lock.values,
+      answer.emplace(detail::run_rendered(conn_, Sql::sm_lock_many, rendered(false, Sql::sm_lock_many), lock.values,
                                           &lock.names),
                      n, 2, 1);
     }
@@ -715,7 +726,7 @@ TransitionBatchResult StateMachine::fire_all(const std::vector<FireItem>& items,
       const Sql id = versioned_ ? Sql::guarded_update_many_versioned : Sql::guarded_update_many;
       ManyParams w = assign;
       w.append(keys);
-      const auto n_wrote = detail::run_rendered(conn_, id, render(versioned_, id), w.values, &w.names).affected;
+      const auto n_wrote = detail::run_rendered(conn_, id, rendered(versioned_, id), w.values, &w.names).affected;
       if (n_wrote != static_cast<std::int64_t>(n))
         throw Error(ErrorCode::kInternal, who + ": " + std::to_string(n_wrote) + " rows written of " +
                                               std::to_string(n) + " locked (the transaction rolls back)");

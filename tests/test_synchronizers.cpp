@@ -953,48 +953,63 @@ TEST_CASE("on MariaDB a fair release grants the lease to the next place: its wai
     SUCCEED("the wake-up lock is MariaDB's (PostgreSQL's grant comes in the NOTIFY: the ticket-channel test)");
     return;
   }
-  const std::string name = ctx().unique("mariagrant");
-  const std::string ch = lease_wakeup_channel(name);
-  auto h = LockClient::create(ctx().uri);
-  auto wc = LockClient::create(ctx().uri);
-  auto bc = LockClient::create(ctx().uri);
-  LeaseLock holder(h, name, fair_opts(10s)), waiter(wc, name, fair_opts(10s)), behind(bc, name, fair_opts(10s));
-  REQUIRE(holder.try_acquire());
-  auto got = waiter.acquire_async(20s);
-  REQUIRE(eventually([&] { return live_places(name) == 1; }, 10s));
-  auto got_behind = behind.acquire_async(20s);
-  REQUIRE(eventually([&] { return live_places(name) == 2; }, 10s));
-  auto c = ctx().connect();
-  const std::string place_owner =
-      c->execute("SELECT owner FROM sqlguard_lock_queue WHERE name = ? ORDER BY ticket", {name}).rows.at(0)[0].as_string();
-  auto wake_lock_held = [&] {
-    return !c->execute("SELECT IS_USED_LOCK(?)", {ch}).rows.at(0)[0].is_null();
+  // One round; true when both hand-offs took the path under test. A paced
+  // check of the waiter thread that lands between a release's commit and its
+  // wake-up takes the granted lease with a fresh token instead (correct, but
+  // not this path: seen once in a loaded CI run, 2026-12-06), so a round that
+  // went that way is played again, up to 3 rounds; the last one must take the
+  // grant path. Every round checks what must always hold.
+  auto round = [](int n, bool last) -> bool {
+    const std::string name = ctx().unique("mariagrant" + std::to_string(n));
+    const std::string ch = lease_wakeup_channel(name);
+    auto h = LockClient::create(ctx().uri);
+    auto wc = LockClient::create(ctx().uri);
+    auto bc = LockClient::create(ctx().uri);
+    LeaseLock holder(h, name, fair_opts(10s)), waiter(wc, name, fair_opts(10s)), behind(bc, name, fair_opts(10s));
+    REQUIRE(holder.try_acquire());
+    auto got = waiter.acquire_async(20s);
+    REQUIRE(eventually([&] { return live_places(name) == 1; }, 10s));
+    auto got_behind = behind.acquire_async(20s);
+    REQUIRE(eventually([&] { return live_places(name) == 2; }, 10s));
+    auto c = ctx().connect();
+    const std::string place_owner =
+        c->execute("SELECT owner FROM sqlguard_lock_queue WHERE name = ? ORDER BY ticket", {name}).rows.at(0)[0].as_string();
+    auto wake_lock_held = [&] {
+      return !c->execute("SELECT IS_USED_LOCK(?)", {ch}).rows.at(0)[0].is_null();
+    };
+    CHECK(holder.release());
+    REQUIRE(got.wait_for(10s) == std::future_status::ready);
+    REQUIRE(got.get());
+    // Held as the release wrote it: the row's owner is still the place's token
+    // (a take writes a fresh one) and the waiter's fence is the grant's.
+    auto row = c->execute("SELECT owner, fence, handed FROM sqlguard_lock WHERE name = ?", {name});
+    REQUIRE(row.rows.size() == 1);
+    CHECK(row.rows[0][1].as_int() == waiter.fence());
+    CHECK(wc->stats().named_handoffs == 0);  // the wake-up lock names nobody: the queue read saw the grant
+    bool path = row.rows[0][0].as_string() == place_owner && wc->stats().granted_handoffs == 1;
+    if (last) {
+      CHECK(row.rows[0][0].as_string() == place_owner);
+      CHECK(wc->stats().granted_handoffs == 1);
+    }
+    // The new holder's session holds the wake-up lock (the queue read took it),
+    // so the waiter behind blocks on it instead of polling, and is served by
+    // the release.
+    CHECK(eventually([&] { return wake_lock_held(); }, 2s));
+    CHECK(got_behind.wait_for(300ms) == std::future_status::timeout);
+    CHECK(waiter.release());
+    REQUIRE(got_behind.wait_for(10s) == std::future_status::ready);
+    REQUIRE(got_behind.get());
+    path = path && bc->stats().granted_handoffs == 1;
+    if (last) CHECK(bc->stats().granted_handoffs == 1);
+    CHECK(behind.release());
+    // Control: with the last holder gone nobody holds the wake-up lock (the
+    // check above can fail).
+    CHECK(eventually([&] { return !wake_lock_held(); }, 2s));
+    CHECK(live_places(name) == 0);
+    return path;
   };
-  CHECK(holder.release());
-  REQUIRE(got.wait_for(10s) == std::future_status::ready);
-  REQUIRE(got.get());
-  // Held as the release wrote it: the row's owner is still the place's token
-  // (a take writes a fresh one) and the waiter's fence is the grant's.
-  auto row = c->execute("SELECT owner, fence, handed FROM sqlguard_lock WHERE name = ?", {name});
-  REQUIRE(row.rows.size() == 1);
-  CHECK(row.rows[0][0].as_string() == place_owner);
-  CHECK(row.rows[0][1].as_int() == waiter.fence());
-  CHECK(wc->stats().granted_handoffs == 1);
-  CHECK(wc->stats().named_handoffs == 0);  // the wake-up lock names nobody: the queue read saw the grant
-  // The new holder's session holds the wake-up lock (the queue read took it),
-  // so the waiter behind blocks on it instead of polling, and is served by
-  // the release.
-  CHECK(eventually([&] { return wake_lock_held(); }, 2s));
-  CHECK(got_behind.wait_for(300ms) == std::future_status::timeout);
-  CHECK(waiter.release());
-  REQUIRE(got_behind.wait_for(10s) == std::future_status::ready);
-  REQUIRE(got_behind.get());
-  CHECK(bc->stats().granted_handoffs == 1);
-  CHECK(behind.release());
-  // Control: with the last holder gone nobody holds the wake-up lock (the
-  // check above can fail).
-  CHECK(eventually([&] { return !wake_lock_held(); }, 2s));
-  CHECK(live_places(name) == 0);
+  for (int n = 1; n <= 3; ++n)
+    if (round(n, n == 3)) break;
 }
 
 TEST_CASE("a fair holder that releases cannot re-take while others wait; an unfair one can", "[fair-lease]") {

@@ -59,18 +59,14 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   // (MariaDB): freed again if the attempt ends without the lease, or the
   // waiters behind would block on it while nobody holds the lease with it.
   struct GateWakeLock {
+    const WaitPlan& plan;
     Connection& conn;
     const std::string& name;
     bool held = false;
     ~GateWakeLock() {
-      if (!held) return;
-      try {
-        run(conn, Sql::lease_wakeup_signal, {lease_wakeup_channel(name)});
-      } catch (const std::exception& e) {
-        log(LogLevel::kDebug, "freeing the wake-up lock of '" + name + "' failed: " + e.what());
-      }
+      if (held) plan.wake_waiters(conn, name);  // frees it: its waiters return
     }
-  } gate_wake{conn, l->name};
+  } gate_wake{*wait_plan_, conn, l->name};
   if (o.fair && !named) {
     std::int64_t lease_left = 0;
     FairGrant gate_grant;

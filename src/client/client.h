@@ -454,6 +454,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void sync_wait(const std::string& key, std::uint64_t gen, std::chrono::steady_clock::time_point until);
   void sync_wait_end(const std::string& key, const std::string& name);
   void sync_notify(const std::string& key);
+  // The caller-thread wait of a semaphore, a read-write lease or a lock set:
+  // `attempt` until it answers held (> 0) or refused (< 0), or `wait` ends
+  // (false; the last outage, if the last attempt met one, is thrown). Busy
+  // (0): naps of full jitter from options.backoff_initial doubling to
+  // backoff_max, never past what the holder has left (`*holder`, set by a
+  // busy attempt that knows it; never less than backoff_initial); a
+  // sync_notify(key) ends a nap at once. An outage or a full pool is tried
+  // again while the wait lasts; any other error is thrown.
+  bool nap_wait(const std::string& key, const std::string& name, std::chrono::milliseconds wait,
+                const LeaseOptions& options,
+                const std::function<int(std::optional<std::chrono::milliseconds>* holder)>& attempt);
 
  private:
   // One attempt on `conn` (no re-entrancy check); on success the lease's
@@ -499,6 +510,16 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // `first_try`: its batched first try was answered (or given up) after
   // later acquires of the name queued: it goes before them.
   void enqueue_wait_locked(std::shared_ptr<ClientWait> w, std::int64_t busy_for_ms, bool first_try = false);
+  // A guarded transaction's check of one row (inside its transaction):
+  // still held — a locking read found it (owner, fence, not expired), or
+  // (MySQL) the row was written, so that Galera certifies the transaction
+  // against a take-over elsewhere.
+  bool guard_check(Connection& conn, const ClientLease& lease, const std::string& owner, std::int64_t fence,
+                   std::int64_t key);
+  // A row guard_check did not find held (its transaction rolled back): why,
+  // said as the handle's loss.
+  void guard_lost(Connection& conn, ClientLease& lease, const std::string& owner, std::int64_t fence,
+                  std::int64_t key, std::int64_t known_expire_at);
   bool guarded_once(Connection& conn, ClientLease& lease, const std::string& owner, std::int64_t fence,
                     std::int64_t key, const std::function<void(Transaction&)>& work);
   // A blocking acquire of a client over a borrowed connection, on the

@@ -90,27 +90,17 @@ bool ClientCore::guarded_once(Connection& conn, ClientLease& l, const std::strin
   // transactions keep the renewer out.
   const bool renew_here = lease && l.renew && renewal_wanted(&l);
   const auto renew_start = steady_clock::now();
-  // Still held: a locking read found the row, or (MySQL) the row was
-  // written, so that Galera certifies the transaction against a take-over
-  // elsewhere; then renewed if it is due.
-  const bool held = lease ? run(conn, Sql::lease_guard_check, {l.name, owner, fence}).affected == 1 &&
-                                (!renew_here || renew_lease(conn, l.name, owner, fence, l.options.ttl))
-                          : run(conn, Sql::sync_guard_check, {l.name, key, owner, fence}).affected == 1;
+  // Still held (guard_check), then renewed if it is due.
+  const bool held = guard_check(conn, l, owner, fence, key) &&
+                    (!renew_here || renew_lease(conn, l.name, owner, fence, l.options.ttl));
   if (!held) {
     tx.rollback();
-    std::string detail;
-    LossCause cause;
-    if (lease) {
-      std::int64_t known_expire_at = 0;
-      {
-        std::lock_guard<std::mutex> lk(l.state->mu);
-        if (l.state->fence == fence) known_expire_at = l.state->expire_at;
-      }
-      cause = diagnose_lease(conn, l.name, owner, fence, known_expire_at, &detail);
-    } else {
-      cause = diagnose_holding(conn, l.name, key, owner, fence, true, &detail);
+    std::int64_t known_expire_at = 0;
+    {
+      std::lock_guard<std::mutex> lk(l.state->mu);
+      if (l.state->fence == fence) known_expire_at = l.state->expire_at;
     }
-    l.state->mark_lost(cause, std::move(detail), &owner, fence);
+    guard_lost(conn, l, owner, fence, key, known_expire_at);
     return false;
   }
   work(tx);
@@ -124,6 +114,21 @@ bool ClientCore::guarded_once(Connection& conn, ClientLease& l, const std::strin
     renewed_in_guard(&l);
   }
   return true;
+}
+
+bool ClientCore::guard_check(Connection& conn, const ClientLease& l, const std::string& owner, std::int64_t fence,
+                             std::int64_t key) {
+  return l.kind == RowKind::kLease ? run(conn, Sql::lease_guard_check, {l.name, owner, fence}).affected == 1
+                                   : run(conn, Sql::sync_guard_check, {l.name, key, owner, fence}).affected == 1;
+}
+
+void ClientCore::guard_lost(Connection& conn, ClientLease& l, const std::string& owner, std::int64_t fence,
+                            std::int64_t key, std::int64_t known_expire_at) {
+  std::string detail;
+  const LossCause cause = l.kind == RowKind::kLease
+                              ? diagnose_lease(conn, l.name, owner, fence, known_expire_at, &detail)
+                              : diagnose_holding(conn, l.name, key, owner, fence, true, &detail);
+  l.state->mark_lost(cause, std::move(detail), &owner, fence);
 }
 
 }  // namespace sqlguard::detail

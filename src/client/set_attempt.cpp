@@ -59,14 +59,8 @@ bool ClientCore::try_acquire_set_on(Connection& conn, int slot, std::span<const 
   const bool wake_locks = wait_plan_->release_on_acquiring_session();
   const auto give_back_wake_locks = [&]() noexcept {
     if (!wake_locks) return;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      if (parts[i].take) continue;  // a holding: no wake-up lock
-      try {
-        run(conn, Sql::lease_wakeup_signal, {lease_wakeup_channel(parts[i].lease->name)});
-      } catch (const std::exception& e) {
-        log(LogLevel::kDebug, "freeing the wake-up lock of '" + parts[i].lease->name + "' failed: " + e.what());
-      }
-    }
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (!parts[i].take) wait_plan_->wake_waiters(conn, parts[i].lease->name);  // a holding has none
   };
   bool all = true;
   try {
@@ -169,15 +163,9 @@ bool ClientCore::run_guarded_set(std::span<const SetPart> parts, const std::func
         for (std::size_t i = 0; i < parts.size(); ++i) {
           ClientLease& l = *parts[i].lease;
           const Held& h = held[i];
-          const bool lease = l.kind == RowKind::kLease;
-          const bool ok = lease ? run(conn, Sql::lease_guard_check, {l.name, h.owner, h.fence}).affected == 1
-                                : run(conn, Sql::sync_guard_check, {l.name, h.key, h.owner, h.fence}).affected == 1;
-          if (ok) continue;
+          if (guard_check(conn, l, h.owner, h.fence, h.key)) continue;
           tx.rollback();
-          std::string detail;
-          const LossCause cause = lease ? diagnose_lease(conn, l.name, h.owner, h.fence, h.expire_at, &detail)
-                                        : diagnose_holding(conn, l.name, h.key, h.owner, h.fence, true, &detail);
-          l.state->mark_lost(cause, std::move(detail), &h.owner, h.fence);
+          guard_lost(conn, l, h.owner, h.fence, h.key, h.expire_at);
           return false;
         }
         work(tx);

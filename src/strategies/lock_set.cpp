@@ -216,37 +216,13 @@ bool LockSet::acquire(milliseconds wait) {
                     "': a blocking acquire() from a callback on the lock client's waiter thread would wait for that "
                     "thread itself");
   if (hold_count() > 0) return try_acquire();
-  const auto deadline = steady_clock::now() + wait;
-  milliseconds backoff = options_.backoff_initial;
-  std::uint64_t gen = core.sync_wait_begin(kSetNaps);
-  struct End {
-    detail::ClientCore& c;
-    const std::string& label;
-    ~End() { c.sync_wait_end(kSetNaps, label); }
-  } end{core, label_};
-  std::optional<Error> outage;
-  for (;;) {
-    try {
-      if (try_acquire()) return true;
-      outage.reset();
-    } catch (const Error& e) {
-      // Unreachable, or no connection free: keep trying while the wait lasts.
-      if (!detail::is_outage(e) && e.code() != ErrorCode::kResourceExhausted) throw;
-      outage = e;
-    }
-    const auto now = steady_clock::now();
-    if (now >= deadline) {
-      if (outage) throw *outage;
-      return false;
-    }
-    // Never past what the busy name's holder has left (it may be released
-    // or taken over then), never less than backoff_initial.
-    milliseconds cap = backoff;
-    if (auto t = takeover_in()) cap = std::min(cap, std::max(*t, options_.backoff_initial));
-    core.sync_wait(kSetNaps, gen, std::min(deadline, now + detail::jitter(cap)));
-    gen = core.sync_generation(kSetNaps);
-    backoff = std::min(backoff * 2, options_.backoff_max);
-  }
+  // Never past what the busy name's holder has left (it may be released or
+  // taken over then): one name's wait, as a semaphore's.
+  return core.nap_wait(kSetNaps, label_, wait, options_, [&](std::optional<milliseconds>* holder) {
+    if (try_acquire()) return 1;
+    *holder = takeover_in();
+    return 0;
+  });
 }
 
 void LockSet::acquire_async(milliseconds wait, AcquireCallback done) {

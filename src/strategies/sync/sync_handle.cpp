@@ -284,40 +284,12 @@ bool SyncHandle::acquire(SyncMode mode, std::int64_t n, std::int64_t capacity, m
     acquire_async(mode, n, capacity, wait, std::move(done));
     return f.get();
   }
-  const auto deadline = steady_clock::now() + wait;
-  milliseconds backoff = s_->options.backoff_initial;
-  const std::string& key = s_->wake_key;
-  std::uint64_t gen = core.sync_wait_begin(key);
-  struct End {
-    ClientCore& c;
-    const std::string& k;
-    const std::string& name;
-    ~End() { c.sync_wait_end(k, name); }
-  } end{core, key, s_->lease->name};
-  std::optional<Error> outage;
-  for (;;) {
-    milliseconds holder{0};
-    int r = 0;
-    try {
-      r = attempt(mode, n, capacity, &holder, wait.count() > 0);
-      outage.reset();
-    } catch (const Error& e) {
-      // Unreachable, or no connection free: keep trying while the wait lasts.
-      if (!is_outage(e) && e.code() != ErrorCode::kResourceExhausted) throw;
-      outage = e;
-    }
-    if (r != 0) return r > 0;
-    const auto now = steady_clock::now();
-    if (now >= deadline) {
-      if (outage) throw *outage;
-      return false;
-    }
-    const milliseconds cap = outage ? backoff : std::min(backoff, std::max(holder, s_->options.backoff_initial));
-    const auto until = std::min(deadline, now + jitter(cap));
-    core.sync_wait(key, gen, until);
-    gen = core.sync_generation(key);
-    backoff = std::min(backoff * 2, s_->options.backoff_max);
-  }
+  return core.nap_wait(s_->wake_key, s_->lease->name, wait, s_->options, [&](std::optional<milliseconds>* holder) {
+    milliseconds left{0};
+    const int r = attempt(mode, n, capacity, &left, wait.count() > 0);
+    *holder = left;
+    return r;
+  });
 }
 
 bool SyncHandle::release() { return release_on(*client_->core(), *s_); }
@@ -383,6 +355,44 @@ void ClientCore::sync_wait_end(const std::string& key, const std::string& name) 
   // name's holdings goes (a name no longer waited for leaves nothing), unless
   // a holding looked dead: a later wait continues that watch.
   group_watches().wait_ended(holdings_watch_key(description_, name));
+}
+
+bool ClientCore::nap_wait(const std::string& key, const std::string& name, milliseconds wait,
+                          const LeaseOptions& options,
+                          const std::function<int(std::optional<milliseconds>*)>& attempt) {
+  const auto deadline = steady_clock::now() + wait;
+  milliseconds backoff = options.backoff_initial;
+  std::uint64_t gen = sync_wait_begin(key);
+  struct End {
+    ClientCore& c;
+    const std::string& k;
+    const std::string& name;
+    ~End() { c.sync_wait_end(k, name); }
+  } end{*this, key, name};
+  std::optional<Error> outage;
+  for (;;) {
+    std::optional<milliseconds> holder;
+    int r = 0;
+    try {
+      r = attempt(&holder);
+      outage.reset();
+    } catch (const Error& e) {
+      // Unreachable, or no connection free: keep trying while the wait lasts.
+      if (!is_outage(e) && e.code() != ErrorCode::kResourceExhausted) throw;
+      outage = e;
+      holder.reset();
+    }
+    if (r != 0) return r > 0;
+    const auto now = steady_clock::now();
+    if (now >= deadline) {
+      if (outage) throw *outage;
+      return false;
+    }
+    const milliseconds cap = holder ? std::min(backoff, std::max(*holder, options.backoff_initial)) : backoff;
+    sync_wait(key, gen, std::min(deadline, now + jitter(cap)));
+    gen = sync_generation(key);
+    backoff = std::min(backoff * 2, options.backoff_max);
+  }
 }
 
 void ClientCore::sync_notify(const std::string& key) {

@@ -198,6 +198,50 @@ TEST_CASE("a lock set waits holding nothing and takes every name once the last b
   CHECK(other_b.release());
 }
 
+TEST_CASE("a waiting lock set is woken by another client's release of the lease in its way (PostgreSQL, SQLite); "
+          "on MariaDB and behind a transaction pooler it tries on its timers",
+          "[lock-set]") {
+  auto admin = ctx().connect();
+  // Where the client's listener listens on channels (PostgreSQL LISTEN,
+  // SQLite futex words); MariaDB's wake-up locks and a pooler's sessions: not.
+  const bool listens = ctx().kind != DialectKind::kMysql && !admin->capabilities().transaction_pooler;
+  auto mine = LockClient::create(ctx().uri);
+  auto theirs = LockClient::create(ctx().uri);
+  const std::string a = ctx().unique("setk_a"), b = ctx().unique("setk_b"), c = ctx().unique("setk_c");
+  LeaseOptions o = opts();
+  o.barging_limit = 0ms;  // listens from its first busy attempt (lock_set.cpp: listen_after)
+  // Naps of up to 30 s (full jitter): a release is seen by a wake-up, or by
+  // chance when a nap happens to end.
+  o.backoff_initial = listens ? 30s : 5ms;
+  o.backoff_max = listens ? 30s : 50ms;
+  LeaseLock holder(theirs, b, opts(30s));
+  REQUIRE(holder.try_acquire());
+  LockSet set(mine, {a, b, c}, o);
+  const auto wakeups_before = mine->stats().wakeups;
+  std::atomic<bool> got{false};
+  std::thread waiter([&] { got = set.acquire(60s); });
+  std::this_thread::sleep_for(300ms);
+  CHECK_FALSE(got.load());
+  const auto released_at = std::chrono::steady_clock::now();
+  REQUIRE(holder.release());
+  waiter.join();
+  const auto waited = std::chrono::steady_clock::now() - released_at;
+  REQUIRE(got.load());
+  CHECK(set.owns());
+  const auto wakeups = mine->stats().wakeups - wakeups_before;
+  INFO("listens " << listens << ", wake-ups " << wakeups << ", acquired "
+                  << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() << " ms after the release");
+  if (listens) {
+    // Woken, not a nap's end: a nap of 30 s ends in the 10 s after the
+    // release in a third of the runs, and then no wake-up was delivered.
+    CHECK(wakeups >= 1);
+    CHECK(waited < 10s);
+  } else {
+    CHECK(wakeups == 0);  // its timers found it free
+  }
+  CHECK(set.release());
+}
+
 TEST_CASE("a lock set waits asynchronously on the client's waiter thread, holding nothing; a cancelled wait takes "
           "nothing",
           "[lock-set][async]") {

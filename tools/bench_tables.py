@@ -33,7 +33,7 @@ LOADED = "-cpu-load"  # <dialect>-cpu-load.json: waiters and handoff beside --cp
 LEASE_OPS = ("lease-distinct", "lease-hot")
 # The lock-client ops: one cell per --held / --waiters value, not per client
 # count; they have tables of their own and stay out of the matrix tables.
-CLIENT_OPS = ("held-leases", "waiters", "churn-soak", "takeover", "lease-coalesced")
+CLIENT_OPS = ("held-leases", "waiters", "churn-soak", "takeover", "lease-coalesced", "lock-set")
 # The synchronizer ops (issue 28): op x clients cells, but each has a table of
 # its own (fair-lease holds two sides per cell) and none is in the main table.
 SYNC_OPS = ("fair-lease", "semaphore-hot", "rw-mixed")

@@ -42,8 +42,13 @@
 // connection; a release is one release statement per name. Waiting: the set tries, then naps with full jitter
 // from options.backoff_initial doubling up to options.backoff_max, never
 // past what the first busy name's holder has left; a release of another set
-// of the same client wakes a blocking acquire() at once. acquire_async waits
-// on the client's waiter thread, paced the same way. A waiting set is not
+// of the same client wakes a blocking acquire() at once, and on PostgreSQL
+// and SQLite so does a release of any of its leases by anyone (the client's
+// wake-up listener listens on their channels while the set waits; it wakes
+// every set of the client that waits: each tries again). On MariaDB and
+// through a transaction pooler a set's naps keep their timers. acquire_async
+// waits on the client's waiter thread, paced and woken the same way. A
+// waiting set is not
 // served in any order (a name's own waiters do not queue behind it nor it
 // behind them).
 //
@@ -122,8 +127,8 @@ class LockSet final : public Lock {
   bool acquire(std::chrono::milliseconds wait) override;
   bool acquire() { return acquire(options_.wait); }
   // Waits without a thread of the caller's (Lock::acquire_async): the lock
-  // client's waiter thread makes the set's attempts, paced as acquire()'s
-  // naps are (no wake-up: a set has no channel of its own), and `done` runs
+  // client's waiter thread makes the set's attempts, paced and woken as
+  // acquire()'s naps are, and `done` runs
   // once there (it must not block) — or at once on the caller's thread when
   // the set already holds (re-entrant) or holds a lost one. One pending
   // acquire per set; destroying the set cancels it.

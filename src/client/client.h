@@ -36,6 +36,7 @@ namespace sqlguard::detail {
 
 class WaitPlan;
 class WakeListener;
+struct WaitedName;  // plans/plans.h
 class Waiter;
 struct RenewItem;   // renewer.cpp
 struct Completion;  // waiters.cpp
@@ -225,6 +226,11 @@ struct ClientWait {
   // A default lease's wait: its next turn (bounded barging); unset for other
   // waits. Used by the waiter thread only.
   std::optional<NextTurn> turn;
+  // A lock set's wait: the lease name its last attempt found busy ("" none),
+  // on whose channel the listener listens for it (channel listeners:
+  // PostgreSQL, SQLite); its release wakes the wait. Called by the listener
+  // under wait_mu_; set before the wait is queued.
+  std::function<std::string()> wake_name;
 };
 
 // Runs a wait's completion callback; what it throws is logged, not passed on.
@@ -336,10 +342,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // taken in one READ COMMITTED transaction on one work connection, or none;
   // on success each part's state is set and its renewal registered as a
   // single handle's.
-  bool try_acquire_set(std::span<const SetPart> parts, SetRefusal* refused);
+  // `first`: the lease the last attempt found busy ("" none); where the
+  // dialect's acquire never waits on an existing row
+  // (AcquirePlan::never_waits_on_an_existing_row) it is tried first, so an
+  // attempt it still stands in the way of takes nothing before it (no row a
+  // concurrent attempt would find locked and skip as busy); the rest go in
+  // the order given.
+  bool try_acquire_set(std::span<const SetPart> parts, SetRefusal* refused, const std::string& first = {});
   // The same attempt on `conn`, the work connection of `slot` (borrowed by
   // the caller: the waiter thread's attempt of an asynchronous acquire).
-  bool try_acquire_set_on(Connection& conn, int slot, std::span<const SetPart> parts, SetRefusal* refused);
+  bool try_acquire_set_on(Connection& conn, int slot, std::span<const SetPart> parts, SetRefusal* refused,
+                          const std::string& first = {});
   // What an attempt took for a wait that was cancelled meanwhile, released
   // (errors go to the log hook; a name not released runs out by itself).
   void release_set_quietly(std::span<const SetPart> parts) noexcept;
@@ -454,6 +467,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void sync_wait(const std::string& key, std::uint64_t gen, std::chrono::steady_clock::time_point until);
   void sync_wait_end(const std::string& key, const std::string& name);
   void sync_notify(const std::string& key);
+  // The nap of the lock set whose nap key is `key` (it starts with
+  // kSetNapPrefix) now waits for lease `to` instead of `from` ("": none):
+  // while registered, the listener listens on the name's channel (channel
+  // listeners: PostgreSQL, SQLite; MariaDB's wake-up locks and a transaction
+  // pooler: the naps keep their timers) and its release ends the nap at once.
+  void set_nap_name(const std::string& key, const std::string& from, const std::string& to);
+  // Ends the naps of every lock set of this client (a set released names).
+  void sync_notify_sets();
+  static constexpr const char* kSetNapPrefix = "lock-set:";
+  // Whether the listener wakes lock-set waits (a channel listener).
+  bool set_wakeups() const noexcept;
   // The caller-thread wait of a semaphore, a read-write lease or a lock set:
   // `attempt` until it answers held (> 0) or refused (< 0), or `wait` ends
   // (false; the last outage, if the last attempt met one, is thrown). Busy
@@ -589,6 +613,15 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait>& w, bool was_woken,
                         std::chrono::milliseconds holder, const std::optional<Error>& outage);
   void listener_loop();
+  // The listener's part for lock sets (set_wakeups()): the lease names their
+  // naps and asynchronous waits listen on, added to `found` (`set_queues`:
+  // name -> the queues of the asynchronous set waits on it); and a woken
+  // name's set waits woken (`naps`: the nap keys to notify). True: a set
+  // waits on it.
+  void add_set_names_locked(std::vector<std::pair<std::chrono::steady_clock::time_point, WaitedName>>& found,
+                            std::map<std::string, std::vector<std::string>>& set_queues) const;
+  bool wake_sets_locked(const std::string& name, const std::map<std::string, std::vector<std::string>>& set_queues,
+                        std::vector<std::string>& naps);
 
   const std::string uri_;
   const LockClientOptions options_;
@@ -706,6 +739,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   Connection* listener_conn_ = nullptr;
   std::set<std::string> listener_channels_;
   void listen_now_locked(const NameQueue& q);
+  // Lease names lock sets nap on (set_nap_name): the naps' keys (counted)
+  // and since when the name is waited on.
+  struct SetNapName {
+    std::map<std::string, int> keys;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::map<std::string, SetNapName> set_nap_names_;
   std::atomic<std::thread::id> waiter_thread_id_{};
   std::uint64_t wakeups_ = 0, stray_wakeups_ = 0, polls_ = 0, attempts_ = 0, turns_asked_ = 0, named_handoffs_ = 0,
                 granted_handoffs_ = 0;

@@ -3,11 +3,14 @@
 // transaction over all of them. Each name is taken by the dialect's own
 // acquire plan (acquire_lease_seated: the same statements and take-over rule
 // as a single lease's attempt); the transaction makes them one commit.
+#include <algorithm>
+#include <optional>
 #include <span>
 
 #include "client/client.h"
 #include "core/catalog.h"
 #include "core/reconnect.h"
+#include "dialect/dialect.h"
 #include "plans/plans.h"
 #include "sqlguard/validate.h"
 #include "strategies/sync/sync_ops.h"
@@ -27,10 +30,10 @@ struct SetTook {
 
 }  // namespace
 
-bool ClientCore::try_acquire_set(std::span<const SetPart> parts, SetRefusal* refused) {
+bool ClientCore::try_acquire_set(std::span<const SetPart> parts, SetRefusal* refused, const std::string& first) {
   check_process();
   auto c = borrow();
-  return try_acquire_set_on(*c, c.slot(), parts, refused);
+  return try_acquire_set_on(*c, c.slot(), parts, refused, first);
 }
 
 int ClientCore::slot_of(const Connection& conn) const {
@@ -48,26 +51,35 @@ void ClientCore::release_set_quietly(std::span<const SetPart> parts) noexcept {
 }
 
 bool ClientCore::try_acquire_set_on(Connection& conn, int slot, std::span<const SetPart> parts,
-                                    SetRefusal* refused) {
+                                    SetRefusal* refused, const std::string& first) {
   for (const auto& p : parts) admit(*p.lease);
   const auto start = steady_clock::now();
-  std::vector<SetTook> got;
-  got.reserve(parts.size());
+  // The order of the takes: as given, or the lease that stood in the way
+  // first (see client.h).
+  std::vector<std::size_t> order(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) order[i] = i;
+  if (!first.empty() && conn.dialect().plans().acquire->never_waits_on_an_existing_row()) {
+    auto it = std::find_if(order.begin(), order.end(),
+                           [&](std::size_t i) { return !parts[i].take && parts[i].lease->name == first; });
+    if (it != order.end()) std::rotate(order.begin(), it, it + 1);
+  }
+  std::vector<std::optional<SetTook>> got(parts.size());
   // MariaDB: each lease's take holds its name's wake-up lock (a session lock,
   // not undone by a rollback) until the lease's release; a set that rolls
   // back gives back the ones it took, or their waiters would wait for nobody.
   const bool wake_locks = wait_plan_->release_on_acquiring_session();
   const auto give_back_wake_locks = [&]() noexcept {
     if (!wake_locks) return;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      if (!parts[i].take) wait_plan_->wake_waiters(conn, parts[i].lease->name);  // a holding has none
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      if (got[i] && !parts[i].take) wait_plan_->wake_waiters(conn, parts[i].lease->name);  // a holding has none
   };
   bool all = true;
   try {
     // READ COMMITTED: a holding's count reads what is committed when it is
     // taken, not a snapshot from the set's first statement (MariaDB).
     Transaction tx(conn, Isolation::kReadCommitted);
-    for (const auto& p : parts) {
+    for (const std::size_t i : order) {
+      const SetPart& p = parts[i];
       const ClientLease& l = *p.lease;
       const auto& o = l.options;
       const std::string owner = o.owner.empty() ? make_owner_token() : o.owner;
@@ -89,7 +101,7 @@ bool ClientCore::try_acquire_set_on(Connection& conn, int slot, std::span<const 
         all = false;
         break;
       }
-      got.push_back(std::move(t));
+      got[i] = std::move(t);
       // (Still the set's transaction: a statement the server aborted it in
       // throws, and nothing runs after it outside the transaction.)
       if (!conn.in_transaction())
@@ -114,8 +126,8 @@ bool ClientCore::try_acquire_set_on(Connection& conn, int slot, std::span<const 
     return false;
   }
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    if (parts[i].took) parts[i].took(*this, got[i].grant, got[i].owner, start);
-    else took(parts[i].lease, slot, got[i].owner, got[i].grant.fence, got[i].grant.expire_at, start);
+    if (parts[i].took) parts[i].took(*this, got[i]->grant, got[i]->owner, start);
+    else took(parts[i].lease, slot, got[i]->owner, got[i]->grant.fence, got[i]->grant.expire_at, start);
   }
   return true;
 }

@@ -581,8 +581,75 @@ void ClientCore::head_busy_locked(NameQueue& q, const std::shared_ptr<ClientWait
 }
 
 
+bool ClientCore::set_wakeups() const noexcept {
+  // MariaDB's listener blocks on one wake-up lock, which a set's take would
+  // then wait for: sets keep their timers there.
+  return !wait_plan_->release_on_acquiring_session() && !borrowed_;
+}
+
+void ClientCore::set_nap_name(const std::string& key, const std::string& from, const std::string& to) {
+  if (!set_wakeups() || from == to) return;
+  if (!to.empty()) start_waiter_threads();
+  std::lock_guard<std::mutex> lk(wait_mu_);
+  if (!from.empty())
+    if (auto it = set_nap_names_.find(from); it != set_nap_names_.end()) {
+      if (auto k = it->second.keys.find(key); k != it->second.keys.end() && --k->second <= 0) it->second.keys.erase(k);
+      if (it->second.keys.empty()) set_nap_names_.erase(it);
+    }
+  if (to.empty()) return;
+  auto [it, fresh] = set_nap_names_.try_emplace(to);
+  if (fresh) it->second.since = steady_clock::now();
+  ++it->second.keys[key];
+  // The listener's wait in progress does not cover it: it listens at once.
+  if (fresh && !listener_channels_.count(lease_wakeup_channel(to))) {
+    if (listener_conn_) listener_conn_->interrupt_wait();
+    wait_cv_.notify_all();
+  }
+}
+
+void ClientCore::add_set_names_locked(std::vector<std::pair<steady_clock::time_point, WaitedName>>& found,
+                                      std::map<std::string, std::vector<std::string>>& set_queues) const {
+  std::set<std::string> have;
+  for (const auto& f : found) have.insert(f.second.name);
+  auto add = [&](const std::string& n, steady_clock::time_point since) {
+    if (have.insert(n).second) found.push_back({since, WaitedName{n, lease_wakeup_channel(n), false}});
+  };
+  for (const auto& [n, e] : set_nap_names_) add(n, e.since);
+  for (const auto& [key, q] : queues_)
+    for (const auto& w : q.waits) {
+      if (!w->wake_name) continue;
+      const std::string n = w->wake_name();
+      if (n.empty()) continue;
+      add(n, q.since);
+      set_queues[n].push_back(key);
+    }
+}
+
+bool ClientCore::wake_sets_locked(const std::string& name,
+                                  const std::map<std::string, std::vector<std::string>>& set_queues,
+                                  std::vector<std::string>& naps) {
+  bool mine = false;
+  if (auto it = set_nap_names_.find(name); it != set_nap_names_.end()) {
+    mine = true;
+    for (const auto& [key, n] : it->second.keys) {
+      naps.push_back(key);
+      ++wakeups_;
+    }
+  }
+  if (auto s = set_queues.find(name); s != set_queues.end()) {
+    mine = true;
+    for (const auto& key : s->second)
+      if (auto q = queues_.find(key); q != queues_.end() && !q->second.waits.empty()) {
+        q->second.woken = true;
+        ++wakeups_;
+      }
+  }
+  return mine;
+}
+
 void ClientCore::listener_loop() {
   auto listener = wait_plan_->make_listener();
+  const bool sets = listener && set_wakeups();
   std::unique_ptr<Connection> conn;
   bool listened = false;
   const milliseconds slice(100);
@@ -599,6 +666,9 @@ void ClientCore::listener_loop() {
         found.push_back({q.since, WaitedName{name, FairPolicy::listen_channel(q, *wait_plan_),
                                              q.idle_wakes >= 2 || q.woken || q.busy || q.outage_until > now ||
                                                  FairPolicy::far_in_line(q, *wait_plan_)}});
+    // Lock sets' waits: their lease names too (name -> their queues).
+    std::map<std::string, std::vector<std::string>> set_queues;
+    if (sets) add_set_names_locked(found, set_queues);
     if (!listener) {  // no wake-up source (a transaction pooler): the heads poll
       wait_cv_.wait_for(lk, std::chrono::seconds(1));
       continue;
@@ -651,10 +721,13 @@ void ClientCore::listener_loop() {
     if (!conn) listener_open_ = false;
     listening_ = failed ? 0 : names.size();
     bool any = false;
+    std::vector<std::string> naps;
     for (const auto& n : woken) {
+      const bool for_sets = sets && wake_sets_locked(n.name, set_queues, naps);
+      any = any || for_sets;
       auto qi = queues_.find(n.name);
       if (qi == queues_.end() || !FairPolicy::wakes_head(qi->second, n.payloads)) {
-        ++stray_wakeups_;
+        if (!for_sets) ++stray_wakeups_;
         continue;
       }
       FairGrant grant;
@@ -667,6 +740,7 @@ void ClientCore::listener_loop() {
       any = true;
     }
     if (any) wait_cv_.notify_all();
+    for (const auto& key : naps) sync_notify(key);  // (wait_mu_ before sync_mu_, never the other way)
     if (failed) wait_cv_.wait_for(lk, slice * 5);
   }
   listener_conn_ = nullptr;  // (lk is held: nobody interrupts the session it closes)

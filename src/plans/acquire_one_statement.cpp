@@ -13,6 +13,7 @@ class OneStatementTakeover final : public AcquirePlan {
  public:
   std::string_view name() const noexcept override { return "one-statement take-over"; }
   bool joins_fair_queue_in_one_statement() const noexcept override { return true; }
+  bool never_waits_on_an_existing_row() const noexcept override { return true; }  // FOR UPDATE SKIP LOCKED
 
   AcquireResult attempt(Connection& conn, const LeaseRequest& req, QueueSeat* seat) const override {
     static constexpr auto kFence = column(Sql::lease_acquire, "fence");

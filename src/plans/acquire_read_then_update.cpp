@@ -10,6 +10,9 @@ namespace {
 class ReadThenUpdate final : public AcquirePlan {
  public:
   explicit ReadThenUpdate(bool returning) : returning_(returning) {}
+  // SQLite (returning): one writer at a time, no row locks. Galera: a row
+  // lock of a local transaction is waited for.
+  bool never_waits_on_an_existing_row() const noexcept override { return returning_; }
   std::string_view name() const noexcept override {
     return returning_ ? "read first, then update returning" : "read first, then update and read back";
   }

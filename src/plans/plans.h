@@ -83,6 +83,12 @@ class AcquirePlan {
   // A fair lease's waiter takes its queue place in one statement (fair_join:
   // the dialect writes inside a WITH), not in sync_open's transaction.
   virtual bool joins_fair_queue_in_one_statement() const noexcept { return false; }
+  // An attempt on a name that exists never waits on another transaction's
+  // lock of its row (PostgreSQL: SKIP LOCKED; SQLite: one writer, a read
+  // decides first), so a transaction taking several names may take such a
+  // name out of their canonical order without ever waiting in a cycle (a
+  // lock set tries first the name that stood in the way last time).
+  virtual bool never_waits_on_an_existing_row() const noexcept { return false; }
 };
 
 // One statement takes over an expired row or reports the holder's expiry

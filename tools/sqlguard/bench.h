@@ -34,7 +34,7 @@ inline constexpr const char* kAllOps[] = {"lease-distinct",    "lease-hot",     
                                           "rowlock-decrement", "cas-decrement", "idem-first", "idem-replay",
                                           "inbox",             "held-leases",   "waiters",    "fair-lease",
                                           "semaphore-hot",     "rw-mixed",      "takeover",   "lease-coalesced",
-                                          "cart-decrement",    "cart-per-row"};
+                                          "cart-decrement",    "cart-per-row",  "lock-set"};
 // The cart ops (issue 41): orders of kCartSkus distinct SKUs (1..3 units
 // each) from a catalogue of kCartCatalogue rows, as one
 // GuardedUpdate::apply_all() (cart-decrement) or as one apply() per SKU in
@@ -210,6 +210,12 @@ std::size_t per_lease_fit(Connection& admin, std::size_t wanted, std::string* wh
 // 64) and off (batch_max 1, every call alone) in the same cell.
 nlohmann::json coalesced_cell(const ClientBench& b, std::size_t requesters, std::chrono::milliseconds warmup,
                               std::chrono::milliseconds duration);
+// lock-set (issue 41 item 2): `clients` threads, a LockClient each, take
+// orders of kCartSkus names from a catalogue of kCartCatalogue all or none,
+// hold `hold`, release: as a LockSet and, in the same cell, name by name in
+// byte order (LeaseLock::acquire each); holds checked for overlaps.
+nlohmann::json lock_set_cell(const ClientBench& b, int clients, std::chrono::milliseconds hold,
+                             std::chrono::milliseconds warmup, std::chrono::milliseconds duration);
 nlohmann::json waiters_cell(const ClientBench& b, std::size_t waiters, std::chrono::milliseconds hold,
                             std::chrono::milliseconds warmup, std::chrono::milliseconds duration);
 // What the lock-client ops read from the process and use to set up a cell

@@ -83,6 +83,15 @@ void print_client_row(const json& j) {
       std::cout << "; heap/waiter " << num("heap_per_waiter_bytes", 0) << " B over " << num("waiters_measured", 0)
                 << " waiters, left after their waits " << num("heap_left_by_waits_bytes", 0) << " B";
     std::cout << ", errors " << j.value("errors", 0) << "\n";
+  } else if (op == "lock-set") {
+    std::cout << "lock-set clients=" << j.value("clients", 0) << " (" << j.value("names_per_order", 0)
+              << " names of " << j.value("catalogue", 0) << " per order, hold " << j.value("hold_ms", 0)
+              << " ms): as a set " << num("ops_per_s", 0) << " orders/s, p50 " << num("p50_ms", 2) << " ms, p99 "
+              << num("p99_ms", 2) << " ms, timeouts " << j.value("timeouts", 0) << "; name by name "
+              << num("one_by_one_ops_per_s", 0) << "/s, p99 " << num("one_by_one_p99_ms", 2) << " ms, timeouts "
+              << j.value("one_by_one_timeouts", 0) << "; ratio " << num("set_vs_one_by_one", 2) << "; overlaps "
+              << j.value("overlaps", 0) << " / " << j.value("one_by_one_overlaps", 0) << ", errors "
+              << j.value("errors", 0) << " / " << j.value("one_by_one_errors", 0) << "\n";
   } else if (op == "lease-coalesced" && j.value("comparator", false)) {
     std::cout << "lease-coalesced " << j.value("dialect", "") << " requesters=" << j.value("requesters", 0)
               << " on 2 pipelined connections: " << num("ops_per_s", 0) << " acquire+release/s, p50 " << num("p50_ms", 2)

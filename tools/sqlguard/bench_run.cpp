@@ -208,7 +208,8 @@ void apply_barging_limit(LeaseOptions& o) {
 }
 
 bool client_op(const std::string& op) {
-  return op == "held-leases" || op == "waiters" || op == "takeover" || op == "lease-coalesced" || op == kSoakOp;
+  return op == "held-leases" || op == "waiters" || op == "takeover" || op == "lease-coalesced" || op == "lock-set" ||
+         op == kSoakOp;
 }
 
 OpFn contended_cycle(std::shared_ptr<Contender> c) {

@@ -271,6 +271,7 @@ struct ClientPlan {
   std::vector<int> held;  // empty: the dialect's default
   std::vector<int> waiters;
   std::vector<int> requesters;
+  std::vector<int> clients;  // lock-set: one cell per --clients value
   milliseconds held_ttl{3000};
   int per_lease = 100;
   SoakPlan soak;  // churn-soak (its held: the --held values)
@@ -343,6 +344,11 @@ void run_client_op(const std::string& op, const ClientPlan& plan, const Opts& o,
         }
         return j;
       });
+    return;
+  }
+  if (op == "lock-set") {
+    for (int n : plan.clients)
+      emit_cell({{"clients", n}}, [&] { return lock_set_cell(bench(), n, t.hold, t.warmup, t.duration); });
     return;
   }
   if (op == "waiters") {
@@ -484,6 +490,7 @@ void run_bench(const Opts& o) {
   if (!o.held.empty()) plan.held = counts_flag("--held", o.held, 1, 100000, "a lease count");
   plan.waiters = counts_flag("--waiters", o.waiters, 1, 100000, "a waiter count");
   plan.requesters = counts_flag("--requesters", o.requesters, 1, 1024, "a requester count");
+  plan.clients = clients;
   const bool soak = std::find(ops.begin(), ops.end(), kSoakOp) != ops.end();
   const DurationRange ttl_range{milliseconds(300), std::chrono::minutes(10)};
   plan.held_ttl = o.held_ttl.empty() ? milliseconds(3000) : duration_flag("--held-ttl", o.held_ttl, ttl_range);
@@ -680,17 +687,17 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--ops", o->ops,
                   "Comma-separated: lease-distinct, lease-hot, handoff, guarded-decrement, rowlock-decrement, "
                   "cas-decrement, idem-first, idem-replay, inbox, held-leases, waiters, fair-lease, semaphore-hot, "
-                  "rw-mixed, takeover, lease-coalesced, cart-decrement, cart-per-row, or all; and churn-soak (never part of "
-                  "all)")
+                  "rw-mixed, takeover, lease-coalesced, cart-decrement, cart-per-row, lock-set, or all; and churn-soak (never "
+                  "part of all)")
       ->capture_default_str();
-  cmd->add_option("--clients", o->clients, "Comma-separated client counts (one connection each)")->capture_default_str();
+  cmd->add_option("--clients", o->clients, "Comma-separated client counts (one connection each; lock-set: a lock client each)")->capture_default_str();
   cmd->add_option("--duration", o->duration,
                   "Measured time per cell and path (default 2s, at most 1h); churn-soak: the soak's length "
                   "(default 60s, at most 24h)");
   cmd->add_option("--warmup", o->warmup, "Unmeasured warm-up per cell and path")->capture_default_str();
   cmd->add_option("--hold", o->hold,
-                  "handoff, waiters and the synchronizer ops: how long each owner holds the lock (the synchronizer "
-                  "ops also pause this long before asking again)")
+                  "handoff, waiters, lock-set and the synchronizer ops: how long each owner holds the lock (the "
+                  "synchronizer ops also pause this long before asking again)")
       ->capture_default_str();
   cmd->add_option("--permits", o->permits, "semaphore-hot: the semaphore's permits")
       ->check(whole_number(1, 1000))

@@ -395,6 +395,20 @@ bool ClientCore::nap_wait(const std::string& key, const std::string& name, milli
   }
 }
 
+void ClientCore::sync_notify_sets() {
+  {
+    std::lock_guard<std::mutex> lk(sync_mu_);
+    const std::string prefix = kSetNapPrefix;
+    bool any = false;
+    for (auto it = sync_naps_.lower_bound(prefix); it != sync_naps_.end() && it->first.starts_with(prefix); ++it) {
+      ++it->second.first;
+      any = true;
+    }
+    if (!any) return;
+  }
+  sync_cv_.notify_all();
+}
+
 void ClientCore::sync_notify(const std::string& key) {
   {
     std::lock_guard<std::mutex> lk(sync_mu_);

@@ -506,6 +506,38 @@ TEST_CASE("bench --emit-sql prints the synchronizer ops' statements from sync.sq
               .as_int() == 0);
 }
 
+TEST_CASE("bench lock-set takes orders of several names as a set and name by name in one cell", "[bench][cli][lock-set]") {
+  std::string out;
+  int rc = sgtest::run_process({sgtest::cli_path(), "--db", ctx().uri, "--json", "bench", "--ops", "lock-set",
+                                "--clients", "1,3", "--duration", "300ms", "--warmup", "50ms"},
+                               &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  const auto lines = json_lines(out);
+  REQUIRE(lines.size() == 2);
+  for (const auto& line : lines) {
+    INFO(line);
+    CHECK(field(line, "op") == "\"lock-set\"");
+    CHECK(field(line, "names_per_order") == "5");
+    CHECK(field(line, "errors") == "0");
+    CHECK(field(line, "one_by_one_errors") == "0");
+    CHECK(field(line, "overlaps") == "0");
+    CHECK(field(line, "one_by_one_overlaps") == "0");
+    CHECK(number(line, "ops_per_s") > 0);
+    CHECK(number(line, "one_by_one_ops_per_s") > 0);
+    CHECK(number(line, "p99_ms") >= number(line, "p50_ms"));
+    CHECK(!field(line, "set_vs_one_by_one").empty());
+  }
+  CHECK(field(lines[0], "clients") == "1");
+  CHECK(field(lines[1], "clients") == "3");
+  // One client never waits: its orders never time out.
+  CHECK(field(lines[0], "timeouts") == "0");
+  // What the run leaves behind: none of its names held.
+  auto conn = ctx().connect();
+  CHECK(conn->execute("SELECT COUNT(*) FROM sqlguard_lock WHERE name LIKE 'bench:%' AND beat <> 0").rows.at(0)[0].as_int() ==
+        0);
+}
+
 TEST_CASE("bench lease-coalesced runs many requesters on one lock client with coalescing on and off in one cell",
           "[bench][cli][coalesce]") {
   std::string out;

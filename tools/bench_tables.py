@@ -16,7 +16,7 @@ Every cell's run_id must equal settings.txt's: a table never mixes runs.
 A region is the text between `<!-- bench-table: NAME -->` and
 `<!-- /bench-table -->`; NAME is one of: run, main, contention, handoff, barging,
 comparators, scale, round-trips, held-leases, held-leases-summary (README.md), waiters,
-fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate, takeover, coalesced, cart, history. Each
+fair-lease, semaphore-hot, rw-mixed, churn-soak, cpu-load, commit-rate, takeover, coalesced, cart, history, lock-set. Each
 table ends with the run it comes from
 (date, machine, matrix); durability is stated in the rows. No number in those
 regions is typed by hand, so none can contradict the data.
@@ -171,6 +171,9 @@ class Run:
         # The grant history's cost (issue 41 item 3, tools/bench_history.sh):
         # lease-hot and lease-distinct with --history and without, in rounds.
         self.history, self.history_settings = side_run(d, "history")
+        # Lock sets (issue 41 item 2, tools/bench_lockset.sh): orders of several
+        # names as one LockSet beside the same orders name by name, one cell.
+        self.lock_set, self.lock_set_settings = side_run(d, "lock-set")
 
     def rows(self, name):
         return self.files.get(name, [])
@@ -840,6 +843,36 @@ def table_cart(run):
     return "\n".join(out)
 
 
+def table_lock_set(run):
+    """lock-set: orders of several names as one LockSet beside the same orders name by name, one cell each."""
+    if not run.lock_set:
+        return "_No lock-set run in docs/bench/lock-set/ (tools/bench_lockset.sh --publish)._"
+    out = ["| dialect | clients | as a `LockSet`: orders/s | p50 / p99 ms | timeouts | name by name: orders/s | "
+           "p50 / p99 ms | timeouts | ÷ | overlaps | errors |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    durability = {}
+    for d, title in DIALECTS:
+        rows = [r for r in run.lock_set.get(d, []) if r.get("op") == "lock-set"]
+        for r in sorted(rows, key=lambda r: r.get("clients", 0)):
+            for k in ("ops_per_s", "one_by_one_ops_per_s", "overlaps", "one_by_one_overlaps"):
+                if r.get(k) is None:
+                    raise DataError("docs/bench/lock-set/{}.json: the cell at {} clients lacks {}".format(
+                        d, r.get("clients"), k))
+            durability[title] = r.get("durability")
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} |".format(
+                title, r["clients"], n0(r["ops_per_s"]), slash(n2(r.get("p50_ms")), n2(r.get("p99_ms"))),
+                n0(r.get("timeouts")), n0(r["one_by_one_ops_per_s"]),
+                slash(n2(r.get("one_by_one_p50_ms")), n2(r.get("one_by_one_p99_ms"))), n0(r.get("one_by_one_timeouts")),
+                n2(r.get("set_vs_one_by_one")), n0(r["overlaps"]), n0(r["one_by_one_overlaps"]),
+                n0(r.get("errors")), n0(r.get("one_by_one_errors"))))
+    s = run.lock_set_settings
+    out += [""] + ["<sub>{}: {}</sub><br>".format(k, v) for k, v in durability.items() if v]
+    out += ["<sub>Run {} · {} · {} · {} · durable servers · data: docs/bench/lock-set/</sub>".format(
+        s.get("date", "of unknown date"), s.get("host", "unknown host"), s.get("cpu", "unknown cpu"),
+        s.get("matrix", "unknown matrix"))]
+    return "\n".join(out)
+
+
 def table_history(run):
     """lease-hot and lease-distinct with the grant history recording (--history) against without, same run."""
     if not run.history:
@@ -919,7 +952,7 @@ def tables(d):
             "churn-soak": table_churn_soak(run), "renewer-overload": table_renewer_overload(run),
             "cpu-load": table_cpu_load(run), "commit-rate": table_commit_rate(run),
             "takeover": table_takeover(run), "barging": table_barging(run), "coalesced": table_coalesced(run),
-            "cart": table_cart(run), "history": table_history(run)}
+            "cart": table_cart(run), "history": table_history(run), "lock-set": table_lock_set(run)}
 
 
 REGION = re.compile(r"(<!-- bench-table: ([\w-]+) -->\n)(.*?)(<!-- /bench-table -->)", re.S)

@@ -327,6 +327,40 @@ def main():
         except bench_tables.DataError as e:
             check("r0" in str(e), "the error names the run: " + str(e))
 
+    # The lock-set table (issue 41 item 2): a run of its own in lock-set/, both paths of each cell,
+    # the ratio and both overlap counts from the cell; a cell without a path's figures, or of
+    # another run, is an error.
+    with tempfile.TemporaryDirectory() as d:
+        write_run(d, {})
+        check("No lock-set run" in render(d, "lock-set"), "a run without lock-set/ says so")
+        ld = os.path.join(d, "lock-set")
+        os.makedirs(ld)
+        both = dict(one_by_one_ops_per_s=250.0, one_by_one_p50_ms=3.0, one_by_one_p99_ms=300.0, timeouts=0,
+                    one_by_one_timeouts=1, set_vs_one_by_one=1.6, overlaps=0, one_by_one_overlaps=0, errors=0,
+                    one_by_one_errors=2, durability=PG)
+        write_run(ld, {"postgresql": [cell("postgresql", "lock-set", 16, 400.0, **both),
+                                      cell("postgresql", "lock-set", 1, 300.0, **both)]})
+        ls = render(d, "lock-set")
+        check("| PostgreSQL | 16 | 400 | 1.00 / 2.00 | 0 | 250 | 3.00 / 300.00 | 1 | 1.60 | 0 / 0 | 0 / 2 |" in ls,
+              "the lock-set row with both paths:\n" + ls)
+        check(ls.index("| PostgreSQL | 1 |") < ls.index("| PostgreSQL | 16 |"), "rows by client count:\n" + ls)
+        check("<sub>PostgreSQL: " + PG + "</sub>" in ls and "data: docs/bench/lock-set/" in ls,
+              "the lock-set table states durability and its data:\n" + ls)
+        partial = dict(both)
+        del partial["one_by_one_ops_per_s"]
+        write_run(ld, {"postgresql": [cell("postgresql", "lock-set", 16, 400.0, **partial)]})
+        try:
+            bench_tables.tables(d)
+            check(False, "a lock-set cell without its name-by-name side was rendered")
+        except bench_tables.DataError as e:
+            check("one_by_one_ops_per_s" in str(e), "the error names the missing figure: " + str(e))
+        write_run(ld, {"postgresql": [cell("postgresql", "lock-set", 16, 400.0, run="r0", **both)]})
+        try:
+            bench_tables.tables(d)
+            check(False, "a lock-set cell of another run was rendered")
+        except bench_tables.DataError as e:
+            check("r0" in str(e), "the error names the run: " + str(e))
+
     # The history table (issue 41 item 3): a run of its own in history/, each op and client count
     # without and with --history in every round, the median ratio of the rounds; a round missing
     # one side is an error.

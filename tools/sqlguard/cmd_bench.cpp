@@ -348,7 +348,11 @@ void run_client_op(const std::string& op, const ClientPlan& plan, const Opts& o,
   }
   if (op == "lock-set") {
     for (int n : plan.clients)
-      emit_cell({{"clients", n}}, [&] { return lock_set_cell(bench(), n, t.hold, t.warmup, t.duration); });
+      emit_cell({{"clients", n}}, [&] {
+        json j = lock_set_cell(bench(), n, t.hold, t.warmup, t.duration);
+        j["durability"] = commit_durability(admin).summary;
+        return j;
+      });
     return;
   }
   if (op == "waiters") {

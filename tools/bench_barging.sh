@@ -38,19 +38,7 @@ clients=${BENCH_CLIENTS:-16}
 dialects=${BENCH_DIALECTS:-sqlite postgresql mysql}
 run_id=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
-bench_server_env
-started=0
-cleanup() {
-  local rc=$?
-  if (( started )); then bench_stop_servers; fi
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-if [[ " $dialects " == *" postgresql "* || " $dialects " == *" mysql "* ]]; then
-  bench_start_servers
-  started=1
-fi
+bench_side_servers
 
 sqlite_dir=$(mktemp -d)
 

@@ -36,20 +36,8 @@ clients=${BENCH_CLIENTS:-1,16}
 dialects=${BENCH_DIALECTS:-sqlite postgresql mysql}
 run_id=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
-bench_server_env
-started=0
-cleanup() {
-  local rc=$?
-  if (( started )); then bench_stop_servers; fi
-  rm -f "$out"/cart.db "$out"/cart.db-*
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-if [[ "$dialects" == *postgresql* || "$dialects" == *mysql* ]]; then
-  bench_start_servers
-  started=1
-fi
+side_cleanup() { rm -f "$out"/cart.db "$out"/cart.db-*; }
+bench_side_servers
 
 {
   bench_settings_head "$run_id"
@@ -57,27 +45,9 @@ fi
   echo "sqlite: WAL, synchronous=NORMAL (sqlguard's default), file on $(df -P "$out" | awk 'NR==2 {print $1}')"
 } >"$out/settings.txt"
 
-for d in $dialects; do
-  case "$d" in
-    sqlite) uri="sqlite://$out/cart.db" ;;
-    postgresql) uri=$SQLGUARD_TEST_PG_URI ;;
-    mysql) uri=$SQLGUARD_TEST_MYSQL_URI ;;
-    *) die "unknown dialect $d (sqlite, postgresql, mysql)" ;;
-  esac
-  log "$d: cart-decrement and cart-per-row at $clients clients"
-  "$bin" --db "$uri" migrate >/dev/null
-  "$bin" --db "$uri" --json bench --ops cart-decrement,cart-per-row --clients "$clients" \
-    --duration "$duration" --no-raw --run-id "$run_id" \
-    >"$out/$d.json" 2>>"$out/$d.txt" || { cat "$out/$d.txt" >&2; die "$d bench failed"; }
-done
+bench_side_dialects cart "cart-decrement and cart-per-row at $clients clients" --ops cart-decrement,cart-per-row --clients "$clients" --duration "$duration" --no-raw
 
 if (( publish )); then
-  dest=$root/docs/bench/cart
-  mkdir -p "$dest"
-  rm -f "$dest"/*.json
-  for d in $dialects; do cp "$out/$d.json" "$dest/"; done
-  cp "$out/settings.txt" "$dest/"
-  python3 "$here/bench_tables.py" "$root/docs/bench" --write "$root/docs/guide.md"
-  log "published to docs/bench/cart/ and docs/guide.md"
+  bench_side_publish cart docs/guide.md
 fi
 log "done: $out"

@@ -1,4 +1,5 @@
-# Sourced by tools/bench.sh, tools/bench_barging.sh, tools/bench_coalesced.sh and tools/churn_soak.sh: their messages, the
+# Sourced by tools/bench.sh, the side runs (bench_barging.sh, bench_cart.sh, bench_coalesced.sh, bench_history.sh,
+# bench_lockset.sh) and tools/churn_soak.sh: their messages, the
 # binary, the output directory and the durable throwaway servers of a
 # published run. Needs $here (tools/) and $prog (the messages' prefix).
 
@@ -63,6 +64,59 @@ bench_start_servers() {
     "$root/tools/dbservers.sh" start all >&2
   fi
   eval "$("$root/tools/dbservers.sh" env)"
+}
+
+# A side run's servers (bench_barging.sh, bench_cart.sh, bench_history.sh,
+# bench_lockset.sh): the durable bench servers when $dialects names a server
+# dialect, stopped on exit, after the script's `side_cleanup` (if it defines
+# one) has removed what it leaves.
+bench_side_servers() {
+  bench_server_env
+  bench_started=0
+  trap bench_side_exit EXIT
+  trap 'exit 130' INT TERM
+  if [[ " $dialects " == *" postgresql "* || " $dialects " == *" mysql "* ]]; then
+    bench_start_servers
+    bench_started=1
+  fi
+}
+bench_side_exit() {
+  local rc=$?
+  if (( bench_started )); then bench_stop_servers; fi
+  if declare -F side_cleanup >/dev/null; then side_cleanup; fi
+  exit $rc
+}
+
+# A side run of one bench command per dialect of $dialects (SQLite: the
+# file $out/DB.db): `sqlguard --db URI --json bench ARGS... --run-id $run_id`
+# into $out/<dialect>.json, its messages in $out/<dialect>.txt.
+bench_side_dialects() { # db what args...
+  local db=$1 what=$2 d uri
+  shift 2
+  for d in $dialects; do
+    case "$d" in
+      sqlite) uri="sqlite://$out/$db.db" ;;
+      postgresql) uri=$SQLGUARD_TEST_PG_URI ;;
+      mysql) uri=$SQLGUARD_TEST_MYSQL_URI ;;
+      *) die "unknown dialect $d (sqlite, postgresql, mysql)" ;;
+    esac
+    log "$d: $what"
+    "$bin" --db "$uri" migrate >/dev/null
+    "$bin" --db "$uri" --json bench "$@" --run-id "$run_id" \
+      >"$out/$d.json" 2>>"$out/$d.txt" || { cat "$out/$d.txt" >&2; die "$d bench failed"; }
+  done
+}
+
+# --publish of a side run: its files into docs/bench/SUB/ and DOC's tables
+# rewritten from them (tools/bench_tables.py).
+bench_side_publish() { # sub doc
+  local dest=$root/docs/bench/$1 d
+  mkdir -p "$dest"
+  rm -f "$dest"/*.json
+  for d in $dialects; do cp "$out/$d.json" "$dest/"; done
+  cp "$out/settings.txt" "$dest/"
+  python3 "$here/bench_tables.py" "$root/docs/bench" --write "$root/$2"
+  log "published to docs/bench/$1/ and $2"
 }
 
 # Stops them (an EXIT trap's part, for the script that started them).

@@ -240,6 +240,30 @@ TEST_CASE("a waiting lock set is woken by another client's release of the lease 
     CHECK(wakeups == 0);  // its timers found it free
   }
   CHECK(set.release());
+
+  // The same wait asynchronously (the client's waiter thread makes the
+  // attempts; the listener wakes the set's queue).
+  REQUIRE(holder.try_acquire());
+  const auto async_before = mine->stats().wakeups;
+  std::future<bool> f = set.acquire_async(60s);
+  std::this_thread::sleep_for(300ms);
+  CHECK(f.wait_for(0s) == std::future_status::timeout);
+  const auto async_released_at = std::chrono::steady_clock::now();
+  REQUIRE(holder.release());
+  REQUIRE(f.get());
+  const auto async_waited = std::chrono::steady_clock::now() - async_released_at;
+  const auto async_wakeups = mine->stats().wakeups - async_before;
+  INFO("asynchronous: wake-ups " << async_wakeups << ", acquired "
+                                 << std::chrono::duration_cast<std::chrono::milliseconds>(async_waited).count()
+                                 << " ms after the release");
+  if (listens) {
+    CHECK(async_wakeups >= 1);
+    CHECK(async_waited < 10s);
+  } else {
+    CHECK(async_wakeups == 0);
+  }
+  CHECK(set.owns());
+  CHECK(set.release());
 }
 
 TEST_CASE("a lock set waits asynchronously on the client's waiter thread, holding nothing; a cancelled wait takes "

@@ -12,6 +12,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ inline constexpr const char* kAllOps[] = {"lease-distinct",    "lease-hot",     
 // without it). No raw path: both are the public API.
 inline constexpr int kCartSkus = 5, kCartCatalogue = 20;
 bool cart_op(const std::string& op);
+// One order's catalogue indexes: kCartSkus distinct of 0 .. kCartCatalogue - 1,
+// in a random order drawn from `rng` (the cart ops and lock-set).
+std::vector<int> draw_cart(std::minstd_rand& rng);
 // Units the cart ops' orders took, counted by the clients of this process
 // (threads mode), checked against what the catalogue's rows lost.
 std::atomic<std::int64_t>& cart_units_sold();

@@ -162,6 +162,14 @@ std::atomic<std::int64_t>& cart_units_sold() {
   return units;
 }
 
+std::vector<int> draw_cart(std::minstd_rand& rng) {
+  std::vector<int> all(kCartCatalogue);
+  for (int i = 0; i < kCartCatalogue; ++i) all[static_cast<std::size_t>(i)] = i;
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(kCartSkus);
+  return all;
+}
+
 OpFn sg_op(const Cell& cell, int client, const OpenFn& open) {
   const std::string& op = cell.op;
   if (op == "lease-hot") return contended_cycle(sg_contender(open, cell.release_commit)(cell.prefix + ":hot", client));
@@ -192,13 +200,10 @@ OpFn sg_op(const Cell& cell, int client, const OpenFn& open) {
     auto rng = std::make_shared<std::minstd_rand>(static_cast<std::uint32_t>(client * 7919 + 17));
     const std::int64_t base = cell.key_base;
     auto next_cart = [rng, base] {
-      std::vector<std::int64_t> skus(kCartCatalogue);
-      for (int i = 0; i < kCartCatalogue; ++i) skus[static_cast<std::size_t>(i)] = base + i;
-      std::shuffle(skus.begin(), skus.end(), *rng);
       std::vector<GuardedItem> cart;
-      for (int i = 0; i < kCartSkus; ++i) {
+      for (int i : draw_cart(*rng)) {
         const std::int64_t n = 1 + static_cast<std::int64_t>((*rng)() % 3);
-        cart.push_back({skus[static_cast<std::size_t>(i)], {n, n}});
+        cart.push_back({base + i, {n, n}});
       }
       return cart;
     };

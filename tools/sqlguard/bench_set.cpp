@@ -52,13 +52,7 @@ struct Holders {
 struct Carts {
   std::minstd_rand rng;
   explicit Carts(int client) : rng(static_cast<std::uint32_t>(client * 7919 + 17)) {}
-  std::vector<int> next() {
-    std::vector<int> all(kCartCatalogue);
-    for (int i = 0; i < kCartCatalogue; ++i) all[static_cast<std::size_t>(i)] = i;
-    std::shuffle(all.begin(), all.end(), rng);
-    all.resize(kCartSkus);
-    return all;
-  }
+  std::vector<int> next() { return draw_cart(rng); }
 };
 
 std::string sku_name(const std::string& prefix, int i) { return prefix + "sku" + std::to_string(100 + i); }

@@ -37,6 +37,7 @@ namespace sqlguard::detail {
 class WaitPlan;
 class WakeListener;
 struct WaitedName;  // plans/plans.h
+struct WokenName;   // plans/plans.h
 class Waiter;
 struct RenewItem;   // renewer.cpp
 struct Completion;  // waiters.cpp
@@ -622,6 +623,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
                             std::map<std::string, std::vector<std::string>>& set_queues) const;
   bool wake_sets_locked(const std::string& name, const std::map<std::string, std::vector<std::string>>& set_queues,
                         std::vector<std::string>& naps);
+  // What the listener's wait answered, delivered (wait_mu_ held): each woken
+  // name's queue head tries at once (and, with `set_queues`, the lock sets
+  // waiting on it); a name nobody waits on counts as a stray wake-up.
+  void deliver_wakeups_locked(const std::vector<WokenName>& woken,
+                              const std::map<std::string, std::vector<std::string>>* set_queues);
 
   const std::string uri_;
   const LockClientOptions options_;

@@ -647,6 +647,31 @@ bool ClientCore::wake_sets_locked(const std::string& name,
   return mine;
 }
 
+void ClientCore::deliver_wakeups_locked(const std::vector<WokenName>& woken,
+                                        const std::map<std::string, std::vector<std::string>>* set_queues) {
+  bool any = false;
+  std::vector<std::string> naps;
+  for (const auto& n : woken) {
+    const bool for_sets = set_queues && wake_sets_locked(n.name, *set_queues, naps);
+    any = any || for_sets;
+    auto qi = queues_.find(n.name);
+    if (qi == queues_.end() || !FairPolicy::wakes_head(qi->second, n.payloads)) {
+      if (!for_sets) ++stray_wakeups_;
+      continue;
+    }
+    FairGrant grant;
+    if (const auto t = FairPolicy::names_head(qi->second, n.payloads, *wait_plan_, &grant); t >= 0) {
+      qi->second.waits.front()->named_ticket = t;
+      qi->second.waits.front()->grant = grant;
+    }
+    qi->second.woken = true;
+    ++wakeups_;
+    any = true;
+  }
+  if (any) wait_cv_.notify_all();
+  for (const auto& key : naps) sync_notify(key);  // (wait_mu_ before sync_mu_, never the other way)
+}
+
 void ClientCore::listener_loop() {
   auto listener = wait_plan_->make_listener();
   const bool sets = listener && set_wakeups();
@@ -720,27 +745,7 @@ void ClientCore::listener_loop() {
     lk.lock();
     if (!conn) listener_open_ = false;
     listening_ = failed ? 0 : names.size();
-    bool any = false;
-    std::vector<std::string> naps;
-    for (const auto& n : woken) {
-      const bool for_sets = sets && wake_sets_locked(n.name, set_queues, naps);
-      any = any || for_sets;
-      auto qi = queues_.find(n.name);
-      if (qi == queues_.end() || !FairPolicy::wakes_head(qi->second, n.payloads)) {
-        if (!for_sets) ++stray_wakeups_;
-        continue;
-      }
-      FairGrant grant;
-      if (const auto t = FairPolicy::names_head(qi->second, n.payloads, *wait_plan_, &grant); t >= 0) {
-        qi->second.waits.front()->named_ticket = t;
-        qi->second.waits.front()->grant = grant;
-      }
-      qi->second.woken = true;
-      ++wakeups_;
-      any = true;
-    }
-    if (any) wait_cv_.notify_all();
-    for (const auto& key : naps) sync_notify(key);  // (wait_mu_ before sync_mu_, never the other way)
+    deliver_wakeups_locked(woken, sets ? &set_queues : nullptr);
     if (failed) wait_cv_.wait_for(lk, slice * 5);
   }
   listener_conn_ = nullptr;  // (lk is held: nobody interrupts the session it closes)

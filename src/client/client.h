@@ -339,19 +339,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     std::string name;
     std::int64_t holder_remaining_ms = 0;
   };
-  // One all-or-none attempt: every part (distinct names, in the order given)
-  // taken in one READ COMMITTED transaction on one work connection, or none;
-  // on success each part's state is set and its renewal registered as a
-  // single handle's.
+  // One all-or-none attempt on `conn`, the work connection of `slot`
+  // (borrowed by the caller: the set's, or the waiter thread's for an
+  // asynchronous acquire): every part (distinct names, in the order given)
+  // taken in one READ COMMITTED transaction, or none; on success each part's
+  // state is set and its renewal registered as a single handle's.
   // `first`: the lease the last attempt found busy ("" none); where the
   // dialect's acquire never waits on an existing row
   // (AcquirePlan::never_waits_on_an_existing_row) it is tried first, so an
   // attempt it still stands in the way of takes nothing before it (no row a
   // concurrent attempt would find locked and skip as busy); the rest go in
   // the order given.
-  bool try_acquire_set(std::span<const SetPart> parts, SetRefusal* refused, const std::string& first = {});
-  // The same attempt on `conn`, the work connection of `slot` (borrowed by
-  // the caller: the waiter thread's attempt of an asynchronous acquire).
   bool try_acquire_set_on(Connection& conn, int slot, std::span<const SetPart> parts, SetRefusal* refused,
                           const std::string& first = {});
   // What an attempt took for a wait that was cancelled meanwhile, released

@@ -30,12 +30,6 @@ struct SetTook {
 
 }  // namespace
 
-bool ClientCore::try_acquire_set(std::span<const SetPart> parts, SetRefusal* refused, const std::string& first) {
-  check_process();
-  auto c = borrow();
-  return try_acquire_set_on(*c, c.slot(), parts, refused, first);
-}
-
 int ClientCore::slot_of(const Connection& conn) const {
   std::lock_guard<std::mutex> lk(slot_mu_);
   for (std::size_t i = 0; i < slots_.size(); ++i)

@@ -1,6 +1,6 @@
 // A lock set (include/sqlguard/lock_set.h): one LeaseLock handle per name,
 // taken together by the lock client's all-or-none attempt
-// (ClientCore::try_acquire_set) and released, observed and lost together.
+// (ClientCore::try_acquire_set_on) and released, observed and lost together.
 #include "sqlguard/lock_set.h"
 
 #include <algorithm>
@@ -147,14 +147,15 @@ void LockSet::init(std::vector<LockSetMember> members, Watchdog watchdog) {
     specs_.push_back(m.spec);
   }
   // Its asynchronous waits queue in the client under the set's label; they
-  // are paced by timers and by the busy holder's expiry, and woken by a
-  // release of any of its leases where the client's listener listens on
-  // channels (PostgreSQL, SQLite).
+  // are paced by timers and by the busy holder's expiry, and (once
+  // listen_after() old) woken by the release of the lease in their way where
+  // the client's listener listens on channels (PostgreSQL, SQLite).
   // (Named short: a set of 1,000 names should not carry its label thrice.)
   const std::string shown = "lock set of '" + names_.front() + "'" +
                             (names_.size() > 1 ? " and " + std::to_string(names_.size() - 1) + " more" : "");
   parts_->wait_lease = detail::make_client_lease(detail::RowKind::kLease, shown, options_, false);
-  parts_->wait_lease->queue_key = "lock-set:" + lease_wakeup_channel(label_);
+  // (Also its naps' key: ClientCore::sync_notify_sets wakes the keys with this prefix.)
+  parts_->wait_lease->queue_key = detail::ClientCore::kSetNapPrefix + lease_wakeup_channel(label_);
 }
 
 LockSet::~LockSet() {

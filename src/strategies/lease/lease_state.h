@@ -116,7 +116,7 @@ AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, co
                                    const std::string& turn_owner = {});
 // acquire_lease_seated without its checks of the arguments and of the
 // connection: inside a transaction too (a lock set's attempt takes every
-// name in one, ClientCore::try_acquire_set; the caller validated them).
+// name in one, ClientCore::try_acquire_set_on; the caller validated them).
 AcquireResult acquire_lease_here(Connection& conn, const std::string& name, const std::string& owner,
                                  std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
                                  bool seen_free, TakeOver rule, const std::string& turn_owner);

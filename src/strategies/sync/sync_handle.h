@@ -57,7 +57,7 @@ class SyncHandle {
   void acquire_async(SyncMode mode, std::int64_t n, std::int64_t capacity, std::chrono::milliseconds wait,
                      AcquireCallback done);
   bool cancel_acquire();
-  // This handle as a member of a lock set (ClientCore::try_acquire_set): a
+  // This handle as a member of a lock set (ClientCore::try_acquire_set_on): a
   // holding of `n` in `mode` taken inside the set's transaction.
   SetPart set_part(SyncMode mode, std::int64_t n, std::int64_t capacity);
   // Lock::run_guarded for this handle's holding (ClientCore::run_guarded).

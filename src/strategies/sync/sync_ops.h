@@ -61,7 +61,7 @@ struct SyncGrant {
 // when a semaphore is asked with a count (capacity) other than its own.
 SyncGrant sync_attempt(Connection& conn, const SyncRequest& req);
 // The same attempt inside the caller's open READ COMMITTED transaction (a
-// lock set's: ClientCore::try_acquire_set), which commits or rolls back what
+// lock set's: ClientCore::try_acquire_set_on), which commits or rolls back what
 // it wrote; contention is thrown (the caller's transaction is the unit).
 SyncGrant sync_attempt_here(Connection& conn, const SyncRequest& req);
 // Owner-, slot- and fence-checked release; true if it was still held.

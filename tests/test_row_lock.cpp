@@ -10,6 +10,9 @@
 
 #include "sqlguard/row_lock.h"
 #include "sqlguard/retry.h"
+#ifdef SQLGUARD_TEST_SQLITE
+#include "sqlguard/sqlite.h"
+#endif
 #include "test_context.h"
 
 using namespace sqlguard;
@@ -137,7 +140,9 @@ TEST_CASE("a lock wait that exceeds the lock timeout reports LockBusy and restor
   auto b = ctx().connect();
   auto session_setting = [&]() -> std::int64_t {
     if (ctx().is(DialectKind::kMysql)) return b->execute("SELECT @@SESSION.innodb_lock_wait_timeout").rows[0][0].as_int();
-    if (ctx().is_sqlite()) return b->execute("PRAGMA busy_timeout").rows[0][0].as_int();
+#ifdef SQLGUARD_TEST_SQLITE
+    if (ctx().is_sqlite()) return sqlguard::sqlite::busy_timeout(*b).count();
+#endif
     return 0;
   };
   auto before = session_setting();

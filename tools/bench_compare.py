@@ -73,8 +73,9 @@ def table(out):
     for line in settings:
         print("- " + line)
     print()
-    print("| dialect | op | clients | cell | metric | before | after | after/before | p99 ms before → after | must be 0 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| dialect | op | clients | cell | metric | before | after | after/before | p99 ms before → after "
+          "| longest wait ms before → after | must be 0 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     worst = []
     for key in sorted(by, key=lambda k: (k[0], k[1], k[2] or 0, k[3])):
         sides = by[key]
@@ -94,9 +95,14 @@ def table(out):
             ratio = ma / mb if mb else float("nan")
             lb = statistics.median([c.get(lat) or 0 for c in sides["before"]])
             la = statistics.median([c.get(lat) or 0 for c in sides["after"]])
+            # The longest wait of a contended cell (lease-hot, handoff, the
+            # synchronizers): median over the rounds of each round's longest.
+            wb = [c["wait_max_ms"] for c in sides["before"] if c.get("wait_max_ms") is not None]
+            wa = [c["wait_max_ms"] for c in sides["after"] if c.get("wait_max_ms") is not None]
+            waits = "{:.0f} → {:.0f}".format(statistics.median(wb), statistics.median(wa)) if wb and wa else ""
             worst.append((ratio, key, label))
-            print("| {} | {} | {} | {} | {} | {:.0f} | {:.0f} | **{:.2f}** | {:.1f} → {:.1f} | {} ({} after) |".format(
-                key[0], op, key[2], key[3] or "", label, mb, ma, ratio, lb, la, zeros, zero_after))
+            print("| {} | {} | {} | {} | {} | {:.0f} | {:.0f} | **{:.2f}** | {:.1f} → {:.1f} | {} | {} ({} after) |".format(
+                key[0], op, key[2], key[3] or "", label, mb, ma, ratio, lb, la, waits, zeros, zero_after))
     takeover(by)
     if worst:
         worst.sort()

@@ -40,16 +40,13 @@ SELECT {columns*, } FROM {table} WHERE {filter* AND } ORDER BY {key} LIMIT ? {lo
 -- empty: BEGIN IMMEDIATE already holds the database write lock (NOWAIT = busy timeout 0)
 
 -- name: lock_timeout_local
--- not needed: the busy timeout is per connection (lock_timeout_get + sqlite3_busy_timeout)
+-- not needed: the busy timeout is per connection, kept by the connection's own busy handler
 
 -- name: lock_timeout_get
--- The new value is set with sqlite3_busy_timeout() (PRAGMA takes no parameters).
--- returns: :one timeout
--- params: 
-PRAGMA busy_timeout;
+-- not needed: the connection keeps its busy timeout (its busy handler waits for the write lock's release)
 
 -- name: lock_timeout_set
--- not needed: set through the C API, sqlite3_busy_timeout()
+-- not needed: the connection keeps its busy timeout (its busy handler waits for the write lock's release)
 
 -- name: cas_select
 -- VersionCas::read(): columns = version column first, then VersionCasSpec::columns.

@@ -53,15 +53,8 @@ class SqliteDialect final : public Dialect {
   // No row locks: BEGIN IMMEDIATE takes the database write lock, and the
   // busy timeout bounds the wait for it (0 = NOWAIT). PRAGMA takes no
   // parameters, so the new value is set through the C API.
-  std::optional<std::int64_t> push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const override {
-    static constexpr auto kTimeout = detail::column(detail::Sql::lock_timeout_get, "timeout");
-    auto prev = detail::cell(detail::run(c, detail::Sql::lock_timeout_get).rows.at(0), kTimeout).as_int();
-    sqlite3_busy_timeout(sqlite::native_handle(c), static_cast<int>(t.count()));
-    return prev;
-  }
-  void restore_session_lock_timeout(Connection& c, std::int64_t previous) const override {
-    sqlite3_busy_timeout(sqlite::native_handle(c), static_cast<int>(previous));
-  }
+  std::optional<std::int64_t> push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const override;
+  void restore_session_lock_timeout(Connection& c, std::int64_t previous) const override;
 };
 
 const SqliteDialect kDialect(false);
@@ -100,7 +93,7 @@ class SqliteConnection final : public Connection {
     // No network here: the I/O deadline, when set, bounds the wait for the
     // database lock (the one wait a statement can block on).
     const auto busy = opt.io_timeout ? std::min(opt.busy_timeout, *opt.io_timeout) : opt.busy_timeout;
-    sqlite3_busy_timeout(db_, static_cast<int>(busy.count()));
+    set_busy_timeout(busy);
     // A file the process may not write is opened read-only: reads still
     // work (lock list), writes fail as permission_denied naming the file.
     if (path_ != ":memory:" && sqlite3_db_readonly(db_, "main") != 1) {
@@ -128,7 +121,7 @@ class SqliteConnection final : public Connection {
   }
 
   ~SqliteConnection() override {
-    if (wake_words_) ::munmap(wake_words_, kWakeSlots * sizeof(std::uint32_t));
+    if (wake_words_) ::munmap(wake_words_, kWords * sizeof(std::uint32_t));
     cache_.for_each([](const std::string&, sqlite3_stmt* st) { sqlite3_finalize(st); });
     sqlite3_close_v2(db_);
   }
@@ -163,6 +156,19 @@ class SqliteConnection final : public Connection {
     for (std::size_t i = 0; i < params.size(); ++i) bind(st, static_cast<int>(i + 1), params[i], sql);
     Result result;
     int ncol = sqlite3_column_count(st);
+    // A write outside a transaction is one of its own: it may wait for the
+    // write lock (note_write_count) and gives it back when it ends, failed
+    // or not (write_ended).
+    const bool writes = !sqlite3_stmt_readonly(st);
+    const bool alone = writes && !in_tx_;
+    if (alone) note_write_count();
+    struct Ended {
+      SqliteConnection* c;
+      bool alone;
+      ~Ended() {
+        if (alone && sqlite3_get_autocommit(c->db_)) c->write_ended();
+      }
+    } ended{this, alone};
     for (;;) {
       int rc = sqlite3_step(st);
       if (rc == SQLITE_DONE) break;
@@ -172,14 +178,16 @@ class SqliteConnection final : public Connection {
       for (int c = 0; c < ncol; ++c) row.cells.push_back(column(st, c));
       result.rows.push_back(std::move(row));
     }
-    if (!sqlite3_stmt_readonly(st)) result.affected = sqlite3_changes64(db_);
+    if (writes) result.affected = sqlite3_changes64(db_);
     return result;
   }
 
   void execute_script(std::string_view sql) override {
     char* err = nullptr;
     std::string s(sql);
+    note_write_count();
     int rc = sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err);
+    if (!in_tx_ && sqlite3_get_autocommit(db_)) write_ended();
     if (rc != SQLITE_OK) {
       std::string msg = err ? err : sqlite3_errmsg(db_);
       sqlite3_free(err);
@@ -191,6 +199,7 @@ class SqliteConnection final : public Connection {
 
   void do_begin(Isolation) override {
     if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "a transaction is already open on this connection", "sqlite");
+    note_write_count();  // BEGIN IMMEDIATE waits for the write lock
     do_execute(kDialect.catalog().text(detail::Sql::tx_begin), {}, true);
     in_tx_ = true;
   }
@@ -204,21 +213,30 @@ class SqliteConnection final : public Connection {
       if (!sqlite3_get_autocommit(db_))
         sqlite3_exec(db_, kDialect.catalog().text(detail::Sql::tx_rollback).c_str(), nullptr, nullptr, nullptr);
       in_tx_ = false;
+      write_ended();
       throw;
     }
     in_tx_ = false;
+    write_ended();
   }
   void do_rollback() override {
     in_tx_ = false;
-    if (sqlite3_get_autocommit(db_)) return;  // already rolled back by SQLite
-    do_execute(kDialect.catalog().text(detail::Sql::tx_rollback), {}, true);
+    if (!sqlite3_get_autocommit(db_)) {
+      try {
+        do_execute(kDialect.catalog().text(detail::Sql::tx_rollback), {}, true);
+      } catch (...) {
+        write_ended();
+        throw;
+      }
+    }
+    write_ended();  // also when SQLite had rolled it back already
   }
   bool in_transaction() const noexcept override { return in_tx_; }
   void reconnect() override {}
 
   // Wake-ups between processes on one host: futex words in a small shared
   // file beside the database (<path>-sqlguard-wake, kWakeSlots 32-bit
-  // counters, a channel hashed to one). The release statement calls
+  // counters, a channel hashed to one; then the write lock's words, below). The release statement calls
   // sqlguard_wake(channel) (sql/sqlite/lease.sql); after its COMMIT (the WAL
   // hook) the counter is bumped and every waiter sleeping on it is woken
   // (with lock clients, one listener per process; each checks with a read
@@ -317,6 +335,28 @@ class SqliteConnection final : public Connection {
 
   sqlite3* handle() const noexcept { return db_; }
 
+  // The write lock's wait. SQLite's own busy handler sleeps 1, 2, 5, 10, 15,
+  // 20, 25, 25, 25, 50, 50, 100 ms between tries whatever the holder does, so
+  // on a hot lock a writer that arrives just after another often sleeps far
+  // longer than the write lock stays taken (tens of µs for a lease's write).
+  // Here a busy writer sleeps on a futex word of the wake-up file
+  // (kWriteEnded) that every sqlguard connection bumps when it ends a
+  // transaction that may have held the write lock. A bump wakes ONE sleeper,
+  // and none while a woken one has not yet tried (kWriteWoken, as Go's
+  // sync.Mutex "woken" flag): waking one per release without that flag
+  // woke a writer per commit that mostly found the lock taken again by the
+  // releasing thread, and cost a third of a hot lock's cycles/s. A writer
+  // that is not sqlguard's (the sqlite3 shell, another library) bumps
+  // nothing: its release is seen at the next bump or after at most kWriteNap.
+  // Without the file (in-memory, read-only directory) SQLite's own handler
+  // waits. Measured in docs/lease-lock.md ("SQLite's write lock").
+  void set_busy_timeout(std::chrono::milliseconds t) {
+    busy_ms_ = t;
+    if (write_words()) sqlite3_busy_handler(db_, &SqliteConnection::on_busy, this);
+    else sqlite3_busy_timeout(db_, static_cast<int>(t.count()));
+  }
+  std::chrono::milliseconds busy_timeout() const noexcept { return busy_ms_; }
+
  private:
   sqlite3_stmt* compile(std::string_view sql, unsigned flags) {
     sqlite3_stmt* st = nullptr;
@@ -381,6 +421,55 @@ class SqliteConnection final : public Connection {
   }
 
   static constexpr std::size_t kWakeSlots = 4096;
+  // After the channels' words, the write lock's wait (set_busy_timeout): its
+  // release counter, how many sleep on it, and whether a woken one has yet
+  // to try. A process killed while sleeping leaves the count up (a wake
+  // syscall per commit with nobody to wake) and may leave the flag set,
+  // which the next sleeper clears when its nap (kWriteNap) ends: slower,
+  // never stuck.
+  static constexpr std::size_t kWriteEnded = kWakeSlots;
+  static constexpr std::size_t kWriteSleepers = kWakeSlots + 1;
+  static constexpr std::size_t kWriteWoken = kWakeSlots + 2;
+  static constexpr std::size_t kWords = kWakeSlots + 3;
+  static constexpr std::chrono::milliseconds kWriteNap{5};
+
+  std::uint32_t* write_words() {
+    if (!caps_.wakeups) return nullptr;
+    if (!wake_words_ && !wake_failed_) wake_word("");
+    return wake_words_;
+  }
+  // Before a statement that may need the write lock: the release count it
+  // waits past if it finds the lock taken.
+  void note_write_count() noexcept {
+    if (wake_words_) write_seen_ = __atomic_load_n(wake_words_ + kWriteEnded, __ATOMIC_SEQ_CST);
+  }
+  // After a transaction that may have held the write lock ended: one
+  // sleeping writer of this database, in any process, tries again.
+  void write_ended() noexcept {
+    if (!wake_words_) return;
+    __atomic_add_fetch(wake_words_ + kWriteEnded, 1, __ATOMIC_SEQ_CST);
+    std::uint32_t none = 0;
+    if (__atomic_load_n(wake_words_ + kWriteSleepers, __ATOMIC_SEQ_CST) != 0 &&
+        __atomic_compare_exchange_n(wake_words_ + kWriteWoken, &none, 1u, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) &&
+        ::syscall(SYS_futex, wake_words_ + kWriteEnded, FUTEX_WAKE, 1, nullptr, nullptr, 0) == 0)
+      __atomic_store_n(wake_words_ + kWriteWoken, 0u, __ATOMIC_SEQ_CST);  // nobody was asleep: nobody is on the way
+  }
+  static int on_busy(void* arg, int count) {
+    auto* self = static_cast<SqliteConnection*>(arg);
+    const auto now = std::chrono::steady_clock::now();
+    if (count == 0) self->busy_since_ = now;
+    const auto left = self->busy_ms_ - std::chrono::duration_cast<std::chrono::milliseconds>(now - self->busy_since_);
+    if (left.count() <= 0) return 0;
+    std::uint32_t* w = self->wake_words_ + kWriteEnded;
+    const auto nap = std::min<std::chrono::milliseconds>(left, kWriteNap);
+    timespec ts{0, static_cast<long>(nap.count()) * 1000000L};
+    __atomic_add_fetch(self->wake_words_ + kWriteSleepers, 1, __ATOMIC_SEQ_CST);
+    ::syscall(SYS_futex, w, FUTEX_WAIT, self->write_seen_, &ts, nullptr, 0);  // woken, napped or already bumped
+    __atomic_sub_fetch(self->wake_words_ + kWriteSleepers, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(self->wake_words_ + kWriteWoken, 0u, __ATOMIC_SEQ_CST);
+    self->write_seen_ = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+    return 1;
+  }
 
   // The futex word of `channel` in <path>-sqlguard-wake (mapped on first use).
   std::uint32_t* wake_word(const std::string& channel) {
@@ -388,7 +477,7 @@ class SqliteConnection final : public Connection {
       const std::string file = path_ + "-sqlguard-wake";
       int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
       struct stat st {};
-      const off_t size = static_cast<off_t>(kWakeSlots * sizeof(std::uint32_t));
+      const off_t size = static_cast<off_t>(kWords * sizeof(std::uint32_t));
       if (fd >= 0 && ::fstat(fd, &st) == 0 && (st.st_size >= size || ::ftruncate(fd, size) == 0)) {
         void* m = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m != MAP_FAILED) wake_words_ = static_cast<std::uint32_t*>(m);
@@ -456,8 +545,21 @@ class SqliteConnection final : public Connection {
   bool wake_failed_ = false;
   std::unordered_map<std::string, std::uint32_t> seen_;  // channel -> counter last seen
   std::vector<std::string> pending_wakes_;              // sqlguard_wake() calls awaiting COMMIT
+  std::chrono::milliseconds busy_ms_{0};                 // the busy timeout (set_busy_timeout)
+  std::chrono::steady_clock::time_point busy_since_{};   // the current statement's first busy try
+  std::uint32_t write_seen_ = 0;                         // kWriteEnded before the statement
   detail::StatementCache<sqlite3_stmt*> cache_;
 };
+
+std::optional<std::int64_t> SqliteDialect::push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const {
+  auto& s = dynamic_cast<SqliteConnection&>(c);
+  const auto prev = s.busy_timeout();
+  s.set_busy_timeout(t);
+  return prev.count();
+}
+void SqliteDialect::restore_session_lock_timeout(Connection& c, std::int64_t previous) const {
+  dynamic_cast<SqliteConnection&>(c).set_busy_timeout(std::chrono::milliseconds(previous));
+}
 
 }  // namespace
 
@@ -474,6 +576,13 @@ sqlite3* native_handle(Connection& conn) {
     throw Error(ErrorCode::kInvalidArgument, "sqlite::native_handle() needs an SQLite connection, got " +
                                                  std::string(conn.dialect_name()));
   return c->handle();
+}
+std::chrono::milliseconds busy_timeout(Connection& conn) {
+  auto* c = dynamic_cast<SqliteConnection*>(&conn);
+  if (!c)
+    throw Error(ErrorCode::kInvalidArgument, "sqlite::busy_timeout() needs an SQLite connection, got " +
+                                                 std::string(conn.dialect_name()));
+  return c->busy_timeout();
 }
 }  // namespace sqlite
 

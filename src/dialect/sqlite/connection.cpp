@@ -51,8 +51,8 @@ class SqliteDialect final : public Dialect {
   // no SQL query reports (sql/sqlite/strategies.sql, key_column_collation).
   bool reports_key_collation() const override { return false; }
   // No row locks: BEGIN IMMEDIATE takes the database write lock, and the
-  // busy timeout bounds the wait for it (0 = NOWAIT). PRAGMA takes no
-  // parameters, so the new value is set through the C API.
+  // busy timeout bounds the wait for it (0 = NOWAIT). The connection keeps
+  // it (its busy handler is sqlguard's: set_busy_timeout).
   std::optional<std::int64_t> push_session_lock_timeout(Connection& c, std::chrono::milliseconds t) const override;
   void restore_session_lock_timeout(Connection& c, std::int64_t previous) const override;
 };
@@ -236,9 +236,9 @@ class SqliteConnection final : public Connection {
 
   // Wake-ups between processes on one host: futex words in a small shared
   // file beside the database (<path>-sqlguard-wake, kWakeSlots 32-bit
-  // counters, a channel hashed to one; then the write lock's words, below). The release statement calls
-  // sqlguard_wake(channel) (sql/sqlite/lease.sql); after its COMMIT (the WAL
-  // hook) the counter is bumped and every waiter sleeping on it is woken
+  // counters, a channel hashed to one; then the write lock's words, below).
+  // The release statement calls sqlguard_wake(channel) (sql/sqlite/lease.sql);
+  // after its COMMIT (the WAL hook) the counter is bumped and every waiter sleeping on it is woken
   // (with lock clients, one listener per process; each checks with a read
   // whether it may take the lock, a fair lease's waiter whether it is its
   // turn); other commits wake no one. A waiter remembers the counter it last saw, so a
@@ -343,9 +343,10 @@ class SqliteConnection final : public Connection {
   // (kWriteEnded) that every sqlguard connection bumps when it ends a
   // transaction that may have held the write lock. A bump wakes ONE sleeper,
   // and none while a woken one has not yet tried (kWriteWoken, as Go's
-  // sync.Mutex "woken" flag): waking one per release without that flag
-  // woke a writer per commit that mostly found the lock taken again by the
-  // releasing thread, and cost a third of a hot lock's cycles/s. A writer
+  // sync.Mutex "woken" flag; cleared when a bump found nobody asleep):
+  // waking one per release without that flag woke a writer per commit that
+  // mostly found the lock taken again by the releasing thread, and cost a
+  // third of a hot lock's cycles/s. A writer
   // that is not sqlguard's (the sqlite3 shell, another library) bumps
   // nothing: its release is seen at the next bump or after at most kWriteNap.
   // Without the file (in-memory, read-only directory) SQLite's own handler

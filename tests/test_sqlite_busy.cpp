@@ -87,6 +87,21 @@ Thrown thrown_by(F&& f) {
   return t;
 }
 
+// Two writers of a scratch database, both with the default busy timeout;
+// none on another dialect (the case has nothing to do there).
+struct TwoWriters {
+  ScratchDb db;
+  std::unique_ptr<Connection> a = db.connect();
+  std::unique_ptr<Connection> b = db.connect();
+};
+std::unique_ptr<TwoWriters> sqlite_writers() {
+  if (!ctx().is_sqlite()) {
+    SUCCEED("SQLite only");
+    return nullptr;
+  }
+  return std::make_unique<TwoWriters>();
+}
+
 long long ms_since(steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now() - t).count();
 }
@@ -95,13 +110,9 @@ long long ms_since(steady_clock::time_point t) {
 
 TEST_CASE("a SQLite writer waits for the write lock until its holder ends, and no longer than its busy timeout",
           "[sqlite-busy]") {
-  if (!ctx().is_sqlite()) {
-    SUCCEED("SQLite only");
-    return;
-  }
-  ScratchDb db;
-  auto a = db.connect();
-  auto b = db.connect();
+  auto w = sqlite_writers();
+  if (!w) return;
+  auto& [db, a, b] = *w;
   CHECK(sqlite::busy_timeout(*b) == 5s);
   // The wait is sqlguard's handler: SQLite's own timeout reads 0.
   CHECK(b->execute("PRAGMA busy_timeout").rows.at(0).cells.at(0).as_int() == 0);
@@ -142,13 +153,9 @@ TEST_CASE("a SQLite writer waits for the write lock until its holder ends, and n
 
 TEST_CASE("a SQLite writer's end of transaction is told through the wake-up file: the waiting writer sleeps on it",
           "[sqlite-busy]") {
-  if (!ctx().is_sqlite()) {
-    SUCCEED("SQLite only");
-    return;
-  }
-  ScratchDb db;
-  auto a = db.connect();
-  auto b = db.connect();
+  auto w = sqlite_writers();
+  if (!w) return;
+  auto& [db, a, b] = *w;
   WriteWords words(db.path);
   a->begin();
   std::atomic<bool> done{false};

@@ -434,11 +434,7 @@ class SqliteConnection final : public Connection {
   static constexpr std::size_t kWords = kWakeSlots + 3;
   static constexpr std::chrono::milliseconds kWriteNap{5};
 
-  std::uint32_t* write_words() {
-    if (!caps_.wakeups) return nullptr;
-    if (!wake_words_ && !wake_failed_) wake_word("");
-    return wake_words_;
-  }
+  std::uint32_t* write_words() { return caps_.wakeups ? wake_file() : nullptr; }
   // Before a statement that may need the write lock: the release count it
   // waits past if it finds the lock taken.
   void note_write_count() noexcept {
@@ -472,8 +468,9 @@ class SqliteConnection final : public Connection {
     return 1;
   }
 
-  // The futex word of `channel` in <path>-sqlguard-wake (mapped on first use).
-  std::uint32_t* wake_word(const std::string& channel) {
+  // <path>-sqlguard-wake's words, mapped on first use (null without it: a
+  // directory the process may not write).
+  std::uint32_t* wake_file() {
     if (!wake_words_ && !wake_failed_) {
       const std::string file = path_ + "-sqlguard-wake";
       int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
@@ -485,12 +482,20 @@ class SqliteConnection final : public Connection {
       }
       if (fd >= 0) ::close(fd);
       wake_failed_ = wake_words_ == nullptr;
-      if (wake_failed_) log(LogLevel::kDebug, "no wake-up file '" + printable(file) + "': lease waiters poll");
+      if (wake_failed_)
+        log(LogLevel::kDebug, "no wake-up file '" + printable(file) + "': lease waiters poll, writers wait in SQLite's "
+                                                                       "busy handler");
     }
-    if (!wake_words_) return nullptr;
+    return wake_words_;
+  }
+
+  // The futex word of `channel` in the wake-up file.
+  std::uint32_t* wake_word(const std::string& channel) {
+    std::uint32_t* words = wake_file();
+    if (!words) return nullptr;
     std::uint32_t h = 2166136261u;  // FNV-1a: the same slot in every process
     for (unsigned char c : channel) h = (h ^ c) * 16777619u;
-    return wake_words_ + (h % kWakeSlots);
+    return words + (h % kWakeSlots);
   }
 
   // sqlguard_wake(channel) in a statement queues a wake-up; the WAL hook

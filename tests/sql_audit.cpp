@@ -32,17 +32,45 @@ std::string literal_regex(const std::string& text) {
   return re;
 }
 
+// A fragment whose only slots are {#n} (digits) and {%x} (hex digits) as a
+// regex (MariaDB's history_scope_retain_*); empty for a fragment with other slots.
+std::string value_slot_fragment_regex(const std::string& text) {
+  std::string re;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '{') {
+      re += literal_regex(std::string(1, text[i]));
+      continue;
+    }
+    const std::size_t close = text.find('}', i);
+    if (close == std::string::npos || i + 1 >= close) return {};
+    if (text[i + 1] == '#')
+      re += "[0-9]+";
+    else if (text[i + 1] == '%')
+      re += "(?:[0-9a-f]{2})*";
+    else
+      return {};
+    i = close;
+  }
+  return re;
+}
+
 // The template as a regex: literal text (white space folded), with each
 // {slot} / {list*sep} matching only what slots are filled with: quoted
 // identifiers (schema-qualified ones too), `?`, operators, commas, the words
 // of the catalog's fragments, whole slot-free fragments of this dialect
-// (e.g. lease_ref's value tuple) and the list's own separator -- never a
-// literal value or another keyword.
+// (e.g. lease_ref's value tuple), fragments whose only slots are digits and
+// hex digits, and the list's own separator -- never a literal value or another
+// keyword.
 std::regex pattern_of(const std::string& dialect, const std::string& text) {
   std::string fragments;
-  for (const auto& e : sqlguard::sql_catalog(dialect))
-    if (e.fragment && e.available && !e.text.empty() && e.text.find('{') == std::string::npos)
+  for (const auto& e : sqlguard::sql_catalog(dialect)) {
+    if (!e.fragment || !e.available || e.text.empty()) continue;
+    if (e.text.find('{') == std::string::npos) {
       fragments += "|" + literal_regex(e.text);
+    } else if (auto re = value_slot_fragment_regex(e.text); !re.empty()) {
+      fragments += "|(?:" + re + ")";
+    }
+  }
   const std::string tokens =
       "\"[^\"]*\"(?:\\.\"[^\"]*\")?|`[^`]*`(?:\\.`[^`]*`)?|\\?|[,=<>+\\-\\s]|AND|FOR|UPDATE|SHARE|NOWAIT|SKIP|LOCKED|LOCK|IN|MODE|"
       "CASE|WHEN|THEN|ELSE|END" +
@@ -54,6 +82,8 @@ std::regex pattern_of(const std::string& dialect, const std::string& text) {
       const std::size_t close = text.find('}', i), star = text.find('*', i);
       if (i + 1 < text.size() && text[i + 1] == '#') {
         re += "[0-9]+";
+      } else if (i + 1 < text.size() && text[i + 1] == '%') {
+        re += "(?:[0-9a-f]{2})*";
       } else {
         std::string sep = star < close ? text.substr(star + 1, close - star - 1) : std::string();
         re += "(?:" + tokens + (sep.empty() ? "" : "|" + literal_regex(sep)) + ")*";

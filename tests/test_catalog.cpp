@@ -113,6 +113,18 @@ TEST_CASE("slots are filled with quoted identifiers and fragments, values stay b
   CHECK_FALSE(sgtest::matches_catalog(ctx().name, "guarded_update", "UPDATE \"t\" SET \"a\" = 1 WHERE \"k\" = ?"));
   CHECK_FALSE(sgtest::matches_catalog(ctx().name, "guarded_update", "UPDATE \"t\" SET \"a\" = ? WHERE \"k\" = ? OR 1=1"));
   CHECK_THROWS_AS(cat.render(detail::Sql::guarded_update, {{"table", std::string("t")}}), Error);
+  // Value slots in DDL (MariaDB's history triggers carry their scopes): {#n}
+  // takes digits, {%x} pairs of lowercase hex digits, nothing else.
+  const auto& my = detail::Catalog::of("mysql");
+  auto scope = [&](std::string len, std::string hex, std::string ms) {
+    return my.render(detail::Sql::history_scope_retain_new, {{"len", len}, {"prefix", hex}, {"retain_ms", ms}});
+  };
+  CHECK(scope("2", "7061", "60000") == "WHEN substr(NEW.name, 1, 2) = X'7061' THEN 60000");
+  CHECK(scope("0", "", "60000") == "WHEN substr(NEW.name, 1, 0) = X'' THEN 60000");
+  CHECK_THROWS_AS(scope("2", "70'; DROP TABLE t; --", "60000"), Error);
+  CHECK_THROWS_AS(scope("2", "706", "60000"), Error);   // half a byte
+  CHECK_THROWS_AS(scope("2", "70FF", "60000"), Error);  // upper case: not what the encoder writes
+  CHECK_THROWS_AS(scope("2", "7061", "6e4"), Error);
 }
 
 TEST_CASE("every strategy sends only statements of its dialect's catalog", "[catalog]") {

@@ -365,6 +365,63 @@ TEST_CASE("history scopes: the triggers exist while a scope does, cleanup keeps 
   if (history_scopes(*c).empty()) CHECK_FALSE(triggers_installed(*c));
 }
 
+TEST_CASE("overlapping scopes: one row per event with the longest retention; scopes changed from two connections at once",
+          "[history]") {
+  auto c = ctx().connect(), c2 = ctx().connect();
+  const std::string base = ctx().unique("histo");
+  const std::string outer = base + ":", inner = base + ":pay:";
+  auto retained = [&](const std::string& name) {  // keep_until - at_ms of each row of the name
+    std::vector<std::int64_t> out;
+    for (const auto& row :
+         c->execute("SELECT keep_until - at_ms FROM sqlguard_history WHERE name = ? ORDER BY id", {name}).rows)
+      out.push_back(row[0].as_int());
+    return out;
+  };
+  auto cycle = [&](const std::string& name) {
+    LeaseLock l(*c, name, opts());
+    REQUIRE(l.try_acquire());
+    REQUIRE(l.release());
+  };
+  using Ms = std::vector<std::int64_t>;
+  enable_history(*c, outer, 1h);
+  enable_history(*c, inner, 2h);
+  cycle(inner + "a");
+  cycle(outer + "b");
+  CHECK(retained(inner + "a") == Ms{7200000});  // both scopes cover it: one row, the longer retention
+  CHECK(retained(outer + "b") == Ms{3600000});
+  enable_history(*c, inner, 30min);  // a new retention, shorter than the outer scope's now
+  cycle(inner + "c");
+  CHECK(retained(inner + "c") == Ms{3600000});
+  CHECK(disable_history(*c, outer));  // the inner scope still records; outer-only names stop
+  cycle(inner + "d");
+  cycle(outer + "e");
+  CHECK(retained(inner + "d") == Ms{1800000});
+  CHECK(retained(outer + "e").empty());
+  // Two connections change their own scopes at the same moment, three rounds:
+  // after each change both sets of names are recorded, or neither (MariaDB
+  // rewrites its triggers from the scope table under the migration lock).
+  const std::string p1 = base + ":t1:", p2 = base + ":t2:";
+  for (std::size_t round = 1; round <= 3; ++round) {
+    auto f1 = std::async(std::launch::async, [&] { enable_history(*c, p1, 1h); });
+    auto f2 = std::async(std::launch::async, [&] { enable_history(*c2, p2, 1h); });
+    f1.get();
+    f2.get();
+    cycle(p1 + "x");
+    cycle(p2 + "x");
+    CHECK(retained(p1 + "x").size() == round);
+    CHECK(retained(p2 + "x").size() == round);
+    auto g1 = std::async(std::launch::async, [&] { return disable_history(*c, p1); });
+    auto g2 = std::async(std::launch::async, [&] { return disable_history(*c2, p2); });
+    CHECK(g1.get());
+    CHECK(g2.get());
+    cycle(p1 + "x");
+    cycle(p2 + "x");
+    CHECK(retained(p1 + "x").size() == round);  // not recorded while disabled
+    CHECK(retained(p2 + "x").size() == round);
+  }
+  CHECK(disable_history(*c, inner));
+}
+
 TEST_CASE("history calls refuse bad input before any statement", "[history][bad-input]") {
   auto c = ctx().connect();
   CHECK(code_of([&] { enable_history(*c, "p", 0ms); }) == ErrorCode::kInvalidArgument);

@@ -5,12 +5,18 @@
 -- enable_history() and dropped with the last scope, so a database without a scope pays
 -- nothing. A trigger runs in the lock statement's own transaction: the event commits or rolls
 -- back with it (on Galera it is certified and replicated with it; appliers apply its rows and
--- fire no trigger). Each trigger body is one INSERT ... SELECT over the scopes that cover the
--- name, aggregated into one row (the longest retention) or none (HAVING: no scope, or a write
--- that is no event): no derived table to materialize per row. Its WHERE keeps only the writes
--- that change who holds (a grant, a hand-over, a take-over, a delete) and a renewal that came
--- after its own expiry. NOW(3) is the triggering
--- statement's time, as in the lock statement's own expire_at.
+-- fire no trigger). Each trigger body is one IF: only the writes that change who holds (a grant,
+-- a hand-over, a take-over, a delete) and a renewal that came after its own expiry, of a name
+-- some scope covers, insert a row (INSERT ... VALUES); a release or a renewal on time costs the
+-- test alone. The scopes are written into the trigger ({retain}: one history_scope_retain_*
+-- fragment per scope, prefix as hex bytes, retention as digits), not read from
+-- sqlguard_history_scope: any table a trigger reads costs about 20 us a call here (measured),
+-- and every statement on the lock tables opens the tables its triggers name. enable_history()
+-- and disable_history() therefore rewrite the triggers from the scope table whenever it changes,
+-- under the migration lock (a row: cluster-wide on Galera, where GET_LOCK is node-local), the
+-- triggers before a new scope's row (CREATE OR REPLACE swaps a trigger under the table's
+-- metadata lock: no write goes unrecorded in between). NOW(3) is the triggering statement's
+-- time, as in the lock statement's own expire_at.
 -- DDL waits at most 2 s for the tables' metadata lock (lock_wait_timeout, default a year): a
 -- transaction holding their rows (a guarded transaction) would otherwise hold it up, and every
 -- lock statement queued behind it, for as long as it runs. It fails instead (1205: LockBusy).
@@ -32,68 +38,81 @@
 -- name: history_lock_insert_trigger
 -- returns: :exec
 -- params: 
-SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_lock_ins AFTER INSERT ON sqlguard_lock FOR EACH ROW
-INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), (CASE WHEN NEW.owner <> '' AND NEW.beat <> 0 THEN 'grant' END), 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
- FROM sqlguard_history_scope s
- WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN NEW.owner <> '' AND NEW.beat <> 0 THEN 'grant' END) IS NOT NULL
- HAVING COUNT(*) > 0
+SET STATEMENT lock_wait_timeout = 2 FOR CREATE OR REPLACE TRIGGER sqlguard_history_lock_ins AFTER INSERT ON sqlguard_lock FOR EACH ROW
+IF NEW.owner <> '' AND NEW.beat <> 0 AND (CASE {retain_new* } END) IS NOT NULL THEN
+  INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+  VALUES (NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), 'grant', 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + (CASE {retain_new* } END));
+END IF
 
 -- name: history_lock_update_trigger
+-- An event: a new fence on a held row, or a renewal after its own expiry (renew_gap).
 -- returns: :exec
 -- params: 
-SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_lock_upd AFTER UPDATE ON sqlguard_lock FOR EACH ROW
-INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), (CASE WHEN NEW.owner = '' THEN NULL WHEN NEW.fence <> OLD.fence AND NEW.beat <> 0 THEN CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover' WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END WHEN NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END), 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
-FROM sqlguard_history_scope s
-WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN NEW.owner = '' THEN NULL WHEN NEW.fence <> OLD.fence AND NEW.beat <> 0 THEN CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover' WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END WHEN NEW.fence = OLD.fence AND NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END) IS NOT NULL
-HAVING COUNT(*) > 0
+SET STATEMENT lock_wait_timeout = 2 FOR CREATE OR REPLACE TRIGGER sqlguard_history_lock_upd AFTER UPDATE ON sqlguard_lock FOR EACH ROW
+IF NEW.owner <> '' AND NEW.beat <> 0
+   AND (NEW.fence <> OLD.fence OR (OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at))
+   AND (CASE {retain_new* } END) IS NOT NULL THEN
+  INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+  VALUES (NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CASE WHEN NEW.fence = OLD.fence THEN 'renew_gap' WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover' WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END,
+          'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + (CASE {retain_new* } END));
+END IF
 
 -- name: history_lock_delete_trigger
 -- A released lease row purged (its release, timed at it: cleanup()) or an unreleased one deleted
 -- (an operator's delete_lease or delete_by_prefix).
 -- returns: :exec
 -- params: 
-SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_lock_del AFTER DELETE ON sqlguard_lock FOR EACH ROW
-INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) END, (CASE WHEN OLD.owner = '' THEN NULL WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END), 'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
-FROM sqlguard_history_scope s
-WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN OLD.owner = '' THEN NULL WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END) IS NOT NULL
-HAVING COUNT(*) > 0
+SET STATEMENT lock_wait_timeout = 2 FOR CREATE OR REPLACE TRIGGER sqlguard_history_lock_del AFTER DELETE ON sqlguard_lock FOR EACH ROW
+IF OLD.owner <> '' AND (CASE {retain_old* } END) IS NOT NULL THEN
+  INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+  VALUES (OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) END, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END,
+          'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + (CASE {retain_old* } END));
+END IF
 
 -- name: history_holder_insert_trigger
 -- A holding's kind and a semaphore's permits come from its head (sqlguard_sync), which the
 -- acquire that inserts the holding has written in the same transaction.
 -- returns: :exec
 -- params: 
-SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_ins AFTER INSERT ON sqlguard_sync_holder FOR EACH ROW
-INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), ('grant'), COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, '', 0, 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
-FROM sqlguard_history_scope s
-WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND ('grant') IS NOT NULL
-HAVING COUNT(*) > 0
+SET STATEMENT lock_wait_timeout = 2 FOR CREATE OR REPLACE TRIGGER sqlguard_history_holder_ins AFTER INSERT ON sqlguard_sync_holder FOR EACH ROW
+IF (CASE {retain_new* } END) IS NOT NULL THEN
+  INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+  VALUES (NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), 'grant', COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence,
+          NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, '', 0, 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + (CASE {retain_new* } END));
+END IF
 
 -- name: history_holder_update_trigger
+-- An event only when renewed after its own expiry.
 -- returns: :exec
 -- params: 
-SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_upd AFTER UPDATE ON sqlguard_sync_holder FOR EACH ROW
-INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), (CASE WHEN NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END), COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
-FROM sqlguard_history_scope s
-WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at THEN 'renew_gap' END) IS NOT NULL
-HAVING COUNT(*) > 0
+SET STATEMENT lock_wait_timeout = 2 FOR CREATE OR REPLACE TRIGGER sqlguard_history_holder_upd AFTER UPDATE ON sqlguard_sync_holder FOR EACH ROW
+IF NEW.beat <> 0 AND OLD.beat <> 0 AND NEW.beat <> OLD.beat AND NEW.renewed_at > OLD.expire_at AND (CASE {retain_new* } END) IS NOT NULL THEN
+  INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+  VALUES (NEW.name, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), 'renew_gap', COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence,
+          NEW.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + (CASE {retain_new* } END));
+END IF
 
 -- name: history_holder_delete_trigger
 -- A released holding purged (its release, timed at it) or an unreleased one deleted: a
 -- take-over (sync_take_slot) or an operator's delete.
 -- returns: :exec
 -- params: 
-SET STATEMENT lock_wait_timeout = 2 FOR CREATE TRIGGER IF NOT EXISTS sqlguard_history_holder_del AFTER DELETE ON sqlguard_sync_holder FOR EACH ROW
-INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-SELECT OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) END, (CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END), COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = OLD.name), ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = OLD.name), 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + MAX(s.retain_ms)
-FROM sqlguard_history_scope s
-WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix AND (CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END) IS NOT NULL
-HAVING COUNT(*) > 0
+SET STATEMENT lock_wait_timeout = 2 FOR CREATE OR REPLACE TRIGGER sqlguard_history_holder_del AFTER DELETE ON sqlguard_sync_holder FOR EACH ROW
+IF (CASE {retain_old* } END) IS NOT NULL THEN
+  INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+  VALUES (OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) END, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END,
+          COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = OLD.name), ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits, COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = OLD.name), 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + (CASE {retain_old* } END));
+END IF
+
+-- fragment: history_scope_retain_new
+-- One scope written into a trigger: its prefix as bytes (hex) and its retention in ms. The list
+-- is ordered longest retention first, so the CASE answers the longest of the scopes that cover
+-- the name (NULL: none, nothing recorded).
+WHEN substr(NEW.name, 1, {#len}) = X'{%prefix}' THEN {#retain_ms}
+
+-- fragment: history_scope_retain_old
+-- The same for a deleted row (the delete triggers).
+WHEN substr(OLD.name, 1, {#len}) = X'{%prefix}' THEN {#retain_ms}
 
 -- name: history_lock_function
 -- not needed: the trigger bodies are statements of their own (PostgreSQL's need a function)

@@ -110,6 +110,12 @@ END
 -- name: history_holder_function
 -- not needed: the trigger bodies are statements of their own (PostgreSQL's need a function)
 
+-- fragment: history_scope_retain_new
+-- not needed: the triggers read the scopes from sqlguard_history_scope
+
+-- fragment: history_scope_retain_old
+-- not needed: the triggers read the scopes from sqlguard_history_scope
+
 -- name: history_drop_lock_function
 -- not needed: no function (the history_drop_*_trigger entries drop each trigger)
 

@@ -251,7 +251,8 @@ std::string Catalog::render(Sql id, const Slots& slots) const {
     if (close == std::string::npos) bad_file(entries_[index(id)].file, "unclosed slot in '" + entries_[index(id)].name + "'");
     std::string_view spec(t.data() + i + 1, close - i - 1);
     const bool numeric = !spec.empty() && spec[0] == '#';  // {#n}: digits only (KILL, SET STATEMENT)
-    if (numeric) spec.remove_prefix(1);
+    const bool hex = !spec.empty() && spec[0] == '%';      // {%x}: lowercase hex digits only (X'{%x}' in DDL)
+    if (numeric || hex) spec.remove_prefix(1);
     auto star = spec.find('*');
     std::string_view slot = spec.substr(0, star);
     auto it = std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.first == slot; });
@@ -262,6 +263,8 @@ std::string Catalog::render(Sql id, const Slots& slots) const {
       if (!one) throw Error(ErrorCode::kInternal, "slot {" + std::string(slot) + "} takes one value, not a list");
       if (numeric && (one->empty() || one->find_first_not_of("0123456789") != std::string::npos))
         throw Error(ErrorCode::kInternal, "slot {#" + std::string(slot) + "} takes digits only, got '" + *one + "'");
+      if (hex && (one->size() % 2 != 0 || one->find_first_not_of("0123456789abcdef") != std::string::npos))
+        throw Error(ErrorCode::kInternal, "slot {%" + std::string(slot) + "} takes pairs of hex digits only, got '" + *one + "'");
       out += *one;
     } else {
       const auto* list = std::get_if<std::vector<std::string>>(&it->second);

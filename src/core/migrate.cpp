@@ -132,7 +132,7 @@ MigrateReport migrate(Connection& conn, const std::vector<Migration>& migrations
   const bool per_migration_tx = !whole_run_tx && conn.capabilities().transactional_ddl;
   std::unique_ptr<Transaction> run_tx;
   if (whole_run_tx) run_tx = std::make_unique<Transaction>(conn);
-  const auto lock = plan.lock(conn);  // inside the run's transaction when it has one
+  const auto lock = plan.lock(conn, std::chrono::seconds(300));  // inside the run's transaction when it has one
   run(conn, Sql::migrate_version_table);
   auto states = compare(migrations, read_applied(conn));
   check_mismatch(states, conn.dialect().name());

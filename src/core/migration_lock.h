@@ -2,6 +2,7 @@
 // entry, dialect/dialect.h). migrate() asks the plan, never the catalog.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string_view>
 
@@ -22,8 +23,11 @@ class MigrationLockPlan {
   virtual std::string_view name() const noexcept = 0;
   // True: the whole run is one transaction, begun before lock().
   virtual bool whole_run_in_one_transaction() const noexcept = 0;
-  // Takes the lock (waiting up to 300 s); Error(kLockBusy) when it cannot.
-  virtual std::unique_ptr<MigrationLockHold> lock(Connection& conn) const = 0;
+  // Takes the lock, waiting up to `max_wait` (migrate(): 300 s; the
+  // transaction plan's statement bounds its own wait at 300 s); Error(kLockBusy)
+  // when it cannot. Also serializes MariaDB's history trigger rewrites
+  // (strategies/history.cpp), which wait less.
+  virtual std::unique_ptr<MigrationLockHold> lock(Connection& conn, std::chrono::seconds max_wait) const = 0;
 };
 
 // A transaction-scoped advisory lock taken first inside the one transaction

@@ -10,7 +10,7 @@ class ExclusiveTransactionMigrations final : public MigrationLockPlan {
  public:
   std::string_view name() const noexcept override { return "exclusive_transaction"; }
   bool whole_run_in_one_transaction() const noexcept override { return true; }
-  std::unique_ptr<MigrationLockHold> lock(Connection&) const override { return std::make_unique<MigrationLockHold>(); }
+  std::unique_ptr<MigrationLockHold> lock(Connection&, std::chrono::seconds) const override { return std::make_unique<MigrationLockHold>(); }
 };
 
 }  // namespace

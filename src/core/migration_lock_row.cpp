@@ -2,7 +2,7 @@
 // Galera, a row is certified cluster-wide. Create the table, clear a holder
 // whose row expired (a migrator that died holding it), insert the row; a
 // duplicate key (or a certification conflict) means another migrator holds
-// it, retried with backoff for up to 300 s. The run is not one transaction:
+// it, retried with backoff for up to max_wait (migrate(): 300 s). The run is not one transaction:
 // one per migration where DDL is transactional (migrate()).
 #include <chrono>
 #include <thread>
@@ -37,9 +37,9 @@ class LockRowMigrations final : public MigrationLockPlan {
   std::string_view name() const noexcept override { return "lock_row"; }
   bool whole_run_in_one_transaction() const noexcept override { return false; }
 
-  std::unique_ptr<MigrationLockHold> lock(Connection& conn) const override {
+  std::unique_ptr<MigrationLockHold> lock(Connection& conn, std::chrono::seconds max_wait) const override {
     run(conn, Sql::migrate_lock_table);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;
     for (int attempt = 1;; ++attempt) {
       try {
         run(conn, Sql::migrate_lock_clear);
@@ -49,7 +49,9 @@ class LockRowMigrations final : public MigrationLockPlan {
         if (e.code() != ErrorCode::kConflict) throw;
       }
       if (std::chrono::steady_clock::now() >= deadline)
-        throw Error(ErrorCode::kLockBusy, "could not take the migration lock (row sqlguard_migrate_lock) within 300 s",
+        throw Error(ErrorCode::kLockBusy,
+                    "could not take the migration lock (row sqlguard_migrate_lock) within " +
+                        std::to_string(max_wait.count()) + " s: a migration or a history scope change holds it",
                     std::string(conn.dialect().name()));
       std::this_thread::sleep_for(Backoff{std::chrono::milliseconds(50), std::chrono::seconds(2)}.delay(attempt));
     }

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "core/catalog.h"
+#include "core/migration_lock.h"
+#include "dialect/dialect.h"
 #include "sqlguard/validate.h"
 
 namespace sqlguard {
@@ -27,14 +30,49 @@ void check_prefix(const std::string& prefix, const char* what) {
   if (!prefix.empty()) validate_name(prefix, what);
 }
 
+// Whether this dialect's triggers carry the scopes in their text (MariaDB:
+// sql/mysql/history.sql) instead of reading sqlguard_history_scope: then every
+// scope change rewrites them, serialized by the migration lock.
+bool triggers_carry_scopes(Connection& conn) { return detail::catalog(conn).has(Sql::history_scope_retain_new); }
+
+std::string hex_of(const std::string& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 0xf];
+  }
+  return out;
+}
+
 // Installs (or replaces) the functions and triggers of this dialect; each
-// statement is idempotent (CREATE OR REPLACE / IF NOT EXISTS).
-void install_triggers(Connection& conn) {
+// statement is idempotent (CREATE OR REPLACE / IF NOT EXISTS). Where the
+// triggers carry the scopes, `scopes` (not empty) is written into them, longest
+// retention first (the CASE answers the first scope that covers a name).
+void install_triggers(Connection& conn, std::vector<HistoryScope> scopes = {}) {
   const auto& cat = detail::catalog(conn);
+  const bool carry = triggers_carry_scopes(conn);
+  if (carry && scopes.empty()) throw Error(ErrorCode::kInternal, "history triggers written without a scope");
+  if (!carry) scopes.clear();
+  std::stable_sort(scopes.begin(), scopes.end(), [](const auto& a, const auto& b) { return a.retention > b.retention; });
+  std::vector<std::string> on_new, on_old;
+  for (const auto& s : scopes) {
+    const detail::Slots slots{{"len", std::to_string(s.prefix.size())},
+                              {"prefix", hex_of(s.prefix)},
+                              {"retain_ms", std::to_string(s.retention.count())}};
+    on_new.push_back(cat.render(Sql::history_scope_retain_new, slots));
+    on_old.push_back(cat.render(Sql::history_scope_retain_old, slots));
+  }
   for (Sql id : {Sql::history_lock_function, Sql::history_holder_function, Sql::history_lock_insert_trigger,
                  Sql::history_lock_update_trigger, Sql::history_lock_delete_trigger, Sql::history_holder_insert_trigger,
-                 Sql::history_holder_update_trigger, Sql::history_holder_delete_trigger})
-    if (cat.has(id)) run(conn, id);
+                 Sql::history_holder_update_trigger, Sql::history_holder_delete_trigger}) {
+    if (!cat.has(id)) continue;
+    if (carry)
+      detail::run_rendered(conn, id, cat.render(id, {{"retain_new", on_new}, {"retain_old", on_old}}), {});
+    else
+      run(conn, id);
+  }
 }
 
 void drop_triggers(Connection& conn) {
@@ -291,22 +329,32 @@ void check_max(int max_violations) {
     throw Error(ErrorCode::kInvalidArgument, "max_violations must be between 1 and 10000");
 }
 
-}  // namespace
+// How long a scope change waits for the dialect's migration lock (a migration
+// run holds it for seconds, another scope change for milliseconds).
+constexpr std::chrono::seconds kScopeLockWait{2};
 
-// Runs `ddl` (trigger DDL and the scope row that goes with it) bounded by the
-// tables' lock wait: on PostgreSQL in one transaction (all or nothing, 2 s
-// lock_timeout), on MariaDB statement by statement (each with a 2 s
-// lock_wait_timeout), on SQLite as any write. A lock not had in time is
-// reported for what it is: nothing held is disturbed, the caller tries again.
+// Runs `ddl` (trigger DDL and the scope rows that go with it) as the one
+// writer of the history's triggers: under the dialect's migration lock
+// (PostgreSQL: a transaction-scoped advisory lock; MariaDB: the lock row,
+// cluster-wide on Galera; SQLite: BEGIN IMMEDIATE's write lock), in one
+// transaction where DDL is transactional (all or nothing), and bounded by the
+// tables' lock wait (PostgreSQL: 2 s lock_timeout; MariaDB: each statement's
+// 2 s lock_wait_timeout; SQLite: the busy timeout). Two changes at once
+// otherwise collide (PostgreSQL: "tuple concurrently updated" on the function)
+// or undo each other (a drop after another's install). A lock not had in time
+// is reported for what it is: nothing held is disturbed, the caller tries again.
 template <typename F>
 void bounded_ddl(Connection& conn, const char* who, F&& ddl) {
-  const bool one_transaction = detail::catalog(conn).has(Sql::history_ddl_lock_timeout);
+  const bool one_transaction = conn.capabilities().transactional_ddl;
   try {
     if (one_transaction) {
       conn.begin();
-      run(conn, Sql::history_ddl_lock_timeout);
+      if (detail::catalog(conn).has(Sql::history_ddl_lock_timeout)) run(conn, Sql::history_ddl_lock_timeout);
     }
-    ddl();
+    {
+      const auto hold = conn.dialect().plans().migrations->lock(conn, kScopeLockWait);
+      ddl();
+    }
     if (one_transaction) conn.commit();
   } catch (const Error& e) {
     if (one_transaction && conn.in_transaction()) {
@@ -319,33 +367,58 @@ void bounded_ddl(Connection& conn, const char* who, F&& ddl) {
       throw Error(ErrorCode::kLockBusy,
                   std::string(who) + ": the grant history's triggers could not be changed within 2 s: a transaction "
                                      "holds rows of sqlguard_lock or sqlguard_sync_holder (a guarded transaction, a "
-                                     "row-lock scope); nothing was changed, try again (" + e.message() + ")",
+                                     "row-lock scope), or a migration or another scope change runs; nothing was "
+                                     "changed, try again (" + e.message() + ")",
                   e.dialect(), e.native_code());
     throw;
   }
 }
 
+// Sets (retention given) or drops one scope: the triggers are rewritten for the
+// scopes as they will be (dropped with the last one), then the scope row
+// changes. Where the dialect is not transactional (MariaDB), a new scope is so
+// recorded before it is listed, and a dropped one stops being recorded before
+// it leaves the list: a failure in between leaves extra rows at worst, never a
+// listed scope without its events.
+bool change_scope(Connection& conn, const char* who, const std::string& prefix,
+                  std::optional<std::chrono::milliseconds> retention) {
+  bool had = false;
+  bounded_ddl(conn, who, [&] {
+    auto scopes = history_scopes(conn);
+    auto it = std::find_if(scopes.begin(), scopes.end(), [&](const auto& s) { return s.prefix == prefix; });
+    had = it != scopes.end();
+    if (!retention && !had) return;  // nothing to drop
+    if (!retention)
+      scopes.erase(it);
+    else if (had)
+      it->retention = *retention;
+    else
+      scopes.push_back({prefix, *retention, 0});
+    if (scopes.empty())
+      drop_triggers(conn);
+    else
+      install_triggers(conn, scopes);
+    if (retention)
+      run(conn, Sql::history_scope_set, {prefix, static_cast<std::int64_t>(retention->count())});
+    else
+      run(conn, Sql::history_scope_drop, {prefix});
+  });
+  return had;
+}
+
+}  // namespace
+
 void enable_history(Connection& conn, const std::string& prefix, std::chrono::milliseconds retention) {
   check_prefix(prefix, "history prefix");
   check_duration(retention, "history retention", std::chrono::minutes(1), std::chrono::hours(24 * 3650));
   no_transaction(conn, "enable_history()");
-  // The triggers first: a scope is never listed while nothing records it.
-  bounded_ddl(conn, "enable_history()", [&] {
-    install_triggers(conn);
-    run(conn, Sql::history_scope_set, {prefix, static_cast<std::int64_t>(retention.count())});
-  });
+  change_scope(conn, "enable_history()", prefix, retention);
 }
 
 bool disable_history(Connection& conn, const std::string& prefix) {
   check_prefix(prefix, "history prefix");
   no_transaction(conn, "disable_history()");
-  const bool had = run(conn, Sql::history_scope_drop, {prefix}).affected > 0;
-  if (!history_scopes(conn).empty()) return had;
-  bounded_ddl(conn, "disable_history()", [&] { drop_triggers(conn); });
-  // A scope enabled while the triggers were being dropped: its enable may have
-  // installed them before this dropped them. Put them back.
-  if (!history_scopes(conn).empty()) bounded_ddl(conn, "disable_history()", [&] { install_triggers(conn); });
-  return had;
+  return change_scope(conn, "disable_history()", prefix, std::nullopt);
 }
 
 std::vector<HistoryScope> history_scopes(Connection& conn) {

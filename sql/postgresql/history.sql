@@ -26,82 +26,105 @@
 -- Reservation rows of semaphores and read-write leases (owner '') are never recorded.
 
 -- name: history_lock_function
--- One statement per call (each statement of a plpgsql function is a round through SPI, the
--- bulk of a trigger's cost): the event, the time and the scope's retention are worked out in
--- the INSERT itself, which writes nothing for a name outside every scope.
+-- The event test first (plpgsql evaluates it without the executor), then the retention of the
+-- scopes that cover the name: {retain_new} / {retain_old} is one history_scope_retain_* fragment
+-- per scope, longest retention first (enable_history() / disable_history() rewrite the function
+-- whenever the scopes change, under the migration lock, in the scope row's transaction), then
+-- one INSERT ... VALUES. Measured (perf, lease-distinct at 16 clients): with the scopes read
+-- from sqlguard_history_scope the INSERT ... SELECT's executor start-up (a join, an aggregate, a
+-- scan) was about 40% of the trigger's statement time.
 -- returns: :exec
 -- params: 
 CREATE OR REPLACE FUNCTION sqlguard_history_lock() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+  keep BIGINT;
+  now_ms BIGINT;
 BEGIN
   IF TG_OP = 'UPDATE' THEN
     -- An event: a new fence on a held row, or a renewal after its own expiry.
     IF NEW.owner = '' OR NEW.beat = 0 OR (NEW.fence = OLD.fence AND (OLD.beat = 0 OR NEW.beat = OLD.beat OR NEW.renewed_at <= OLD.expire_at)) THEN
       RETURN NULL;
     END IF;
+    keep := CASE {retain_new* } END;
+    IF keep IS NULL THEN
+      RETURN NULL;
+    END IF;
+    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    SELECT NEW.name, t.now_ms, CASE WHEN NEW.fence <> OLD.fence THEN
-                   CASE WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant' WHEN NEW.handed = 1 THEN 'handover'
-                        WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END
-                 ELSE 'renew_gap' END,
-           'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
-           CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, t.now_ms + k.retain
-    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t, (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) k WHERE k.retain IS NOT NULL;
+    VALUES (NEW.name, now_ms, CASE WHEN NEW.fence = OLD.fence THEN 'renew_gap' WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant'
+                                  WHEN NEW.handed = 1 THEN 'handover' WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END,
+            'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
   ELSIF TG_OP = 'INSERT' THEN
     IF NEW.owner = '' OR NEW.beat = 0 THEN  -- a row inserted released: no holder
       RETURN NULL;
     END IF;
+    keep := CASE {retain_new* } END;
+    IF keep IS NULL THEN
+      RETURN NULL;
+    END IF;
+    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    SELECT NEW.name, t.now_ms, 'grant', 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, t.now_ms + k.retain
-    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t, (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) k WHERE k.retain IS NOT NULL;
+    VALUES (NEW.name, now_ms, 'grant', 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, now_ms + keep);
   ELSE
     IF OLD.owner = '' THEN  -- a semaphore's or read-write lease's reservation row
       RETURN NULL;
     END IF;
+    keep := CASE {retain_old* } END;
+    IF keep IS NULL THEN
+      RETURN NULL;
+    END IF;
+    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    SELECT OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE t.now_ms END, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END,
-           'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
-           CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, t.now_ms + k.retain
-    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t, (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix) k WHERE k.retain IS NOT NULL;
+    VALUES (OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE now_ms END, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END,
+            'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
   END IF;
   RETURN NULL;
 END
 $fn$
 
 -- name: history_holder_function
--- One statement per call, as history_lock_function. A holding's kind and a semaphore's permits
--- come from its head (sqlguard_sync), which the acquire that inserts the holding has just
--- written in the same transaction.
+-- As history_lock_function. A holding's kind and a semaphore's permits come from its head
+-- (sqlguard_sync), which the acquire that inserts the holding has just written in the same
+-- transaction.
 -- returns: :exec
 -- params: 
 CREATE OR REPLACE FUNCTION sqlguard_history_holder() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+  keep BIGINT;
+  now_ms BIGINT;
 BEGIN
   IF TG_OP = 'INSERT' THEN
+    keep := CASE {retain_new* } END;
+    IF keep IS NULL THEN
+      RETURN NULL;
+    END IF;
+    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    SELECT NEW.name, t.now_ms, 'grant', COALESCE(h.kind, ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits,
-           COALESCE(h.cap, 0), NEW.expire_at, '', 0, 0, 0, t.now_ms + k.retain
-    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t CROSS JOIN (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) k
-         LEFT JOIN (SELECT s.kind, CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END AS cap FROM sqlguard_sync s WHERE s.name = NEW.name) h ON true
-    WHERE k.retain IS NOT NULL;
+    VALUES (NEW.name, now_ms, 'grant', COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits,
+            COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, '', 0, 0, 0, now_ms + keep);
   ELSIF TG_OP = 'UPDATE' THEN
     -- An event only when renewed after its own expiry.
     IF NEW.beat = 0 OR OLD.beat = 0 OR NEW.beat = OLD.beat OR NEW.renewed_at <= OLD.expire_at THEN
       RETURN NULL;
     END IF;
+    keep := CASE {retain_new* } END;
+    IF keep IS NULL THEN
+      RETURN NULL;
+    END IF;
+    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    SELECT NEW.name, t.now_ms, 'renew_gap', COALESCE(h.kind, ''), NEW.mode,
-           NEW.slot, NEW.owner, NEW.fence, NEW.permits, COALESCE(h.cap, 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at,
-           CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, t.now_ms + k.retain
-    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t CROSS JOIN (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(NEW.name, 1, length(s.prefix)) = s.prefix) k
-         LEFT JOIN (SELECT s.kind, CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END AS cap FROM sqlguard_sync s WHERE s.name = NEW.name) h ON true
-    WHERE k.retain IS NOT NULL;
+    VALUES (NEW.name, now_ms, 'renew_gap', COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits,
+            COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
   ELSE
+    keep := CASE {retain_old* } END;
+    IF keep IS NULL THEN
+      RETURN NULL;
+    END IF;
+    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    SELECT OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE t.now_ms END, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END,
-           COALESCE(h.kind, ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits,
-           COALESCE(h.cap, 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, t.now_ms + k.retain
-    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS now_ms) t CROSS JOIN (SELECT MAX(s.retain_ms) AS retain FROM sqlguard_history_scope s WHERE substr(OLD.name, 1, length(s.prefix)) = s.prefix) k
-         LEFT JOIN (SELECT s.kind, CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END AS cap FROM sqlguard_sync s WHERE s.name = OLD.name) h ON true
-    WHERE k.retain IS NOT NULL;
+    VALUES (OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE now_ms END, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END,
+            COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = OLD.name), ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits,
+            COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = OLD.name), 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
   END IF;
   RETURN NULL;
 END
@@ -146,10 +169,14 @@ CREATE OR REPLACE TRIGGER sqlguard_history_holder_del AFTER DELETE ON sqlguard_s
 EXECUTE FUNCTION sqlguard_history_holder()
 
 -- fragment: history_scope_retain_new
--- not needed: the triggers read the scopes from sqlguard_history_scope
+-- One scope written into the functions: its prefix as UTF-8 bytes (hex) and its retention in
+-- ms. The list is ordered longest retention first, so the CASE answers the longest of the
+-- scopes that cover the name (NULL: none, nothing recorded).
+WHEN starts_with(NEW.name, convert_from('\x{%prefix}'::bytea, 'UTF8')) THEN {#retain_ms}
 
 -- fragment: history_scope_retain_old
--- not needed: the triggers read the scopes from sqlguard_history_scope
+-- The same for a deleted row.
+WHEN starts_with(OLD.name, convert_from('\x{%prefix}'::bytea, 'UTF8')) THEN {#retain_ms}
 
 -- name: history_drop_lock_function
 -- Drops the three sqlguard_lock triggers with it.

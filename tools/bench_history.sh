@@ -11,12 +11,12 @@
 #              docs/history.md from it (tools/bench_tables.py)
 #
 # Output: <out>/<dialect>.json (one JSON object per line: the cell, its
-# `history` and `round`), <out>/settings.txt. About 4 min.
+# `history` and `round`), <out>/settings.txt. About 10 min.
 #
 # Environment:
 #   SQLGUARD_BIN      the sqlguard binary (default: build/tools/sqlguard)
 #   BENCH_OUT         output directory (default: bench-results/history)
-#   HISTORY_ROUNDS    default 3;  BENCH_DURATION default 2s;  BENCH_CLIENTS default 1,16
+#   HISTORY_ROUNDS    default 8 (single rounds swing by a third here: the table reads medians);  BENCH_DURATION default 2s;  BENCH_CLIENTS default 1,16
 #   BENCH_DIALECTS    default "sqlite postgresql mysql"
 #   SQLGUARD_PG_PORT / SQLGUARD_MARIADB_PORT / SQLGUARD_SERVERS_DIR: as tools/bench.sh
 set -euo pipefail
@@ -31,7 +31,7 @@ bench_publish_flag "$@"
 BENCH_OUT=${BENCH_OUT:-$root/bench-results/history}
 bench_bin_and_out
 rm -f "$out"/{sqlite,postgresql,mysql}.json "$out/settings.txt"
-rounds=${HISTORY_ROUNDS:-3}
+rounds=${HISTORY_ROUNDS:-8}
 duration=${BENCH_DURATION:-2s}
 clients=${BENCH_CLIENTS:-1,16}
 dialects=${BENCH_DIALECTS:-sqlite postgresql mysql}

@@ -40,47 +40,43 @@ DECLARE
   keep BIGINT;
   now_ms BIGINT;
 BEGIN
+  -- Every return is NEW: the UPDATE triggers fire BEFORE the update (NULL would skip it); the
+  -- INSERT and DELETE ones fire after (their result is unused; NEW is NULL for a DELETE).
   IF TG_OP = 'UPDATE' THEN
-    -- Fired BEFORE the update (every return here is NEW: NULL would skip the row's update).
     -- An event: a new fence on a held row, or a renewal after its own expiry.
     IF NEW.owner = '' OR NEW.beat = 0 OR (NEW.fence = OLD.fence AND (OLD.beat = 0 OR NEW.beat = OLD.beat OR NEW.renewed_at <= OLD.expire_at)) THEN
       RETURN NEW;
     END IF;
     keep := CASE {retain_new* } END;
-    IF keep IS NULL THEN
+  ELSIF TG_OP = 'INSERT' THEN
+    IF NEW.owner = '' OR NEW.beat = 0 THEN  -- a row inserted released: no holder
       RETURN NEW;
     END IF;
-    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+    keep := CASE {retain_new* } END;
+  ELSE
+    IF OLD.owner = '' THEN  -- a semaphore's or read-write lease's reservation row
+      RETURN NEW;
+    END IF;
+    keep := CASE {retain_old* } END;
+  END IF;
+  IF keep IS NULL THEN  -- no scope covers the name
+    RETURN NEW;
+  END IF;
+  now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+  IF TG_OP = 'UPDATE' THEN
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
     VALUES (NEW.name, now_ms, CASE WHEN NEW.fence = OLD.fence THEN 'renew_gap' WHEN OLD.beat = 0 OR OLD.owner = '' THEN 'grant'
                                   WHEN NEW.handed = 1 THEN 'handover' WHEN OLD.handed = 1 THEN 'confirm' ELSE 'takeover' END,
             'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
-    RETURN NEW;
   ELSIF TG_OP = 'INSERT' THEN
-    IF NEW.owner = '' OR NEW.beat = 0 THEN  -- a row inserted released: no holder
-      RETURN NULL;
-    END IF;
-    keep := CASE {retain_new* } END;
-    IF keep IS NULL THEN
-      RETURN NULL;
-    END IF;
-    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
     VALUES (NEW.name, now_ms, 'grant', 'lease', 'X', 0, NEW.owner, NEW.fence, 1, 1, NEW.expire_at, '', 0, 0, 0, now_ms + keep);
   ELSE
-    IF OLD.owner = '' THEN  -- a semaphore's or read-write lease's reservation row
-      RETURN NULL;
-    END IF;
-    keep := CASE {retain_old* } END;
-    IF keep IS NULL THEN
-      RETURN NULL;
-    END IF;
-    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
     VALUES (OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE now_ms END, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'delete' END,
             'lease', 'X', 0, OLD.owner, OLD.fence, 1, 1, OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
   END IF;
-  RETURN NULL;
+  RETURN NEW;
 END
 $fn$
 
@@ -95,42 +91,38 @@ DECLARE
   keep BIGINT;
   now_ms BIGINT;
 BEGIN
-  IF TG_OP = 'INSERT' THEN
-    keep := CASE {retain_new* } END;
-    IF keep IS NULL THEN
-      RETURN NULL;
-    END IF;
-    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
-    INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
-    VALUES (NEW.name, now_ms, 'grant', COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits,
-            COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, '', 0, 0, 0, now_ms + keep);
-  ELSIF TG_OP = 'UPDATE' THEN
-    -- Fired BEFORE the update (every return here is NEW: NULL would skip the row's update).
+  -- Every return is NEW: the UPDATE triggers fire BEFORE the update (NULL would skip it); the
+  -- INSERT and DELETE ones fire after (their result is unused; NEW is NULL for a DELETE).
+  IF TG_OP = 'UPDATE' THEN
     -- An event only when renewed after its own expiry.
     IF NEW.beat = 0 OR OLD.beat = 0 OR NEW.beat = OLD.beat OR NEW.renewed_at <= OLD.expire_at THEN
       RETURN NEW;
     END IF;
     keep := CASE {retain_new* } END;
-    IF keep IS NULL THEN
-      RETURN NEW;
-    END IF;
-    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+  ELSIF TG_OP = 'INSERT' THEN
+    keep := CASE {retain_new* } END;
+  ELSE
+    keep := CASE {retain_old* } END;
+  END IF;
+  IF keep IS NULL THEN  -- no scope covers the name
+    RETURN NEW;
+  END IF;
+  now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
+  IF TG_OP = 'UPDATE' THEN
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
     VALUES (NEW.name, now_ms, 'renew_gap', COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits,
             COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
-    RETURN NEW;
+  ELSIF TG_OP = 'INSERT' THEN
+    INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
+    VALUES (NEW.name, now_ms, 'grant', COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = NEW.name), ''), NEW.mode, NEW.slot, NEW.owner, NEW.fence, NEW.permits,
+            COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = NEW.name), 0), NEW.expire_at, '', 0, 0, 0, now_ms + keep);
   ELSE
-    keep := CASE {retain_old* } END;
-    IF keep IS NULL THEN
-      RETURN NULL;
-    END IF;
-    now_ms := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT;
     INSERT INTO sqlguard_history (name, at_ms, event, kind, mode, slot, owner, fence, permits, capacity, until_ms, prev_owner, prev_fence, prev_until_ms, prev_ttl_ms, keep_until)
     VALUES (OLD.name, CASE WHEN OLD.beat = 0 THEN OLD.expire_at ELSE now_ms END, CASE WHEN OLD.beat = 0 THEN 'release' ELSE 'takeover' END,
             COALESCE((SELECT s.kind FROM sqlguard_sync s WHERE s.name = OLD.name), ''), OLD.mode, OLD.slot, OLD.owner, OLD.fence, OLD.permits,
             COALESCE((SELECT CASE WHEN s.kind = 'semaphore' THEN s.permits ELSE 1 END FROM sqlguard_sync s WHERE s.name = OLD.name), 0), OLD.expire_at, OLD.owner, OLD.fence, OLD.expire_at, CASE WHEN OLD.ttl_ms > 0 THEN OLD.ttl_ms ELSE GREATEST(OLD.expire_at - OLD.renewed_at, 0) END, now_ms + keep);
   END IF;
-  RETURN NULL;
+  RETURN NEW;
 END
 $fn$
 

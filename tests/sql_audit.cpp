@@ -58,19 +58,28 @@ std::string value_slot_fragment_regex(const std::string& text) {
 // {slot} / {list*sep} matching only what slots are filled with: quoted
 // identifiers (schema-qualified ones too), `?`, operators, commas, the words
 // of the catalog's fragments, whole slot-free fragments of this dialect
-// (e.g. lease_ref's value tuple), fragments whose only slots are digits and
-// hex digits, and the list's own separator -- never a literal value or another
-// keyword.
+// (e.g. lease_ref's value tuple), and the list's own separator -- never a
+// literal value or another keyword. A fragment whose only slots are digits and
+// hex digits (history_scope_retain_new) is accepted only in a list slot its
+// name ends with ({retain_new*...}): nowhere else may digits stand.
 std::regex pattern_of(const std::string& dialect, const std::string& text) {
   std::string fragments;
+  std::vector<std::pair<std::string, std::string>> value_fragments;  // (fragment name, regex)
   for (const auto& e : sqlguard::sql_catalog(dialect)) {
     if (!e.fragment || !e.available || e.text.empty()) continue;
     if (e.text.find('{') == std::string::npos) {
       fragments += "|" + literal_regex(e.text);
     } else if (auto re = value_slot_fragment_regex(e.text); !re.empty()) {
-      fragments += "|(?:" + re + ")";
+      value_fragments.emplace_back(e.name, re);
     }
   }
+  auto value_fragments_for = [&](const std::string& slot) {
+    std::string out;
+    for (const auto& [name, re] : value_fragments)
+      if (name.size() > slot.size() && name.compare(name.size() - slot.size() - 1, std::string::npos, "_" + slot) == 0)
+        out += "|(?:" + re + ")";
+    return out;
+  };
   const std::string tokens =
       "\"[^\"]*\"(?:\\.\"[^\"]*\")?|`[^`]*`(?:\\.`[^`]*`)?|\\?|[,=<>+\\-\\s]|AND|FOR|UPDATE|SHARE|NOWAIT|SKIP|LOCKED|LOCK|IN|MODE|"
       "CASE|WHEN|THEN|ELSE|END" +
@@ -86,7 +95,9 @@ std::regex pattern_of(const std::string& dialect, const std::string& text) {
         re += "(?:[0-9a-f]{2})*";
       } else {
         std::string sep = star < close ? text.substr(star + 1, close - star - 1) : std::string();
-        re += "(?:" + tokens + (sep.empty() ? "" : "|" + literal_regex(sep)) + ")*";
+        const std::string slot = text.substr(i + 1, std::min(star, close) - i - 1);
+        re += "(?:" + tokens + (star < close ? value_fragments_for(slot) : std::string()) +
+              (sep.empty() ? "" : "|" + literal_regex(sep)) + ")*";
       }
       i = close;
       continue;

@@ -125,6 +125,21 @@ TEST_CASE("slots are filled with quoted identifiers and fragments, values stay b
   CHECK_THROWS_AS(scope("2", "706", "60000"), Error);   // half a byte
   CHECK_THROWS_AS(scope("2", "70FF", "60000"), Error);  // upper case: not what the encoder writes
   CHECK_THROWS_AS(scope("2", "7061", "6e4"), Error);
+  // The SQL audit takes such a fragment in its own list slot only: a trigger
+  // with a scope list matches, a stray clause in that list or the fragment in
+  // another statement's slot does not.
+  auto trigger = [&](std::vector<std::string> scopes) {
+    return my.render(detail::Sql::history_lock_update_trigger, {{"retain_new", scopes}});
+  };
+  CHECK(sgtest::matches_catalog("mysql", "history_lock_update_trigger", trigger({scope("2", "7061", "60000")})));
+  CHECK_FALSE(sgtest::matches_catalog("mysql", "history_lock_update_trigger",
+                                      trigger({scope("2", "7061", "60000"), "WHEN 1 = 1 THEN 60000"})));
+  CHECK_FALSE(sgtest::matches_catalog(
+      "mysql", "guarded_update",
+      my.render(detail::Sql::guarded_update, {{"table", std::string("`t`")},
+                                              {"key", std::string("`k`")},
+                                              {"assignments", std::vector<std::string>{scope("2", "7061", "60000")}},
+                                              {"guards", std::vector<std::string>{}}})));
 }
 
 TEST_CASE("every strategy sends only statements of its dialect's catalog", "[catalog]") {

@@ -170,14 +170,15 @@ CREATE OR REPLACE TRIGGER sqlguard_history_holder_del AFTER DELETE ON sqlguard_s
 EXECUTE FUNCTION sqlguard_history_holder()
 
 -- fragment: history_scope_retain_new
--- One scope written into the functions: its prefix as UTF-8 bytes (hex) and its retention in
+-- One scope written into the functions: its prefix as UTF-8 bytes (hex, through decode(): no
+-- backslash, so standard_conforming_strings cannot change what it reads) and its retention in
 -- ms. The list is ordered longest retention first, so the CASE answers the longest of the
 -- scopes that cover the name (NULL: none, nothing recorded).
-WHEN starts_with(NEW.name, convert_from('\x{%prefix}'::bytea, 'UTF8')) THEN {#retain_ms}
+WHEN starts_with(NEW.name, convert_from(decode('{%prefix}', 'hex'), 'UTF8')) THEN {#retain_ms}
 
 -- fragment: history_scope_retain_old
 -- The same for a deleted row.
-WHEN starts_with(OLD.name, convert_from('\x{%prefix}'::bytea, 'UTF8')) THEN {#retain_ms}
+WHEN starts_with(OLD.name, convert_from(decode('{%prefix}', 'hex'), 'UTF8')) THEN {#retain_ms}
 
 -- name: history_drop_lock_function
 -- Drops the three sqlguard_lock triggers with it.

@@ -23,10 +23,11 @@ class MigrationLockPlan {
   virtual std::string_view name() const noexcept = 0;
   // True: the whole run is one transaction, begun before lock().
   virtual bool whole_run_in_one_transaction() const noexcept = 0;
-  // Takes the lock, waiting up to `max_wait` (migrate(): 300 s; the
-  // transaction plan's statement bounds its own wait at 300 s); Error(kLockBusy)
-  // when it cannot. Also serializes MariaDB's history trigger rewrites
-  // (strategies/history.cpp), which wait less.
+  // Takes the lock; Error(kLockBusy) when it cannot. The row plan waits up to
+  // `max_wait` (migrate(): 300 s); the transaction plan's advisory lock waits
+  // as long as the transaction's lock_timeout lets it (migrate(): the
+  // session's; history scope changes set 2 s first). Also serializes the grant
+  // history's scope changes (strategies/history.cpp).
   virtual std::unique_ptr<MigrationLockHold> lock(Connection& conn, std::chrono::seconds max_wait) const = 0;
 };
 

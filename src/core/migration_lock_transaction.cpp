@@ -14,6 +14,7 @@ class TransactionLockMigrations final : public MigrationLockPlan {
   std::string_view name() const noexcept override { return "transaction_lock"; }
   bool whole_run_in_one_transaction() const noexcept override { return true; }
 
+  // The wait is the transaction's lock_timeout (migration_lock.h), not max_wait.
   std::unique_ptr<MigrationLockHold> lock(Connection& conn, std::chrono::seconds) const override {
     static constexpr Column kLocked = column(Sql::migrate_lock_xact, "locked");
     auto r = run(conn, Sql::migrate_lock_xact);

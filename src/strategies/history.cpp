@@ -30,9 +30,9 @@ void check_prefix(const std::string& prefix, const char* what) {
   if (!prefix.empty()) validate_name(prefix, what);
 }
 
-// Whether this dialect's triggers carry the scopes in their text (MariaDB:
-// sql/mysql/history.sql) instead of reading sqlguard_history_scope: then every
-// scope change rewrites them, serialized by the migration lock.
+// Whether this dialect's triggers carry the scopes in their text (PostgreSQL,
+// MariaDB: sql/<dialect>/history.sql) instead of reading sqlguard_history_scope
+// (SQLite): then every scope change rewrites them.
 bool triggers_carry_scopes(Connection& conn) { return detail::catalog(conn).has(Sql::history_scope_retain_new); }
 
 std::string hex_of(const std::string& bytes) {
@@ -338,71 +338,91 @@ constexpr std::chrono::seconds kScopeLockWait{2};
 // (PostgreSQL: a transaction-scoped advisory lock; MariaDB: the lock row,
 // cluster-wide on Galera; SQLite: BEGIN IMMEDIATE's write lock), in one
 // transaction where DDL is transactional (all or nothing), and bounded by the
-// tables' lock wait (PostgreSQL: 2 s lock_timeout; MariaDB: each statement's
-// 2 s lock_wait_timeout; SQLite: the busy timeout). Two changes at once
-// otherwise collide (PostgreSQL: "tuple concurrently updated" on the function)
-// or undo each other (a drop after another's install). A lock not had in time
-// is reported for what it is: nothing held is disturbed, the caller tries again.
-template <typename F>
-void bounded_ddl(Connection& conn, const char* who, F&& ddl) {
+// tables' lock wait (PostgreSQL: 2 s lock_timeout, which bounds the advisory
+// lock's wait too; MariaDB: each statement's 2 s lock_wait_timeout; SQLite: the
+// busy timeout). Two changes at once otherwise collide (PostgreSQL: "tuple
+// concurrently updated" on the function) or undo each other (a drop after
+// another's install). Where DDL is not transactional (MariaDB) each statement
+// commits alone: a failure after the first calls `restore` (still under the
+// lock) to put the triggers back as the unchanged scope list needs them. A lock
+// not had in time is reported for what it is: nothing held is disturbed, the
+// caller tries again.
+template <typename F, typename R>
+void bounded_ddl(Connection& conn, const char* who, F&& ddl, R&& restore) {
   const bool one_transaction = conn.capabilities().transactional_ddl;
+  std::unique_ptr<detail::MigrationLockHold> hold;
   try {
     if (one_transaction) {
       conn.begin();
       if (detail::catalog(conn).has(Sql::history_ddl_lock_timeout)) run(conn, Sql::history_ddl_lock_timeout);
     }
-    {
-      const auto hold = conn.dialect().plans().migrations->lock(conn, kScopeLockWait);
-      ddl();
-    }
+    hold = conn.dialect().plans().migrations->lock(conn, kScopeLockWait);
+    ddl();
     if (one_transaction) conn.commit();
   } catch (const Error& e) {
+    std::string outcome = "nothing was changed";
     if (one_transaction && conn.in_transaction()) {
       try {
         conn.rollback();
       } catch (const Error&) {
       }
+    } else if (!one_transaction && hold) {
+      try {
+        restore();
+        outcome = "the triggers were put back as the listed scopes need them";
+      } catch (const Error& again) {
+        outcome = "putting the triggers back failed too (" + again.message() +
+                  "): enable_history() or disable_history() again rewrites them";
+      }
     }
+    hold.reset();
     if (e.code() == ErrorCode::kLockBusy || e.code() == ErrorCode::kTimeout)
       throw Error(ErrorCode::kLockBusy,
                   std::string(who) + ": the grant history's triggers could not be changed within 2 s: a transaction "
                                      "holds rows of sqlguard_lock or sqlguard_sync_holder (a guarded transaction, a "
-                                     "row-lock scope), or a migration or another scope change runs; nothing was "
-                                     "changed, try again (" + e.message() + ")",
+                                     "row-lock scope), or a migration or another scope change runs; " + outcome +
+                      ", try again (" + e.message() + ")",
                   e.dialect(), e.native_code());
     throw;
   }
 }
 
+// The triggers as `scopes` need them: dropped with the last scope.
+void write_triggers(Connection& conn, const std::vector<HistoryScope>& scopes) {
+  if (scopes.empty())
+    drop_triggers(conn);
+  else
+    install_triggers(conn, scopes);
+}
+
 // Sets (retention given) or drops one scope: the triggers are rewritten for the
-// scopes as they will be (dropped with the last one), then the scope row
-// changes. Where the dialect is not transactional (MariaDB), a new scope is so
-// recorded before it is listed, and a dropped one stops being recorded before
-// it leaves the list: a failure in between leaves extra rows at worst, never a
-// listed scope without its events.
+// scopes as they will be, then the scope row changes. Where the dialect is not
+// transactional (MariaDB), a new scope is so recorded before it is listed, and a
+// dropped one stops being recorded just before it leaves the list; a failure
+// in between puts the triggers back (bounded_ddl).
 bool change_scope(Connection& conn, const char* who, const std::string& prefix,
                   std::optional<std::chrono::milliseconds> retention) {
   bool had = false;
-  bounded_ddl(conn, who, [&] {
-    auto scopes = history_scopes(conn);
-    auto it = std::find_if(scopes.begin(), scopes.end(), [&](const auto& s) { return s.prefix == prefix; });
-    had = it != scopes.end();
-    if (!retention && !had) return;  // nothing to drop
-    if (!retention)
-      scopes.erase(it);
-    else if (had)
-      it->retention = *retention;
-    else
-      scopes.push_back({prefix, *retention, 0});
-    if (scopes.empty())
-      drop_triggers(conn);
-    else
-      install_triggers(conn, scopes);
-    if (retention)
-      run(conn, Sql::history_scope_set, {prefix, static_cast<std::int64_t>(retention->count())});
-    else
-      run(conn, Sql::history_scope_drop, {prefix});
-  });
+  bounded_ddl(
+      conn, who,
+      [&] {
+        auto scopes = history_scopes(conn);
+        auto it = std::find_if(scopes.begin(), scopes.end(), [&](const auto& s) { return s.prefix == prefix; });
+        had = it != scopes.end();
+        if (!retention && !had) return;  // nothing to drop
+        if (!retention)
+          scopes.erase(it);
+        else if (had)
+          it->retention = *retention;
+        else
+          scopes.push_back({prefix, *retention, 0});
+        write_triggers(conn, scopes);
+        if (retention)
+          run(conn, Sql::history_scope_set, {prefix, static_cast<std::int64_t>(retention->count())});
+        else
+          run(conn, Sql::history_scope_drop, {prefix});
+      },
+      [&] { write_triggers(conn, history_scopes(conn)); });
   return had;
 }
 

@@ -741,6 +741,54 @@ TEST_CASE("lock sets on all three Galera nodes: overlapping sets (leases and a s
   CHECK(count_on(nodes[1], "SELECT COUNT(*) FROM sqlguard_sync_holder WHERE name = ? AND beat <> 0", {d}) == 0);
 }
 
+TEST_CASE("a Galera transaction that the server ended without an error to the client commits nothing after it: its "
+          "commit reports a conflict, and the connection commits statements one by one again",
+          "[.][galera][galera-unseen-rollback]") {
+  // The race the lock-set test meets (a brute-force abort while one of the
+  // transaction's statements runs, reported to no statement) is timing; a
+  // ROLLBACK the connection does not track ends the transaction on the
+  // server the same way, every time. Without the guard (negative control,
+  // by hand): the INSERT after it committed on its own and commit() passed.
+  auto uris = node_uris();
+  const std::string table = ctx().unique("gunseen");
+  auto c1 = make_connection(uris[0]);
+  c1->execute_script("CREATE TABLE " + table + " (id INT NOT NULL PRIMARY KEY) ENGINE=InnoDB");
+  {
+    Transaction tx(*c1);
+    tx.execute("INSERT INTO " + table + " (id) VALUES (1)");
+    tx.execute("ROLLBACK");
+    tx.execute("INSERT INTO " + table + " (id) VALUES (2)");
+    bool committed = false;
+    try {
+      tx.commit();
+      committed = true;
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kConflict);
+      CHECK_THAT(std::string(e.what()), Catch::Matchers::Contains("without an error to its statements"));
+    }
+    CHECK_FALSE(committed);
+  }
+  for (const auto& u : uris) CHECK(count_on(u, "SELECT COUNT(*) FROM " + table) == 0);
+  // Autocommit is back: a statement outside a transaction commits alone.
+  c1->execute("INSERT INTO " + table + " (id) VALUES (3)");
+  CHECK(count_on(uris[1], "SELECT COUNT(*) FROM " + table + " WHERE id = 3") == 1);
+  // A transaction that kept its savepoint commits; one rolled back leaves nothing.
+  {
+    Transaction tx(*c1);
+    tx.execute("INSERT INTO " + table + " (id) VALUES (4)");
+    tx.commit();
+  }
+  {
+    Transaction tx(*c1);
+    tx.execute("INSERT INTO " + table + " (id) VALUES (5)");
+    tx.rollback();
+  }
+  c1->execute("INSERT INTO " + table + " (id) VALUES (6)");
+  CHECK(count_on(uris[2], "SELECT COUNT(*) FROM " + table + " WHERE id IN (4, 6)") == 2);
+  CHECK(count_on(uris[2], "SELECT COUNT(*) FROM " + table + " WHERE id = 5") == 0);
+  CHECK(c1->execute("SELECT @@autocommit").rows.at(0)[0].as_int() == 1);
+}
+
 TEST_CASE("the grant history on three Galera nodes: leases and permits taken on every node, each holding's grant and "
           "release recorded once and in order, verify holds on every node",
           "[.][galera][galera-history]") {
@@ -864,8 +912,21 @@ TEST_CASE("sqlguard chaos over the three Galera nodes with their wall clocks ste
       sgtest::run_process({"/bin/bash", script, "restart", "galera"}, nullptr, {"SQLGUARD_SERVER_CLOCK=real"});
     }
   } restore{script};
-  REQUIRE(sgtest::run_process({"/bin/bash", script, "restart", "galera"}, nullptr,
-                              {"SQLGUARD_SERVER_CLOCK=faketime"}) == 0);
+  // A node of the cluster can fail to come back under libfaketime (a crash
+  // of mariadbd or a joiner's aborted state transfer, infrequent, seen in
+  // CI): the restart is tried again once, and what the first try printed is
+  // shown (the test is about sqlguard under stepped clocks, not about the
+  // cluster's restart; a second failure fails the test with both outputs).
+  std::string restart_out[2];
+  int restart_rc = 1;
+  for (int attempt = 0; attempt < 2 && restart_rc != 0; ++attempt) {
+    restart_rc = sgtest::run_process({"/bin/bash", "-c", "exec /bin/bash \"$0\" restart galera 2>&1", script},
+                                     &restart_out[attempt], {"SQLGUARD_SERVER_CLOCK=faketime"});
+    if (restart_rc != 0)
+      WARN("restarting the Galera cluster under libfaketime failed (try " << attempt + 1 << " of 2); its output:\n"
+                                                                          << restart_out[attempt]);
+  }
+  REQUIRE(restart_rc == 0);
   auto chaos = [](std::vector<std::string> args, std::string* out) {
     std::vector<std::string> argv = {sgtest::cli_path(), "--json", "chaos"};
     argv.insert(argv.end(), args.begin(), args.end());

@@ -155,6 +155,40 @@ SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 -- params: 
 SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;
 
+-- A transaction on a Galera node (kGaleraDialect) is opened with tx_galera_autocommit_off and
+-- tx_galera_savepoint instead of tx_begin, and closed with tx_galera_release_savepoint, then
+-- tx_commit, then tx_galera_autocommit_on (or tx_rollback, then tx_galera_autocommit_on).
+-- Why: a transaction that another node's write brute-force aborts while one of its
+-- statements runs can be rolled back with no error to that statement or the next (measured
+-- on MariaDB 10.11: a lock set's statements then ran on outside any transaction and its
+-- COMMIT committed nothing, so its names were held by others as well). Under autocommit = 0
+-- the statements after such a rollback open a new transaction instead of committing one by
+-- one, and the savepoint, which the rollback discarded, is missing when it is released
+-- (error 1305): the connection rolls that new transaction back and reports a conflict.
+
+-- name: tx_galera_autocommit_off
+-- returns: :exec
+-- params: 
+SET autocommit = 0;
+
+-- name: tx_galera_savepoint
+-- The transaction's mark: it exists as long as the transaction tx_galera_autocommit_off began.
+-- returns: :exec
+-- params: 
+SAVEPOINT sqlguard_tx;
+
+-- name: tx_galera_release_savepoint
+-- Before tx_commit: error 1305 (no such savepoint) = the transaction was rolled back unseen.
+-- returns: :exec
+-- params: 
+RELEASE SAVEPOINT sqlguard_tx;
+
+-- name: tx_galera_autocommit_on
+-- After tx_commit or tx_rollback: the session's statements commit one by one again.
+-- returns: :exec
+-- params: 
+SET autocommit = 1;
+
 -- name: admin_list_sessions
 -- Other sessions of this user on this database (sqlguard chaos: session-kill fault).
 -- returns: :many session_id

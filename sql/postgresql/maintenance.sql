@@ -114,6 +114,18 @@ SELECT pg_backend_pid() AS backend_pid, CASE WHEN pg_backend_pid() = ? OR ?::int
 -- name: tx_isolation_serializable
 -- not needed: libpqxx issues BEGIN [ISOLATION LEVEL ...]/COMMIT/ROLLBACK for its transaction classes
 
+-- name: tx_galera_autocommit_off
+-- not needed: a guard for MariaDB Galera nodes (sql/mysql/maintenance.sql); here a rolled-back transaction fails its statements
+
+-- name: tx_galera_autocommit_on
+-- not needed: a guard for MariaDB Galera nodes (sql/mysql/maintenance.sql); here a rolled-back transaction fails its statements
+
+-- name: tx_galera_savepoint
+-- not needed: a guard for MariaDB Galera nodes (sql/mysql/maintenance.sql); here a rolled-back transaction fails its statements
+
+-- name: tx_galera_release_savepoint
+-- not needed: a guard for MariaDB Galera nodes (sql/mysql/maintenance.sql); here a rolled-back transaction fails its statements
+
 -- name: admin_list_sessions
 -- Other sessions sqlguard opened on this database (sqlguard chaos: session-kill fault).
 -- returns: :many session_id

@@ -111,6 +111,18 @@ ROLLBACK;
 -- name: tx_isolation_serializable
 -- not needed: SQLite transactions are serializable
 
+-- name: tx_galera_autocommit_off
+-- not needed: a MariaDB Galera node's guard (see sql/mysql/maintenance.sql); here a rolled back transaction fails its statements
+
+-- name: tx_galera_autocommit_on
+-- not needed: a MariaDB Galera node's guard (see sql/mysql/maintenance.sql); here a rolled back transaction fails its statements
+
+-- name: tx_galera_savepoint
+-- not needed: a MariaDB Galera node's guard (see sql/mysql/maintenance.sql); here a rolled back transaction fails its statements
+
+-- name: tx_galera_release_savepoint
+-- not needed: a MariaDB Galera node's guard (see sql/mysql/maintenance.sql); here a rolled back transaction fails its statements
+
 -- name: admin_list_sessions
 -- not supported: embedded, no server sessions to end
 

@@ -60,6 +60,9 @@ SQLGUARD_METRIC_COUNTER(lock_renew_errors, "sqlguard_lock_renew_errors_total",
 SQLGUARD_METRIC_COUNTER(lock_releases, "sqlguard_lock_releases_total", "Releases of a held lease")
 SQLGUARD_METRIC_COUNTER(lock_releases_not_held, "sqlguard_lock_releases_not_held_total",
                         "Releases of a lease that was no longer held")
+SQLGUARD_METRIC_COUNTER(galera_unseen_rollbacks, "sqlguard_galera_unseen_rollbacks_total",
+                        "Galera transactions found rolled back at their commit though no statement reported it "
+                        "(brute-force aborts; each ended as a conflict, nothing committed)")
 #undef SQLGUARD_METRIC_COUNTER
 
 // Labelled to_string(cause): expired | taken_over | database_unreachable | outcome_unknown,

@@ -50,7 +50,7 @@ std::string hex_of(const std::string& bytes) {
 // statement is idempotent (CREATE OR REPLACE / IF NOT EXISTS). Where the
 // triggers carry the scopes, `scopes` (not empty) is written into them, longest
 // retention first (the CASE answers the first scope that covers a name).
-void install_triggers(Connection& conn, std::vector<HistoryScope> scopes = {}) {
+void install_triggers(Connection& conn, std::vector<HistoryScope> scopes) {
   const auto& cat = detail::catalog(conn);
   const bool carry = triggers_carry_scopes(conn);
   if (carry && scopes.empty()) throw Error(ErrorCode::kInternal, "history triggers written without a scope");

@@ -33,6 +33,7 @@
 #include "core/sql_cache.h"
 #include "dialect/dialect.h"
 #include "core/catalog.h"
+#include "core/metric_hooks.h"
 #include "core/migration_lock.h"
 #include "core/schema_hint.h"
 #include "dialect/mysql/connection.h"
@@ -97,6 +98,7 @@ class MysqlConnection final : public Connection {
 
   Result do_execute(std::string_view sql, const Params& params, bool cache) override {
     if (!in_tx_ && broken_) reconnect();
+    if (!in_tx_) restore_autocommit();
     if (session_read_committed_ && mentions_isolation(sql)) session_read_committed_ = false;
     const bool autocommit = !in_tx_;
     if (autocommit) require_live_session(sql);
@@ -150,6 +152,7 @@ class MysqlConnection final : public Connection {
 
   void execute_script(std::string_view script) override {
     if (!in_tx_ && broken_) reconnect();
+    if (!in_tx_) restore_autocommit();
     if (session_read_committed_ && mentions_isolation(script)) session_read_committed_ = false;
     // Our migration files separate statements with ';' at end of line.
     std::string s(script);
@@ -175,6 +178,7 @@ class MysqlConnection final : public Connection {
   void do_begin(Isolation iso) override {
     if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "a transaction is already open on this connection", "mysql");
     if (broken_) reconnect();
+    restore_autocommit();
     switch (iso) {
       case Isolation::kDefault: break;
       case Isolation::kReadCommitted:
@@ -187,23 +191,51 @@ class MysqlConnection final : public Connection {
       case Isolation::kRepeatableRead: run_plain(sql_text(Sql::tx_isolation_repeatable_read)); break;
       case Isolation::kSerializable: run_plain(sql_text(Sql::tx_isolation_serializable)); break;
     }
-    run_plain(sql_text(Sql::tx_begin));
+    if (galera_) {
+      // See tx_galera_autocommit_off in sql/mysql/maintenance.sql.
+      autocommit_off_ = true;
+      run_plain(sql_text(Sql::tx_galera_autocommit_off));
+      run_plain(sql_text(Sql::tx_galera_savepoint));
+    } else {
+      run_plain(sql_text(Sql::tx_begin));
+    }
     in_tx_ = true;
   }
   void do_commit() override {
     if (!in_tx_) throw Error(ErrorCode::kInvalidArgument, "commit() without an open transaction", "mysql");
     in_tx_ = false;
+    if (autocommit_off_) confirm_galera_transaction();
     try {
       stmt()->execute(sql_text(Sql::tx_commit));
     } catch (...) {
-      rethrow("COMMIT", true);
+      try {
+        rethrow("COMMIT", true);
+      } catch (...) {
+        // A COMMIT that failed on a live session: the transaction is rolled
+        // back (certification) or, if any of it were left open, rolled back
+        // here, so that turning autocommit on (an implicit commit) cannot
+        // commit it after all.
+        if (autocommit_off_) rollback_unseen_quietly();
+        throw;
+      }
     }
+    restore_autocommit_quietly();
   }
   void do_rollback() override {
-    if (!in_tx_) return;
+    if (!in_tx_) {
+      restore_autocommit_quietly();
+      return;
+    }
     in_tx_ = false;
     if (broken_) return;  // the server rolled back when the session died
-    run_plain(sql_text(Sql::tx_rollback));
+    try {
+      run_plain(sql_text(Sql::tx_rollback));
+    } catch (const Error& e) {
+      // Galera reports a brute-force abort it kept for the next statement
+      // at the ROLLBACK (1213): the transaction is rolled back either way.
+      if (e.code() != ErrorCode::kConflict) throw;
+    }
+    restore_autocommit_quietly();
   }
   bool in_transaction() const noexcept override { return in_tx_; }
 
@@ -220,6 +252,7 @@ class MysqlConnection final : public Connection {
     conn_.reset();
     sock_fd_ = -1;
     in_tx_ = false;
+    autocommit_off_ = false;  // a new session commits each statement
     connect();
   }
   std::int64_t session_id() override {
@@ -229,6 +262,7 @@ class MysqlConnection final : public Connection {
 
   sql::Connection* handle() {
     if (!in_tx_ && broken_) reconnect();
+    if (!in_tx_) restore_autocommit();
     return conn_.get();
   }
 
@@ -278,11 +312,7 @@ class MysqlConnection final : public Connection {
     if (sock_fd_ < 0) return;
     pollfd p{sock_fd_, POLLIN, 0};
     if (::poll(&p, 1, 0) <= 0) return;
-    broken_ = true;
-    in_tx_ = false;
-    drop_cache();
-    stmt_.reset();
-    sock_fd_ = -1;
+    mark_broken();
     throw Error(ErrorCode::kConnectionLost,
                 "connection lost before the statement was sent (nothing was committed): the server ended the session",
                 "mysql", "2006", std::string(sql));
@@ -355,6 +385,70 @@ class MysqlConnection final : public Connection {
   sql::Statement* stmt() {
     if (!stmt_) stmt_.reset(conn_->createStatement());
     return stmt_.get();
+  }
+
+  // A Galera transaction (do_begin): before its COMMIT, the savepoint it
+  // began with must still be there. Missing (1305), the transaction was
+  // rolled back without an error to any statement, and the statements since
+  // ran in a new one (autocommit is off): that one is rolled back, nothing
+  // this transaction wrote is committed, and it ends as a conflict, as a
+  // deadlock would.
+  void confirm_galera_transaction() {
+    try {
+      stmt()->execute(sql_text(Sql::tx_galera_release_savepoint));
+      return;
+    } catch (const sql::SQLException& e) {
+      if (e.getErrorCode() != 1305) {
+        try {
+          rethrow(sql_text(Sql::tx_galera_release_savepoint), false);
+        } catch (...) {
+          rollback_unseen_quietly();
+          throw;
+        }
+      }
+    }
+    rollback_unseen_quietly();
+    ++detail::metric::galera_unseen_rollbacks();
+    throw Error(ErrorCode::kConflict,
+                "the Galera cluster rolled this transaction back (a conflicting write from another node) without "
+                "an error to its statements; nothing it wrote was committed",
+                "mysql", "1305", sql_text(Sql::tx_galera_release_savepoint));
+  }
+  void rollback_unseen_quietly() noexcept {
+    if (broken_) return;
+    try {
+      stmt()->execute(sql_text(Sql::tx_rollback));
+    } catch (...) {
+      mark_broken();  // the session's state is unknown: the next use reconnects
+    }
+    restore_autocommit_quietly();
+  }
+  // After a Galera transaction (or before the next statement, when an error
+  // ended it: rethrow() clears in_tx_): statements commit one by one again.
+  void restore_autocommit() {
+    if (!autocommit_off_ || broken_) return;
+    run_plain(sql_text(Sql::tx_galera_autocommit_on));
+    autocommit_off_ = false;
+  }
+  // At the end of a transaction whose outcome is already decided: a failure
+  // here must not change it, so the session is dropped instead (the next use
+  // reconnects, and the new session commits each statement).
+  void restore_autocommit_quietly() noexcept {
+    try {
+      restore_autocommit();
+    } catch (...) {
+      mark_broken();
+    }
+  }
+  // The session is gone or not trusted: the next use reconnects (a new
+  // session, autocommit on, no statements prepared).
+  void mark_broken() noexcept {
+    broken_ = true;
+    in_tx_ = false;
+    autocommit_off_ = false;
+    drop_cache();
+    stmt_.reset();
+    sock_fd_ = -1;
   }
 
   void run_plain(const std::string& sql) {
@@ -516,11 +610,7 @@ class MysqlConnection final : public Connection {
       ErrorCode code = mysql::classify(n);
       std::string msg = detail::scrub_credentials(e.what(), uri_);
       if (code == ErrorCode::kConnectionLost) {
-        broken_ = true;
-        in_tx_ = false;
-        drop_cache();
-        stmt_.reset();
-        sock_fd_ = -1;
+        mark_broken();
         if (committing)
           throw Error(ErrorCode::kCommitInDoubt,
                       "connection lost during COMMIT; the transaction may or may not have committed: " + msg, "mysql",
@@ -533,13 +623,7 @@ class MysqlConnection final : public Connection {
       // A deadlock rolls back the whole transaction on the server.
       if (n == 1213) in_tx_ = false;
       // A packet too large: the driver closed the session's socket.
-      if (n == 1153 || n == 2020) {
-        broken_ = true;
-        in_tx_ = false;
-        drop_cache();
-        stmt_.reset();
-        sock_fd_ = -1;
-      }
+      if (n == 1153 || n == 2020) mark_broken();
       if (code == ErrorCode::kSchemaMismatch) msg = detail::with_migrate_hint(std::move(msg), st);
       throw Error(code, msg, "mysql", std::to_string(n), st);
     } catch (const std::exception& e) {
@@ -555,6 +639,9 @@ class MysqlConnection final : public Connection {
   std::unique_ptr<sql::Statement> stmt_;
   detail::StatementCache<std::unique_ptr<sql::PreparedStatement>> cache_;
   bool in_tx_ = false;
+  // A Galera transaction set autocommit = 0 (do_begin) and it is not back
+  // to 1 yet (restore_autocommit).
+  bool autocommit_off_ = false;
   bool broken_ = true;
   // The session's isolation level is READ COMMITTED as session_isolation set
   // it at connect: no statement sent since mentioned an isolation level (SET

@@ -752,6 +752,7 @@ TEST_CASE("a Galera transaction that the server ended without an error to the cl
   auto uris = node_uris();
   const std::string table = ctx().unique("gunseen");
   auto c1 = make_connection(uris[0]);
+  CHECK(c1->capabilities().unseen_rollbacks);
   c1->execute_script("CREATE TABLE " + table + " (id INT NOT NULL PRIMARY KEY) ENGINE=InnoDB");
   {
     Transaction tx(*c1);

@@ -67,6 +67,11 @@ struct Capabilities {
   // connection keeps no session state (unnamed statements only, no LISTEN,
   // no session SET; listen_notify and wakeups are false, waiters poll).
   bool transaction_pooler = false;
+  // A transaction can be rolled back under a statement without an error to
+  // it or the next one (a MariaDB Galera node's brute-force abort, measured
+  // on 10.11): the connection finds it at commit() and throws kConflict, and
+  // a row the transaction wrote can be missing before that (docs/galera.md).
+  bool unseen_rollbacks = false;
   // Database-wide sequences for fencing tokens (MySQL 8 has none: sqlguard
   // needs MariaDB >= 10.3 there and refuses MySQL with NotSupported).
   bool sequences = true;

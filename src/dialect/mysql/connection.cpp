@@ -98,7 +98,7 @@ class MysqlConnection final : public Connection {
 
   Result do_execute(std::string_view sql, const Params& params, bool cache) override {
     if (!in_tx_ && broken_) reconnect();
-    if (!in_tx_) restore_autocommit();
+    if (!in_tx_) discard_and_restore_autocommit();
     if (session_read_committed_ && mentions_isolation(sql)) session_read_committed_ = false;
     const bool autocommit = !in_tx_;
     if (autocommit) require_live_session(sql);
@@ -152,7 +152,7 @@ class MysqlConnection final : public Connection {
 
   void execute_script(std::string_view script) override {
     if (!in_tx_ && broken_) reconnect();
-    if (!in_tx_) restore_autocommit();
+    if (!in_tx_) discard_and_restore_autocommit();
     if (session_read_committed_ && mentions_isolation(script)) session_read_committed_ = false;
     // Our migration files separate statements with ';' at end of line.
     std::string s(script);
@@ -178,7 +178,7 @@ class MysqlConnection final : public Connection {
   void do_begin(Isolation iso) override {
     if (in_tx_) throw Error(ErrorCode::kInvalidArgument, "a transaction is already open on this connection", "mysql");
     if (broken_) reconnect();
-    restore_autocommit();
+    discard_and_restore_autocommit();
     switch (iso) {
       case Isolation::kDefault: break;
       case Isolation::kReadCommitted:
@@ -262,7 +262,7 @@ class MysqlConnection final : public Connection {
 
   sql::Connection* handle() {
     if (!in_tx_ && broken_) reconnect();
-    if (!in_tx_) restore_autocommit();
+    if (!in_tx_) discard_and_restore_autocommit();
     return conn_.get();
   }
 
@@ -363,6 +363,7 @@ class MysqlConnection final : public Connection {
         std::unique_ptr<sql::ResultSet> rs(stmt()->executeQuery(sql_text(Sql::session_galera)));
         static constexpr auto kWsrepOn = detail::column(Sql::session_galera, "wsrep_on");
         galera_ = rs->next() && rs->getInt(driver_column(kWsrepOn)) == 1;
+        caps_.unseen_rollbacks = galera_;
         while (rs->next()) {
         }
       }
@@ -406,29 +407,48 @@ class MysqlConnection final : public Connection {
           throw;
         }
       }
+    } catch (...) {
+      rollback_unseen_quietly();
+      rethrow(sql_text(Sql::tx_galera_release_savepoint), false);
     }
     rollback_unseen_quietly();
     ++detail::metric::galera_unseen_rollbacks();
     throw Error(ErrorCode::kConflict,
-                "the Galera cluster rolled this transaction back (a conflicting write from another node) without "
-                "an error to its statements; nothing it wrote was committed",
+                "the transaction ended before its commit without an error to its statements: rolled back by the "
+                "Galera cluster (a conflicting write from another node), and then nothing it wrote is committed, "
+                "or ended by a statement of it that commits implicitly (DDL, LOCK TABLES), and then what ran "
+                "before that statement is committed; what ran after it was rolled back",
                 "mysql", "1305", sql_text(Sql::tx_galera_release_savepoint));
   }
+  // Rolls back whatever the session has open and turns autocommit on; a
+  // session that refuses is closed (the server rolls back what it had open).
   void rollback_unseen_quietly() noexcept {
     if (broken_) return;
     try {
       stmt()->execute(sql_text(Sql::tx_rollback));
+    } catch (const sql::SQLException& e) {
+      // 1213: Galera kept a brute-force abort for this statement; rolled back.
+      if (e.getErrorCode() != 1213) mark_broken();
     } catch (...) {
-      mark_broken();  // the session's state is unknown: the next use reconnects
+      mark_broken();
     }
     restore_autocommit_quietly();
   }
-  // After a Galera transaction (or before the next statement, when an error
-  // ended it: rethrow() clears in_tx_): statements commit one by one again.
+  // After a Galera transaction: statements commit one by one again.
   void restore_autocommit() {
     if (!autocommit_off_ || broken_) return;
     run_plain(sql_text(Sql::tx_galera_autocommit_on));
     autocommit_off_ = false;
+  }
+  // Before a statement outside a transaction, when autocommit is still off
+  // (an error ended the transaction: rethrow() clears in_tx_ on 1213, or its
+  // rollback failed): whatever the session may have open is rolled back
+  // first, so that turning autocommit on (an implicit commit) commits
+  // nothing of it.
+  void discard_and_restore_autocommit() {
+    if (!autocommit_off_ || broken_) return;
+    rollback_unseen_quietly();
+    if (broken_) reconnect();
   }
   // At the end of a transaction whose outcome is already decided: a failure
   // here must not change it, so the session is dropped instead (the next use
@@ -449,6 +469,17 @@ class MysqlConnection final : public Connection {
     drop_cache();
     stmt_.reset();
     sock_fd_ = -1;
+    // Closed now, not at the next use: a session still alive (a read-only
+    // or not-ready node's refusal, a failed rollback) would otherwise keep
+    // what it had open, and its row locks, while it sits idle.
+    if (conn_) {
+      try {
+        conn_->close();
+      } catch (...) {
+        // Closing a dead session fails; there is nothing to report.
+      }
+      conn_.reset();
+    }
   }
 
   void run_plain(const std::string& sql) {

@@ -30,14 +30,17 @@ struct Head {
 
 Head read_head(Connection& conn, const std::string& name) {
   auto r = run(conn, Sql::sync_state, {name});
-  // sync_open wrote the row in this transaction, which holds it: missing, the
-  // transaction is no longer the one that wrote it (a Galera node can roll a
-  // transaction back under a statement without an error to it; the connection
-  // finds that at the commit, sql/mysql/maintenance.sql). Another writer won:
-  // a conflict, as a deadlock would be.
-  if (r.rows.empty())
-    throw Error(ErrorCode::kConflict, "synchronizer '" + printable(name, 64) + "': its sqlguard_sync row is missing "
-                                      "inside the transaction that wrote it (the transaction was rolled back under it)");
+  // sync_open wrote the row in this transaction, which holds it. Missing,
+  // the transaction is no longer the one that wrote it where a transaction
+  // can be rolled back under a statement without an error to it
+  // (Capabilities::unseen_rollbacks: a Galera node): another writer won, a
+  // conflict as a deadlock would be. Elsewhere it cannot happen: internal.
+  if (r.rows.empty()) {
+    const bool unseen = conn.capabilities().unseen_rollbacks;
+    throw Error(unseen ? ErrorCode::kConflict : ErrorCode::kInternal,
+                "synchronizer '" + printable(name, 64) + "': its sqlguard_sync row is missing inside the transaction "
+                "that wrote it" + (unseen ? " (the cluster rolled the transaction back under it)" : ""));
+  }
   static constexpr auto kKind = column(Sql::sync_state, "kind");
   static constexpr auto kPermits = column(Sql::sync_state, "permits");
   static constexpr auto kFence = column(Sql::sync_state, "fence");

@@ -239,20 +239,10 @@ class MysqlConnection final : public Connection {
   }
   bool in_transaction() const noexcept override { return in_tx_; }
 
+  // A new session: the old one's statements, its session and whatever it had
+  // open are dropped first (mark_broken), then connect() as at construction.
   void reconnect() override {
-    drop_cache();
-    stmt_.reset();
-    if (conn_) {
-      try {
-        conn_->close();
-      } catch (...) {
-        // The old session is already gone; closing it can only fail.
-      }
-    }
-    conn_.reset();
-    sock_fd_ = -1;
-    in_tx_ = false;
-    autocommit_off_ = false;  // a new session commits each statement
+    mark_broken();
     connect();
   }
   std::int64_t session_id() override {
@@ -384,16 +374,10 @@ class MysqlConnection final : public Connection {
       }
     } catch (const Error&) {
       // (A setup statement's failure, already an Error: run_plain.)
-      stmt_.reset();
-      conn_.reset();
-      broken_ = true;
-      sock_fd_ = -1;
+      mark_broken();
       throw;
     } catch (const sql::SQLException& e) {
-      stmt_.reset();
-      conn_.reset();
-      broken_ = true;
-      sock_fd_ = -1;
+      mark_broken();
       ErrorCode code = mysql::classify(e.getErrorCode());
       if (code == ErrorCode::kInternal) code = ErrorCode::kConnectionLost;
       throw Error(code, "cannot connect to " + description_ + ": " + detail::scrub_credentials(e.what(), uri_), "mysql",

@@ -18,6 +18,7 @@
 #include <iostream>
 #include <future>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -62,6 +63,17 @@ Caught catch_error(const std::function<void()>& f) {
 std::size_t process_threads() {
   std::size_t n = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// How many of this process's threads carry `name` (/proc/self/task/*/comm).
+int threads_named(const std::string& name) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(e.path() / "comm");
+    std::string comm;
+    if (std::getline(in, comm) && comm == name) ++n;
+  }
   return n;
 }
 
@@ -370,6 +382,44 @@ TEST_CASE("a server that refuses new connections: one connection per lease loses
     CHECK(client->stats().leases_lost == 0);
     hog.clear();
     locks.clear();
+  }
+}
+
+TEST_CASE("the lock client's threads carry names (top -H, perf, gdb) and end with the client", "[lock-client][threads]") {
+  const std::vector<std::string> roles = {"sqlguard-renew", "sqlguard-wait", "sqlguard-listen"};
+  std::map<std::string, int> before;
+  for (const auto& r : roles) before[r] = threads_named(r);
+  {
+    auto client = LockClient::create(ctx().uri);
+    const std::string name = ctx().unique("named");
+    LeaseLock holder(client, name, short_lease());
+    REQUIRE(holder.try_acquire());  // renewed: the renewer thread
+    LeaseLock waiter(client, name, short_lease());
+    std::promise<bool> got;
+    // A wait on the held name: the waiter and listener threads (started when
+    // the wait queues: after a sender thread's first try, where the dialect
+    // batches those).
+    waiter.acquire_async(10s, [&](bool ok, std::exception_ptr) { got.set_value(ok); });
+    const auto all_named = [&] {
+      for (const auto& r : roles)
+        if (threads_named(r) != before[r] + 1) return false;
+      return true;
+    };
+    for (auto until = std::chrono::steady_clock::now() + 10s; !all_named() && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(10ms);
+    for (const auto& r : roles) {
+      INFO(r);
+      CHECK(threads_named(r) == before[r] + 1);
+    }
+    REQUIRE(holder.release());
+    auto f = got.get_future();
+    REQUIRE(f.wait_for(10s) == std::future_status::ready);
+    CHECK(f.get());
+    CHECK(waiter.release());
+  }
+  for (const auto& r : roles) {
+    INFO(r << " after the client was destroyed");
+    CHECK(threads_named(r) == before[r]);
   }
 }
 

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/process.h"
+
 namespace sqlguard::detail {
 
 struct BoundedCaller::Worker {
@@ -44,7 +46,8 @@ BoundedCaller::Outcome BoundedCaller::call(std::function<void()> fn, std::chrono
   using std::chrono::steady_clock;
   if (!worker_) {
     worker_ = std::make_shared<Worker>();
-    std::thread(&Worker::run, worker_).detach();
+    std::thread t(&Worker::run, worker_);
+    name_thread(t, "sqlguard-call").detach();
   }
   std::shared_ptr<Worker> w = worker_;
   std::unique_lock<std::mutex> lk(w->mu);

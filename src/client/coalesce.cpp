@@ -12,6 +12,7 @@
 
 #include "client/client.h"
 #include "core/metric_hooks.h"
+#include "core/process.h"
 #include "core/reconnect.h"
 #include "dialect/dialect.h"
 #include "plans/acquire_common.h"
@@ -176,7 +177,7 @@ void ClientCore::submit_async(std::unique_ptr<Pending> p) {
   // most kSenderThreads) once calls come while none is idle.
   const std::size_t cap = std::clamp<std::size_t>(slots_.size(), 1, kSenderThreads);
   if (senders_.empty() || (senders_idle_ == 0 && senders_.size() < cap))
-    senders_.emplace_back([this] { sender_loop(); });
+    name_thread(senders_.emplace_back([this] { sender_loop(); }), "sqlguard-send");
   p->give_up = steady_clock::now() + options_.borrow_timeout;
   pending_.push_back(p.release());
   ++async_pending_;

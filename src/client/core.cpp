@@ -150,6 +150,7 @@ std::shared_ptr<ClientCore> ClientCore::over(Connection& conn, ConnectionFactory
 void ClientCore::start_renewer_locked() {
   if (renewer_.joinable() || stop_ || !renewal_factory_) return;
   renewer_ = std::thread([this] { renewer_loop(); });
+  name_thread(renewer_, "sqlguard-renew");
 }
 
 ClientCore::~ClientCore() {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/catalog.h"
+#include "core/process.h"
 #include "sqlguard/validate.h"
 #include "plans/batch_rows.h"
 #include "client/client.h"
@@ -32,6 +33,8 @@ void ClientCore::start_waiter_threads() {
   waiter_threads_ = true;
   waiter_ = std::thread([this] { waiter_loop(); });
   listener_ = std::thread([this] { listener_loop(); });
+  name_thread(waiter_, "sqlguard-wait");
+  name_thread(listener_, "sqlguard-listen");
 }
 
 void ClientCore::acquire_async(const std::shared_ptr<ClientLease>& l, milliseconds wait, AcquireDone done) {

@@ -8,6 +8,8 @@
 #include <set>
 #include <thread>
 
+#include "core/process.h"
+
 namespace sqlguard::detail {
 namespace {
 
@@ -29,7 +31,8 @@ class Timer {
     queue_.emplace(std::make_pair(at, id), fd);
     if (!thread_started_) {
       thread_started_ = true;
-      std::thread([this] { loop(); }).detach();
+      std::thread t([this] { loop(); });
+      name_thread(t, "sqlguard-io").detach();
     } else if (earliest) {
       cv_.notify_one();
     }

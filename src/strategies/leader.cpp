@@ -14,6 +14,7 @@
 
 #include "sqlguard/errors.h"
 #include "sqlguard/metrics.h"
+#include "core/process.h"
 #include "sqlguard/validate.h"
 #include "client/client.h"
 
@@ -59,6 +60,7 @@ class ElectionLoop {
     if (auto l = current.lock(); l && owner == ::getpid()) return l;
     auto l = std::shared_ptr<ElectionLoop>(new ElectionLoop);
     l->thread_ = std::thread([raw = l.get()] { raw->run(); });
+    detail::name_thread(l->thread_, "sqlguard-elect");
     current = l;
     owner = ::getpid();
     return l;

@@ -405,8 +405,7 @@ TEST_CASE("the lock client's threads carry names (top -H, perf, gdb) and end wit
         if (threads_named(r) != before[r] + 1) return false;
       return true;
     };
-    for (auto until = std::chrono::steady_clock::now() + 10s; !all_named() && std::chrono::steady_clock::now() < until;)
-      std::this_thread::sleep_for(10ms);
+    (void)sgtest::eventually(all_named, 10s);  // the checks below say which one is missing
     for (const auto& r : roles) {
       INFO(r);
       CHECK(threads_named(r) == before[r] + 1);

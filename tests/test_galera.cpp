@@ -108,11 +108,29 @@ TEST_CASE("the cluster is a synced 3-node Galera cluster and passes the doctor's
       by[r.check] = r;
     }
     for (const char* want : {"galera_wsrep", "galera_cluster", "galera_sync_wait", "galera_fence_sequence",
-                             "galera_binlog_format", "galera_autoinc_lock_mode"})
+                             "galera_binlog_format", "galera_autoinc_lock_mode", "galera_thread_cache"})
       CHECK(by.count(want) == 1);
     CHECK(by["galera_cluster"].detail.find("wsrep_cluster_size=3") != std::string::npos);
     CHECK(by["galera_fence_sequence"].detail.find("NOCACHE") != std::string::npos);
   }
+  // Negative control: a node with a thread cache is warned about (and put back).
+  auto c = make_connection(uris[0]);
+  c->execute("SET GLOBAL thread_cache_size = 8");
+  struct Back {
+    Connection& c;
+    ~Back() {
+      try {
+        c.execute("SET GLOBAL thread_cache_size = 0");
+      } catch (const Error&) {
+      }
+    }
+  } back{*c};
+  std::vector<CheckResult> out;
+  mysql::add_galera_checks(*c, out);
+  auto it = std::find_if(out.begin(), out.end(), [](const auto& r) { return r.check == "galera_thread_cache"; });
+  REQUIRE(it != out.end());
+  CHECK(it->status == CheckStatus::kWarn);
+  CHECK_THAT(it->detail, Catch::Matchers::Contains("thread_cache_size=8") && Catch::Matchers::Contains("1213"));
 }
 
 TEST_CASE("migrate launched concurrently on all three Galera nodes applies each migration exactly once",
@@ -796,35 +814,79 @@ TEST_CASE("the grant history on three Galera nodes: leases and permits taken on 
   auto uris = node_uris();
   auto c0 = make_connection(uris[0]);
   const std::string prefix = ctx().unique("ghist") + ":";
+  // Counts the connections that closed a node's lock table copies whose
+  // triggers did not parse (a MariaDB fault under brute-force aborts: the
+  // statement fails with a conflict and is tried again); warnings still go out.
+  std::atomic<int> heals{0};
+  struct Hook {
+    explicit Hook(std::atomic<int>& n) {
+      set_log_hook([&n](LogLevel level, std::string_view m) {
+        if (m.find("triggers unparseable") != std::string_view::npos) ++n;
+        if (level >= LogLevel::kWarning)
+          std::fprintf(stderr, "sqlguard warning: %.*s\n", static_cast<int>(m.size()), m.data());
+      });
+    }
+    ~Hook() { set_log_hook(nullptr); }
+  } hook(heals);
   enable_history(*c0, prefix, 1h);
   std::atomic<int> grants{0}, stop{0};
+  std::mutex mu;
+  std::vector<std::string> errors;  // what a thread could not do: a client not made, a release that threw
   std::vector<std::thread> ts;
   for (int t = 0; t < 6; ++t)
     ts.emplace_back([&, t] {
-      auto client = LockClient::create(uris[t % 3]);
+      auto note = [&](const std::string& what) {
+        std::lock_guard<std::mutex> lk(mu);
+        errors.push_back("thread " + std::to_string(t) + ": " + what);
+      };
+      std::shared_ptr<LockClient> client;
+      try {
+        client = LockClient::create(uris[t % 3]);
+      } catch (const Error& e) {
+        note(std::string("LockClient::create: ") + e.what());
+        return;
+      }
       LeaseOptions o;
       o.ttl = 5s;
       o.backoff_max = 20ms;
       LeaseLock l(client, prefix + "lease", o);
       Semaphore s(client, prefix + "sem", 2, o);
       while (!stop) {
+        bool held_lease = false, held_sem = false;
         try {
-          if (l.acquire(2s)) {
-            ++grants;
-            l.release();
-          }
-          if (s.acquire(2s)) {
-            ++grants;
-            s.release();
-          }
+          held_lease = l.acquire(2s);
         } catch (const Error&) {
           // A write certified first on another node: this attempt lost, nothing held.
+        }
+        if (held_lease) {
+          ++grants;
+          try {
+            if (!l.release()) note("the lease's release found it no longer held");
+          } catch (const Error& e) {
+            note(std::string("the lease's release threw: ") + e.what());
+          }
+        }
+        try {
+          held_sem = s.acquire(2s);
+        } catch (const Error&) {
+        }
+        if (held_sem) {
+          ++grants;
+          try {
+            if (!s.release()) note("the semaphore's release found the permit no longer held");
+          } catch (const Error& e) {
+            note(std::string("the semaphore's release threw: ") + e.what());
+          }
         }
       }
     });
   std::this_thread::sleep_for(3s);
   stop = 1;
   for (auto& t : ts) t.join();
+  // Every release was made: a release the library gave up on leaves the
+  // holding to its ttl, and its end is recorded as a take-over.
+  for (const auto& e : errors) UNSCOPED_INFO(e);
+  CHECK(errors.empty());
   CleanupOptions co;
   co.lock_grace = 0ms;
   VerifyOptions vo;
@@ -833,10 +895,23 @@ TEST_CASE("the grant history on three Galera nodes: leases and permits taken on 
   // once its applier has the releases other nodes certified (a purge that
   // runs before finds the rows held and leaves them: seen once in a loaded CI
   // run, 882 of 884 releases): cleanup until it has made them.
-  REQUIRE(sgtest::eventually([&] {
-    cleanup(*c0, co);
-    return verify_history(*c0, vo).releases >= grants;
-  }, 10s));
+  VerifyReport last;
+  std::string cleanup_error;
+  const bool recorded = sgtest::eventually([&] {
+    try {
+      cleanup(*c0, co);
+      last = verify_history(*c0, vo);
+    } catch (const Error& e) {
+      cleanup_error = e.what();  // reported below if the releases never all came in
+      return false;
+    }
+    return last.releases >= grants;
+  }, 10s);
+  INFO("grants " << grants << "; on node 1: recorded grants " << last.grants << ", releases " << last.releases
+                 << ", unmatched " << last.unmatched << "; last error of cleanup/verify: "
+                 << (cleanup_error.empty() ? "none" : cleanup_error));
+  REQUIRE(recorded);
+  if (!cleanup_error.empty()) WARN("cleanup/verify failed on a try before it passed: " << cleanup_error);
   for (const auto& u : uris) {
     auto c = make_connection(u);
     // Every node has the whole record once its applier caught up.
@@ -854,6 +929,8 @@ TEST_CASE("the grant history on three Galera nodes: leases and permits taken on 
     CHECK(r.unmatched == 0);  // a release never comes before its grant in id order
   }
   disable_history(*c0, prefix);
+  std::printf("galera history: %d grants, %d closings of a node's lock table copies with unparseable triggers\n",
+              grants.load(), heals.load());
 }
 
 TEST_CASE("sqlguard chaos over the three Galera nodes with a node kill finds no violation", "[.][galera][galera-chaos]") {
@@ -938,7 +1015,7 @@ TEST_CASE("sqlguard chaos over the three Galera nodes with their wall clocks ste
     return sgtest::run_process(argv, out);
   };
   std::string out;
-  int rc = chaos({"--duration", "20s", "--workers", "6", "--ttl", "1s", "--faults", "clock-step,kill,pause,node-kill",
+  int rc = chaos({"--duration", "30s", "--workers", "6", "--ttl", "1s", "--faults", "clock-step,kill,pause,node-kill",
                   "--seed", "7"},
                  &out);
   INFO(out);

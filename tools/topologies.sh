@@ -1170,6 +1170,7 @@ skip-name-resolve
 skip-log-bin
 $user_line
 max-connections=300
+thread-cache-size=0
 character-set-server=utf8mb4
 innodb-flush-log-at-trx-commit=$flush
 innodb-buffer-pool-size=128M

@@ -183,6 +183,18 @@ SAVEPOINT sqlguard_tx;
 -- params: 
 RELEASE SAVEPOINT sqlguard_tx;
 
+-- name: galera_heal_trigger_tables
+-- A Galera node whose table cache holds a lock table with unparseable triggers (the grant
+-- history's: a session brute-force aborted while it parsed them, MariaDB 10.11 measured, see
+-- docs/history.md) fails every statement that opens that copy of the table with 1064 "Trigger
+-- ... has an error in its body", until the copy leaves the cache. This closes the node's cached
+-- copies (LOCAL: not replicated; the triggers are read again at the next open), waiting at most
+-- 1 s for statements that use them. Needs the RELOAD privilege; without it the error stays
+-- until the cache evicts the copy.
+-- returns: :exec
+-- params: 
+SET STATEMENT lock_wait_timeout = 1 FOR FLUSH LOCAL TABLES sqlguard_lock, sqlguard_sync_holder;
+
 -- name: tx_galera_autocommit_on
 -- After tx_commit or tx_rollback: the session's statements commit one by one again.
 -- returns: :exec
@@ -263,10 +275,10 @@ DELETE FROM sqlguard_history WHERE substr(name, 1, ?) = ?;
 -- name: galera_variables
 -- Galera checks (src/dialect/mysql/galera_checks.cpp, for `sqlguard doctor`): the settings.
 -- Columns: wsrep_on, session wsrep_sync_wait, global wsrep_sync_wait, binlog_format,
--- innodb_autoinc_lock_mode.
--- returns: :one wsrep_on, session_sync_wait, global_sync_wait, binlog_format, autoinc_lock_mode
+-- innodb_autoinc_lock_mode, thread_cache_size.
+-- returns: :one wsrep_on, session_sync_wait, global_sync_wait, binlog_format, autoinc_lock_mode, thread_cache_size
 -- params: 
-SELECT @@wsrep_on, @@session.wsrep_sync_wait, @@global.wsrep_sync_wait, @@binlog_format, @@innodb_autoinc_lock_mode;
+SELECT @@wsrep_on, @@session.wsrep_sync_wait, @@global.wsrep_sync_wait, @@binlog_format, @@innodb_autoinc_lock_mode, @@thread_cache_size;
 
 -- name: galera_status
 -- The node's view of the cluster: wsrep_cluster_size, wsrep_cluster_status (Primary),

@@ -123,6 +123,9 @@ SELECT pg_backend_pid() AS backend_pid, CASE WHEN pg_backend_pid() = ? OR ?::int
 -- name: tx_galera_savepoint
 -- not needed: a guard for MariaDB Galera nodes (sql/mysql/maintenance.sql); here a rolled-back transaction fails its statements
 
+-- name: galera_heal_trigger_tables
+-- not needed: Galera is MariaDB's
+
 -- name: tx_galera_release_savepoint
 -- not needed: a guard for MariaDB Galera nodes (sql/mysql/maintenance.sql); here a rolled-back transaction fails its statements
 

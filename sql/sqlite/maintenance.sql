@@ -120,6 +120,9 @@ ROLLBACK;
 -- name: tx_galera_savepoint
 -- not needed: a MariaDB Galera node's guard (see sql/mysql/maintenance.sql); here a rolled back transaction fails its statements
 
+-- name: galera_heal_trigger_tables
+-- not needed: Galera is MariaDB's
+
 -- name: tx_galera_release_savepoint
 -- not needed: a MariaDB Galera node's guard (see sql/mysql/maintenance.sql); here a rolled back transaction fails its statements
 

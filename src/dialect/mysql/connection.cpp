@@ -24,12 +24,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 #include "core/uri.h"
+#include "sqlguard/backoff.h"
 #include "core/sql_cache.h"
 #include "dialect/dialect.h"
 #include "core/catalog.h"
@@ -308,17 +311,28 @@ class MysqlConnection final : public Connection {
                 "mysql", "2006", std::string(sql));
   }
 
-  // A new session's setup can be aborted with 1213 on a Galera node (seen in
-  // CI: "cannot connect ...: Deadlock found", a chaos run's first connection,
-  // while another node applied DDL); nothing of it ran: tried again, twice.
+  // A new session's setup can fail with 1213 on a Galera node (seen in CI:
+  // "cannot connect ...: Deadlock found", a chaos run's first connection).
+  // Measured on MariaDB 10.11.19: a server thread whose earlier session was
+  // brute-force aborted keeps the abort, and the next session the thread
+  // cache gives it fails its first SET with 1213 (10 of 30 new sessions on a
+  // node after a conflict-heavy run; none with thread_cache_size = 0, which
+  // docs/deploying-galera.md recommends). Nothing of the setup ran: tried again
+  // with backoff until the connect timeout has passed (at least 3 tries).
   void connect() {
+    const auto deadline = std::chrono::steady_clock::now() + opt_.connect_timeout;
     for (int attempt = 1;; ++attempt) {
       try {
         connect_once();
         return;
       } catch (const Error& e) {
-        if (e.code() != ErrorCode::kConflict || attempt >= 3) throw;
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (e.code() != ErrorCode::kConflict || (attempt >= 3 && left.count() <= 0)) throw;
         log(LogLevel::kDebug, std::string("connecting again after a conflict during the session's setup: ") + e.what());
+        std::this_thread::sleep_for(
+            std::clamp(Backoff{std::chrono::milliseconds(10), std::chrono::milliseconds(250)}.delay(attempt),
+                       std::chrono::milliseconds(1), std::max(left, std::chrono::milliseconds(1))));
       }
     }
   }
@@ -453,9 +467,29 @@ class MysqlConnection final : public Connection {
   // first, so that turning autocommit on (an implicit commit) commits
   // nothing of it.
   void discard_and_restore_autocommit() {
-    if (!autocommit_off_ || broken_) return;
-    rollback_unseen_quietly();
-    if (broken_) reconnect();
+    if (autocommit_off_ && !broken_) {
+      rollback_unseen_quietly();
+      if (broken_) reconnect();
+    }
+    if (heal_trigger_tables_ && !broken_) heal_trigger_tables();
+  }
+
+  // After a statement failed on a lock table copy whose triggers did not
+  // parse (rethrow): the node's cached copies are closed, outside any
+  // transaction (FLUSH commits), before this connection's next statement.
+  void heal_trigger_tables() noexcept {
+    heal_trigger_tables_ = false;
+    try {
+      run_plain(sql_text(Sql::galera_heal_trigger_tables));
+      log(LogLevel::kInfo, "closed the cached copies of sqlguard_lock and sqlguard_sync_holder on " + description_ +
+                               " after a statement found their triggers unparseable (docs/history.md, Galera)");
+    } catch (const std::exception& e) {
+      log(LogLevel::kWarning,
+          "could not close the cached copies of sqlguard_lock and sqlguard_sync_holder on " + description_ +
+              " after a statement found their triggers unparseable: " + e.what() +
+              "; statements that open such a copy fail until the server evicts it: grant RELOAD to this user, or "
+              "run FLUSH LOCAL TABLES sqlguard_lock, sqlguard_sync_holder on that node (docs/history.md)");
+    }
   }
   // At the end of a transaction whose outcome is already decided: a failure
   // here must not change it, so the session is dropped instead (the next use
@@ -663,6 +697,14 @@ class MysqlConnection final : public Connection {
       // A packet too large: the driver closed the session's socket.
       if (n == 1153 || n == 2020) mark_broken();
       if (code == ErrorCode::kSchemaMismatch) msg = detail::with_migrate_hint(std::move(msg), st);
+      if (mysql::unparsed_trigger_copy(n, msg, galera_)) {
+        // Nothing of the statement ran (its table could not be opened):
+        // contention to retry, once the copy is gone (heal_trigger_tables).
+        heal_trigger_tables_ = true;
+        code = ErrorCode::kConflict;
+        msg = "this Galera node's cached copy of the table has triggers that failed to parse (a MariaDB fault "
+              "seen when a session is brute-force aborted while it reads them; the statement did not run): " + msg;
+      }
       throw Error(code, msg, "mysql", std::to_string(n), st);
     } catch (const std::exception& e) {
       throw Error(ErrorCode::kInternal, detail::scrub_credentials(e.what(), uri_), "mysql", "", st);
@@ -680,6 +722,8 @@ class MysqlConnection final : public Connection {
   // A Galera transaction set autocommit = 0 (do_begin) and it is not back
   // to 1 yet (restore_autocommit).
   bool autocommit_off_ = false;
+  // A statement met a cached lock table copy with unparseable triggers.
+  bool heal_trigger_tables_ = false;
   bool broken_ = true;
   // The session's isolation level is READ COMMITTED as session_isolation set
   // it at connect: no statement sent since mentioned an isolation level (SET

@@ -51,6 +51,10 @@ constexpr Row kTable[] = {
 
 }  // namespace
 
+bool unparsed_trigger_copy(int code, std::string_view message, bool galera) {
+  return galera && code == 1064 && message.find("has an error in its body") != std::string_view::npos;
+}
+
 ErrorCode classify(int code) {
   for (const auto& r : kTable)
     if (r.code == code) return r.mapped;

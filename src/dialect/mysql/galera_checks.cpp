@@ -19,6 +19,7 @@ constexpr auto kSessionSyncWait = column(Sql::galera_variables, "session_sync_wa
 constexpr auto kGlobalSyncWait = column(Sql::galera_variables, "global_sync_wait");
 constexpr auto kBinlogFormat = column(Sql::galera_variables, "binlog_format");
 constexpr auto kAutoincLockMode = column(Sql::galera_variables, "autoinc_lock_mode");
+constexpr auto kThreadCacheSize = column(Sql::galera_variables, "thread_cache_size");
 constexpr auto kStatusName = column(Sql::galera_status, "name");
 constexpr auto kStatusValue = column(Sql::galera_status, "value");
 constexpr auto kCacheSize = column(Sql::galera_fence_sequence, "cache_size");
@@ -103,6 +104,17 @@ void add_galera_checks(Connection& conn, std::vector<CheckResult>& out) {
   const std::int64_t autoinc = cell(v, kAutoincLockMode).is_null() ? -1 : cell(v, kAutoincLockMode).as_int();
   add(out, "galera_autoinc_lock_mode", autoinc == 2 ? CheckStatus::kOk : CheckStatus::kWarn,
       "innodb_autoinc_lock_mode=" + std::to_string(autoinc) + (autoinc == 2 ? "" : " (Galera wants 2, interleaved)"));
+
+  // Measured on MariaDB 10.11.19 (docs/deploying-galera.md): a server thread
+  // whose session was brute-force aborted keeps the abort, and a new session
+  // the thread cache hands it fails its first statements with 1213 (a third
+  // of new sessions on a node after a conflict-heavy run; none without cache).
+  const std::int64_t cache = cell(v, kThreadCacheSize).is_null() ? -1 : cell(v, kThreadCacheSize).as_int();
+  add(out, "galera_thread_cache", cache == 0 ? CheckStatus::kOk : CheckStatus::kWarn,
+      "thread_cache_size=" + std::to_string(cache) +
+          (cache == 0 ? ""
+                      : ": new sessions can inherit a brute-force abort from a cached server thread and fail their "
+                        "first statements with 1213 (a connect failure); set thread_cache_size=0 on Galera nodes"));
 }
 
 }  // namespace sqlguard::mysql

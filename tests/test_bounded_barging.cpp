@@ -62,7 +62,19 @@ TEST_CASE("a release hands the lease to the waiter with the next turn: the holde
   CHECK_FALSE(holder.try_acquire());  // handed over in the release's own commit
   REQUIRE(got.get());
   CHECK(waiter.owns());
-  CHECK(waiter.owner() != turn);  // confirmed with the attempt's own owner token
+  if (ctx().kind == DialectKind::kPostgresql) {
+    // One statement acquires (no read first): the take confirms the hand-over
+    // with the attempt's own owner token and a fence of its own.
+    CHECK(waiter.owner() != turn);
+  } else {
+    // The acquire's read saw the hand-over: held as the release wrote it,
+    // with the turn's token and the release's fence (no confirming take).
+    CHECK(waiter.owner() == turn);
+    auto row = probe->execute("SELECT owner, fence FROM sqlguard_lock WHERE name = ?", {name});
+    REQUIRE(row.rows.size() == 1);
+    CHECK(row.rows[0][0].as_string() == turn);
+    CHECK(row.rows[0][1].as_int() == waiter.fence());
+  }
   CHECK(waiter.fence() > first_fence);
   CHECK(next_owner(*probe, name).empty());  // the turn is free again
   CHECK(waiter.release());
@@ -138,8 +150,13 @@ TEST_CASE("a lock client's waiter takes the next turn and gets the release", "[l
   CHECK_FALSE(holder.try_acquire());
   REQUIRE(got.get());
   CHECK(client->stats().next_turns >= 1);
+  // Held as handed where the acquire reads first (not on PostgreSQL).
+  CHECK(client->stats().turn_grants == (ctx().kind == DialectKind::kPostgresql ? 0u : 1u));
+  CHECK(waiter.owns());
   CHECK(next_owner(*probe, name).empty());
   CHECK(waiter.release());
+  CHECK(holder.try_acquire());  // released by the turn's token: free for whoever comes
+  CHECK(holder.release());
 }
 
 TEST_CASE("the waiter that began to wait first takes the turn from a later one", "[lease][barging]") {

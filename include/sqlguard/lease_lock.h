@@ -164,8 +164,12 @@ struct LeaseOptions {
   // the lease's row (next_owner) that the earliest waiter holds: the
   // waiter that began to wait first on the database clock takes the turn from
   // a later one. The holder's release then hands the lease to that waiter in
-  // its own commit (a new fence and expiry: the waiter's next attempt
-  // confirms it) instead of freeing it for whoever comes first, and wakes it.
+  // its own commit (a new fence and expiry) instead of freeing it for
+  // whoever comes first, and wakes it. Where the acquire reads first
+  // (MariaDB, Galera, SQLite) the waiter holds it as handed, with the turn's
+  // token, when its wait began less than half a ttl ago; on PostgreSQL (one
+  // statement acquires; its releases are not flushed) its next attempt
+  // confirms it with a take of its own.
   // So no waiter starves behind bargers: after barging_limit, each release
   // serves the earliest waiter that asked. Like Go's sync.Mutex starvation
   // mode, and unlike a FIFO lease (`fair`), it costs nothing while waits are

@@ -141,6 +141,12 @@ struct LockClientStats {
   // fence). A wait that waited longer than half a ttl confirms the grant by
   // a take instead (named, not counted here).
   std::uint64_t granted_handoffs = 0;
+  // Default leases a release handed to a waiter's next turn (barging_limit)
+  // that the waiter held as the release wrote them, its read seeing the
+  // hand-over, with no confirming take (MariaDB, Galera, SQLite: the dialects
+  // whose acquire reads first; PostgreSQL's single-statement acquire
+  // confirms every hand-over with a take).
+  std::uint64_t turn_grants = 0;
   std::uint64_t exhausted = 0;            // operations refused with kResourceExhausted
   // Coalescing (LockClientOptions::batch_max): batched statements sent (an
   // acquire batch or a release batch) and the calls they carried.

@@ -113,7 +113,13 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   // taken with a fence and expiry of its own.)
   const std::string& turn_owner = turn ? turn->owner : place_owner;
   auto start = steady_clock::now();
-  budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
+  // A lease a release hands to this wait's turn may be held as written
+  // (where the plan's read sees it, LeaseRequest::hold_grant) while at least
+  // half a ttl of trust is left counted from when the wait began: the turn
+  // was asked for after that, and the release came after the turn, so the
+  // hand-over's expiry and any watch of the handed row end later on every
+  // clock. Else (a wait that long) the take confirms it.
+  const bool hold_turn_grant = turn && turn->began + o.ttl - l->margin - start >= o.ttl / 2;
   const auto take = [&] {
     return with_reconnect(conn, budget, "acquiring lease '" + l->name + "'", [&](int attempt) {
       if (attempt > 1) {
@@ -130,7 +136,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
         if (session) session->session_lost();  // a new session: it holds no queue place and listens to nothing
       }
       auto res = acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, session ? session->seat() : nullptr,
-                                      seen_free && attempt == 1, o.take_over, turn_owner);
+                                      seen_free && attempt == 1, o.take_over, turn_owner, hold_turn_grant);
       if (session) session->seated();
       return res;
     });
@@ -150,6 +156,15 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
     return false;
   }
   gate_wake.held = false;  // (the take kept it: lease_take takes it once per session)
+  if (turn && !turn_owner.empty() && r.owner == turn_owner) {
+    // Held as the release handed it to the turn: with the turn's token, and
+    // a trust window from when the wait began (hold_turn_grant).
+    took(l, c.slot(), turn_owner, r.fence, r.expire_at_ms, turn->began);
+    turn->asked = turn->mine = false;  // the turn was used: nothing to give back
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    ++turn_grants_;
+    return true;
+  }
   took(l, c.slot(), owner, r.fence, r.expire_at_ms, start);
   if (named) {
     std::lock_guard<std::mutex> lk(wait_mu_);

@@ -752,7 +752,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::map<std::string, SetNapName> set_nap_names_;
   std::atomic<std::thread::id> waiter_thread_id_{};
   std::uint64_t wakeups_ = 0, stray_wakeups_ = 0, polls_ = 0, attempts_ = 0, turns_asked_ = 0, named_handoffs_ = 0,
-                granted_handoffs_ = 0;
+                granted_handoffs_ = 0, turn_grants_ = 0;
   mutable std::atomic<std::uint64_t> exhausted_{0};
 };
 

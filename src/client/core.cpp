@@ -286,6 +286,7 @@ LockClientStats ClientCore::stats() const {
     s.next_turns = turns_asked_;
     s.named_handoffs = named_handoffs_;
     s.granted_handoffs = granted_handoffs_;
+    s.turn_grants = turn_grants_;
   }
   {
     std::lock_guard<std::mutex> lk(sync_mu_);

@@ -16,12 +16,16 @@ std::optional<AcquireResult> precheck(Connection& conn, const LeaseRequest& req,
   const Sighting seen = sighting_of(pre.rows[0], kCols);
   if (req.may_take_over(seen)) return std::nullopt;
   // A release handed the lease to this wait (its next turn, bounded
-  // barging): the take confirms it.
+  // barging): held as the release wrote it when the caller may (hold_grant)
+  // and the hand-over's ttl is this request's; else the take confirms it.
   static constexpr auto kOwner = column(Sql::lease_precheck, "owner");
   static constexpr auto kGranted = column(Sql::lease_precheck, "granted");
   if (cell(pre.rows[0], kGranted).as_int() != 0 && !req.turn_owner.empty() &&
-      cell(pre.rows[0], kOwner).as_string() == req.turn_owner)
+      cell(pre.rows[0], kOwner).as_string() == req.turn_owner) {
+    if (req.hold_grant && seen.watch == req.ttl && seen.version.expire_at > seen.db_now)
+      return AcquireResult{true, seen.version.fence, seen.version.expire_at, req.turn_owner};
     return std::nullopt;
+  }
   req.seen = seen;
   return busy_until(conn, req, seen.version.expire_at, seen.db_now);
 }

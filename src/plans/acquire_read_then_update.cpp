@@ -19,7 +19,12 @@ class ReadThenUpdate final : public AcquirePlan {
 
   AcquireResult attempt(Connection& conn, const LeaseRequest& req, QueueSeat*) const override {
     bool missing = false;
-    if (auto held = precheck(conn, req, missing)) return *held;
+    if (auto held = precheck(conn, req, missing)) {
+      // A lease handed to this wait's turn, held as the release wrote it;
+      // Galera: with its wake-up lock, as lease_read_mine takes it.
+      if (held->acquired && !returning_) await_wakeup_lock(conn, lease_wakeup_channel(req.name));
+      return *held;
+    }
     const Params args{req.name, req.owner, req.ttl.count(), req.min_hold.count()};
     if (!missing) {
       Params take = args;

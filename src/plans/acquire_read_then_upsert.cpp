@@ -20,9 +20,15 @@ class ReadThenUpsertReturning final : public AcquirePlan {
     static constexpr auto kNow = column(Sql::lease_take, "db_now_ms");
     static constexpr auto kWakeLock = column(Sql::lease_take, "wake_lock");
     bool missing = false;
-    if (!req.seen_free)
-      if (auto held = precheck(conn, req, missing)) return *held;
     const std::string channel = lease_wakeup_channel(req.name);
+    if (!req.seen_free)
+      if (auto held = precheck(conn, req, missing)) {
+        // A lease handed to this wait's turn, held as the release wrote it:
+        // the holder's wake-up lock is taken as a take takes it (nobody
+        // holds a handed lease's).
+        if (held->acquired) await_wakeup_lock(conn, channel);
+        return *held;
+      }
     Params args{req.name, req.owner, req.ttl.count(), req.min_hold.count(), channel};
     req.add_rule_args(args);
     auto r = run(conn, Sql::lease_take, args);

@@ -44,6 +44,12 @@ struct LeaseRequest {
   // empty: none): a lease a release handed to it is taken (with `owner`, this
   // attempt's own token), and a take clears its own turn.
   std::string turn_owner{};
+  // A lease a release handed to that turn may be held as the release wrote
+  // it (owner = turn_owner, its fence and expiry), without a confirming take,
+  // where the plan's deciding read sees the hand-over: the caller found
+  // enough of a trust window left (ClientCore::attempt_on). Else the take
+  // confirms it with `owner`.
+  bool hold_grant = false;
 
   // The take statements' last arguments: the take-over rule's
   // (watched_fence, watched_beat, watched_expire_at, db_clock_rule), then

@@ -238,19 +238,19 @@ bool continue_machine_watch(Connection& conn, const std::string& name, const std
 
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
                                    milliseconds ttl, milliseconds min_hold, QueueSeat* seat, bool seen_free,
-                                   TakeOver rule, const std::string& turn_owner) {
+                                   TakeOver rule, const std::string& turn_owner, bool hold_grant) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
   check_duration(min_hold, "min_hold", milliseconds(0), ttl);
   require_no_transaction(conn, "acquiring a lease",
                          "the lock row would stay locked and invisible until it commits; use another connection");
-  return acquire_lease_here(conn, name, owner, ttl, min_hold, seat, seen_free, rule, turn_owner);
+  return acquire_lease_here(conn, name, owner, ttl, min_hold, seat, seen_free, rule, turn_owner, hold_grant);
 }
 
 AcquireResult acquire_lease_here(Connection& conn, const std::string& name, const std::string& owner,
                                  milliseconds ttl, milliseconds min_hold, QueueSeat* seat, bool seen_free,
-                                 TakeOver rule, const std::string& turn_owner) {
+                                 TakeOver rule, const std::string& turn_owner, bool hold_grant) {
   const AcquirePlan& plan = *conn.dialect().plans().acquire;
   const std::string key = watch_key(conn, name);
   // Inside a caller's transaction (a lock set's attempt) contention is never
@@ -267,6 +267,7 @@ AcquireResult acquire_lease_here(Connection& conn, const std::string& name, cons
     try {
       LeaseRequest req{name, owner, ttl, min_hold, seen_free, rule};
       req.turn_owner = turn_owner;
+      req.hold_grant = hold_grant && !turn_owner.empty();
       const auto look = rule == TakeOver::kWatched ? watches().look(key, steady_clock::now()) : WatchBook::Look{};
       if (look.ripe) req.watched = *look.ripe;
       auto r = plan.attempt(conn, req, seat);

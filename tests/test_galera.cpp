@@ -29,6 +29,7 @@
 #include "sqlguard/history.h"
 #include "sqlguard/idempotency.h"
 #include "sqlguard/lease_lock.h"
+#include "sqlguard/lock.h"
 #include "sqlguard/lock_client.h"
 #include "sqlguard/lock_kinds.h"
 #include "sqlguard/lock_set.h"
@@ -851,33 +852,25 @@ TEST_CASE("the grant history on three Galera nodes: leases and permits taken on 
       o.backoff_max = 20ms;
       LeaseLock l(client, prefix + "lease", o);
       Semaphore s(client, prefix + "sem", 2, o);
-      while (!stop) {
-        bool held_lease = false, held_sem = false;
+      // One grant and its release (the lock family's interface, lock.h).
+      auto cycle = [&](Lock& lock, const char* what) {
+        bool held = false;
         try {
-          held_lease = l.acquire(2s);
+          held = lock.acquire(2s);
         } catch (const Error&) {
           // A write certified first on another node: this attempt lost, nothing held.
         }
-        if (held_lease) {
-          ++grants;
-          try {
-            if (!l.release()) note("the lease's release found it no longer held");
-          } catch (const Error& e) {
-            note(std::string("the lease's release threw: ") + e.what());
-          }
-        }
+        if (!held) return;
+        ++grants;
         try {
-          held_sem = s.acquire(2s);
-        } catch (const Error&) {
+          if (!lock.release()) note(std::string(what) + ": the release found it no longer held");
+        } catch (const Error& e) {
+          note(std::string(what) + ": the release threw: " + e.what());
         }
-        if (held_sem) {
-          ++grants;
-          try {
-            if (!s.release()) note("the semaphore's release found the permit no longer held");
-          } catch (const Error& e) {
-            note(std::string("the semaphore's release threw: ") + e.what());
-          }
-        }
+      };
+      while (!stop) {
+        cycle(l, "the lease");
+        cycle(s, "the semaphore's permit");
       }
     });
   std::this_thread::sleep_for(3s);

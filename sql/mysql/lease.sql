@@ -228,22 +228,27 @@ WHERE l.beat <> 0 FOR UPDATE SKIP LOCKED;
 
 -- name: lease_release_batch_update
 -- The coalesced releases, second half: lease_release for each row lease_release_batch_lock
--- locked (the same hand-over to a waiter's next turn, assigned left to right as there).
+-- locked (the same hand-over to a waiter's next turn). A multiple-table UPDATE does not
+-- assign left to right (MariaDB: every assignment here saw the row as it was; measured: a
+-- row already handed, handed = 1, was "handed" to an empty next_owner), so each assignment
+-- tests the hand-over's own condition on columns no assignment before it changes
+-- (next_owner is cleared last, min_release_at never), and the owner, fence and ttl are taken
+-- from the row as it was either way.
 -- returns: :execrows
 -- params: refs...
 UPDATE ({refs* UNION ALL }) v STRAIGHT_JOIN sqlguard_lock l FORCE INDEX (PRIMARY)
   ON l.name = v.name AND l.owner = v.owner AND l.fence = v.fence
 SET
   l.handed = IF(l.next_owner <> '' AND l.min_release_at = 0, 1, 0),
-  l.owner = IF(l.handed = 1, l.next_owner, l.owner),
-  l.fence = IF(l.handed = 1, GREATEST(NEXTVAL(sqlguard_fence_seq), l.fence + 1), l.fence),
-  l.beat = IF(l.handed = 1, 1, 0),
-  l.ttl_ms = IF(l.handed = 1, l.next_ttl_ms, l.ttl_ms),
-  l.expire_at = IF(l.handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + l.next_ttl_ms, GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.min_release_at)),
-  l.acquired_at = IF(l.handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.acquired_at),
-  l.renewed_at = IF(l.handed = 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.renewed_at),
-  l.next_since = IF(l.handed = 1, 0, l.next_since),
-  l.next_owner = IF(l.handed = 1, '', l.next_owner)
+  l.ttl_ms = IF(l.next_owner <> '' AND l.min_release_at = 0, l.next_ttl_ms, l.ttl_ms),
+  l.expire_at = IF(l.next_owner <> '' AND l.min_release_at = 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + l.next_ttl_ms, GREATEST(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.min_release_at)),
+  l.acquired_at = IF(l.next_owner <> '' AND l.min_release_at = 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.acquired_at),
+  l.renewed_at = IF(l.next_owner <> '' AND l.min_release_at = 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), l.renewed_at),
+  l.beat = IF(l.next_owner <> '' AND l.min_release_at = 0, 1, 0),
+  l.fence = IF(l.next_owner <> '' AND l.min_release_at = 0, GREATEST(NEXTVAL(sqlguard_fence_seq), l.fence + 1), l.fence),
+  l.owner = IF(l.next_owner <> '' AND l.min_release_at = 0, l.next_owner, l.owner),
+  l.next_since = IF(l.next_owner <> '' AND l.min_release_at = 0, 0, l.next_since),
+  l.next_owner = IF(l.next_owner <> '' AND l.min_release_at = 0, '', l.next_owner)
 WHERE l.beat <> 0;
 
 -- fragment: lease_release_ref

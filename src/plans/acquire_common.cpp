@@ -32,7 +32,7 @@ std::optional<AcquireResult> precheck(Connection& conn, const LeaseRequest& req,
 
 void await_wakeup_lock(Connection& conn, const std::string& channel) noexcept {
   try {
-    run(conn, Sql::lease_wakeup_wait, {channel, 0.02});
+    run(conn, Sql::lease_wakeup_wait, {channel, 0.002});
   } catch (const std::exception& e) {
     log(LogLevel::kDebug, std::string("taking the wake-up lock failed: ") + e.what());
   }

@@ -120,6 +120,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   // hand-over's expiry and any watch of the handed row end later on every
   // clock. Else (a wait that long) the take confirms it.
   const bool hold_turn_grant = turn && turn->began + o.ttl - l->margin - start >= o.ttl / 2;
+  budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
   const auto take = [&] {
     return with_reconnect(conn, budget, "acquiring lease '" + l->name + "'", [&](int attempt) {
       if (attempt > 1) {

@@ -482,13 +482,13 @@ class MysqlConnection final : public Connection {
     try {
       run_plain(sql_text(Sql::galera_heal_trigger_tables));
       log(LogLevel::kInfo, "closed the cached copies of sqlguard_lock and sqlguard_sync_holder on " + description_ +
-                               " after a statement found their triggers unparseable (docs/history.md, Galera)");
+                               " after a statement found their triggers unparseable (docs/deploying-galera.md)");
     } catch (const std::exception& e) {
       log(LogLevel::kWarning,
           "could not close the cached copies of sqlguard_lock and sqlguard_sync_holder on " + description_ +
               " after a statement found their triggers unparseable: " + e.what() +
               "; statements that open such a copy fail until the server evicts it: grant RELOAD to this user, or "
-              "run FLUSH LOCAL TABLES sqlguard_lock, sqlguard_sync_holder on that node (docs/history.md)");
+              "run FLUSH LOCAL TABLES sqlguard_lock, sqlguard_sync_holder on that node (docs/deploying-galera.md)");
     }
   }
   // At the end of a transaction whose outcome is already decided: a failure

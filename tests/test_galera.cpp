@@ -1020,9 +1020,10 @@ TEST_CASE("sqlguard chaos over the three Galera nodes with their wall clocks ste
   CHECK(j["clock_step_failures"] == 0);
   CHECK(j["acquisitions"].get<int>() > 0);
   CHECK(j["holds"]["holds_journaled"].get<int>() > 0);
-  std::printf("galera clock-step chaos: %d clock steps, %d node kills, %d kill -9, %d pauses, %d acquisitions, "
-              "%d holds journaled, %d violations\n",
-              j["clock_steps"].get<int>(), j["node_kills"].get<int>(), j["kills"].get<int>(), j["pauses"].get<int>(),
+  std::printf("galera clock-step chaos: %d clock steps, %d node kills (%d failed), %d kill -9, %d pauses, "
+              "%d acquisitions, %d holds journaled, %d violations\n",
+              j["clock_steps"].get<int>(), j["node_kills"].get<int>(), j["node_kill_failures"].get<int>(),
+              j["kills"].get<int>(), j["pauses"].get<int>(),
               j["acquisitions"].get<int>(), j["holds"]["holds_journaled"].get<int>(), j["violations"].get<int>());
   // The control: the same steps fool take-overs by the database clock.
   long long overlaps = 0;

@@ -323,7 +323,9 @@ class Faults {
   void step_clock();
   void reset_clocks();  // both back to the real time (end of the run, errors)
   int clock_steps = 0, clock_step_failures = 0;
-  bool can_node_kill() const { return !node_dbservers_.empty(); }
+  // No further node is killed once one was left down (its kill or rejoin
+  // failed): a second node down out of three ends the primary component.
+  bool can_node_kill() const { return !node_dbservers_.empty() && !node_left_down_; }
   bool node_cycle_running() const { return node_thread_.joinable(); }
   void start_node_kill();
   // Records what the cycle's thread did (faults are recorded on this thread
@@ -374,6 +376,7 @@ class Faults {
   int node_victim_ = 0, next_victim_ = 0;
   std::atomic<int> node_stage_{0};  // 0 idle, 1 killing, 2 down (kill ok), 3 kill failed, 4 back, 5 rejoin failed
   int node_stage_seen_ = 0;
+  bool node_left_down_ = false;
   std::chrono::steady_clock::time_point node_killed_at_{};
 };
 

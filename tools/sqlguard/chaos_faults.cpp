@@ -90,7 +90,7 @@ std::vector<std::string> Faults::enabled() const {
   on.restart = can_restart();
   on.crash = can_crash();
   on.partition = can_partition();
-  on.node_kill = can_node_kill();
+  on.node_kill = !node_dbservers_.empty();  // also after a node was left down
   on.failover = can_failover();
   on.clock_step = clock_steps_enabled();
   return on.names();

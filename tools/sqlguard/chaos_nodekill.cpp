@@ -78,7 +78,8 @@ bool Faults::poll_node_kill() {
       return false;
     case 3:
       ++node_kill_failures;
-      run_.fault("node-kill", -1, 0, n + ": the kill script failed");
+      node_left_down_ = true;
+      run_.fault("node-kill", -1, 0, n + ": the kill script failed; no further node kills in this run");
       break;
     case 4:
       ++node_rejoins;
@@ -90,7 +91,8 @@ bool Faults::poll_node_kill() {
       break;
     case 5:
       ++node_kill_failures;
-      run_.fault("node-kill", -1, 0, n + ": node-start failed (left down)");
+      node_left_down_ = true;
+      run_.fault("node-kill", -1, 0, n + ": node-start failed (left down); no further node kills in this run");
       break;
     default:
       return false;

@@ -225,3 +225,38 @@ TEST_CASE("a lease handed to a wait that ended before it confirmed it is given b
         fence);
   CHECK(waiter.release());
 }
+
+// MariaDB's named locks are recursive: a session that takes its wake-up lock
+// twice must free it twice. A woken waiter already holds it when its attempt
+// finds the lease handed to it, and the take then waits for it again
+// (await_wakeup_lock); a second count would outlive the release's one
+// RELEASE_LOCK and keep every waiter blocked until its timeout (the hot lock
+// turned once per waiter timeout, 5 ms, under bounded barging).
+TEST_CASE("the wake-up lock a session holds is not taken twice: one release frees it", "[lease][barging][wakeup]") {
+  const auto& cat = detail::Catalog::of(to_string(ctx().kind));
+  if (ctx().kind != DialectKind::kMysql) {
+    // Woken by the release statement itself (NOTIFY, a futex word): no lock.
+    CHECK_FALSE(cat.has(detail::Sql::lease_wakeup_wait));
+    return;
+  }
+  auto a = ctx().connect(), b = ctx().connect();
+  const auto channel = lease_wakeup_channel(ctx().unique("wk"));
+  auto granted = [&](Connection& c, double timeout_s) {
+    return detail::run(c, detail::Sql::lease_wakeup_wait, {channel, timeout_s}).rows.at(0)[0].as_int();
+  };
+  auto free_now = [&] { return b->execute("SELECT IS_FREE_LOCK(?)", {channel}).rows.at(0)[0].as_int(); };
+  CHECK(granted(*a, 0.0) == 1);
+  CHECK(granted(*a, 0.002) == 1);  // held already: 1 at once
+  CHECK(free_now() == 0);
+  detail::run(*a, detail::Sql::lease_wakeup_signal, {channel});
+  CHECK(free_now() == 1);
+  CHECK(granted(*b, 0.0) == 1);  // another session gets it at once
+  detail::run(*b, detail::Sql::lease_wakeup_signal, {channel});
+  // The control: a plain GET_LOCK taken twice outlives one release.
+  a->execute("SELECT GET_LOCK(?, 0)", {channel});
+  a->execute("SELECT GET_LOCK(?, 0)", {channel});
+  a->execute("SELECT RELEASE_LOCK(?)", {channel});
+  CHECK(free_now() == 0);
+  a->execute("SELECT RELEASE_LOCK(?)", {channel});
+  CHECK(free_now() == 1);
+}

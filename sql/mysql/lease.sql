@@ -116,10 +116,12 @@ RETURNING owner, fence, expire_at, acquired_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 10
 -- this process's watch of it.
 -- granted: a release handed the lease to its owner (the next turn, handed = 1), whose
 -- attempt then takes it (lease_take).
--- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released, granted
+-- next_owner: who holds the lease's next turn ('' nobody; bounded barging, lease_next_read):
+-- a waiter learns whether the turn is still its own without a read of its own.
+-- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released, granted, next_owner
 -- params: name
 SET STATEMENT wsrep_sync_wait = 1 FOR SELECT owner, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), fence, beat, IF(ttl_ms > 0, ttl_ms, GREATEST(expire_at - renewed_at, 0)),
-  beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), handed = 1 AND beat <> 0 FROM sqlguard_lock WHERE name = ?;
+  beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), handed = 1 AND beat <> 0, next_owner FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_read_mine
 -- Not a lease a release handed to this owner and not yet confirmed (handed = 1: its
@@ -483,9 +485,13 @@ SELECT RELEASE_LOCK(?);
 -- tries (the queue head: the other waiters stay blocked behind it, one wake-up per
 -- release, in the server's queue order); it becomes the holder's wake-up lock when the
 -- take-over succeeds, and is freed with lease_wakeup_signal when the waiter gives up.
+-- A session that holds it already (a woken waiter whose attempt found the lease handed to
+-- it, await_wakeup_lock) gets 1 at once without taking it again: MariaDB's named locks are
+-- recursive, and a second GET_LOCK would need a second RELEASE_LOCK, so the release's one
+-- would leave it held and every waiter blocked until its timeout.
 -- returns: :one granted
--- params: channel, timeout_s
-SELECT GET_LOCK(?, ?);
+-- params: channel, channel, timeout_s
+SELECT IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, ?));
 
 -- name: lease_wakeup_pass
 -- The lock client's listener (one session for every waited name): waits up to timeout_s

@@ -121,6 +121,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   // clock. Else (a wait that long) the take confirms it.
   const bool hold_turn_grant = turn && turn->began + o.ttl - l->margin - start >= o.ttl / 2;
   budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
+  std::optional<std::string> next_owner;  // what the take's read saw of the turn (lease_precheck)
   const auto take = [&] {
     return with_reconnect(conn, budget, "acquiring lease '" + l->name + "'", [&](int attempt) {
       if (attempt > 1) {
@@ -137,13 +138,16 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
         if (session) session->session_lost();  // a new session: it holds no queue place and listens to nothing
       }
       auto res = acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, session ? session->seat() : nullptr,
-                                      seen_free && attempt == 1, o.take_over, turn_owner, hold_turn_grant);
+                                      seen_free && attempt == 1, o.take_over, turn_owner, hold_turn_grant,
+                                      &next_owner);
       if (session) session->seated();
       return res;
     });
   };
   auto r = take();
-  if (!r.acquired && turn && ask_next_turn(conn, *l, *turn)) {
+  if (turn) turn->other_turn = next_owner && !next_owner->empty() && *next_owner != turn->owner;
+  if (!r.acquired && turn &&
+      ask_next_turn(conn, *l, *turn, next_owner ? std::optional<bool>(*next_owner == turn->owner) : std::nullopt)) {
     // A release handed the lease to this wait (its next turn), or freed it,
     // just now: once more, in what is left of the budget.
     seen_free = false;

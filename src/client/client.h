@@ -168,6 +168,9 @@ struct NextTurn {
   bool asked = false;       // it asked: given back when the wait ends unacquired
   bool past_limit = false;  // it has waited barging_limit: it looks for the turn
   bool mine = false;        // the turn was its own when it last looked
+  // The last attempt's read (lease_precheck, where the plan reads first) saw
+  // the turn held by another wait: the next release is not for this one.
+  bool other_turn = false;
   int unchecked = 0;        // busy attempts since it last looked, while it was its own
   // The holder's fence when it last looked, and how many looks in a row found
   // the same one: past the limit it looks every backoff_initial while the
@@ -502,7 +505,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // lease's barging_limit, where it stands for the next turn, asking for it
   // when open. True: a release already handed the lease to it, or it is
   // free now (try again at once).
-  bool ask_next_turn(Connection& conn, const ClientLease& lease, NextTurn& turn);
+  // `seen_mine`: whether the attempt's own read (lease_precheck) saw the
+  // turn as this wait's (unset: it did not read the row).
+  bool ask_next_turn(Connection& conn, const ClientLease& lease, NextTurn& turn, std::optional<bool> seen_mine = {});
   // A try-acquire sent with others while every work connection is busy;
   // undecided by the batch (or the client idle): attempt_on alone.
   bool try_coalesced(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds budget,

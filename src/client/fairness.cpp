@@ -199,12 +199,22 @@ void ClientCore::keep_place_for_release(Connection& conn, ClientLease& lease, Cl
 
 // ---- bounded barging: a default lease's next turn --------------------------------
 
-bool ClientCore::ask_next_turn(Connection& conn, const ClientLease& l, NextTurn& t) {
+bool ClientCore::ask_next_turn(Connection& conn, const ClientLease& l, NextTurn& t, std::optional<bool> seen_mine) {
   const auto& limit = l.options.barging_limit;
   if (!limit) return false;
   const auto waited = std::chrono::duration_cast<milliseconds>(steady_clock::now() - t.began);
   if (waited < *limit) return false;
   t.past_limit = true;
+  // The attempt's read saw the turn: still its own (nothing to ask), or
+  // taken by a waiter that began earlier (look again now, not after
+  // kRecheckEvery attempts believing it its own).
+  if (seen_mine && t.asked) {
+    t.mine = *seen_mine;
+    if (t.mine) {
+      t.unchecked = 0;
+      return false;
+    }
+  }
   if (t.mine && ++t.unchecked < FairPolicy::kRecheckEvery) return false;
   t.unchecked = 0;
   static constexpr auto kMine = column(Sql::lease_next_read, "mine");

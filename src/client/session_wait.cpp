@@ -104,7 +104,7 @@ bool ClientCore::acquire_here(const std::shared_ptr<ClientLease>& l, millisecond
       return true;
     }
     w.busy(conn);
-    w.next_turn(turn && turn->mine);
+    w.next_turn(turn && turn->mine, turn && !turn->mine && (turn->past_limit || turn->other_turn));
     if (const auto cap = FairPolicy::turn_pause_cap(turn ? &*turn : nullptr, *l); cap != milliseconds::max()) {
       // Bounded barging: no pause outlasts barging_limit; past it, a hot
       // lock's next release hands the lease to this wait (its turn), or frees

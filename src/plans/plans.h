@@ -50,6 +50,10 @@ struct LeaseRequest {
   // enough of a trust window left (ClientCore::attempt_on). Else the take
   // confirms it with `owner`.
   bool hold_grant = false;
+  // Out: the lease's next turn (its next_owner; empty: nobody asked) where
+  // the plan's deciding read saw the row (lease_precheck), else unset. A
+  // waiter learns from it, at no cost, whether the turn is still its own.
+  mutable std::optional<std::string> next_owner{};
 
   // The take statements' last arguments: the take-over rule's
   // (watched_fence, watched_beat, watched_expire_at, db_clock_rule), then

@@ -63,7 +63,7 @@ class NotifyQueueWaiter final : public ListeningWaiter {
   }
   // The lease's next turn is this waiter's: it listens as the head does (the
   // release that hands it the lease wakes it), head or not.
-  void next_turn(bool mine) noexcept override { turn_ = mine; }
+  void next_turn(bool mine, bool) noexcept override { turn_ = mine; }
   void session_lost() noexcept override {
     head_ = false;
     listening_ = false;

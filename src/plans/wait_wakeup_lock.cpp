@@ -7,6 +7,7 @@
 // another contender took the lease first, it frees the lock at once, for that
 // holder (lease_take waits briefly for it) or the next waiter.
 #include <algorithm>
+#include <thread>
 
 #include "core/catalog.h"
 #include "plans/waiter.h"
@@ -23,7 +24,19 @@ class WakeupLockWaiter final : public WakingWaiter {
 
   void acquired(Connection&) override { head_ = false; }  // the wake-up lock it holds is now the holder's
   void busy(Connection& conn) noexcept override { leave(conn); }  // woken, but another took it: pass it on
+  // Bounded barging: with the turn another's (or, past barging_limit, not
+  // its own), the next release is not this waiter's (it hands the lease to
+  // the turn's owner): it sleeps its pause and looks again (for the turn,
+  // past the limit), off the wake-up lock's queue.
+  // Woken waiters are granted the lock one after another, each trying
+  // before it passes it on, so a crowd of them there delays the turn's
+  // owner, whom a hand-over must wake, and the new holder's GET_LOCK.
+  void next_turn(bool, bool another) noexcept override { another_turn_ = another; }
   PauseResult pause(Connection& conn, const PauseArgs& a, std::optional<Error>&) override {
+    if (another_turn_) {
+      std::this_thread::sleep_for(a.nap);
+      return PauseResult::kSlept;
+    }
     return wait_or_sleep(conn, a);
   }
   void session_lost() noexcept override { head_ = false; }
@@ -52,6 +65,7 @@ class WakeupLockWaiter final : public WakingWaiter {
     }
   }
   std::optional<milliseconds> cap_;
+  bool another_turn_ = false;  // past barging_limit, and the turn is not its own
   bool head_ = false;  // holds the wake-up lock while not the holder
 };
 

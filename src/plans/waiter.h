@@ -49,8 +49,11 @@ class Waiter {
   virtual void busy(Connection&) noexcept {}
   // After a busy attempt: whether the lease's next turn is this waiter's
   // (bounded barging): the next release hands the lease to it, so it must
-  // hear of that release.
-  virtual void next_turn(bool /*mine*/) noexcept {}
+  // hear of that release. `another`: the turn is not its own and either the
+  // wait is past barging_limit (it looks again by its timer, for the turn)
+  // or its attempt saw the turn held by another wait (the next release
+  // hands the lease to that one).
+  virtual void next_turn(bool /*mine*/, bool /*another*/) noexcept {}
   // Before the deadline check: true = it set up a wake-up source, try again
   // at once (a release in between is not missed). `outage`: set when the
   // database went away doing so.

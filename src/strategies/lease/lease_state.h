@@ -113,13 +113,14 @@ ConnectOptions lease_connect_options(ConnectOptions o, std::chrono::milliseconds
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
                                    std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
                                    bool seen_free = false, TakeOver rule = TakeOver::kWatched,
-                                   const std::string& turn_owner = {}, bool hold_grant = false);
+                                   const std::string& turn_owner = {}, bool hold_grant = false,
+                                   std::optional<std::string>* next_owner_seen = nullptr);
 // acquire_lease_seated without its checks of the arguments and of the
 // connection: inside a transaction too (a lock set's attempt takes every
 // name in one, ClientCore::try_acquire_set_on; the caller validated them).
 AcquireResult acquire_lease_here(Connection& conn, const std::string& name, const std::string& owner,
                                  std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
                                  bool seen_free, TakeOver rule, const std::string& turn_owner,
-                                 bool hold_grant = false);
+                                 bool hold_grant = false, std::optional<std::string>* next_owner_seen = nullptr);
 
 }  // namespace sqlguard::detail

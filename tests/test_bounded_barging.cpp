@@ -11,6 +11,7 @@
 #include <future>
 #include <thread>
 
+#include "client/fairness.h"
 #include "core/catalog.h"
 #include "sqlguard/lease_lock.h"
 #include "sqlguard/lock_client.h"
@@ -52,29 +53,28 @@ TEST_CASE("a release hands the lease to the waiter with the next turn: the holde
           "[lease][barging]") {
   auto c1 = ctx().connect(), c2 = ctx().connect(), probe = ctx().connect();
   const auto name = ctx().unique("bb");
-  LeaseLock holder(*c1, name, opts(5s, 10ms)), waiter(*c2, name, opts(5s, 0ms));
+  // The waiter, its turn taken, waits for the release in pauses of 2 s.
+  LeaseOptions wo = opts(5s, 0ms);
+  wo.backoff_initial = wo.backoff_max = 2s;
+  LeaseLock holder(*c1, name, opts(5s, 10ms)), waiter(*c2, name, wo);
   REQUIRE(holder.try_acquire());
   const auto first_fence = holder.fence();
   auto got = std::async(std::launch::async, [&] { return waiter.acquire(5s); });
   const std::string turn = wait_for_turn(*probe, name);
   REQUIRE_FALSE(turn.empty());
+  std::this_thread::sleep_for(200ms);  // it listens (PostgreSQL) and is in its pause
   REQUIRE(holder.release());
   CHECK_FALSE(holder.try_acquire());  // handed over in the release's own commit
   REQUIRE(got.get());
   CHECK(waiter.owns());
-  if (ctx().kind == DialectKind::kPostgresql) {
-    // One statement acquires (no read first): the take confirms the hand-over
-    // with the attempt's own owner token and a fence of its own.
-    CHECK(waiter.owner() != turn);
-  } else {
-    // The acquire's read saw the hand-over: held as the release wrote it,
-    // with the turn's token and the release's fence (no confirming take).
-    CHECK(waiter.owner() == turn);
-    auto row = probe->execute("SELECT owner, fence FROM sqlguard_lock WHERE name = ?", {name});
-    REQUIRE(row.rows.size() == 1);
-    CHECK(row.rows[0][0].as_string() == turn);
-    CHECK(row.rows[0][1].as_int() == waiter.fence());
-  }
+  // Held as the release wrote it, with the turn's token and the release's
+  // fence (no confirming take): the acquire's read saw the hand-over
+  // (MariaDB, SQLite), or the release's NOTIFY carried it (PostgreSQL).
+  CHECK(waiter.owner() == turn);
+  auto row = probe->execute("SELECT owner, fence FROM sqlguard_lock WHERE name = ?", {name});
+  REQUIRE(row.rows.size() == 1);
+  CHECK(row.rows[0][0].as_string() == turn);
+  CHECK(row.rows[0][1].as_int() == waiter.fence());
   CHECK(waiter.fence() > first_fence);
   CHECK(next_owner(*probe, name).empty());  // the turn is free again
   CHECK(waiter.release());
@@ -259,4 +259,58 @@ TEST_CASE("the wake-up lock a session holds is not taken twice: one release free
   CHECK(free_now() == 0);
   a->execute("SELECT RELEASE_LOCK(?)", {channel});
   CHECK(free_now() == 1);
+}
+
+// PostgreSQL: the hand-over's wake-up carries what the release wrote, so the
+// turn's owner needs no statement to hold it; a plain release's says nothing.
+// Elsewhere a wake-up says nothing (SQLite's futex word) or there is none to
+// listen to (MariaDB: the wake-up lock).
+TEST_CASE("a hand-over's wake-up carries its grant: owner, fence, expiry and ttl as the row has them",
+          "[lease][barging][wakeup]") {
+  auto c1 = ctx().connect(), listener = ctx().connect(), probe = ctx().connect();
+  const auto name = ctx().unique("bg");
+  const auto channel = lease_wakeup_channel(name);
+  if (ctx().kind == DialectKind::kMysql) {
+    CHECK_THROWS_AS(listener->wait_for_notify_payloads(channel, 0ms), Error);
+    return;
+  }
+  LeaseLock holder(*c1, name, opts(5s, 10ms));
+  REQUIRE(holder.try_acquire());
+  CHECK(listener->wait_for_notify_payloads(channel, 0ms).empty());  // listens from here on
+  const std::string turn = "turn-owner-token";
+  REQUIRE(detail::run(*probe, detail::Sql::lease_next_set, {name, turn, std::int64_t{1}, std::int64_t{3000}}).affected ==
+          1);
+  REQUIRE(holder.release());
+  auto woken = listener->wait_for_notify_payloads(channel, 2s);
+  REQUIRE(woken.size() == 1);
+  auto row = probe->execute("SELECT owner, fence, expire_at, ttl_ms, handed FROM sqlguard_lock WHERE name = ?", {name});
+  REQUIRE(row.rows.size() == 1);
+  CHECK(row.rows[0][0].as_string() == turn);
+  CHECK(row.rows[0][4].as_int() == 1);
+  if (ctx().kind == DialectKind::kPostgresql) {
+    CHECK(woken[0] == "turn:" + turn + "|" + std::to_string(row.rows[0][1].as_int()) + "|" +
+                          std::to_string(row.rows[0][2].as_int()) + "|3000");
+  } else {
+    CHECK(woken[0].empty());
+  }
+  // The handed lease released by its owner: nobody has the turn, nothing granted.
+  REQUIRE(detail::run(*probe, detail::Sql::lease_release, {name, turn, row.rows[0][1].as_int(), channel}).affected == 1);
+  woken = listener->wait_for_notify_payloads(channel, 2s);
+  REQUIRE(woken.size() == 1);
+  CHECK(woken[0].empty());
+}
+
+TEST_CASE("a hand-over's payload is read only for the turn it names, whole", "[lease][barging][wakeup]") {
+  detail::FairGrant g;
+  CHECK(detail::FairPolicy::turn_grant({"", "turn:a@h:1#2|7|1000|300"}, "a@h:1#2", &g));
+  CHECK(g.fence == 7);
+  CHECK(g.expire_at == 1000);
+  CHECK(g.ttl_ms == 300);
+  CHECK_FALSE(detail::FairPolicy::turn_grant({"turn:a@h:1#2|7|1000|300"}, "a@h:1#3", &g));  // another wait's turn
+  CHECK(g.fence == 0);
+  CHECK_FALSE(detail::FairPolicy::turn_grant({"turn:a@h:1#2|7|1000"}, "a@h:1#2", &g));        // cut short
+  CHECK_FALSE(detail::FairPolicy::turn_grant({"turn:a@h:1#2|7|1000|300|9"}, "a@h:1#2", &g));  // more than a grant
+  CHECK_FALSE(detail::FairPolicy::turn_grant({"turn:x|1|2|3|7|1000|300"}, "x", &g));  // owner "x|1|2|3" is not "x"
+  CHECK_FALSE(detail::FairPolicy::turn_grant({"12:a@h:1#2|7|1000|300"}, "a@h:1#2", &g));  // a fair place's grant
+  CHECK_FALSE(detail::FairPolicy::turn_grant({"turn:|7|1000|300"}, "", &g));              // no turn
 }

@@ -305,39 +305,48 @@ TEST_CASE("a bounded-barging hand-over and its confirmation are recorded, and ve
           "[history][barging]") {
   Recorded rec("histb");
   auto c1 = ctx().connect(), c2 = ctx().connect(), probe = ctx().connect();
-  const std::string name = rec.prefix + "bb";
-  LeaseOptions h = opts(), w = opts();
-  w.barging_limit = 0ms;
-  LeaseLock holder(*c1, name, h), waiter(*c2, name, w);
-  REQUIRE(holder.try_acquire());
-  auto got = std::async(std::launch::async, [&] { return waiter.acquire(5s); });
-  REQUIRE(sgtest::eventually([&] {
-    return !probe->execute("SELECT next_owner FROM sqlguard_lock WHERE name = ?", {name}).rows.at(0)[0].as_string().empty();
-  }, 5s));
-  REQUIRE(holder.release());
-  REQUIRE(got.get());
-  auto ev = events(rec.of(name));
-  if (ctx().kind == DialectKind::kPostgresql) {
-    // One statement acquires (no read first): its take confirms the hand-over.
-    REQUIRE(ev == std::vector<std::string>{"grant", "handover", "confirm"});
-  } else {
-    // The acquire's read saw the hand-over: held as handed, no confirming write.
-    REQUIRE(ev == std::vector<std::string>{"grant", "handover"});
-  }
+  // One hand-over: the waiter takes the turn at once (barging_limit 0) and
+  // then pauses `pause` at a time, listening; the holder releases `after`
+  // once the turn is the waiter's.
+  auto handover = [&](const std::string& name, milliseconds ttl, milliseconds pause, milliseconds after) {
+    LeaseOptions h = opts(), w = opts(ttl);
+    w.barging_limit = 0ms;
+    w.backoff_initial = w.backoff_max = pause;
+    LeaseLock holder(*c1, name, h), waiter(*c2, name, w);
+    REQUIRE(holder.try_acquire());
+    auto got = std::async(std::launch::async, [&] { return waiter.acquire(5s); });
+    REQUIRE(sgtest::eventually([&] {
+      return !probe->execute("SELECT next_owner FROM sqlguard_lock WHERE name = ?", {name}).rows.at(0)[0].as_string().empty();
+    }, 5s));
+    std::this_thread::sleep_for(after);
+    REQUIRE(holder.release());
+    REQUIRE(got.get());
+    auto ev = events(rec.of(name));
+    CHECK(waiter.release());
+    return ev;
+  };
+  // The waiter listens in a long pause when the release comes: the release's
+  // wake-up (MariaDB: its wake-up lock; SQLite: its futex word; PostgreSQL:
+  // the NOTIFY that carries the grant) or its read shows the hand-over, and
+  // it holds the lease as handed, with no confirming write.
+  CHECK(handover(rec.prefix + "bb", 5s, 2s, 200ms) == std::vector<std::string>{"grant", "handover"});
+  // A wait that began more than half a ttl before the hand-over confirms it
+  // with a take of its own (the trust window counted from its start is too
+  // short to hold it as handed), on every dialect.
+  CHECK(handover(rec.prefix + "bc", 400ms, 20ms, 300ms) == std::vector<std::string>{"grant", "handover", "confirm"});
   auto r = rec.verify();
   CHECK(r.ok());
   CHECK(r.takeovers == 0);
   CHECK(r.unmatched == 0);
-  CHECK(waiter.release());
-  // The second holder's release is recorded as every other (with its row's purge).
+  // Each holder's release is recorded as every other (with its row's purge).
   std::this_thread::sleep_for(20ms);
   CleanupOptions co;
   co.lock_grace = 0ms;
   cleanup(*rec.conn, co);
   r = rec.verify();
   CHECK(r.ok());
-  CHECK(r.grants == 2);
-  CHECK(r.releases == 2);
+  CHECK(r.grants == 4);
+  CHECK(r.releases == 4);
   CHECK(r.unmatched == 0);
 }
 

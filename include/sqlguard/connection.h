@@ -290,6 +290,11 @@ class Connection {
   // <file>-sqlguard-wake), counting from the first call. True if one arrived. Must not be called
   // inside a transaction. Elsewhere: throws Error(kNotSupported).
   virtual bool wait_for_notify(const std::string& channel, std::chrono::milliseconds timeout);
+  // wait_for_notify() answering what the wake-ups said: PostgreSQL each
+  // NOTIFY's payload, in order (at most 64; more collapse into one ""),
+  // elsewhere one "" when woken. Empty: none arrived.
+  virtual std::vector<std::string> wait_for_notify_payloads(const std::string& channel,
+                                                            std::chrono::milliseconds timeout);
   // Stops LISTENing on `channel` (no-op if not listening).
   virtual void unlisten(const std::string& channel);
   // Waits up to `timeout` for a wake-up on any of `channels` and answers the

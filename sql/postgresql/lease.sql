@@ -272,8 +272,12 @@ SELECT name FROM released;
 -- the hand-over is decided without a clock, once for every column), the release hands the
 -- lease to that waiter in the same statement instead of freeing it: owner = next_owner, a
 -- new fence, expire_at = now + next_ttl_ms, beat 1 (held: a dead new owner is taken over
--- like any holder) and handed = 1 (not yet confirmed: the new owner's next lease_acquire
--- takes it with its own fence and expiry); the turn is free again. A barger finds it held.
+-- like any holder) and handed = 1; the turn is free again. A barger finds it held. A
+-- hand-over commits FLUSHED (synchronous_commit as the session has it, not 'off') and its
+-- NOTIFY carries the grant, 'turn:<owner>|<fence>|<expire_at>|<ttl_ms>': the turn's owner,
+-- woken by it, holds the lease as handed with no statement of its own (a hand-over whose
+-- wake-up it missed, or held too late, is confirmed by its next lease_acquire, which takes
+-- it with its own fence and expiry).
 -- 1 row = released (or handed over).
 -- returns: :execrows
 -- params: name, owner, fence
@@ -290,9 +294,10 @@ WITH released AS (
     next_since = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 0 ELSE next_since END,
     next_owner = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN '' ELSE next_owner END
   WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
-  RETURNING name)
-SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), ''),
-       set_config('synchronous_commit', 'off', true)
+  RETURNING name, owner, fence, expire_at, ttl_ms, handed)
+SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24),
+                 CASE WHEN handed = 1 THEN 'turn:' || owner || '|' || fence || '|' || expire_at || '|' || ttl_ms ELSE '' END),
+       set_config('synchronous_commit', CASE WHEN handed = 1 THEN current_setting('synchronous_commit') ELSE 'off' END, true)
 FROM released;
 
 -- name: lease_release_flushed
@@ -315,8 +320,10 @@ WITH released AS (
     next_since = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN 0 ELSE next_since END,
     next_owner = CASE WHEN (next_owner <> '' AND min_release_at = 0) THEN '' ELSE next_owner END
   WHERE name = ? AND owner = ? AND fence = ? AND beat <> 0
-  RETURNING name)
-SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24), '') FROM released;
+  RETURNING name, owner, fence, expire_at, ttl_ms, handed)
+SELECT pg_notify('sqlguard_' || left(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 24),
+                 CASE WHEN handed = 1 THEN 'turn:' || owner || '|' || fence || '|' || expire_at || '|' || ttl_ms ELSE '' END)
+FROM released;
 
 -- name: lease_release_fair
 -- A fair lease's release (LeaseOptions::fair): lease_release that also removes the queue

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "client/client.h"
+#include "client/fairness.h"
 #include "core/catalog.h"
 #include "core/reconnect.h"
 #include "plans/acquire_common.h"
@@ -121,6 +122,21 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
   // clock. Else (a wait that long) the take confirms it.
   const bool hold_turn_grant = turn && turn->began + o.ttl - l->margin - start >= o.ttl / 2;
   budget = std::max(std::min<milliseconds>(o.ttl - l->margin, budget), milliseconds(1));
+  if (turn && session) {
+    // The wake-up that ended its pause carried the hand-over to its turn
+    // (PostgreSQL: lease_release's NOTIFY, sent after the flushed commit
+    // that wrote it): held as handed, with no statement, while the trust
+    // window allows (hold_turn_grant); else the take below confirms it.
+    FairGrant g;
+    if (FairPolicy::turn_grant(session->take_wake_payloads(), turn->owner, &g) && hold_turn_grant &&
+        g.ttl_ms == o.ttl.count()) {
+      took(l, c.slot(), turn->owner, g.fence, g.expire_at, turn->began);
+      turn->asked = turn->mine = false;
+      std::lock_guard<std::mutex> lk(wait_mu_);
+      ++turn_grants_;
+      return true;
+    }
+  }
   std::optional<std::string> next_owner;  // what the take's read saw of the turn (lease_precheck)
   const auto take = [&] {
     return with_reconnect(conn, budget, "acquiring lease '" + l->name + "'", [&](int attempt) {

@@ -357,6 +357,27 @@ std::int64_t FairPolicy::names_head(const NameQueue& q, const std::vector<std::s
   return -1;
 }
 
+bool FairPolicy::turn_grant(const std::vector<std::string>& payloads, const std::string& turn_owner,
+                            FairGrant* grant) {
+  *grant = FairGrant{};
+  if (turn_owner.empty()) return false;
+  const std::string named = "turn:" + turn_owner;
+  for (const auto& p : payloads) {
+    // (An owner token never holds '|': make_owner_token, validate_name.)
+    const auto bar = p.find('|');
+    if (bar == std::string::npos || p.compare(0, bar, named) != 0) continue;
+    FairGrant got;
+    char tail = 0;
+    if (std::sscanf(p.c_str() + bar, "|%" SCNd64 "|%" SCNd64 "|%" SCNd64 "%c", &got.fence, &got.expire_at,
+                    &got.ttl_ms, &tail) == 3 &&
+        got.fence > 0 && got.ttl_ms > 0) {
+      *grant = got;
+      return true;
+    }
+  }
+  return false;
+}
+
 void FairPolicy::enqueue(NameQueue& q, std::shared_ptr<ClientWait> w) {
   // The local queue keeps ticket order (two threads may take their places
   // in the other order than they get here), so the local head is always

@@ -68,6 +68,10 @@ struct FairPolicy {
   // ('ticket:owner|fence|expire_at|ttl_ms'): into `grant`.
   static std::int64_t names_head(const NameQueue& q, const std::vector<std::string>& payloads, const WaitPlan& plan,
                                  FairGrant* grant);
+  // A default lease's hand-over to the next turn `turn_owner` among a
+  // wake-up's payloads (lease_release's 'turn:owner|fence|expire_at|ttl_ms',
+  // PostgreSQL): into `grant`, true when one names it.
+  static bool turn_grant(const std::vector<std::string>& payloads, const std::string& turn_owner, FairGrant* grant);
   // The channel the listener waits on for this queue: the name's, or, for a
   // fair lease's head where the plan wakes by ticket, its ticket's own
   // (fair_ticket_channel): a release wakes only the waiter it names.

@@ -87,6 +87,12 @@ bool Connection::wait_for_notify(const std::string&, std::chrono::milliseconds) 
   dialect().not_supported("LISTEN/NOTIFY");
 }
 
+std::vector<std::string> Connection::wait_for_notify_payloads(const std::string& channel,
+                                                              std::chrono::milliseconds timeout) {
+  if (wait_for_notify(channel, timeout)) return {std::string()};
+  return {};
+}
+
 void Connection::unlisten(const std::string&) {}
 void Connection::interrupt_wait() noexcept {}
 

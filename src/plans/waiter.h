@@ -7,6 +7,8 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sqlguard/connection.h"
 #include "sqlguard/errors.h"
@@ -67,6 +69,9 @@ class Waiter {
   virtual void finish(Connection&, bool /*acquired*/) noexcept {}
   // The holder released the lease.
   virtual void released(Connection&) noexcept {}
+  // What the wake-up that ended the last pause said (PostgreSQL: the
+  // NOTIFY payloads; a hand-over's carries its grant), handed over once.
+  virtual std::vector<std::string> take_wake_payloads() noexcept { return {}; }
   // The handle goes away.
   virtual void close(Connection&) noexcept {}
 
@@ -105,16 +110,20 @@ class ListeningWaiter : public WakingWaiter {
 
  protected:
   bool wait_for_release(Connection& conn, std::chrono::milliseconds d) override {
-    return conn.wait_for_notify(channel_, d);
+    payloads_ = conn.wait_for_notify_payloads(channel_, d);
+    return !payloads_.empty();
   }
+  std::vector<std::string> take_wake_payloads() noexcept override { return std::exchange(payloads_, {}); }
   // Wake-ups that arrived since the last call are stale: drain them.
   void drain(Connection& conn) {
+    payloads_.clear();
     if (listening_) conn.wait_for_notify(channel_, std::chrono::milliseconds(0));
   }
   // LISTEN; a database that went away makes it an outage like a failed attempt.
   void start_listening(Connection& conn, std::optional<Error>& outage);
   void stop_listening(Connection& conn) noexcept;
   bool listening_ = false;
+  std::vector<std::string> payloads_;  // of the last wake-up (wait_for_release)
 };
 
 }  // namespace sqlguard::detail

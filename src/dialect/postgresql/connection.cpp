@@ -446,6 +446,11 @@ class PgConnection final : public Connection {
   }
 
   bool wait_for_notify(const std::string& channel, std::chrono::milliseconds timeout) override {
+    return !wait_for_notify_payloads(channel, timeout).empty();
+  }
+
+  std::vector<std::string> wait_for_notify_payloads(const std::string& channel,
+                                                    std::chrono::milliseconds timeout) override {
     if (pooler_) dialect().not_supported("LISTEN behind a transaction pooler (?pooler=transaction)");
     if (tx_) throw Error(ErrorCode::kInvalidArgument, "wait_for_notify() inside a transaction", "postgresql");
     try {
@@ -455,10 +460,10 @@ class PgConnection final : public Connection {
       Receiver& r = *it->second;
       c.get_notifs();
       if (!r.fired && timeout.count() > 0) await_wakeup(c, timeout);
-      bool fired = r.fired;
-      r.fired = false;
-      r.payloads.clear();
-      return fired;
+      if (!std::exchange(r.fired, false)) return {};
+      auto payloads = std::exchange(r.payloads, {});
+      if (payloads.empty()) payloads.emplace_back();
+      return payloads;
     } catch (...) {
       rethrow("LISTEN", false);
     }

@@ -144,8 +144,9 @@ struct LockClientStats {
   // Default leases a release handed to a waiter's next turn (barging_limit)
   // that the waiter held as the release wrote them, its read seeing the
   // hand-over, with no confirming take (MariaDB, Galera, SQLite: the dialects
-  // whose acquire reads first; PostgreSQL's single-statement acquire
-  // confirms every hand-over with a take).
+  // whose acquire reads first; PostgreSQL: a waiter of a lease handle woken
+  // by the hand-over's NOTIFY, which carries it; the lock client's shared
+  // waiters there confirm every hand-over with a take).
   std::uint64_t turn_grants = 0;
   std::uint64_t exhausted = 0;            // operations refused with kResourceExhausted
   // Coalescing (LockClientOptions::batch_max): batched statements sent (an

@@ -328,6 +328,24 @@ std::string FairPolicy::listen_channel(const NameQueue& q, const WaitPlan& plan)
   return fair_ticket_channel(q.channel, ticket(w));
 }
 
+namespace {
+
+// What a release granted, as its wake-up's payload goes on after the name:
+// '|fence|expire_at|ttl_ms' and nothing more (lease_release_fair's and
+// lease_release's payloads). Into `grant` when whole and sane.
+bool read_grant(const char* tail, FairGrant* grant) {
+  FairGrant got;
+  char more = 0;
+  if (std::sscanf(tail, "|%" SCNd64 "|%" SCNd64 "|%" SCNd64 "%c", &got.fence, &got.expire_at, &got.ttl_ms, &more) !=
+          3 ||
+      got.fence <= 0 || got.ttl_ms <= 0)
+    return false;
+  *grant = got;
+  return true;
+}
+
+}  // namespace
+
 std::int64_t FairPolicy::names_head(const NameQueue& q, const std::vector<std::string>& payloads,
                                     const WaitPlan& plan, FairGrant* grant) {
   *grant = FairGrant{};
@@ -345,13 +363,7 @@ std::int64_t FairPolicy::names_head(const NameQueue& q, const std::vector<std::s
     // (An owner token holds ':' but never '|': make_owner_token.)
     const auto bar = p.find('|');
     if (p.compare(0, bar, named) != 0) continue;
-    if (bar != std::string::npos) {
-      FairGrant got;
-      char tail = 0;
-      if (std::sscanf(p.c_str() + bar, "|%" SCNd64 "|%" SCNd64 "|%" SCNd64 "%c", &got.fence, &got.expire_at,
-                      &got.ttl_ms, &tail) == 3 && got.fence > 0 && got.ttl_ms > 0)
-        *grant = got;
-    }
+    if (bar != std::string::npos) read_grant(p.c_str() + bar, grant);
     return t;
   }
   return -1;
@@ -366,14 +378,7 @@ bool FairPolicy::turn_grant(const std::vector<std::string>& payloads, const std:
     // (An owner token never holds '|': make_owner_token, validate_name.)
     const auto bar = p.find('|');
     if (bar == std::string::npos || p.compare(0, bar, named) != 0) continue;
-    FairGrant got;
-    char tail = 0;
-    if (std::sscanf(p.c_str() + bar, "|%" SCNd64 "|%" SCNd64 "|%" SCNd64 "%c", &got.fence, &got.expire_at,
-                    &got.ttl_ms, &tail) == 3 &&
-        got.fence > 0 && got.ttl_ms > 0) {
-      *grant = got;
-      return true;
-    }
+    if (read_grant(p.c_str() + bar, grant)) return true;
   }
   return false;
 }

@@ -65,7 +65,7 @@ class WakeupLockWaiter final : public WakingWaiter {
     }
   }
   std::optional<milliseconds> cap_;
-  bool another_turn_ = false;  // past barging_limit, and the turn is not its own
+  bool another_turn_ = false;  // the turn is another wait's, or it is past barging_limit without it
   bool head_ = false;  // holds the wake-up lock while not the holder
 };
 

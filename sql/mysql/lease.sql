@@ -116,12 +116,13 @@ RETURNING owner, fence, expire_at, acquired_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 10
 -- this process's watch of it.
 -- granted: a release handed the lease to its owner (the next turn, handed = 1), whose
 -- attempt then takes it (lease_take).
--- next_owner: who holds the lease's next turn ('' nobody; bounded barging, lease_next_read):
--- a waiter learns whether the turn is still its own without a read of its own.
--- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released, granted, next_owner
+-- next_owner, next_since: who holds the lease's next turn ('' nobody) and when its wait began
+-- (bounded barging, lease_next_read): a waiter past the limit decides from them whether the
+-- turn is its own or open without a read of its own.
+-- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released, granted, next_owner, next_since
 -- params: name
 SET STATEMENT wsrep_sync_wait = 1 FOR SELECT owner, expire_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), fence, beat, IF(ttl_ms > 0, ttl_ms, GREATEST(expire_at - renewed_at, 0)),
-  beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), handed = 1 AND beat <> 0, next_owner FROM sqlguard_lock WHERE name = ?;
+  beat = 0 AND min_release_at <= CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), handed = 1 AND beat <> 0, next_owner, next_since FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_read_mine
 -- Not a lease a release handed to this owner and not yet confirmed (handed = 1: its

@@ -42,9 +42,12 @@
 -- handed = 1: see lease_release) is taken too: the attempt confirms it with its own owner
 -- token, a new fence and expiry. A take by the wait that has the next turn clears it (a turn
 -- asked by another waiter stays for the next release).
--- returns: :one fence, expire_at, holder_expire_at, db_now_ms, left_queue, joined_queue, holder_fence, holder_beat, holder_watch_ms, holder_released
+-- The lease's next turn as the statement saw it rides back too (next_owner: '' nobody asked;
+-- next_since: when its wait began; bounded barging, lease_next_read): a waiter past the limit
+-- decides from it whether the turn is its own or open without a read of its own.
+-- returns: :one fence, expire_at, holder_expire_at, db_now_ms, left_queue, joined_queue, holder_fence, holder_beat, holder_watch_ms, holder_released, next_owner, next_since
 -- params: name, owner, ttl_ms, ttl_ms, min_hold_ms, min_hold_ms, turn_owner, turn_owner, name, watched_fence, watched_beat, watched_expire_at, db_clock_rule, turn_owner, queue_role, channel, queue_role, channel
-WITH seen AS (SELECT expire_at, fence, beat, CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE GREATEST(expire_at - renewed_at, 0) END AS watch_ms,
+WITH seen AS (SELECT expire_at, fence, beat, next_owner, next_since, CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE GREATEST(expire_at - renewed_at, 0) END AS watch_ms,
                      CASE WHEN beat = 0 AND min_release_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT THEN 1 ELSE 0 END AS released
               FROM sqlguard_lock WHERE name = ?),
 took AS (
@@ -62,7 +65,7 @@ SELECT took.fence, took.expire_at, seen.expire_at, (EXTRACT(EPOCH FROM clock_tim
        took.left_queue,
        CASE WHEN took.fence IS NULL AND seen.expire_at IS NOT NULL AND ?::text = 'join'
             THEN pg_try_advisory_lock(1397836871, hashtext(?)) END AS joined,
-       seen.fence, seen.beat, seen.watch_ms, seen.released
+       seen.fence, seen.beat, seen.watch_ms, seen.released, seen.next_owner, seen.next_since
 FROM (SELECT 1) AS one LEFT JOIN took ON true LEFT JOIN seen ON true;
 
 -- name: lease_insert

@@ -62,12 +62,13 @@ RETURNING fence, expire_at;
 -- lock. What it answers of the holder is a sighting for this process's watch of it.
 -- granted: a release handed the lease to its owner (the next turn, handed = 1), whose
 -- attempt then takes it (lease_take_expired).
--- next_owner: who holds the lease's next turn ('' nobody; bounded barging, lease_next_read):
--- a waiter learns whether the turn is still its own without a read of its own.
--- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released, granted, next_owner
+-- next_owner, next_since: who holds the lease's next turn ('' nobody) and when its wait began
+-- (bounded barging, lease_next_read): a waiter past the limit decides from them whether the
+-- turn is its own or open without a read of its own.
+-- returns: :one owner, expire_at, db_now_ms, fence, beat, watch_ms, released, granted, next_owner, next_since
 -- params: name
 SELECT owner, expire_at, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), fence, beat, CASE WHEN ttl_ms > 0 THEN ttl_ms ELSE MAX(expire_at - renewed_at, 0) END,
-       beat = 0 AND min_release_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), handed = 1 AND beat <> 0, next_owner FROM sqlguard_lock WHERE name = ?;
+       beat = 0 AND min_release_at <= CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), handed = 1 AND beat <> 0, next_owner, next_since FROM sqlguard_lock WHERE name = ?;
 
 -- name: lease_read_mine
 -- Not a lease a release handed to this owner and not yet confirmed (handed = 1: its

@@ -137,7 +137,7 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       return true;
     }
   }
-  std::optional<std::string> next_owner;  // what the take's read saw of the turn (lease_precheck)
+  std::optional<NextTurnSeen> next_seen;  // what the take's read saw of the turn (LeaseRequest::next_seen)
   const auto take = [&] {
     return with_reconnect(conn, budget, "acquiring lease '" + l->name + "'", [&](int attempt) {
       if (attempt > 1) {
@@ -155,15 +155,14 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       }
       auto res = acquire_lease_seated(conn, l->name, owner, o.ttl, o.min_hold, session ? session->seat() : nullptr,
                                       seen_free && attempt == 1, o.take_over, turn_owner, hold_turn_grant,
-                                      &next_owner);
+                                      &next_seen);
       if (session) session->seated();
       return res;
     });
   };
   auto r = take();
-  if (turn) turn->other_turn = next_owner && !next_owner->empty() && *next_owner != turn->owner;
-  if (!r.acquired && turn &&
-      ask_next_turn(conn, *l, *turn, next_owner ? std::optional<bool>(*next_owner == turn->owner) : std::nullopt)) {
+  if (turn) turn->other_turn = next_seen && !next_seen->owner.empty() && next_seen->owner != turn->owner;
+  if (!r.acquired && turn && ask_next_turn(conn, *l, *turn, next_seen ? &*next_seen : nullptr)) {
     // A release handed the lease to this wait (its next turn), or freed it,
     // just now: once more, in what is left of the budget.
     seen_free = false;

@@ -505,9 +505,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // lease's barging_limit, where it stands for the next turn, asking for it
   // when open. True: a release already handed the lease to it, or it is
   // free now (try again at once).
-  // `seen_mine`: whether the attempt's own read (lease_precheck) saw the
-  // turn as this wait's (unset: it did not read the row).
-  bool ask_next_turn(Connection& conn, const ClientLease& lease, NextTurn& turn, std::optional<bool> seen_mine = {});
+  // `seen`: the turn and holder as the attempt's own read saw them
+  // (LeaseRequest::next_seen; nullptr: it did not read the row): decided
+  // from it, with no read of its own (lease_next_read).
+  bool ask_next_turn(Connection& conn, const ClientLease& lease, NextTurn& turn, const NextTurnSeen* seen = nullptr);
   // A try-acquire sent with others while every work connection is busy;
   // undecided by the batch (or the client idle): attempt_on alone.
   bool try_coalesced(const std::shared_ptr<ClientLease>& lease, std::chrono::milliseconds budget,

@@ -199,7 +199,7 @@ void ClientCore::keep_place_for_release(Connection& conn, ClientLease& lease, Cl
 
 // ---- bounded barging: a default lease's next turn --------------------------------
 
-bool ClientCore::ask_next_turn(Connection& conn, const ClientLease& l, NextTurn& t, std::optional<bool> seen_mine) {
+bool ClientCore::ask_next_turn(Connection& conn, const ClientLease& l, NextTurn& t, const NextTurnSeen* seen) {
   const auto& limit = l.options.barging_limit;
   if (!limit) return false;
   const auto waited = std::chrono::duration_cast<milliseconds>(steady_clock::now() - t.began);
@@ -208,8 +208,8 @@ bool ClientCore::ask_next_turn(Connection& conn, const ClientLease& l, NextTurn&
   // The attempt's read saw the turn: still its own (nothing to ask), or
   // taken by a waiter that began earlier (look again now, not after
   // kRecheckEvery attempts believing it its own).
-  if (seen_mine && t.asked) {
-    t.mine = *seen_mine;
+  if (seen && t.asked) {
+    t.mine = seen->owner == t.owner;
     if (t.mine) {
       t.unchecked = 0;
       return false;
@@ -226,20 +226,36 @@ bool ClientCore::ask_next_turn(Connection& conn, const ClientLease& l, NextTurn&
     // The earliest waiter wins the turn: its place is when it began to wait,
     // on the database clock (one clock for every process; a step of it only
     // reorders waiters, it never decides who holds the lease).
-    if (t.since < 0) t.since = std::max<std::int64_t>(0, conn.db_now_ms() - waited.count());
-    auto r = run(conn, Sql::lease_next_read, {l.name, t.owner, t.since});
-    if (r.rows.empty()) {
-      t.mine = false;
-      return false;
+    if (t.since < 0) t.since = std::max<std::int64_t>(0, (seen ? seen->db_now : conn.db_now_ms()) - waited.count());
+    NextTurnSeen row;
+    bool open;
+    if (seen && !seen->released) {
+      // The attempt's read saw the row held (not handed to this wait: the
+      // take would have taken that): the turn is open when nobody has it, or
+      // a wait that began later does (lease_next_read's rule; lease_next_set
+      // decides again on the row as it is). (Seen released, the take lost
+      // it to another waiter, whose take the read below sees.)
+      row = *seen;
+      t.mine = row.owner == t.owner;
+      open = !t.mine && (row.owner.empty() || row.since > t.since || (row.since == t.since && row.owner > t.owner));
+    } else {
+      auto r = run(conn, Sql::lease_next_read, {l.name, t.owner, t.since});
+      if (r.rows.empty()) {
+        t.mine = false;
+        return false;
+      }
+      const Row& read = r.rows[0];
+      // Handed to it: try again at once.
+      if (cell(read, kGranted).as_int() != 0) return true;
+      row.fence = cell(read, kFence).as_int();
+      row.released = cell(read, kFree).as_int() != 0;
+      t.mine = cell(read, kMine).as_int() != 0;
+      open = cell(read, kOpen).as_int() != 0;
     }
-    const Row& row = r.rows[0];
-    const std::int64_t fence = cell(row, kFence).as_int();
-    t.same_holder = fence == t.seen_fence ? t.same_holder + 1 : 0;
-    t.seen_fence = fence;
-    // Handed to it, or released since the attempt: try again at once.
-    if (cell(row, kGranted).as_int() != 0 || cell(row, kFree).as_int() != 0) return true;
-    t.mine = cell(row, kMine).as_int() != 0;
-    if (t.mine || cell(row, kOpen).as_int() == 0) return false;
+    t.same_holder = row.fence == t.seen_fence ? t.same_holder + 1 : 0;
+    t.seen_fence = row.fence;
+    if (row.released) return true;  // released since: try again at once
+    if (t.mine || !open) return false;
     t.asked = true;  // before the statement: one whose answer is lost may have committed
     t.mine = run(conn, Sql::lease_next_set, {l.name, t.owner, t.since, l.options.ttl.count()}).affected == 1;
     if (t.mine) {

@@ -14,8 +14,7 @@ std::optional<AcquireResult> precheck(Connection& conn, const LeaseRequest& req,
   missing = pre.rows.empty();
   if (missing) return std::nullopt;
   const Sighting seen = sighting_of(pre.rows[0], kCols);
-  static constexpr auto kNextOwner = column(Sql::lease_precheck, "next_owner");
-  req.next_owner = cell(pre.rows[0], kNextOwner).is_null() ? std::string() : cell(pre.rows[0], kNextOwner).as_string();
+  req.next_seen = next_turn_seen<Sql::lease_precheck>(pre.rows[0], seen);
   if (req.may_take_over(seen)) return std::nullopt;
   // A release handed the lease to this wait (its next turn, bounded
   // barging): held as the release wrote it when the caller may (hold_grant)

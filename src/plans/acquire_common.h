@@ -58,6 +58,22 @@ constexpr SightingColumns plain_sighting_columns() {
           column(Id, "released"), column(Id, "db_now_ms")};
 }
 
+// The lease's next turn as a statement answered it (columns next_owner and
+// next_since; NULL: a row written before the next turn existed), with the
+// holder it saw.
+template <Sql Id>
+NextTurnSeen next_turn_seen(const Row& row, const Sighting& holder) {
+  static constexpr auto kOwner = column(Id, "next_owner");
+  static constexpr auto kSince = column(Id, "next_since");
+  NextTurnSeen t;
+  if (!cell(row, kOwner).is_null()) t.owner = cell(row, kOwner).as_string();
+  if (!cell(row, kSince).is_null()) t.since = cell(row, kSince).as_int();
+  t.fence = holder.version.fence;
+  t.released = holder.released;
+  t.db_now = holder.db_now;
+  return t;
+}
+
 // A row of a statement that returns (fence, expire_at) of the lease it took.
 template <Sql Id>
 AcquireResult acquired_row(const std::string& owner, const Row& row) {

@@ -49,6 +49,7 @@ class OneStatementTakeover final : public AcquirePlan {
         run(conn, Sql::lease_queue_leave, {*seat->channel});
       }
       req.seen = sighting_of(row, kSeen);
+      req.next_seen = next_turn_seen<Sql::lease_acquire>(row, *req.seen);
       return busy_until(conn, req, until, cell(row, kNow).as_int());
     }
     auto ins = try_insert(conn, Sql::lease_insert, {req.name, req.owner, req.ttl.count(), req.min_hold.count()});

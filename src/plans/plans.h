@@ -50,10 +50,11 @@ struct LeaseRequest {
   // enough of a trust window left (ClientCore::attempt_on). Else the take
   // confirms it with `owner`.
   bool hold_grant = false;
-  // Out: the lease's next turn (its next_owner; empty: nobody asked) where
-  // the plan's deciding read saw the row (lease_precheck), else unset. A
-  // waiter learns from it, at no cost, whether the turn is still its own.
-  mutable std::optional<std::string> next_owner{};
+  // Out: the lease's next turn (next_owner, next_since) and holder where a
+  // busy attempt's deciding read saw the row (lease_precheck, PostgreSQL's
+  // lease_acquire), else unset. A waiter learns from it, at no cost, whether
+  // the turn is its own or open (FairPolicy's ask_next_turn).
+  mutable std::optional<NextTurnSeen> next_seen{};
 
   // The take statements' last arguments: the take-over rule's
   // (watched_fence, watched_beat, watched_expire_at, db_clock_rule), then

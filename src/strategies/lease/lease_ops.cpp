@@ -239,20 +239,20 @@ bool continue_machine_watch(Connection& conn, const std::string& name, const std
 AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, const std::string& owner,
                                    milliseconds ttl, milliseconds min_hold, QueueSeat* seat, bool seen_free,
                                    TakeOver rule, const std::string& turn_owner, bool hold_grant,
-                                   std::optional<std::string>* next_owner_seen) {
+                                   std::optional<NextTurnSeen>* next_seen) {
   validate_name(name, "lock name");
   validate_name(owner, "owner");
   check_duration(ttl, "ttl", milliseconds(10), std::chrono::hours(24 * 7));
   check_duration(min_hold, "min_hold", milliseconds(0), ttl);
   require_no_transaction(conn, "acquiring a lease",
                          "the lock row would stay locked and invisible until it commits; use another connection");
-  return acquire_lease_here(conn, name, owner, ttl, min_hold, seat, seen_free, rule, turn_owner, hold_grant, next_owner_seen);
+  return acquire_lease_here(conn, name, owner, ttl, min_hold, seat, seen_free, rule, turn_owner, hold_grant, next_seen);
 }
 
 AcquireResult acquire_lease_here(Connection& conn, const std::string& name, const std::string& owner,
                                  milliseconds ttl, milliseconds min_hold, QueueSeat* seat, bool seen_free,
                                  TakeOver rule, const std::string& turn_owner, bool hold_grant,
-                                 std::optional<std::string>* next_owner_seen) {
+                                 std::optional<NextTurnSeen>* next_seen) {
   const AcquirePlan& plan = *conn.dialect().plans().acquire;
   const std::string key = watch_key(conn, name);
   // Inside a caller's transaction (a lock set's attempt) contention is never
@@ -273,7 +273,7 @@ AcquireResult acquire_lease_here(Connection& conn, const std::string& name, cons
       const auto look = rule == TakeOver::kWatched ? watches().look(key, steady_clock::now()) : WatchBook::Look{};
       if (look.ripe) req.watched = *look.ripe;
       auto r = plan.attempt(conn, req, seat);
-      if (next_owner_seen) *next_owner_seen = req.next_owner;
+      if (next_seen) *next_seen = req.next_seen;
       ++(r.acquired ? metric::lock_acquired() : metric::lock_busy());
       if (r.acquired) {
         watches().forget(key);  // (also what a concurrent poll of this process saw meanwhile)

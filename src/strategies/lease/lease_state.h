@@ -104,6 +104,7 @@ struct QueueSeat;
 // A busy attempt saw the holder's row: a sighting for this process's watch
 // and, under the watched rule, how long until it may take over (`r`).
 struct Sighting;
+struct NextTurnSeen;
 void watched_busy(AcquireResult& r, const std::string& key, const Sighting& seen, TakeOver rule);
 // The connect options of a lease handle made from a URI (its shared client's
 // or its own connection): no call, reconnects included, may block past a
@@ -114,13 +115,13 @@ AcquireResult acquire_lease_seated(Connection& conn, const std::string& name, co
                                    std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
                                    bool seen_free = false, TakeOver rule = TakeOver::kWatched,
                                    const std::string& turn_owner = {}, bool hold_grant = false,
-                                   std::optional<std::string>* next_owner_seen = nullptr);
+                                   std::optional<NextTurnSeen>* next_seen = nullptr);
 // acquire_lease_seated without its checks of the arguments and of the
 // connection: inside a transaction too (a lock set's attempt takes every
 // name in one, ClientCore::try_acquire_set_on; the caller validated them).
 AcquireResult acquire_lease_here(Connection& conn, const std::string& name, const std::string& owner,
                                  std::chrono::milliseconds ttl, std::chrono::milliseconds min_hold, QueueSeat* seat,
                                  bool seen_free, TakeOver rule, const std::string& turn_owner,
-                                 bool hold_grant = false, std::optional<std::string>* next_owner_seen = nullptr);
+                                 bool hold_grant = false, std::optional<NextTurnSeen>* next_seen = nullptr);
 
 }  // namespace sqlguard::detail

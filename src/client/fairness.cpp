@@ -318,7 +318,7 @@ std::int64_t FairPolicy::ticket(const ClientWait& w) {
 }
 
 bool FairPolicy::far_in_line(const NameQueue& q, const WaitPlan& plan) {
-  if (q.waits.empty() || plan.wakes_fair_by_ticket() || (plan.wakes_every_waiter() && !q.channel.empty())) return false;
+  if (q.waits.empty() || plan.wakes_fair_by_ticket()) return false;
   const auto& w = *q.waits.front();
   return w.place && w.ahead >= kFarInLine;
 }
@@ -421,7 +421,7 @@ void FairPolicy::pace(NameQueue& q, const ClientWait& w, steady_clock::time_poin
     // not poll the queue.
     const auto net = std::max(o.backoff_max, o.backoff_initial);
     q.next_try = t + net / 2 + jitter(net / 2);
-  } else if (w.not_turn && (!plan.wakes_every_waiter() || q.channel.empty())) {
+  } else if (w.not_turn) {
     // (A fair semaphore's waiters have no wake-up channel at all: they are
     // paced the same way on every dialect.)
     const auto turn = w.fastest_turn.count() > 0          ? w.fastest_turn

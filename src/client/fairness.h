@@ -23,15 +23,16 @@
 namespace sqlguard::detail {
 
 struct FairPolicy {
-  // Where wake-ups neither name the next ticket nor reach every waiter for
-  // free (MariaDB's wake-up lock: each woken listener costs a statement, and
-  // its waiter a read of the queue), a fair head with kFarInLine or more
-  // places ahead is left out of them: the listener does not block on its
-  // name and a wake-up does not make it try. It checks its turn again after
-  // 4/5 of the turns until it is next, timed by the fastest turn of the
-  // queue it saw (a check after its turn came would leave the lease free
-  // with nobody woken, so early beats late). Only the next in line blocks
-  // on the wake-up lock.
+  // Where wake-ups do not name the next ticket (MariaDB's wake-up lock:
+  // each woken listener costs a statement; SQLite's futex word: free, but
+  // it wakes every waiter of the name), each woken fair head would read the
+  // queue once per release: a fair head with kFarInLine or more places
+  // ahead is left out of them: the listener does not block on its name and
+  // a wake-up does not make it try. It checks its turn again after 4/5 of
+  // the turns until it is next, timed by the fastest turn of the queue it
+  // saw (a check after its turn came would leave the lease free with nobody
+  // woken, so early beats late). Only the next in line waits for the
+  // release's wake-up.
   static constexpr std::int64_t kFarInLine = 2;
   // ... and never later than this: a check late by a misjudged pace costs
   // the queue at most this long.

@@ -168,8 +168,9 @@ struct NextTurn {
   bool asked = false;       // it asked: given back when the wait ends unacquired
   bool past_limit = false;  // it has waited barging_limit: it looks for the turn
   bool mine = false;        // the turn was its own when it last looked
-  // The last attempt's read (lease_precheck, where the plan reads first) saw
-  // the turn held by another wait: the next release is not for this one.
+  // The last attempt's read (LeaseRequest::next_seen: lease_precheck, or
+  // PostgreSQL's lease_acquire) saw the turn held by another wait: the next
+  // release is not for this one.
   bool other_turn = false;
   int unchecked = 0;        // busy attempts since it last looked, while it was its own
   // The holder's fence when it last looked, and how many looks in a row found

@@ -226,18 +226,20 @@ bool ClientCore::ask_next_turn(Connection& conn, const ClientLease& l, NextTurn&
     // The earliest waiter wins the turn: its place is when it began to wait,
     // on the database clock (one clock for every process; a step of it only
     // reorders waiters, it never decides who holds the lease).
-    if (t.since < 0) t.since = std::max<std::int64_t>(0, (seen ? seen->db_now : conn.db_now_ms()) - waited.count());
-    NextTurnSeen row;
-    bool open;
-    if (seen && !seen->released) {
+    if (t.since < 0) t.since = std::max<std::int64_t>(0, (seen ? seen->holder.db_now : conn.db_now_ms()) - waited.count());
+    std::int64_t fence;
+    bool released, open;
+    if (seen && !seen->holder.released) {
       // The attempt's read saw the row held (not handed to this wait: the
       // take would have taken that): the turn is open when nobody has it, or
       // a wait that began later does (lease_next_read's rule; lease_next_set
       // decides again on the row as it is). (Seen released, the take lost
       // it to another waiter, whose take the read below sees.)
-      row = *seen;
-      t.mine = row.owner == t.owner;
-      open = !t.mine && (row.owner.empty() || row.since > t.since || (row.since == t.since && row.owner > t.owner));
+      const NextTurnSeen& s = *seen;
+      fence = s.holder.version.fence;
+      released = false;
+      t.mine = s.owner == t.owner;
+      open = !t.mine && (s.owner.empty() || s.since > t.since || (s.since == t.since && s.owner > t.owner));
     } else {
       auto r = run(conn, Sql::lease_next_read, {l.name, t.owner, t.since});
       if (r.rows.empty()) {
@@ -247,14 +249,14 @@ bool ClientCore::ask_next_turn(Connection& conn, const ClientLease& l, NextTurn&
       const Row& read = r.rows[0];
       // Handed to it: try again at once.
       if (cell(read, kGranted).as_int() != 0) return true;
-      row.fence = cell(read, kFence).as_int();
-      row.released = cell(read, kFree).as_int() != 0;
+      fence = cell(read, kFence).as_int();
+      released = cell(read, kFree).as_int() != 0;
       t.mine = cell(read, kMine).as_int() != 0;
       open = cell(read, kOpen).as_int() != 0;
     }
-    t.same_holder = row.fence == t.seen_fence ? t.same_holder + 1 : 0;
-    t.seen_fence = row.fence;
-    if (row.released) return true;  // released since: try again at once
+    t.same_holder = fence == t.seen_fence ? t.same_holder + 1 : 0;
+    t.seen_fence = fence;
+    if (released) return true;  // released since: try again at once
     if (t.mine || !open) return false;
     t.asked = true;  // before the statement: one whose answer is lost may have committed
     t.mine = run(conn, Sql::lease_next_set, {l.name, t.owner, t.since, l.options.ttl.count()}).affected == 1;

@@ -68,9 +68,7 @@ NextTurnSeen next_turn_seen(const Row& row, const Sighting& holder) {
   NextTurnSeen t;
   if (!cell(row, kOwner).is_null()) t.owner = cell(row, kOwner).as_string();
   if (!cell(row, kSince).is_null()) t.since = cell(row, kSince).as_int();
-  t.fence = holder.version.fence;
-  t.released = holder.released;
-  t.db_now = holder.db_now;
+  t.holder = holder;
   return t;
 }
 

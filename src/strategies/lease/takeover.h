@@ -43,15 +43,13 @@ struct Sighting {
 };
 
 // What an attempt's deciding read saw of a lease's next turn (bounded
-// barging: next_owner, next_since) and of its holder: a waiter past the
-// limit decides from it whether the turn is its own or open, without a read
-// of its own (lease_next_read).
+// barging: next_owner, next_since) with the holder's row beside it: a waiter
+// past the limit decides from it whether the turn is its own or open,
+// without a read of its own (lease_next_read).
 struct NextTurnSeen {
-  std::string owner;        // who holds the next turn ('' nobody)
-  std::int64_t since = 0;   // when that wait began (database clock)
-  std::int64_t fence = 0;   // the holder's fence
-  bool released = false;    // released, its minimum hold passed: try again at once
-  std::int64_t db_now = 0;  // database clock, when it was read
+  std::string owner;       // who holds the next turn ('' nobody)
+  std::int64_t since = 0;  // when that wait began (database clock)
+  Sighting holder;
 };
 
 // The process's watches: one entry per lease name (per database) an attempt

@@ -269,6 +269,19 @@ LEFT JOIN (SELECT ticket, beat, expire_at, ttl_ms AS watch_ms FROM sqlguard_lock
            WHERE name = ? AND ticket < ? AND beat <> 0 ORDER BY ticket LIMIT ?) a ON 1 = 1
 ORDER BY a.ticket;
 
+-- name: fair_grant_read
+-- A fair waiter that its last queue read (fair_gate) found next in line, woken by the
+-- release's wake-up lock (which names nobody): whether that release granted the lease to
+-- its place (lease_release_fair: owner = the place's owner token, handed = 1), with the
+-- grant as written (fence, expire_at, ttl_ms), and the holder's wake-up lock for it in the
+-- same round trip as fair_gate's granted row takes it (GET_LOCK(channel, 0): never waits;
+-- not twice in one session). One read by primary key instead of the queue read at each
+-- hand-off. No row: not granted; the queue read decides as before. Causal on Galera.
+-- returns: :one fence, expire_at, ttl_ms, wake_lock
+-- params: channel, channel, name, owner
+SET STATEMENT wsrep_sync_wait = 1 FOR SELECT fence, expire_at, ttl_ms, IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)) AS wake_lock
+FROM sqlguard_lock WHERE name = ? AND owner = ? AND owner <> '' AND handed = 1 AND beat <> 0;
+
 -- name: fair_take_place
 -- Removes a place ahead of the caller that it watched unchanged for its ttl (its waiter died:
 -- no renewal), only as it was seen (ticket and beat: a compare-and-set); a place renewed since

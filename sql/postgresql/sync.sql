@@ -264,6 +264,9 @@ LEFT JOIN (SELECT ticket, beat, expire_at, ttl_ms AS watch_ms FROM sqlguard_lock
            WHERE name = ? AND ticket < ? AND beat <> 0 ORDER BY ticket LIMIT ?) a ON true
 ORDER BY a.ticket;
 
+-- name: fair_grant_read
+-- not needed: a release's NOTIFY names the next place and carries its grant (lease_release_fair)
+
 -- name: fair_take_place
 -- Removes a place ahead of the caller that it watched unchanged for its ttl (its waiter died:
 -- no renewal), only as it was seen (ticket and beat: a compare-and-set); a place renewed since

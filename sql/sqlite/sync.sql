@@ -244,6 +244,9 @@ LEFT JOIN (SELECT ticket, beat, expire_at, ttl_ms AS watch_ms FROM sqlguard_lock
            WHERE name = ? AND ticket < ? AND beat <> 0 ORDER BY ticket LIMIT ?) a ON 1 = 1
 ORDER BY a.ticket;
 
+-- name: fair_grant_read
+-- not needed: a fair release grants nothing here (lease_release_fair); the woken head takes the lease
+
 -- name: fair_take_place
 -- Removes a place ahead of the caller that it watched unchanged for its ttl (its waiter died:
 -- no renewal), only as it was seen (ticket and beat: a compare-and-set); a place renewed since

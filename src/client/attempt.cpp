@@ -68,12 +68,45 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       if (held) plan.wake_waiters(conn, name);  // frees it: its waiters return
     }
   } gate_wake{*wait_plan_, conn, l->name};
+  if (o.fair && !named && place && w && l->kind == RowKind::kLease && catalog(conn).has(Sql::fair_grant_read)) {
+    // Where wake-ups name nobody (MariaDB's wake-up lock), a wait that its
+    // last queue read found next in line reads first whether the release
+    // that woke it granted its place the lease: one read by primary key
+    // (fair_grant_read) instead of the queue read at each hand-off.
+    bool next_in_line;
+    {
+      std::lock_guard<std::mutex> lk(wait_mu_);
+      next_in_line = w->ahead >= 0 && w->ahead <= 1;
+    }
+    if (next_in_line) {
+      auto r = run(conn, Sql::fair_grant_read, {l->name, place_owner, lease_wakeup_channel(l->name)});
+      if (!r.rows.empty()) {
+        const Row& g = r.rows[0];
+        const Value& wl = cell(g, column(Sql::fair_grant_read, "wake_lock"));
+        gate_wake.held = !wl.is_null() && wl.as_int() == 1;
+        const FairGrant read{cell(g, column(Sql::fair_grant_read, "fence")).as_int(),
+                             cell(g, column(Sql::fair_grant_read, "expire_at")).as_int(),
+                             cell(g, column(Sql::fair_grant_read, "ttl_ms")).as_int()};
+        if (take_up_grant(c, l, w, *place, read, false)) {
+          std::int64_t ticket;
+          {
+            std::lock_guard<std::mutex> pg(place->state->mu);
+            ticket = place->key;
+          }
+          group_watches().forget(places_watch_key(description_, l->name, ticket));
+          if (!gate_wake.held) await_wakeup_lock(conn, lease_wakeup_channel(l->name));
+          gate_wake.held = false;
+          return true;
+        }
+      }
+    }
+  }
   if (o.fair && !named) {
     std::int64_t lease_left = 0;
     FairGrant gate_grant;
     std::optional<std::int64_t> wake_lock;
     const bool turn = fair_turn_on(conn, *l, w, budget, holder_remaining, &lease_left, &gate_grant, &wake_lock);
-    gate_wake.held = wake_lock == 1;
+    gate_wake.held = gate_wake.held || wake_lock == 1;
     if (!turn) {
       note_refusal(*l->state, 0);  // not its turn: no take-over to count down to
       return false;

@@ -95,6 +95,12 @@ struct ClientLease {
   // A fair lease: the last turn of its queue its waits saw (ClientWait::
   // fastest_turn), the first guess of its next wait. Guarded by wait_mu_.
   std::chrono::microseconds fair_turn{0};
+  // A fair lease: how many live places its last try (the read before a wait
+  // joins the queue) found, and when (-1: none kept). The wait that joins
+  // right after starts from it instead of reading the queue again. Guarded
+  // by wait_mu_.
+  mutable std::int64_t tried_ahead = -1;
+  mutable std::chrono::steady_clock::time_point tried_at{};
   // Inside run_guarded: its transaction holds the lease's row (or SQLite's
   // write lock); a renewal statement would wait for it, and with it every
   // lease of the batch. The renewer leaves it out until the transaction ends.

@@ -126,6 +126,11 @@ bool ClientCore::fair_turn_on(Connection& conn, const ClientLease& l, ClientWait
     *holder_remaining = l.options.backoff_initial;
     return false;
   }
+  if (!w) {
+    std::lock_guard<std::mutex> lk(wait_mu_);
+    l.tried_ahead = turn.ahead;
+    l.tried_at = steady_clock::now();
+  }
   if (w) {
     std::lock_guard<std::mutex> lk(wait_mu_);
     const auto now = steady_clock::now();

@@ -37,6 +37,9 @@ struct FairPolicy {
   // ... and never later than this: a check late by a misjudged pace costs
   // the queue at most this long.
   static constexpr std::chrono::milliseconds kFarCheckMax{20};
+  // A blocking acquire's try read the queue, then its wait joins: the wait
+  // starts from that read (ClientLease::tried_ahead) when it is this recent.
+  static constexpr std::chrono::milliseconds kTriedAheadFresh{50};
 
   // Bounded barging (LeaseOptions::barging_limit): a new wait's next turn
   // (nullopt: the lease never asks).

@@ -165,7 +165,26 @@ void ClientCore::acquire_async(std::shared_ptr<ClientWait> w, milliseconds wait,
                                                "already pending");
     }
     l->waiting = true;
+    // A fair wait that joins right after its try read the queue (a blocking
+    // acquire's first try) starts from that read: far in line, it is paced
+    // as after a queue read instead of reading the queue again at once.
+    const bool seeded = w->place && l->tried_ahead >= FairPolicy::kFarInLine &&
+                        steady_clock::now() - l->tried_at < FairPolicy::kTriedAheadFresh;
+    if (seeded) {
+      w->ahead = l->tried_ahead;
+      w->ahead_since = l->tried_at;
+      w->not_turn = true;
+    }
+    l->tried_ahead = -1;
+    const auto seeded_wait = seeded ? w : nullptr;
     enqueue_wait_locked(std::move(w), 0);
+    if (seeded_wait) {
+      auto& q = queues_[queue_key(*l)];
+      if (q.waits.size() == 1 && q.waits.front() == seeded_wait && !q.busy) {
+        q.woken = false;
+        FairPolicy::after_busy(q, seeded_wait, steady_clock::now(), *wait_plan_, false);
+      }
+    }
   }
   wait_cv_.notify_all();
 }

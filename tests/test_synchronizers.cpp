@@ -22,6 +22,7 @@
 #include "sqlguard/lock_client.h"
 #include "sqlguard/read_write_lease.h"
 #include "sqlguard/semaphore.h"
+#include "sql_audit.h"
 #include "test_context.h"
 #include "test_helpers.h"
 #include "strategies/sync/sync_ops.h"
@@ -860,6 +861,57 @@ TEST_CASE("a fair release NOTIFYs the next place's own channel, and with nobody 
   heard = l->wait_for_any_wakeup({drawn}, 5s);
   REQUIRE(heard.size() == 1);
   CHECK(heard[0].payloads == std::vector<std::string>{""});
+}
+
+TEST_CASE("a MariaDB fair waiter next in line, woken by a release that granted it the lease, holds it from one read "
+          "of the lease's row, without a queue read",
+          "[fair-lease]") {
+  if (!ctx().is(sqlguard::DialectKind::kMysql)) {
+    SUCCEED("wake-ups name the granted place on PostgreSQL, and SQLite's release grants nothing");
+    return;
+  }
+  // The statement audit counts what the woken waiter sent between the
+  // release and its acquisition: the granted hand-off is one fair_grant_read
+  // and no fair_gate. The control: a holder with a minimum hold, whose
+  // release grants nothing (lease_release_fair), so the same read finds no
+  // grant and the waiter reads the queue and takes the lease itself.
+  const std::string d = ctx().name + "/";
+  auto hand_off = [&](bool granted) {
+    const std::string name = ctx().unique(granted ? "grantread" : "grantread_ctl");
+    auto h = LockClient::create(ctx().uri);
+    auto wc = LockClient::create(ctx().uri);
+    LeaseOptions ho = fair_opts(10s);
+    if (!granted) ho.min_hold = 1ms;
+    // The waiter's own timer slow: only the release's wake-up makes it try.
+    LeaseOptions wo = fair_opts(10s);
+    wo.backoff_initial = 3s;
+    wo.backoff_max = 6s;
+    LeaseLock holder(h, name, ho), waiter(wc, name, wo);
+    REQUIRE(holder.try_acquire());
+    auto before = sgtest::sql_audit_counts();
+    auto got = waiter.acquire_async(20s);
+    REQUIRE(eventually([&] { return live_places(name) == 1; }, 10s));
+    // Its first queue read (next in line, the lease held) is done.
+    REQUIRE(eventually([&] { return sgtest::sql_audit_counts()[d + "fair_gate"] > before[d + "fair_gate"]; }, 10s));
+    std::this_thread::sleep_for(100ms);
+    auto mark = sgtest::sql_audit_counts();
+    CHECK(holder.release());
+    REQUIRE(got.wait_for(10s) == std::future_status::ready);
+    REQUIRE(got.get());
+    auto now = sgtest::sql_audit_counts();
+    const auto sent = [&](const char* e) { return now[d + e] - mark[d + e]; };
+    CHECK(sent("fair_grant_read") == 1);
+    if (granted) {
+      CHECK(sent("fair_gate") == 0);
+      CHECK(wc->stats().granted_handoffs == 1);
+    } else {
+      CHECK(sent("fair_gate") >= 1);
+      CHECK(wc->stats().granted_handoffs == 0);
+    }
+    CHECK(waiter.release());
+  };
+  hand_off(true);
+  hand_off(false);
 }
 
 TEST_CASE("a fair waiter that waited more than half a ttl before the hand-off confirms it by a take of its own",

@@ -998,8 +998,8 @@ TEST_CASE("a lease granted to a fair waiter that left at that moment is released
   if (grants && !ctx().pooler) run(false);
 }
 
-TEST_CASE("on MariaDB a fair release grants the lease to the next place: its waiter holds it from its queue read and "
-          "holds the wake-up lock the waiter behind it blocks on",
+TEST_CASE("on MariaDB a fair release grants the lease to the next place: its waiter holds it from the read that saw "
+          "the grant and holds the wake-up lock the waiter behind it blocks on",
           "[fair-lease]") {
   if (!ctx().is(sqlguard::DialectKind::kMysql)) {
     SUCCEED("the wake-up lock is MariaDB's (PostgreSQL's grant comes in the NOTIFY: the ticket-channel test)");
@@ -1037,13 +1037,14 @@ TEST_CASE("on MariaDB a fair release grants the lease to the next place: its wai
     auto row = c->execute("SELECT owner, fence, handed FROM sqlguard_lock WHERE name = ?", {name});
     REQUIRE(row.rows.size() == 1);
     CHECK(row.rows[0][1].as_int() == waiter.fence());
-    CHECK(wc->stats().named_handoffs == 0);  // the wake-up lock names nobody: the queue read saw the grant
+    CHECK(wc->stats().named_handoffs == 0);  // the wake-up lock names nobody: a read saw the grant
     bool path = row.rows[0][0].as_string() == place_owner && wc->stats().granted_handoffs == 1;
     if (last) {
       CHECK(row.rows[0][0].as_string() == place_owner);
       CHECK(wc->stats().granted_handoffs == 1);
     }
-    // The new holder's session holds the wake-up lock (the queue read took it),
+    // The new holder's session holds the wake-up lock (the read that saw the
+    // grant took it: fair_grant_read, or fair_gate),
     // so the waiter behind blocks on it instead of polling, and is served by
     // the release.
     CHECK(eventually([&] { return wake_lock_held(); }, 2s));

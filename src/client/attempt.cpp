@@ -79,7 +79,13 @@ bool ClientCore::attempt_on(Borrowed& c, const std::shared_ptr<ClientLease>& l, 
       next_in_line = w->ahead >= 0 && w->ahead <= 1;
     }
     if (next_in_line) {
-      auto r = run(conn, Sql::fair_grant_read, {l->name, place_owner, lease_wakeup_channel(l->name)});
+      // (A lost session is reconnected within the attempt's budget, as the
+      // queue read's is.)
+      const Result r = with_reconnect(conn, std::max(budget, milliseconds(1)), "reading the grant of '" + l->name + "'",
+                                      [&](int) {
+                                        return run(conn, Sql::fair_grant_read,
+                                                   {l->name, place_owner, lease_wakeup_channel(l->name)});
+                                      });
       if (!r.rows.empty()) {
         const Row& g = r.rows[0];
         const Value& wl = cell(g, column(Sql::fair_grant_read, "wake_lock"));
